@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Every map layout and every constant the agent must also know.
+ *
+ * This header is the single source of truth for the datapath ABI; crates/abi
+ * mirrors each struct with compile-time size and offset checks. Layouts follow
+ * Cilium 1.16 so that pinned maps stay byte-compatible with Cilium's tools.
+ */
+#ifndef __ABI_H_
+#define __ABI_H_
+
+#include <linux/types.h>
+
+/* ---- Map names (pinned by name under <bpffs>/tc/globals) ---- */
+/* The Rust side spells these in crates/abi/src/maps.rs. */
+
+/* ---- Default map sizes (cilium-config knobs may override) ---- */
+#define ENDPOINTS_MAP_SIZE	65535
+#define IPCACHE_MAP_SIZE	512000
+#define CT_MAP_SIZE_TCP		524288
+#define CT_MAP_SIZE_ANY		262144
+#define METRICS_MAP_SIZE	1024
+#define RUNTIME_CONFIG_SIZE	256
+#define TUNNEL_MAP_SIZE		65536
+#define POLICY_MAP_SIZE		16384
+
+/* ---- Address families as stored in keys ---- */
+#define ENDPOINT_KEY_IPV4	1
+#define ENDPOINT_KEY_IPV6	2
+
+/* ---- Reserved identities ---- */
+#define IDENTITY_UNKNOWN	0
+#define IDENTITY_HOST		1
+#define IDENTITY_WORLD		2
+#define IDENTITY_UNMANAGED	3
+#define IDENTITY_HEALTH		4
+#define IDENTITY_INIT		5
+#define IDENTITY_REMOTE_NODE	6
+#define IDENTITY_KUBE_APISERVER	7
+#define IDENTITY_INGRESS	8
+#define IDENTITY_WORLD_IPV4	9
+#define IDENTITY_WORLD_IPV6	10
+
+/* ---- cilium_lxc: endpoint_key -> endpoint_info ---- */
+#define ENDPOINT_F_HOST		1
+
+struct endpoint_key {
+	union {
+		struct {
+			__u32 ip4;
+			__u32 pad1;
+			__u32 pad2;
+			__u32 pad3;
+		};
+		__u8 ip6[16];
+	};
+	__u8 family;
+	__u8 key;
+	__u16 cluster_id;
+} __attribute__((packed));
+
+struct endpoint_info {
+	__u32 ifindex;
+	__u16 unused;
+	__u16 lxc_id;
+	__u32 flags;
+	__u32 pad0;
+	__u8 mac[8];		/* pod-side MAC in bytes 0-5 */
+	__u8 node_mac[8];	/* host-side veth MAC in bytes 0-5 */
+	__u32 sec_id;
+	__u32 pad[3];
+};
+
+/* ---- cilium_ipcache: ipcache_key (LPM) -> remote_endpoint_info ---- */
+/* Bits of the key that precede the address: cluster_id, pad1, family. */
+#define IPCACHE_STATIC_PREFIX_BITS	32
+
+struct ipcache_key {
+	__u32 prefixlen;	/* struct bpf_lpm_trie_key header */
+	__u16 cluster_id;
+	__u8 pad1;
+	__u8 family;
+	union {
+		struct {
+			__u32 ip4;
+			__u32 pad4;
+			__u32 pad5;
+			__u32 pad6;
+		};
+		__u8 ip6[16];
+	};
+} __attribute__((packed));
+
+#define IPCACHE_F_SKIP_TUNNEL	1
+
+struct remote_endpoint_info {
+	__u32 sec_identity;
+	__u32 tunnel_endpoint;	/* be32 underlay IPv4, 0 = not behind a tunnel */
+	__u16 pad;
+	__u8 key;		/* encryption key index */
+	__u8 flags;		/* bit0 skip tunnel */
+};
+
+/* ---- cilium_tunnel_map: tunnel_key -> tunnel_value ---- */
+struct tunnel_key {
+	union {
+		struct {
+			__u32 ip4;
+			__u32 pad1;
+			__u32 pad2;
+			__u32 pad3;
+		};
+		__u8 ip6[16];
+	};
+	__u8 family;
+	__u8 pad;
+	__u16 cluster_id;
+} __attribute__((packed));
+
+struct tunnel_value {
+	union {
+		struct {
+			__u32 ip4;
+			__u32 pad1;
+			__u32 pad2;
+			__u32 pad3;
+		};
+		__u8 ip6[16];
+	};
+	__u8 family;
+	__u8 key;
+	__u16 pad;
+} __attribute__((packed));
+
+/* ---- cilium_ct4_global / cilium_ct_any4_global ---- */
+/* Tuple flags. Address fields are named for the reply direction and port
+ * fields for the original direction, exactly as Cilium stores them. */
+#define TUPLE_F_OUT		0
+#define TUPLE_F_IN		1
+#define TUPLE_F_RELATED		2
+#define TUPLE_F_SERVICE		4
+
+struct ipv4_ct_tuple {
+	__u32 daddr;
+	__u32 saddr;
+	__u16 dport;
+	__u16 sport;
+	__u8 nexthdr;
+	__u8 flags;
+} __attribute__((packed));
+
+/* ct_entry flag bits (the 16-bit word at offset 36) */
+#define CT_F_RX_CLOSING		(1 << 0)
+#define CT_F_TX_CLOSING		(1 << 1)
+#define CT_F_LB_LOOPBACK	(1 << 3)
+#define CT_F_SEEN_NON_SYN	(1 << 4)
+#define CT_F_NODE_PORT		(1 << 5)
+#define CT_F_PROXY_REDIRECT	(1 << 6)
+#define CT_F_DSR_INTERNAL	(1 << 7)
+#define CT_F_FROM_L7LB		(1 << 8)
+#define CT_F_FROM_TUNNEL	(1 << 10)
+
+struct ct_entry {
+	__u64 reserved0;
+	__u64 backend_id;
+	__u64 packets;
+	__u64 bytes;
+	__u32 lifetime;
+	__u16 flags;
+	__u16 rev_nat_index;	/* network order */
+	__u16 ifindex;
+	__u8 tx_flags_seen;
+	__u8 rx_flags_seen;
+	__u32 src_sec_id;
+	__u32 last_tx_report;
+	__u32 last_rx_report;
+};
+
+/* ---- cilium_policy_<EPID>: policy_key (LPM) -> policy_entry ---- */
+struct policy_key {
+	__u32 prefixlen;
+	__u32 sec_label;
+	__u8 egress;
+	__u8 protocol;
+	__u16 dport;		/* network order */
+};
+
+struct policy_entry {
+	__u16 proxy_port;	/* network order */
+	__u8 flags;
+	__u8 auth_type;
+	__u16 pad1;
+	__u16 pad2;
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* ---- cilium_metrics: metrics_key -> metrics_value (per CPU) ---- */
+#define METRIC_INGRESS		1
+#define METRIC_EGRESS		2
+#define METRIC_SERVICE		3
+
+struct metrics_key {
+	__u8 reason;		/* 0 = forwarded, else drop reason */
+	__u8 dir;		/* low 2 bits used */
+	__u16 line;
+	__u8 file;
+	__u8 reserved[3];
+};
+
+struct metrics_value {
+	__u64 count;
+	__u64 bytes;
+};
+
+/* ---- cilium_runtime_config: u32 index -> u64 ---- */
+#define RUNTIME_CONFIG_UTIME_OFFSET	0
+#define RUNTIME_CONFIG_AGENT_LIVENESS	1
+
+/* ---- cilium_events records ---- */
+#define CILIUM_NOTIFY_UNSPEC		0
+#define CILIUM_NOTIFY_DROP		1
+#define CILIUM_NOTIFY_DBG_MSG		2
+#define CILIUM_NOTIFY_DBG_CAPTURE	3
+#define CILIUM_NOTIFY_TRACE		4
+#define CILIUM_NOTIFY_POLICY_VERDICT	5
+
+#define NOTIFY_CAPTURE_VER	1
+#define NOTIFY_TRACE_VER	1
+#define TRACE_PAYLOAD_LEN	128
+
+struct notify_common_hdr {
+	__u8 type;
+	__u8 subtype;
+	__u16 source;
+	__u32 hash;
+};
+
+struct drop_notify {
+	struct notify_common_hdr hdr;
+	__u32 len_orig;
+	__u16 len_cap;
+	__u16 version;
+	__u32 src_label;
+	__u32 dst_label;
+	__u32 dst_id;
+	__u16 line;
+	__u8 file;
+	__s8 ext_error;
+	__u32 ifindex;
+};
+
+struct trace_notify {
+	struct notify_common_hdr hdr;
+	__u32 len_orig;
+	__u16 len_cap;
+	__u16 version;
+	__u32 src_label;
+	__u32 dst_label;
+	__u16 dst_id;
+	__u8 reason;
+	__u8 flags;
+	__u32 ifindex;
+	__u8 orig_ip[16];
+};
+
+/* Observation points (trace subtype) */
+#define TRACE_TO_LXC		0
+#define TRACE_TO_PROXY		1
+#define TRACE_TO_HOST		2
+#define TRACE_TO_STACK		3
+#define TRACE_TO_OVERLAY	4
+#define TRACE_FROM_LXC		5
+#define TRACE_FROM_PROXY	6
+#define TRACE_FROM_HOST		7
+#define TRACE_FROM_STACK	8
+#define TRACE_FROM_OVERLAY	9
+#define TRACE_FROM_NETWORK	10
+#define TRACE_TO_NETWORK	11
+
+/* ---- Source file ids carried in drop events and metrics ---- */
+#define SOURCE_FILE_BPF_HOST	1
+#define SOURCE_FILE_BPF_LXC	2
+#define SOURCE_FILE_BPF_OVERLAY	3
+
+/* ---- Drop reasons (positive; the datapath returns them negated) ---- */
+#define DROP_INVALID_SIP	132
+#define DROP_POLICY		133
+#define DROP_INVALID		134
+#define DROP_CT_INVALID_HDR	135
+#define DROP_FRAG_NEEDED	136
+#define DROP_CT_UNKNOWN_PROTO	137
+#define DROP_UNKNOWN_L3		139
+#define DROP_MISSED_TAIL_CALL	140
+#define DROP_WRITE_ERROR	141
+#define DROP_UNKNOWN_L4		142
+#define DROP_UNKNOWN_ICMP_CODE	143
+#define DROP_UNKNOWN_ICMP_TYPE	144
+#define DROP_NO_TUNNEL_KEY	147
+#define DROP_UNKNOWN_TARGET	150
+#define DROP_UNROUTABLE		151
+#define DROP_CSUM_L3		153
+#define DROP_CSUM_L4		154
+#define DROP_CT_CREATE_FAILED	155
+#define DROP_FRAG_NOSUPPORT	157
+#define DROP_NO_SERVICE		158
+#define DROP_NO_TUNNEL_ENDPOINT	160
+#define DROP_UNKNOWN_CT		163
+#define DROP_HOST_UNREACHABLE	164
+#define DROP_NO_CONFIG		165
+#define DROP_UNSUPPORTED_L2	166
+#define DROP_NO_FIB		169
+#define DROP_INVALID_IDENTITY	171
+#define DROP_UNKNOWN_SENDER	172
+#define DROP_POLICY_DENY	181
+#define DROP_TTL_EXCEEDED	196
+#define DROP_EP_NOT_READY	203
+
+/* Metric reason for forwarded packets */
+#define REASON_FORWARDED	0
+
+#endif /* __ABI_H_ */

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* IPv4 header access and validation. */
+#ifndef __LIB_IPV4_H_
+#define __LIB_IPV4_H_
+
+#include "common.h"
+
+static __always_inline struct iphdr *ipv4_hdr(struct __sk_buff *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct iphdr *ip4 = data + ETH_HLEN;
+
+	if ((void *)(ip4 + 1) > data_end)
+		return NULL;
+	if (ip4->ihl < 5 || ip4->version != 4)
+		return NULL;
+	return ip4;
+}
+
+#endif /* __LIB_IPV4_H_ */

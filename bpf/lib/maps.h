@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Global maps shared by every object, pinned by name in <bpffs>/tc/globals. */
+#ifndef __LIB_MAPS_H_
+#define __LIB_MAPS_H_
+
+#include "common.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct endpoint_key);
+	__type(value, struct endpoint_info);
+	__uint(max_entries, ENDPOINTS_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_lxc SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct ipcache_key);
+	__type(value, struct remote_endpoint_info);
+	__uint(max_entries, IPCACHE_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_ipcache SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct tunnel_key);
+	__type(value, struct tunnel_value);
+	__uint(max_entries, TUNNEL_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_tunnel_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__type(key, struct metrics_key);
+	__type(value, struct metrics_value);
+	__uint(max_entries, METRICS_MAP_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_metrics SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, RUNTIME_CONFIG_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_runtime_config SEC(".maps");
+
+/* max_entries 0: the loader sizes it to the number of possible CPUs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_events SEC(".maps");
+
+#endif /* __LIB_MAPS_H_ */

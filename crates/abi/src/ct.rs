@@ -1,0 +1,92 @@
+//! `cilium_ct4_global` / `cilium_ct_any4_global`: IPv4 connection tracking.
+//!
+//! Cilium's tuple names are skewed: addresses are named for the reply
+//! direction and ports for the original one. The layout here keeps the C
+//! names so stored keys stay byte-identical.
+
+use crate::{assert_layout, Be16, Be32, Plain};
+
+pub const TUPLE_F_OUT: u8 = 0;
+pub const TUPLE_F_IN: u8 = 1;
+pub const TUPLE_F_RELATED: u8 = 2;
+pub const TUPLE_F_SERVICE: u8 = 4;
+
+pub const CT_F_RX_CLOSING: u16 = 1 << 0;
+pub const CT_F_TX_CLOSING: u16 = 1 << 1;
+pub const CT_F_LB_LOOPBACK: u16 = 1 << 3;
+pub const CT_F_SEEN_NON_SYN: u16 = 1 << 4;
+pub const CT_F_NODE_PORT: u16 = 1 << 5;
+pub const CT_F_PROXY_REDIRECT: u16 = 1 << 6;
+pub const CT_F_DSR_INTERNAL: u16 = 1 << 7;
+pub const CT_F_FROM_L7LB: u16 = 1 << 8;
+pub const CT_F_FROM_TUNNEL: u16 = 1 << 10;
+
+/// Names Cilium's CLI prints for the set flag bits, in bit order.
+pub const CT_FLAG_NAMES: [(u16, &str); 9] = [
+    (CT_F_RX_CLOSING, "RxClosing"),
+    (CT_F_TX_CLOSING, "TxClosing"),
+    (CT_F_LB_LOOPBACK, "LBLoopback"),
+    (CT_F_SEEN_NON_SYN, "SeenNonSyn"),
+    (CT_F_NODE_PORT, "NodePort"),
+    (CT_F_PROXY_REDIRECT, "ProxyRedirect"),
+    (CT_F_DSR_INTERNAL, "DSR"),
+    (CT_F_FROM_L7LB, "FromL7LB"),
+    (CT_F_FROM_TUNNEL, "FromTunnel"),
+];
+
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Ipv4CtTuple {
+    pub daddr: Be32,
+    pub saddr: Be32,
+    pub dport: Be16,
+    pub sport: Be16,
+    pub nexthdr: u8,
+    pub flags: u8,
+}
+assert_layout!(
+    Ipv4CtTuple,
+    size = 14,
+    daddr = 0,
+    saddr = 4,
+    dport = 8,
+    sport = 10,
+    nexthdr = 12,
+    flags = 13
+);
+unsafe impl Plain for Ipv4CtTuple {}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtEntry {
+    pub reserved0: u64,
+    pub backend_id: u64,
+    pub packets: u64,
+    pub bytes: u64,
+    pub lifetime: u32,
+    pub flags: u16,
+    pub rev_nat_index: Be16,
+    pub ifindex: u16,
+    pub tx_flags_seen: u8,
+    pub rx_flags_seen: u8,
+    pub src_sec_id: u32,
+    pub last_tx_report: u32,
+    pub last_rx_report: u32,
+}
+assert_layout!(
+    CtEntry,
+    size = 56,
+    backend_id = 8,
+    packets = 16,
+    bytes = 24,
+    lifetime = 32,
+    flags = 36,
+    rev_nat_index = 38,
+    ifindex = 40,
+    tx_flags_seen = 42,
+    rx_flags_seen = 43,
+    src_sec_id = 44,
+    last_tx_report = 48,
+    last_rx_report = 52
+);
+unsafe impl Plain for CtEntry {}

@@ -1,0 +1,89 @@
+//! `cilium_lxc`: local endpoints and host addresses.
+
+use crate::{assert_layout, Plain};
+use std::net::Ipv4Addr;
+
+pub const ENDPOINT_KEY_IPV4: u8 = 1;
+pub const ENDPOINT_KEY_IPV6: u8 = 2;
+pub const ENDPOINT_F_HOST: u32 = 1;
+
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct EndpointKey {
+    pub ip: [u8; 16],
+    pub family: u8,
+    pub key: u8,
+    pub cluster_id: u16,
+}
+assert_layout!(
+    EndpointKey,
+    size = 20,
+    ip = 0,
+    family = 16,
+    key = 17,
+    cluster_id = 18
+);
+unsafe impl Plain for EndpointKey {}
+
+impl EndpointKey {
+    pub fn v4(ip: Ipv4Addr) -> Self {
+        let mut bytes = [0u8; 16];
+        bytes[..4].copy_from_slice(&ip.octets());
+        Self {
+            ip: bytes,
+            family: ENDPOINT_KEY_IPV4,
+            key: 0,
+            cluster_id: 0,
+        }
+    }
+
+    pub fn ipv4(&self) -> Option<Ipv4Addr> {
+        (self.family == ENDPOINT_KEY_IPV4)
+            .then(|| Ipv4Addr::new(self.ip[0], self.ip[1], self.ip[2], self.ip[3]))
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EndpointInfo {
+    pub ifindex: u32,
+    pub unused: u16,
+    pub lxc_id: u16,
+    pub flags: u32,
+    pub pad0: u32,
+    pub mac: [u8; 8],
+    pub node_mac: [u8; 8],
+    pub sec_id: u32,
+    pub pad: [u32; 3],
+}
+assert_layout!(
+    EndpointInfo,
+    size = 48,
+    ifindex = 0,
+    lxc_id = 6,
+    flags = 8,
+    mac = 16,
+    node_mac = 24,
+    sec_id = 32
+);
+unsafe impl Plain for EndpointInfo {}
+
+impl EndpointInfo {
+    pub fn host() -> Self {
+        Self {
+            flags: ENDPOINT_F_HOST,
+            ..Default::default()
+        }
+    }
+    pub fn is_host(&self) -> bool {
+        self.flags & ENDPOINT_F_HOST != 0
+    }
+}
+
+/// Formats the first six bytes of a MAC field.
+pub fn format_mac(mac: &[u8; 8]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]
+    )
+}

@@ -1,0 +1,109 @@
+//! Records the datapath writes to the `cilium_events` perf ring.
+
+use crate::{assert_layout, Plain};
+
+pub const NOTIFY_UNSPEC: u8 = 0;
+pub const NOTIFY_DROP: u8 = 1;
+pub const NOTIFY_DBG_MSG: u8 = 2;
+pub const NOTIFY_DBG_CAPTURE: u8 = 3;
+pub const NOTIFY_TRACE: u8 = 4;
+pub const NOTIFY_POLICY_VERDICT: u8 = 5;
+
+pub const NOTIFY_CAPTURE_VER: u16 = 1;
+pub const TRACE_PAYLOAD_LEN: u32 = 128;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NotifyCommonHdr {
+    pub kind: u8,
+    pub subtype: u8,
+    pub source: u16,
+    pub hash: u32,
+}
+assert_layout!(
+    NotifyCommonHdr,
+    size = 8,
+    kind = 0,
+    subtype = 1,
+    source = 2,
+    hash = 4
+);
+unsafe impl Plain for NotifyCommonHdr {}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DropNotify {
+    pub hdr: NotifyCommonHdr,
+    pub len_orig: u32,
+    pub len_cap: u16,
+    pub version: u16,
+    pub src_label: u32,
+    pub dst_label: u32,
+    pub dst_id: u32,
+    pub line: u16,
+    pub file: u8,
+    pub ext_error: i8,
+    pub ifindex: u32,
+}
+assert_layout!(
+    DropNotify,
+    size = 36,
+    len_orig = 8,
+    len_cap = 12,
+    version = 14,
+    src_label = 16,
+    dst_label = 20,
+    dst_id = 24,
+    line = 28,
+    file = 30,
+    ext_error = 31,
+    ifindex = 32
+);
+unsafe impl Plain for DropNotify {}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TraceNotify {
+    pub hdr: NotifyCommonHdr,
+    pub len_orig: u32,
+    pub len_cap: u16,
+    pub version: u16,
+    pub src_label: u32,
+    pub dst_label: u32,
+    pub dst_id: u16,
+    pub reason: u8,
+    pub flags: u8,
+    pub ifindex: u32,
+    pub orig_ip: [u8; 16],
+}
+assert_layout!(
+    TraceNotify,
+    size = 48,
+    len_orig = 8,
+    len_cap = 12,
+    version = 14,
+    src_label = 16,
+    dst_label = 20,
+    dst_id = 24,
+    reason = 26,
+    flags = 27,
+    ifindex = 28,
+    orig_ip = 32
+);
+unsafe impl Plain for TraceNotify {}
+
+/// Observation points carried in a trace record's subtype, with Cilium's names.
+pub const TRACE_POINTS: [&str; 12] = [
+    "to-endpoint",
+    "to-proxy",
+    "to-host",
+    "to-stack",
+    "to-overlay",
+    "from-endpoint",
+    "from-proxy",
+    "from-host",
+    "from-stack",
+    "from-overlay",
+    "from-network",
+    "to-network",
+];

@@ -1,0 +1,22 @@
+//! Pinned map names and default sizes (bpf/lib/maps.h, bpf/include/abi.h).
+
+pub const LXC: &str = "cilium_lxc";
+pub const IPCACHE: &str = "cilium_ipcache";
+pub const TUNNEL: &str = "cilium_tunnel_map";
+pub const CT4_GLOBAL: &str = "cilium_ct4_global";
+pub const CT_ANY4_GLOBAL: &str = "cilium_ct_any4_global";
+pub const METRICS: &str = "cilium_metrics";
+pub const RUNTIME_CONFIG: &str = "cilium_runtime_config";
+pub const EVENTS: &str = "cilium_events";
+
+pub const ENDPOINTS_MAP_SIZE: u32 = 65535;
+pub const IPCACHE_MAP_SIZE: u32 = 512000;
+pub const CT_MAP_SIZE_TCP: u32 = 524288;
+pub const CT_MAP_SIZE_ANY: u32 = 262144;
+pub const METRICS_MAP_SIZE: u32 = 1024;
+pub const RUNTIME_CONFIG_SIZE: u32 = 256;
+pub const TUNNEL_MAP_SIZE: u32 = 65536;
+pub const POLICY_MAP_SIZE: u32 = 16384;
+
+/// Directory below the bpffs root where global maps are pinned.
+pub const GLOBALS_DIR: &str = "tc/globals";

@@ -1,0 +1,15 @@
+//! The kernel side of the agent: BPF objects, pinned maps, program loading
+//! and attachment. This is the only crate that calls bpf(2); everything else
+//! goes through the typed handles here.
+
+pub mod bpffs;
+mod error;
+pub mod loader;
+pub mod map;
+pub mod objects;
+mod sys;
+pub mod testrun;
+
+pub use error::Error;
+pub use loader::{Datapath, MapSizes};
+pub use map::PinnedMap;

@@ -1,0 +1,215 @@
+//! Creating or reopening the pinned global maps and loading programs.
+//!
+//! Reopening keeps map contents across agent restarts. A pinned map whose
+//! type, sizes or flags no longer match the object is moved aside, the object
+//! is loaded with a fresh map, and the old pin is removed only once the load
+//! succeeded (Cilium's "bpffs migration").
+
+use crate::objects::{self, Object};
+use crate::sys::{self, MapMeta};
+use crate::Error;
+use aya::programs::SchedClassifier;
+use aya::{Ebpf, EbpfLoader};
+use aya_obj::maps::PinningType;
+use std::path::{Path, PathBuf};
+
+const BPF_MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
+const MIGRATING_SUFFIX: &str = ":migrating";
+
+/// Sizes of the maps whose capacity is a cilium-config knob.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapSizes {
+    pub ct_tcp: u32,
+    pub ct_any: u32,
+}
+
+impl Default for MapSizes {
+    fn default() -> Self {
+        Self {
+            ct_tcp: abi::maps::CT_MAP_SIZE_TCP,
+            ct_any: abi::maps::CT_MAP_SIZE_ANY,
+        }
+    }
+}
+
+impl MapSizes {
+    fn overrides(&self) -> [(&'static str, u32); 2] {
+        [
+            (abi::maps::CT4_GLOBAL, self.ct_tcp),
+            (abi::maps::CT_ANY4_GLOBAL, self.ct_any),
+        ]
+    }
+}
+
+/// The loaded datapath of one node: global maps pinned, programs verified.
+pub struct Datapath {
+    bpffs_root: PathBuf,
+    lxc: Ebpf,
+}
+
+impl Datapath {
+    /// Creates or reopens every global map under `<bpffs_root>/tc/globals`
+    /// and loads the endpoint programs through the verifier.
+    pub fn init(bpffs_root: &Path, sizes: &MapSizes) -> Result<Self, Error> {
+        let globals = bpffs_root.join(abi::maps::GLOBALS_DIR);
+        let mut lxc = load_object(objects::BPF_LXC, &globals, &sizes.overrides())?;
+        load_classifier(&mut lxc, objects::BPF_LXC.name, "cil_from_container")?;
+        Ok(Self {
+            bpffs_root: bpffs_root.to_owned(),
+            lxc,
+        })
+    }
+
+    pub fn bpffs_root(&self) -> &Path {
+        &self.bpffs_root
+    }
+
+    /// Names of the maps this datapath pinned.
+    pub fn map_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .lxc
+            .maps()
+            .map(|(name, _)| name.to_owned())
+            .filter(|n| n.starts_with("cilium_"))
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// Loads `obj` with its pinned-by-name maps under `pin_dir`, migrating any
+/// incompatible pin first.
+pub fn load_object(
+    obj: Object,
+    pin_dir: &Path,
+    overrides: &[(&'static str, u32)],
+) -> Result<Ebpf, Error> {
+    std::fs::create_dir_all(pin_dir).map_err(|e| Error::io("creating", pin_dir, e))?;
+    let expected = expected_pinned_maps(obj, overrides)?;
+    let moved = move_incompatible_pins(pin_dir, &expected)?;
+
+    let mut loader = EbpfLoader::new();
+    loader.default_map_pin_directory(pin_dir);
+    for (name, size) in overrides {
+        loader.map_max_entries(name, *size);
+    }
+    match loader.load(obj.bytes) {
+        Ok(ebpf) => {
+            for aside in moved {
+                if let Err(e) = std::fs::remove_file(&aside) {
+                    tracing::warn!(subsys = "datapath", path = %aside.display(), error = %e, "Unable to remove migrated map pin");
+                }
+            }
+            Ok(ebpf)
+        }
+        Err(source) => {
+            for aside in moved {
+                let original =
+                    PathBuf::from(aside.to_string_lossy().trim_end_matches(MIGRATING_SUFFIX));
+                let _ = std::fs::rename(&aside, &original);
+            }
+            Err(Error::Load {
+                object: obj.name,
+                source: Box::new(source),
+            })
+        }
+    }
+}
+
+/// Loads (verifies) a tc program of a loaded object and returns it.
+pub fn load_classifier<'a>(
+    ebpf: &'a mut Ebpf,
+    object: &'static str,
+    name: &str,
+) -> Result<&'a mut SchedClassifier, Error> {
+    let prog: &mut SchedClassifier = ebpf
+        .program_mut(name)
+        .ok_or_else(|| Error::NoProgram {
+            object,
+            program: name.to_owned(),
+        })?
+        .try_into()
+        .map_err(|e| Error::Program {
+            object,
+            program: name.to_owned(),
+            source: Box::new(e),
+        })?;
+    if prog.fd().is_err() {
+        prog.load().map_err(|e| Error::Program {
+            object,
+            program: name.to_owned(),
+            source: Box::new(e),
+        })?;
+    }
+    Ok(prog)
+}
+
+/// What the kernel should report for each pinned map of `obj`.
+fn expected_pinned_maps(
+    obj: Object,
+    overrides: &[(&'static str, u32)],
+) -> Result<Vec<(String, MapMeta)>, Error> {
+    let parsed = aya_obj::Object::parse(obj.bytes).map_err(|e| Error::Parse {
+        object: obj.name,
+        message: e.to_string(),
+    })?;
+    let cpus = sys::possible_cpus()
+        .map_err(|e| Error::io("reading", "/sys/devices/system/cpu/possible", e))?
+        as u32;
+    let mut out = Vec::new();
+    for (name, map) in &parsed.maps {
+        if map.pinning() != PinningType::ByName {
+            continue;
+        }
+        let mut max_entries = overrides
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(map.max_entries(), |(_, s)| *s);
+        if map.map_type() == BPF_MAP_TYPE_PERF_EVENT_ARRAY && max_entries == 0 {
+            max_entries = cpus;
+        }
+        out.push((
+            name.clone(),
+            MapMeta {
+                map_type: map.map_type(),
+                key_size: map.key_size(),
+                value_size: map.value_size(),
+                max_entries,
+                map_flags: map.map_flags(),
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// Renames pins that do not match their expected shape; returns the new paths.
+fn move_incompatible_pins(
+    pin_dir: &Path,
+    expected: &[(String, MapMeta)],
+) -> Result<Vec<PathBuf>, Error> {
+    let mut moved = Vec::new();
+    for (name, want) in expected {
+        let path = pin_dir.join(name);
+        let fd = match sys::obj_get(&path) {
+            Ok(fd) => fd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("opening pinned map", &path, e)),
+        };
+        let have = sys::map_meta(std::os::fd::AsFd::as_fd(&fd))
+            .map_err(|e| Error::io("reading map info of", &path, e))?;
+        if have == *want {
+            continue;
+        }
+        let aside = PathBuf::from(format!("{}{MIGRATING_SUFFIX}", path.display()));
+        tracing::warn!(
+            subsys = "datapath",
+            map = %name,
+            have = ?have,
+            want = ?want,
+            "Pinned map is incompatible with the datapath, migrating to a new map"
+        );
+        std::fs::rename(&path, &aside).map_err(|e| Error::io("moving aside", &path, e))?;
+        moved.push(aside);
+    }
+    Ok(moved)
+}

@@ -1,0 +1,14 @@
+//! The compiled BPF objects, embedded at build time (see build.rs).
+
+/// An embedded, compiled BPF object.
+#[derive(Clone, Copy)]
+pub struct Object {
+    pub name: &'static str,
+    pub bytes: &'static [u8],
+}
+
+/// Programs on pod veths: `cil_from_container`, ...
+pub const BPF_LXC: Object = Object {
+    name: "bpf_lxc.o",
+    bytes: aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/bpf_lxc.o")),
+};

@@ -1,0 +1,207 @@
+//! Thin wrappers over the bpf(2) map commands aya does not expose for raw
+//! byte keys and values (LPM keys with a prefix header, per-CPU values).
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
+const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
+
+#[repr(C)]
+#[derive(Default)]
+struct MapElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+fn bpf(cmd: libc::c_long, attr: &mut MapElemAttr) -> io::Result<()> {
+    // SAFETY: attr is a valid, fully initialised bpf_attr prefix for the
+    // map element commands, and the size passed matches it.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr as *mut MapElemAttr,
+            std::mem::size_of::<MapElemAttr>(),
+        )
+    };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn attr(fd: BorrowedFd<'_>, key: *const u8, value: *const u8, flags: u64) -> MapElemAttr {
+    MapElemAttr {
+        map_fd: fd.as_raw_fd() as u32,
+        _pad: 0,
+        key: key as u64,
+        value: value as u64,
+        flags,
+    }
+}
+
+/// Looks a key up; Ok(false) when absent.
+pub fn lookup(fd: BorrowedFd<'_>, key: &[u8], value: &mut [u8]) -> io::Result<bool> {
+    match bpf(
+        BPF_MAP_LOOKUP_ELEM,
+        &mut attr(fd, key.as_ptr(), value.as_mut_ptr(), 0),
+    ) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+pub fn update(fd: BorrowedFd<'_>, key: &[u8], value: &[u8], flags: u64) -> io::Result<()> {
+    bpf(
+        BPF_MAP_UPDATE_ELEM,
+        &mut attr(fd, key.as_ptr(), value.as_ptr(), flags),
+    )
+}
+
+/// Deletes a key; Ok(false) when it was absent.
+pub fn delete(fd: BorrowedFd<'_>, key: &[u8]) -> io::Result<bool> {
+    match bpf(
+        BPF_MAP_DELETE_ELEM,
+        &mut attr(fd, key.as_ptr(), std::ptr::null(), 0),
+    ) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes the key after `key` (or the first key when `key` is None) into
+/// `next`; Ok(false) at the end of the map.
+pub fn next_key(fd: BorrowedFd<'_>, key: Option<&[u8]>, next: &mut [u8]) -> io::Result<bool> {
+    let key_ptr = key.map_or(std::ptr::null(), <[u8]>::as_ptr);
+    match bpf(
+        BPF_MAP_GET_NEXT_KEY,
+        &mut attr(fd, key_ptr, next.as_mut_ptr(), 0),
+    ) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Number of possible CPUs: the kernel sizes per-CPU values by it.
+pub fn possible_cpus() -> io::Result<usize> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    parse_cpu_list(text.trim())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("bad cpu list {text:?}")))
+}
+
+fn parse_cpu_list(list: &str) -> Option<usize> {
+    let mut max = None;
+    for part in list.split(',') {
+        let last = part.rsplit('-').next()?;
+        let n: usize = last.trim().parse().ok()?;
+        max = Some(max.map_or(n, |m: usize| m.max(n)));
+    }
+    max.map(|m| m + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cpu_list_counts_highest_cpu() {
+        assert_eq!(super::parse_cpu_list("0-1"), Some(2));
+        assert_eq!(super::parse_cpu_list("0"), Some(1));
+        assert_eq!(super::parse_cpu_list("0-3,8-11"), Some(12));
+        assert_eq!(super::parse_cpu_list("x"), None);
+    }
+}
+
+const BPF_OBJ_GET: libc::c_long = 7;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+
+/// The identity of a map as the kernel reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapMeta {
+    pub map_type: u32,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+    pub map_flags: u32,
+}
+
+/// Opens a pinned object by path.
+pub fn obj_get(path: &std::path::Path) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    #[repr(C)]
+    struct ObjGetAttr {
+        pathname: u64,
+        bpf_fd: u32,
+        file_flags: u32,
+        path_fd: i32,
+        _pad: u32,
+    }
+    let cpath = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut attr = ObjGetAttr {
+        pathname: cpath.as_ptr() as u64,
+        bpf_fd: 0,
+        file_flags: 0,
+        path_fd: 0,
+        _pad: 0,
+    };
+    // SAFETY: attr is a valid BPF_OBJ_GET attribute; cpath outlives the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET,
+            &mut attr as *mut ObjGetAttr,
+            std::mem::size_of::<ObjGetAttr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a fresh descriptor we now own.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(ret as i32) })
+}
+
+/// Reads a map's type, sizes and flags.
+pub fn map_meta(fd: BorrowedFd<'_>) -> io::Result<MapMeta> {
+    #[repr(C)]
+    struct InfoAttr {
+        bpf_fd: u32,
+        info_len: u32,
+        info: u64,
+    }
+    let mut info = [0u32; 20];
+    let mut attr = InfoAttr {
+        bpf_fd: fd.as_raw_fd() as u32,
+        info_len: std::mem::size_of_val(&info) as u32,
+        info: info.as_mut_ptr() as u64,
+    };
+    // SAFETY: attr points at a buffer of info_len bytes that lives across the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            &mut attr as *mut InfoAttr,
+            std::mem::size_of::<InfoAttr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // struct bpf_map_info: type, id, key_size, value_size, max_entries, map_flags, ...
+    Ok(MapMeta {
+        map_type: info[0],
+        key_size: info[2],
+        value_size: info[3],
+        max_entries: info[4],
+        map_flags: info[5],
+    })
+}

@@ -1,0 +1,68 @@
+//! BPF_PROG_TEST_RUN harness: run a program on a crafted packet with given
+//! map state, then inspect verdict, output packet and maps.
+
+use crate::loader::{load_classifier, load_object};
+use crate::map::PinnedMap;
+use crate::objects::Object;
+use crate::Error;
+use aya::programs::{TestRun, TestRunOptions};
+use aya::Ebpf;
+use std::path::{Path, PathBuf};
+
+/// An object loaded for tests, its maps pinned under a test's own directory.
+pub struct TestObject {
+    object: Object,
+    ebpf: Ebpf,
+    pin_dir: PathBuf,
+}
+
+/// What one run produced.
+#[derive(Debug)]
+pub struct RunResult {
+    pub retval: u32,
+    pub packet: Vec<u8>,
+}
+
+impl TestObject {
+    /// Loads `object`, pinning its maps in `pin_dir` (which must be on a bpffs).
+    pub fn load(
+        object: Object,
+        pin_dir: &Path,
+        overrides: &[(&'static str, u32)],
+    ) -> Result<Self, Error> {
+        let ebpf = load_object(object, pin_dir, overrides)?;
+        Ok(Self {
+            object,
+            ebpf,
+            pin_dir: pin_dir.to_owned(),
+        })
+    }
+
+    /// Opens one of the object's pinned maps to seed or inspect state.
+    pub fn map(&self, name: &str) -> Result<PinnedMap, Error> {
+        PinnedMap::open(&self.pin_dir.join(name), name)
+    }
+
+    /// Runs the tc program `program` once on `packet`.
+    pub fn run(&mut self, program: &str, packet: &[u8]) -> Result<RunResult, Error> {
+        let object = self.object.name;
+        let prog = load_classifier(&mut self.ebpf, object, program)?;
+        let mut out = vec![0u8; packet.len() + 256];
+        let result = prog
+            .test_run(TestRunOptions {
+                data_in: Some(packet),
+                data_out: Some(&mut out),
+                ..Default::default()
+            })
+            .map_err(|e| Error::Program {
+                object,
+                program: program.to_owned(),
+                source: Box::new(e),
+            })?;
+        out.truncate(result.data_size_out as usize);
+        Ok(RunResult {
+            retval: result.return_value,
+            packet: out,
+        })
+    }
+}

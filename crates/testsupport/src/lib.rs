@@ -1,0 +1,142 @@
+//! A world of its own for each kernel test.
+//!
+//! [`Sandbox::enter`] moves the calling thread into a fresh network and mount
+//! namespace, makes every mount private (nothing propagates to the host),
+//! mounts a bpffs and gives temp dirs for state and run files. Processes the
+//! test spawns from this thread inherit the namespaces. When the test ends,
+//! the guard kills the processes it was handed and unmounts; the kernel
+//! frees the namespaces with their devices, routes and pins once the last
+//! user is gone, also when the test panicked.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+
+pub struct Sandbox {
+    dir: tempfile::TempDir,
+    children: Vec<Child>,
+}
+
+fn check(ret: libc::c_int, what: &str) -> io::Result<()> {
+    if ret == 0 {
+        Ok(())
+    } else {
+        let e = io::Error::last_os_error();
+        Err(io::Error::new(e.kind(), format!("{what}: {e}")))
+    }
+}
+
+fn cstr(p: &Path) -> std::ffi::CString {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes()).expect("path without NUL")
+}
+
+impl Sandbox {
+    /// Enters new network and mount namespaces on this thread.
+    pub fn enter() -> Self {
+        Self::try_enter().expect("creating test namespaces (tests must run as root)")
+    }
+
+    pub fn try_enter() -> io::Result<Self> {
+        // SAFETY: plain syscalls on the current thread with valid arguments.
+        unsafe {
+            check(
+                libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWNS),
+                "unshare",
+            )?;
+            check(
+                libc::mount(
+                    c"none".as_ptr(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ),
+                "making mounts private",
+            )?;
+        }
+        let dir = tempfile::Builder::new().prefix("cilium-test-").tempdir()?;
+        for sub in ["bpffs", "run", "state", "config"] {
+            std::fs::create_dir_all(dir.path().join(sub))?;
+        }
+        let bpffs = cstr(&dir.path().join("bpffs"));
+        // SAFETY: valid NUL-terminated strings.
+        unsafe {
+            check(
+                libc::mount(
+                    c"bpffs".as_ptr(),
+                    bpffs.as_ptr(),
+                    c"bpf".as_ptr(),
+                    0,
+                    std::ptr::null(),
+                ),
+                "mounting bpffs",
+            )?;
+        }
+        let status = std::process::Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .status()?;
+        if !status.success() {
+            return Err(io::Error::other("ip link set lo up failed"));
+        }
+        Ok(Self {
+            dir,
+            children: Vec::new(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    /// The sandbox's private bpffs mount.
+    pub fn bpffs(&self) -> PathBuf {
+        self.dir.path().join("bpffs")
+    }
+    pub fn run_dir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+    pub fn config_dir(&self) -> PathBuf {
+        self.dir.path().join("config")
+    }
+
+    /// Hands a spawned process to the sandbox, which kills it on drop.
+    pub fn adopt(&mut self, child: Child) -> usize {
+        self.children.push(child);
+        self.children.len() - 1
+    }
+
+    pub fn child(&mut self, index: usize) -> &mut Child {
+        &mut self.children[index]
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for sub in ["bpffs"] {
+            let p = cstr(&self.dir.path().join(sub));
+            // SAFETY: valid path; failure only leaves a mount in a namespace
+            // that dies with this thread.
+            unsafe {
+                libc::umount2(p.as_ptr(), libc::MNT_DETACH);
+            }
+        }
+    }
+}
+
+/// Path of a workspace binary built by cargo for integration tests.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target profile dir");
+    profile_dir.join(name)
+}
