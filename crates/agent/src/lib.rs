@@ -1,1 +1,13 @@
+//! cilium-agent: wires the datapath, node devices, configuration and the
+//! REST API together. It holds no packet or policy logic of its own.
 
+pub mod api_server;
+pub mod controller;
+pub mod daemon;
+pub mod health;
+pub mod hostips;
+pub mod logging;
+pub mod option;
+pub mod pidfile;
+pub mod status;
+mod timefmt;

@@ -1,1 +1,14 @@
+//! Netlink and per-netns sysctls for the agent's node devices.
+//!
+//! The only crate that speaks netlink. Everything here acts on the network
+//! namespace of the calling thread, which is how the lab and the tests give
+//! each node its own world.
 
+mod error;
+pub mod host;
+pub mod link;
+pub mod sysctl;
+
+pub use error::Error;
+pub use host::{HostDevices, CILIUM_HOST, CILIUM_NET};
+pub use link::{Link, Netlink};

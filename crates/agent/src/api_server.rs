@@ -1,0 +1,144 @@
+//! The REST API on the agent's unix socket (base path /v1). Errors are a
+//! JSON string body with the status code, as Cilium's API returns them.
+
+use crate::daemon::Daemon;
+use crate::status;
+use api::models::{
+    DaemonConfiguration, DaemonConfigurationSpec, DaemonConfigurationStatus, NodeAddressing,
+    NodeAddressingElement,
+};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use std::future::Future;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+
+type Shared = State<Arc<Daemon>>;
+
+fn error(status: StatusCode, msg: impl Into<String>) -> Response {
+    (status, Json(msg.into())).into_response()
+}
+
+async fn healthz(State(d): Shared, headers: HeaderMap) -> Response {
+    let brief = headers
+        .get("brief")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    Json(status::collect(&d, brief)).into_response()
+}
+
+fn configuration(d: &Daemon) -> DaemonConfiguration {
+    let runtime = d.runtime.lock().expect("runtime options lock").clone();
+    let realized = DaemonConfigurationSpec {
+        options: runtime.options,
+        policy_enforcement: Some(runtime.policy_enforcement),
+    };
+    let c = &d.config;
+    DaemonConfiguration {
+        spec: realized.clone(),
+        status: DaemonConfigurationStatus {
+            addressing: NodeAddressing {
+                ipv4: Some(NodeAddressingElement {
+                    enabled: true,
+                    ip: c.router_ip.to_string(),
+                    alloc_range: c.pod_cidr(),
+                    address_type: String::new(),
+                }),
+                ipv6: Some(NodeAddressingElement {
+                    enabled: false,
+                    ..Default::default()
+                }),
+            },
+            datapath_mode: "veth".into(),
+            device_mtu: c.mtu,
+            route_mtu: c.mtu,
+            ipam_mode: c.ipam_mode.clone(),
+            masquerade: false,
+            realized,
+            immutable: c.all.clone(),
+            daemon_configuration_map: c
+                .all
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect(),
+        },
+    }
+}
+
+async fn get_config(State(d): Shared) -> Json<DaemonConfiguration> {
+    Json(configuration(&d))
+}
+
+async fn patch_config(State(d): Shared, body: Bytes) -> Response {
+    let spec: DaemonConfigurationSpec = match serde_json::from_slice(&body) {
+        Ok(s) => s,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("invalid configuration body: {e}"),
+            )
+        }
+    };
+    let mut runtime = d.runtime.lock().expect("runtime options lock");
+    match runtime.apply(&spec.options, spec.policy_enforcement.as_deref()) {
+        Ok(changed) => {
+            for name in &changed {
+                tracing::info!(subsys = "daemon", option = %name, "Configuration option changed");
+            }
+            StatusCode::OK.into_response()
+        }
+        Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
+    }
+}
+
+async fn not_found(uri: Uri) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("path {} was not found", uri.path()),
+    )
+}
+
+pub fn router(daemon: Arc<Daemon>) -> Router {
+    Router::new()
+        .route("/v1/healthz", get(healthz))
+        .route("/v1/config", get(get_config).patch(patch_config))
+        .fallback(not_found)
+        .with_state(daemon)
+}
+
+/// Serves the API on `socket` until `shutdown` completes, then removes it.
+pub async fn serve(
+    daemon: Arc<Daemon>,
+    socket: &Path,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    if let Some(dir) = socket.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    match std::fs::remove_file(socket) {
+        Ok(()) => {
+            tracing::info!(subsys = "daemon", path = %socket.display(), "Removed stale API socket")
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(anyhow::anyhow!(
+                "removing stale socket {}: {e}",
+                socket.display()
+            ))
+        }
+    }
+    let listener = tokio::net::UnixListener::bind(socket)
+        .map_err(|e| anyhow::anyhow!("binding {}: {e}", socket.display()))?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o660))?;
+    tracing::info!(subsys = "daemon", path = %socket.display(), "Serving cilium API");
+    let result = axum::serve(listener, router(daemon))
+        .with_graceful_shutdown(shutdown)
+        .await;
+    let _ = std::fs::remove_file(socket);
+    result.map_err(Into::into)
+}

@@ -1,0 +1,68 @@
+//! Named background loops whose health `cilium status` reports, like
+//! Cilium's controllers: each run records success or failure.
+
+use api::models::{ControllerStatus, ControllerStatusStatus};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+#[derive(Clone, Default)]
+pub struct Controllers {
+    inner: Arc<Mutex<BTreeMap<String, ControllerStatusStatus>>>,
+}
+
+impl Controllers {
+    fn record(&self, name: &str, result: &Result<(), String>) {
+        let mut map = self.inner.lock().expect("controller lock");
+        let st = map.entry(name.to_owned()).or_default();
+        let now = Some(crate::timefmt::rfc3339(SystemTime::now()));
+        match result {
+            Ok(()) => {
+                st.success_count += 1;
+                st.consecutive_failure_count = 0;
+                st.last_success_timestamp = now;
+            }
+            Err(msg) => {
+                st.failure_count += 1;
+                st.consecutive_failure_count += 1;
+                st.last_failure_timestamp = now;
+                st.last_failure_msg = msg.clone();
+                tracing::warn!(subsys = "controller", name, error = %msg, "Controller run failed");
+            }
+        }
+    }
+
+    /// Runs `run` now and then every `interval` until the runtime stops.
+    pub fn spawn<F, Fut>(&self, name: &'static str, interval: Duration, mut run: F)
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), String>> + Send,
+    {
+        let this = self.clone();
+        this.inner
+            .lock()
+            .expect("controller lock")
+            .entry(name.to_owned())
+            .or_default();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let result = run().await;
+                this.record(name, &result);
+            }
+        });
+    }
+
+    pub fn snapshot(&self) -> Vec<ControllerStatus> {
+        let map = self.inner.lock().expect("controller lock");
+        map.iter()
+            .map(|(name, status)| ControllerStatus {
+                name: name.clone(),
+                status: status.clone(),
+            })
+            .collect()
+    }
+}

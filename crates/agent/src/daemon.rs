@@ -1,0 +1,167 @@
+//! The agent's startup sequence (seed 003's runDaemon, for the parts that
+//! exist) and the shared state the API serves.
+
+use crate::controller::Controllers;
+use crate::option::runtime::RuntimeOptions;
+use crate::option::DaemonConfig;
+use crate::pidfile::PidFile;
+use anyhow::Context;
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the API handlers and the status collector read.
+pub struct Daemon {
+    pub config: DaemonConfig,
+    pub runtime: Mutex<RuntimeOptions>,
+    pub controllers: Controllers,
+    pub datapath: Mutex<datapath::Datapath>,
+    pub host: netdev::HostDevices,
+    pub node_ip: Option<Ipv4Addr>,
+    pub started: Instant,
+}
+
+/// Everything that must live until shutdown.
+pub struct Running {
+    pub daemon: Arc<Daemon>,
+    _pid: PidFile,
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// First global IPv4 address on a device that is not ours or loopback.
+async fn detect_node_ip(nl: &netdev::Netlink) -> Result<Option<Ipv4Addr>, netdev::Error> {
+    let links = nl.links().await?;
+    let ours = |name: &str| name == "lo" || name.starts_with("cilium_") || name.starts_with("lxc");
+    for (index, ip, _) in nl.ipv4_addrs(None).await? {
+        let name = links
+            .iter()
+            .find(|l| l.index == index)
+            .map(|l| l.name.as_str())
+            .unwrap_or("");
+        if !ours(name) && !ip.is_loopback() && !ip.is_link_local() {
+            return Ok(Some(ip));
+        }
+    }
+    Ok(None)
+}
+
+/// Brings the node up: dirs, pid file, bpffs, sysctls, maps, devices, host
+/// entries. Returns once the agent is ready to serve.
+pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
+    let t0 = Instant::now();
+    for dir in [&config.run_dir, &config.state_dir] {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let pid = PidFile::write(&config.pid_file())
+        .with_context(|| format!("writing pid file {}", config.pid_file().display()))?;
+
+    if datapath::bpffs::ensure_mounted(&config.bpf_root).context("preparing bpffs")? {
+        tracing::info!(subsys = "daemon", path = %config.bpf_root.display(), "Mounted bpffs");
+    }
+    netdev::sysctl::enable_ipv4_forwarding().context("enabling IP forwarding")?;
+
+    let sizes = datapath::MapSizes {
+        ct_tcp: config.ct_tcp_max,
+        ct_any: config.ct_any_max,
+    };
+    let dp = datapath::Datapath::init(&config.bpf_root, &sizes)
+        .context("initialising BPF maps and programs")?;
+    tracing::info!(
+        subsys = "datapath",
+        maps = dp.map_names().len(),
+        "BPF maps ready"
+    );
+
+    let nl = netdev::Netlink::connect().context("opening netlink")?;
+    let host = netdev::host::ensure_host_devices(&nl, config.router_ip, config.mtu)
+        .await
+        .context("setting up cilium_host")?;
+    let (net, len) = config.ipv4_range;
+    nl.replace_route(
+        host.host.index,
+        net,
+        len,
+        Some(config.router_ip),
+        Some(config.router_ip),
+    )
+    .await
+    .context("installing the local pod CIDR route")?;
+    let node_ip = match config.node_ip {
+        Some(ip) => Some(ip),
+        None => detect_node_ip(&nl).await.context("detecting the node IP")?,
+    };
+    tracing::info!(
+        subsys = "daemon",
+        routerIPv4 = %config.router_ip,
+        podCIDR = %config.pod_cidr(),
+        nodeIPv4 = %node_ip.map(|i| i.to_string()).unwrap_or_else(|| "none".into()),
+        "Node addressing"
+    );
+
+    let host_ips: Vec<Ipv4Addr> = std::iter::once(config.router_ip).chain(node_ip).collect();
+    crate::hostips::sync(&config.bpf_root, &host_ips).context("syncing host IPs into BPF maps")?;
+    write_utime_offset(&config.bpf_root)?;
+
+    let runtime = RuntimeOptions::new(
+        config.debug,
+        &config.monitor_aggregation,
+        &config.policy_enforcement,
+    );
+    let daemon = Arc::new(Daemon {
+        runtime: Mutex::new(runtime),
+        controllers: Controllers::default(),
+        datapath: Mutex::new(dp),
+        host,
+        node_ip,
+        started: t0,
+        config,
+    });
+    start_controllers(&daemon, host_ips);
+    tracing::info!(subsys = "daemon", bootstrapTime = ?t0.elapsed(), "Daemon initialization completed");
+    Ok(Running { daemon, _pid: pid })
+}
+
+/// Lets the datapath turn its monotonic timestamps into wall-clock time.
+fn write_utime_offset(bpf_root: &std::path::Path) -> anyhow::Result<()> {
+    let wall_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let offset = wall_ns.saturating_sub(monotonic_ns()) >> 9;
+    let map = datapath::PinnedMap::open_global(bpf_root, abi::maps::RUNTIME_CONFIG)?;
+    map.put(&abi::runtime_config::UTIME_OFFSET, &offset)?;
+    Ok(())
+}
+
+fn start_controllers(daemon: &Arc<Daemon>, host_ips: Vec<Ipv4Addr>) {
+    let root = daemon.config.bpf_root.clone();
+    daemon.controllers.spawn(
+        "agent-liveness-updater",
+        Duration::from_secs(1),
+        move || {
+            let root = root.clone();
+            async move {
+                let map = datapath::PinnedMap::open_global(&root, abi::maps::RUNTIME_CONFIG)
+                    .map_err(|e| e.to_string())?;
+                map.put(&abi::runtime_config::AGENT_LIVENESS, &monotonic_ns())
+                    .map_err(|e| e.to_string())
+            }
+        },
+    );
+    let root = daemon.config.bpf_root.clone();
+    daemon
+        .controllers
+        .spawn("sync-host-ips", Duration::from_secs(60), move || {
+            let (root, ips) = (root.clone(), host_ips.clone());
+            async move { crate::hostips::sync(&root, &ips).map_err(|e| e.to_string()) }
+        });
+}

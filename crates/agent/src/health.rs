@@ -1,0 +1,39 @@
+//! The liveness/readiness endpoint on 127.0.0.1:<agent-health-port>/healthz.
+//! Like Cilium's, it ignores request headers (the probes' `brief: true`
+//! included) and answers 200 iff the brief status is Ok or Disabled.
+
+use crate::daemon::Daemon;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::Router;
+use std::future::Future;
+use std::sync::Arc;
+
+async fn healthz(State(d): State<Arc<Daemon>>) -> StatusCode {
+    if crate::status::healthy(&d) {
+        StatusCode::OK
+    } else {
+        tracing::warn!(subsys = "daemon", "/healthz returning unhealthy");
+        StatusCode::SERVICE_UNAVAILABLE
+    }
+}
+
+pub async fn serve(
+    daemon: Arc<Daemon>,
+    port: u16,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("binding health endpoint {addr}: {e}"))?;
+    tracing::info!(subsys = "daemon", address = %addr, "Started healthz status API server");
+    let app = Router::new()
+        .route("/healthz", get(healthz))
+        .with_state(daemon);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(Into::into)
+}

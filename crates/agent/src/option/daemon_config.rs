@@ -1,0 +1,198 @@
+//! The typed configuration the agent runs with, checked as a whole.
+
+use super::sources::Loaded;
+use super::validate::{parse_bool, parse_cidr4};
+use super::ConfigError;
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+#[derive(Clone, Debug)]
+pub struct DaemonConfig {
+    pub bpf_root: PathBuf,
+    pub state_dir: PathBuf,
+    /// Parent of the state dir; holds cilium.pid.
+    pub run_dir: PathBuf,
+    pub socket_path: PathBuf,
+    pub health_port: u16,
+    pub debug: bool,
+    /// This node's pod CIDR.
+    pub ipv4_range: (Ipv4Addr, u8),
+    /// cilium_host's address: the pods' gateway.
+    pub router_ip: Ipv4Addr,
+    /// None = detect from the node's devices.
+    pub node_ip: Option<Ipv4Addr>,
+    pub mtu: u32,
+    pub ct_tcp_max: u32,
+    pub ct_any_max: u32,
+    pub cluster_name: String,
+    pub cluster_id: u32,
+    pub policy_enforcement: String,
+    pub monitor_aggregation: String,
+    pub routing_mode: String,
+    pub tunnel_protocol: String,
+    pub ipam_mode: String,
+    pub cni_chaining_mode: String,
+    pub bpf_map_dynamic_size_ratio: f64,
+    /// Every key with its effective value (`daemonConfigurationMap`).
+    pub all: BTreeMap<String, String>,
+}
+
+const DEFAULT_MTU: u32 = 1500;
+
+impl DaemonConfig {
+    pub fn from_loaded(l: &Loaded) -> Result<Self, ConfigError> {
+        let boolean = |k: &str| parse_bool(l.get(k)).expect("validated bool");
+        let num = |k: &str| l.get(k).parse::<u64>().expect("validated integer");
+        if !boolean("enable-ipv4") {
+            return Err(ConfigError::Unsupported(
+                "enable-ipv4=false: this agent needs IPv4".into(),
+            ));
+        }
+        if boolean("enable-ipv6") {
+            return Err(ConfigError::Unsupported(
+                "enable-ipv6=true: IPv6 is not supported yet".into(),
+            ));
+        }
+        if !l.get("kvstore").is_empty() {
+            return Err(ConfigError::Unsupported(format!(
+                "kvstore={:?}: kvstore mode is not supported yet",
+                l.get("kvstore")
+            )));
+        }
+
+        let ipv4_range = match l.get("ipv4-range") {
+            "" => {
+                // No per-node range given: the first node-sized block of the cluster pool.
+                let (pool, pool_len) =
+                    parse_cidr4(l.get("cluster-pool-ipv4-cidr")).expect("validated cidr");
+                let mask = num("cluster-pool-ipv4-mask-size") as u8;
+                if mask < pool_len {
+                    return Err(ConfigError::BadValue {
+                        key: "cluster-pool-ipv4-mask-size".into(),
+                        value: mask.to_string(),
+                        why: format!("must not be shorter than the pool prefix /{pool_len}"),
+                    });
+                }
+                (pool, mask)
+            }
+            s => parse_cidr4(s).expect("validated cidr"),
+        };
+        let (net, len) = ipv4_range;
+        if len > 30 {
+            return Err(ConfigError::BadValue {
+                key: "ipv4-range".into(),
+                value: l.get("ipv4-range").into(),
+                why: "needs room for a router and pods (/30 or wider)".into(),
+            });
+        }
+        let router_ip = match l.get("local-router-ipv4") {
+            "" => Ipv4Addr::from(u32::from(net) + 1),
+            s => {
+                let ip: Ipv4Addr = s.parse().expect("validated ip");
+                let mask = u32::MAX << (32 - len);
+                if u32::from(ip) & mask != u32::from(net) {
+                    return Err(ConfigError::BadValue {
+                        key: "local-router-ipv4".into(),
+                        value: s.into(),
+                        why: format!("not inside the node's pod CIDR {net}/{len}"),
+                    });
+                }
+                ip
+            }
+        };
+        let node_ip = match l.get("ipv4-node") {
+            "auto" | "" => None,
+            s => Some(s.parse().map_err(|_| ConfigError::BadValue {
+                key: "ipv4-node".into(),
+                value: s.into(),
+                why: "expected \"auto\" or an IPv4 address".into(),
+            })?),
+        };
+        let mtu = match num("mtu") as u32 {
+            0 => DEFAULT_MTU,
+            m if m < 576 => {
+                return Err(ConfigError::BadValue {
+                    key: "mtu".into(),
+                    value: m.to_string(),
+                    why: "must be 0 (auto) or at least 576".into(),
+                })
+            }
+            m => m,
+        };
+        Ok(Self {
+            bpf_root: PathBuf::from(l.get("bpf-root")),
+            state_dir: PathBuf::from(l.get("state-dir")),
+            run_dir: PathBuf::from(l.get("state-dir"))
+                .parent()
+                .map(PathBuf::from)
+                .unwrap_or_else(|| "/".into()),
+            socket_path: PathBuf::from(l.get("socket-path")),
+            health_port: num("agent-health-port") as u16,
+            debug: boolean("debug"),
+            ipv4_range,
+            router_ip,
+            node_ip,
+            mtu,
+            ct_tcp_max: num("bpf-ct-global-tcp-max") as u32,
+            ct_any_max: num("bpf-ct-global-any-max") as u32,
+            cluster_name: l.get("cluster-name").to_owned(),
+            cluster_id: num("cluster-id") as u32,
+            policy_enforcement: l.get("enable-policy").to_ascii_lowercase(),
+            monitor_aggregation: l.get("monitor-aggregation").to_ascii_lowercase(),
+            routing_mode: l.get("routing-mode").to_ascii_lowercase(),
+            tunnel_protocol: l.get("tunnel-protocol").to_ascii_lowercase(),
+            ipam_mode: l.get("ipam").to_ascii_lowercase(),
+            cni_chaining_mode: l.get("cni-chaining-mode").to_owned(),
+            bpf_map_dynamic_size_ratio: l
+                .get("bpf-map-dynamic-size-ratio")
+                .parse()
+                .expect("validated float"),
+            all: l
+                .values
+                .iter()
+                .map(|(k, (v, _))| ((*k).to_owned(), v.clone()))
+                .collect(),
+        })
+    }
+
+    pub fn pid_file(&self) -> PathBuf {
+        self.run_dir.join("cilium.pid")
+    }
+
+    pub fn pod_cidr(&self) -> String {
+        format!("{}/{}", self.ipv4_range.0, self.ipv4_range.1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::load;
+    use super::*;
+
+    fn cfg(a: &[&str]) -> Result<DaemonConfig, ConfigError> {
+        let args: Vec<String> = a.iter().map(|s| s.to_string()).collect();
+        DaemonConfig::from_loaded(&load(&args, |_| None)?)
+    }
+
+    #[test]
+    fn defaults_give_first_pool_block_and_router() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.pod_cidr(), "10.0.0.0/24");
+        assert_eq!(c.router_ip, Ipv4Addr::new(10, 0, 0, 1));
+        assert_eq!(c.pid_file(), PathBuf::from("/var/run/cilium/cilium.pid"));
+        assert_eq!(c.mtu, 1500);
+    }
+
+    #[test]
+    fn inconsistent_settings_are_refused_with_the_key() {
+        let e = cfg(&["--ipv4-range=10.1.0.0/24", "--local-router-ipv4=10.2.0.1"]).unwrap_err();
+        assert!(e.to_string().contains("local-router-ipv4"), "{e}");
+        let e = cfg(&["--enable-ipv6"]).unwrap_err();
+        assert!(e.to_string().contains("enable-ipv6"), "{e}");
+        let e = cfg(&["--mtu=100"]).unwrap_err();
+        assert!(e.to_string().contains("mtu"), "{e}");
+        let e = cfg(&["--ipv4-node=nope"]).unwrap_err();
+        assert!(e.to_string().contains("ipv4-node"), "{e}");
+    }
+}

@@ -1,0 +1,107 @@
+//! The status response: what the agent measured, and `Disabled` for what it
+//! does not run.
+
+use crate::daemon::Daemon;
+use api::models::*;
+
+const MAP_TABLE: &[(&str, &str)] = &[
+    ("Endpoints", abi::maps::LXC),
+    ("IP cache", abi::maps::IPCACHE),
+    ("Metrics", abi::maps::METRICS),
+    ("Non-TCP connection tracking", abi::maps::CT_ANY4_GLOBAL),
+    ("TCP connection tracking", abi::maps::CT4_GLOBAL),
+    ("Tunnel", abi::maps::TUNNEL),
+];
+
+fn bpf_maps(d: &Daemon) -> BpfMapStatus {
+    let maps = MAP_TABLE
+        .iter()
+        .filter_map(|(label, name)| {
+            let map = datapath::PinnedMap::open_global(&d.config.bpf_root, name).ok()?;
+            Some(BpfMapProperties {
+                name: (*label).into(),
+                size: u64::from(map.meta().max_entries),
+            })
+        })
+        .collect();
+    BpfMapStatus {
+        dynamic_size_ratio: d.config.bpf_map_dynamic_size_ratio,
+        maps,
+    }
+}
+
+/// The full status; `brief` keeps only what `cilium status --brief` needs.
+pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
+    let controllers = d.controllers.snapshot();
+    let cilium = Some(Status::ok(api::version_string()));
+    if brief {
+        let failing = controllers
+            .into_iter()
+            .find(|c| c.status.consecutive_failure_count > 0);
+        return StatusResponse {
+            cilium,
+            controllers: failing.into_iter().collect(),
+            ..Default::default()
+        };
+    }
+    let disabled = || Some(Status::disabled());
+    let off = || Some(EnabledStatus { enabled: false });
+    StatusResponse {
+        cilium,
+        kvstore: Some(Status::ok("Disabled")),
+        kubernetes: Some(K8sStatus {
+            state: State::Disabled,
+            ..Default::default()
+        }),
+        kube_proxy_replacement: Some(KubeProxyReplacement {
+            mode: "False".into(),
+            devices: vec![],
+        }),
+        host_firewall: Some(ModeStatus {
+            mode: "Disabled".into(),
+        }),
+        cni_chaining: Some(ModeStatus {
+            mode: d.config.cni_chaining_mode.clone(),
+        }),
+        cni_file: Some(Status {
+            state: State::Disabled,
+            msg: "CNI configuration management disabled".into(),
+        }),
+        node_monitor: disabled(),
+        ipv4_big_tcp: off(),
+        ipv6_big_tcp: off(),
+        bandwidth_manager: off(),
+        routing: Some(Routing {
+            intra_host_routing_mode: "Legacy".into(),
+            inter_host_routing_mode: "Disabled".into(),
+            tunnel_protocol: String::new(),
+        }),
+        datapath_mode: "veth".into(),
+        masquerading: Some(Masquerading {
+            enabled: false,
+            mode: String::new(),
+        }),
+        controllers,
+        proxy: disabled(),
+        identity_range: Some(IdentityRange {
+            min_identity: 256,
+            max_identity: 65535,
+        }),
+        hubble: disabled(),
+        encryption: Some(ModeStatus {
+            mode: "Disabled".into(),
+        }),
+        cluster: None,
+        bpf_maps: Some(bpf_maps(d)),
+        clock_source: Some(ModeStatus {
+            mode: "ktime".into(),
+        }),
+        ..Default::default()
+    }
+}
+
+/// Whether the probe on :9879 should answer 200.
+pub fn healthy(d: &Daemon) -> bool {
+    let s = collect(d, true);
+    matches!(s.cilium.map(|c| c.state), Some(State::Ok | State::Disabled))
+}

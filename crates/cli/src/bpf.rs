@@ -1,0 +1,272 @@
+//! `cilium bpf ...`: read the pinned maps directly, decoded through crates/abi.
+
+use crate::table::{print, print_json, Output};
+use crate::{row, Ctx};
+use abi::ct::{CtEntry, Ipv4CtTuple, CT_FLAG_NAMES, TUPLE_F_IN, TUPLE_F_RELATED, TUPLE_F_SERVICE};
+use abi::endpoint::{format_mac, EndpointInfo, EndpointKey};
+use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
+use abi::maps;
+use abi::metrics::{MetricsKey, MetricsValue};
+use abi::tunnel::{TunnelKey, TunnelValue};
+use datapath::PinnedMap;
+use std::net::Ipv4Addr;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct ListArgs {
+    #[arg(short = 'o', long = "output", value_enum)]
+    output: Option<Output>,
+}
+
+#[derive(clap::Subcommand)]
+pub enum ListOnly {
+    /// List entries
+    List(ListArgs),
+}
+
+#[derive(clap::Subcommand)]
+pub enum CtCommand {
+    /// List connection tracking entries (only `global` is supported)
+    List {
+        #[arg(value_parser = ["global"])]
+        kind: String,
+        #[command(flatten)]
+        args: ListArgs,
+    },
+}
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Local endpoint map (cilium_lxc)
+    #[command(subcommand)]
+    Endpoint(ListOnly),
+    /// IP cache (cilium_ipcache)
+    #[command(subcommand)]
+    Ipcache(ListOnly),
+    /// Connection tracking tables
+    #[command(subcommand)]
+    Ct(CtCommand),
+    /// Datapath metrics (cilium_metrics)
+    #[command(subcommand)]
+    Metrics(ListOnly),
+    /// Tunnel endpoint map (cilium_tunnel_map)
+    #[command(subcommand)]
+    Tunnel(ListOnly),
+    /// Runtime config map (cilium_runtime_config)
+    #[command(subcommand)]
+    Config(ListOnly),
+}
+
+fn open(ctx: &Ctx, name: &str) -> anyhow::Result<PinnedMap> {
+    Ok(PinnedMap::open_global(&ctx.bpf_root, name)?)
+}
+
+fn v4(bytes: &[u8]) -> Ipv4Addr {
+    Ipv4Addr::new(bytes[0], bytes[1], bytes[2], bytes[3])
+}
+
+fn json_or_table(
+    args: &ListArgs,
+    json: serde_json::Value,
+    header: Vec<String>,
+    mut rows: Vec<Vec<String>>,
+) -> anyhow::Result<ExitCode> {
+    if args.output.is_some() {
+        print_json(&json)?;
+    } else {
+        rows.sort();
+        let mut all = vec![header];
+        all.extend(rows);
+        print(&all);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn endpoints(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let entries = open(ctx, maps::LXC)?.entries::<EndpointKey, EndpointInfo>()?;
+    let mut rows = Vec::new();
+    let mut json = serde_json::Map::new();
+    for (k, v) in &entries {
+        let ip = k
+            .ipv4()
+            .map_or_else(|| "<non-IPv4>".into(), |i| i.to_string());
+        let info = if v.is_host() {
+            "(localhost)".to_owned()
+        } else {
+            format!(
+                "id={:<5} sec_id={:<5} flags=0x{:04x} ifindex={:<3} mac={} nodemac={}",
+                v.lxc_id,
+                v.sec_id,
+                v.flags,
+                v.ifindex,
+                format_mac(&v.mac),
+                format_mac(&v.node_mac)
+            )
+        };
+        json.insert(ip.clone(), serde_json::Value::String(info.clone()));
+        rows.push(row![ip, info]);
+    }
+    json_or_table(
+        args,
+        json.into(),
+        row!["IP ADDRESS", "LOCAL ENDPOINT INFO"],
+        rows,
+    )
+}
+
+fn ipcache(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let entries = open(ctx, maps::IPCACHE)?.entries::<IpcacheKey, RemoteEndpointInfo>()?;
+    let mut rows = Vec::new();
+    let mut json = serde_json::Map::new();
+    for (k, v) in &entries {
+        let Some((ip, len)) = k.ipv4_prefix() else {
+            continue;
+        };
+        let value = format!(
+            "identity={} encryptkey={} tunnelendpoint={}, flags={}",
+            v.sec_identity,
+            v.key,
+            v.tunnel_endpoint.ip(),
+            if v.flags & abi::ipcache::IPCACHE_F_SKIP_TUNNEL != 0 {
+                "skiptunnel"
+            } else {
+                "<none>"
+            }
+        );
+        let prefix = format!("{ip}/{len}");
+        json.insert(prefix.clone(), serde_json::Value::String(value.clone()));
+        rows.push(row![prefix, value]);
+    }
+    json_or_table(
+        args,
+        json.into(),
+        row!["IP PREFIX/ADDRESS", "IDENTITY"],
+        rows,
+    )
+}
+
+/// One `cilium bpf ct list global` line, in the original direction.
+fn ct_line(k: &Ipv4CtTuple, v: &CtEntry) -> String {
+    let proto = match k.nexthdr {
+        6 => "TCP".to_owned(),
+        17 => "UDP".to_owned(),
+        1 => "ICMP".to_owned(),
+        132 => "SCTP".to_owned(),
+        n => format!("NextHeader={n}"),
+    };
+    let dir = if k.flags & TUPLE_F_IN != 0 {
+        "IN"
+    } else {
+        "OUT"
+    };
+    // Global maps store addresses for the reply direction: swap them back.
+    let (src, dst) = (k.daddr.ip(), k.saddr.ip());
+    let (sport, dport) = (k.sport.get(), k.dport.get());
+    let mut tags = String::new();
+    if k.flags & TUPLE_F_RELATED != 0 {
+        tags.push_str("related ");
+    }
+    if k.flags & TUPLE_F_SERVICE != 0 {
+        tags.push_str("service ");
+    }
+    let flags: Vec<&str> = CT_FLAG_NAMES
+        .iter()
+        .filter(|(bit, _)| v.flags & bit != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    format!(
+        "{proto} {dir} {src}:{sport} -> {dst}:{dport} {tags}expires={} Packets={} Bytes={} RxFlagsSeen=0x{:02x} LastRxReport={} TxFlagsSeen=0x{:02x} LastTxReport={} Flags=0x{:04x} [ {} ] RevNAT={} SourceSecurityID={} IfIndex={} BackendID={}",
+        v.lifetime,
+        v.packets,
+        v.bytes,
+        v.rx_flags_seen,
+        v.last_rx_report,
+        v.tx_flags_seen,
+        v.last_tx_report,
+        v.flags,
+        flags.join(" "),
+        v.rev_nat_index.get(),
+        v.src_sec_id,
+        v.ifindex,
+        v.backend_id
+    )
+}
+
+fn ct(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let mut lines = Vec::new();
+    for name in [maps::CT4_GLOBAL, maps::CT_ANY4_GLOBAL] {
+        for (k, v) in open(ctx, name)?.entries::<Ipv4CtTuple, CtEntry>()? {
+            lines.push(ct_line(&k, &v));
+        }
+    }
+    lines.sort();
+    if args.output.is_some() {
+        print_json(&lines)?;
+    } else {
+        for l in lines {
+            println!("{l}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn metrics(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let entries = open(ctx, maps::METRICS)?.percpu_entries::<MetricsKey, MetricsValue>()?;
+    let mut rows = Vec::new();
+    let mut json = Vec::new();
+    for (k, per_cpu) in &entries {
+        let (packets, bytes) = per_cpu
+            .iter()
+            .fold((0u64, 0u64), |(p, b), v| (p + v.count, b + v.bytes));
+        let reason = abi::metrics::reason_text(k.reason);
+        let dir = abi::metrics::direction_name(k.dir);
+        let file = abi::metrics::source_file_name(k.file);
+        json.push(serde_json::json!({"reason": reason, "direction": dir, "packets": packets, "bytes": bytes, "line": k.line, "file": file}));
+        rows.push(row![reason, dir, packets, bytes, k.line, file]);
+    }
+    json_or_table(
+        args,
+        json.into(),
+        row!["REASON", "DIRECTION", "PACKETS", "BYTES", "LINE", "FILE"],
+        rows,
+    )
+}
+
+fn tunnel(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let entries = open(ctx, maps::TUNNEL)?.entries::<TunnelKey, TunnelValue>()?;
+    let mut rows = Vec::new();
+    let mut json = serde_json::Map::new();
+    for (k, v) in &entries {
+        let (key, value) = (v4(&k.ip).to_string(), format!("{}:{}", v4(&v.ip), v.key));
+        json.insert(key.clone(), serde_json::Value::String(value.clone()));
+        rows.push(row![key, value]);
+    }
+    json_or_table(args, json.into(), row!["TUNNEL", "VALUE"], rows)
+}
+
+fn runtime_config(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let map = open(ctx, maps::RUNTIME_CONFIG)?;
+    let mut rows = Vec::new();
+    let mut json = serde_json::Map::new();
+    for index in [
+        abi::runtime_config::UTIME_OFFSET,
+        abi::runtime_config::AGENT_LIVENESS,
+    ] {
+        let value: u64 = map.get(&index)?.unwrap_or(0);
+        let name = abi::runtime_config::index_name(index).unwrap_or("unknown");
+        json.insert(name.into(), value.into());
+        rows.push(row![name, value]);
+    }
+    json_or_table(args, json.into(), row!["KEY", "VALUE"], rows)
+}
+
+pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
+    match cmd {
+        Command::Endpoint(ListOnly::List(a)) => endpoints(ctx, a),
+        Command::Ipcache(ListOnly::List(a)) => ipcache(ctx, a),
+        Command::Ct(CtCommand::List { args, .. }) => ct(ctx, args),
+        Command::Metrics(ListOnly::List(a)) => metrics(ctx, a),
+        Command::Tunnel(ListOnly::List(a)) => tunnel(ctx, a),
+        Command::Config(ListOnly::List(a)) => runtime_config(ctx, a),
+    }
+}

@@ -1,0 +1,85 @@
+//! `cilium`: status, configuration and BPF map inspection for the agent.
+
+mod bpf;
+mod config;
+mod status;
+mod table;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "cilium",
+    about = "CLI for interacting with the local Cilium Agent",
+    disable_version_flag = true
+)]
+struct Cli {
+    /// URI to server-side API, e.g. unix:///var/run/cilium/cilium.sock
+    #[arg(short = 'H', long = "host", global = true)]
+    host: Option<String>,
+    /// Root of the BPF filesystem the agent pins its maps in
+    #[arg(
+        long = "bpf-root",
+        global = true,
+        env = "CILIUM_BPF_ROOT",
+        default_value = "/sys/fs/bpf"
+    )]
+    bpf_root: std::path::PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Display status of daemon
+    Status(status::Args),
+    /// Print version information
+    Version,
+    /// Cilium configuration options
+    Config(config::Args),
+    /// Direct access to local BPF maps
+    #[command(subcommand)]
+    Bpf(bpf::Command),
+}
+
+pub struct Ctx {
+    host: Option<String>,
+    bpf_root: std::path::PathBuf,
+}
+
+impl Ctx {
+    fn client(&self) -> anyhow::Result<api::Client> {
+        Ok(api::Client::from_host(self.host.as_deref())?)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let ctx = Ctx {
+        host: cli.host,
+        bpf_root: cli.bpf_root,
+    };
+    let result = match cli.command {
+        Command::Status(args) => status::run(&ctx, &args),
+        Command::Version => {
+            println!("Client: {}", api::version_string());
+            match ctx.client().and_then(|c| {
+                Ok(c.get_json::<api::models::StatusResponse>("/healthz", &[("brief", "true")])?)
+            }) {
+                Ok(s) => println!("Daemon: {}", s.cilium.map(|c| c.msg).unwrap_or_default()),
+                Err(e) => eprintln!("Daemon: {e}"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Config(args) => config::run(&ctx, &args),
+        Command::Bpf(cmd) => bpf::run(&ctx, &cmd),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

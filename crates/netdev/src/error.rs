@@ -1,0 +1,25 @@
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("netlink {op} {target}: {source}")]
+    Netlink {
+        op: &'static str,
+        target: String,
+        source: rtnetlink::Error,
+    },
+    #[error("opening netlink socket: {0}")]
+    Connect(std::io::Error),
+    #[error("link {0} not found")]
+    NoLink(String),
+    #[error("sysctl {key}: {source}")]
+    Sysctl { key: String, source: std::io::Error },
+}
+
+impl Error {
+    pub(crate) fn nl(
+        op: &'static str,
+        target: impl Into<String>,
+    ) -> impl FnOnce(rtnetlink::Error) -> Error {
+        let target = target.into();
+        move |source| Error::Netlink { op, target, source }
+    }
+}

@@ -1,0 +1,72 @@
+//! The cilium_host / cilium_net veth pair that carries the router IP.
+
+use crate::link::{Link, Netlink};
+use crate::{sysctl, Error};
+use std::net::Ipv4Addr;
+
+pub const CILIUM_HOST: &str = "cilium_host";
+pub const CILIUM_NET: &str = "cilium_net";
+
+#[derive(Clone, Debug)]
+pub struct HostDevices {
+    pub host: Link,
+    pub net: Link,
+}
+
+/// Creates the pair when missing (an existing pair is reused, so a restarted
+/// agent does not disturb traffic), sets NOARP, MTU and up, the per-device
+/// sysctls, the router IP as /32 and the L2 route to it.
+pub async fn ensure_host_devices(
+    nl: &Netlink,
+    router_ip: Ipv4Addr,
+    mtu: u32,
+) -> Result<HostDevices, Error> {
+    if nl.link_by_name(CILIUM_HOST).await?.is_none() {
+        let msg = rtnetlink::LinkVeth::new(CILIUM_HOST, CILIUM_NET)
+            .mtu(mtu)
+            .txqueuelen(1000)
+            .build();
+        nl.handle()
+            .link()
+            .add(msg)
+            .execute()
+            .await
+            .map_err(Error::nl("add veth", CILIUM_HOST))?;
+        tracing::info!(
+            subsys = "netdev",
+            device = CILIUM_HOST,
+            peer = CILIUM_NET,
+            "Created host device pair"
+        );
+    }
+    for name in [CILIUM_HOST, CILIUM_NET] {
+        let link = nl
+            .link_by_name(name)
+            .await?
+            .ok_or_else(|| Error::NoLink(name.into()))?;
+        let msg = rtnetlink::LinkUnspec::new_with_index(link.index)
+            .arp(false)
+            .mtu(mtu)
+            .up()
+            .build();
+        nl.handle()
+            .link()
+            .set(msg)
+            .execute()
+            .await
+            .map_err(Error::nl("configure", name))?;
+        sysctl::configure_cilium_device(name)?;
+    }
+    let host = nl
+        .link_by_name(CILIUM_HOST)
+        .await?
+        .ok_or_else(|| Error::NoLink(CILIUM_HOST.into()))?;
+    let net = nl
+        .link_by_name(CILIUM_NET)
+        .await?
+        .ok_or_else(|| Error::NoLink(CILIUM_NET.into()))?;
+    nl.ensure_ipv4_addr(host.index, router_ip, 32).await?;
+    nl.replace_route(host.index, router_ip, 32, None, None)
+        .await?;
+    Ok(HostDevices { host, net })
+}

@@ -1,0 +1,175 @@
+//! Links, addresses and routes over rtnetlink.
+
+use crate::Error;
+use futures::TryStreamExt;
+use netlink_packet_route::address::AddressAttribute;
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::route::{RouteProtocol, RouteScope};
+use std::net::{IpAddr, Ipv4Addr};
+
+/// What the agent needs to know about a link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Link {
+    pub index: u32,
+    pub name: String,
+    pub mac: [u8; 6],
+    pub mtu: u32,
+    pub up: bool,
+}
+
+impl Link {
+    fn from_message(msg: &LinkMessage) -> Self {
+        let mut link = Link {
+            index: msg.header.index,
+            name: String::new(),
+            mac: [0; 6],
+            mtu: 0,
+            up: msg.header.flags.contains(LinkFlags::Up),
+        };
+        for attr in &msg.attributes {
+            match attr {
+                LinkAttribute::IfName(n) => link.name = n.clone(),
+                LinkAttribute::Address(a) if a.len() == 6 => link.mac.copy_from_slice(a),
+                LinkAttribute::Mtu(m) => link.mtu = *m,
+                _ => {}
+            }
+        }
+        link
+    }
+}
+
+/// A netlink connection in the calling thread's network namespace.
+pub struct Netlink {
+    handle: rtnetlink::Handle,
+}
+
+impl Netlink {
+    /// Opens the socket; must be called inside a tokio runtime.
+    pub fn connect() -> Result<Self, Error> {
+        let (conn, handle, _) = rtnetlink::new_connection().map_err(Error::Connect)?;
+        tokio::spawn(conn);
+        Ok(Self { handle })
+    }
+
+    pub fn handle(&self) -> &rtnetlink::Handle {
+        &self.handle
+    }
+
+    pub async fn link_by_name(&self, name: &str) -> Result<Option<Link>, Error> {
+        let mut stream = self
+            .handle
+            .link()
+            .get()
+            .match_name(name.to_owned())
+            .execute();
+        match stream.try_next().await {
+            Ok(Some(msg)) => Ok(Some(Link::from_message(&msg))),
+            Ok(None) => Ok(None),
+            Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::ENODEV => Ok(None),
+            Err(e) => Err(Error::nl("get link", name)(e)),
+        }
+    }
+
+    pub async fn links(&self) -> Result<Vec<Link>, Error> {
+        let msgs: Vec<LinkMessage> = self
+            .handle
+            .link()
+            .get()
+            .execute()
+            .try_collect()
+            .await
+            .map_err(Error::nl("list", "links"))?;
+        Ok(msgs.iter().map(Link::from_message).collect())
+    }
+
+    pub async fn set_up(&self, index: u32) -> Result<(), Error> {
+        let msg = rtnetlink::LinkUnspec::new_with_index(index).up().build();
+        self.handle
+            .link()
+            .set(msg)
+            .execute()
+            .await
+            .map_err(Error::nl("set up", index.to_string()))
+    }
+
+    /// IPv4 addresses configured on a link (or on all links when None).
+    pub async fn ipv4_addrs(&self, index: Option<u32>) -> Result<Vec<(u32, Ipv4Addr, u8)>, Error> {
+        let mut req = self.handle.address().get();
+        if let Some(i) = index {
+            req = req.set_link_index_filter(i);
+        }
+        let msgs: Vec<_> = req
+            .execute()
+            .try_collect()
+            .await
+            .map_err(Error::nl("list", "addresses"))?;
+        let mut out = Vec::new();
+        for m in msgs {
+            for attr in &m.attributes {
+                if let AddressAttribute::Local(IpAddr::V4(ip))
+                | AddressAttribute::Address(IpAddr::V4(ip)) = attr
+                {
+                    let entry = (m.header.index, *ip, m.header.prefix_len);
+                    if !out.contains(&entry) {
+                        out.push(entry);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Adds `ip/prefix` to a link unless it is already there.
+    pub async fn ensure_ipv4_addr(
+        &self,
+        index: u32,
+        ip: Ipv4Addr,
+        prefix: u8,
+    ) -> Result<(), Error> {
+        if self
+            .ipv4_addrs(Some(index))
+            .await?
+            .iter()
+            .any(|(_, a, p)| *a == ip && *p == prefix)
+        {
+            return Ok(());
+        }
+        self.handle
+            .address()
+            .add(index, IpAddr::V4(ip), prefix)
+            .replace()
+            .execute()
+            .await
+            .map_err(Error::nl("add address", format!("{ip}/{prefix}")))
+    }
+
+    /// Installs (or replaces) `dst/len` on a link, optionally via a gateway
+    /// and with a preferred source, `proto kernel` as Cilium does.
+    pub async fn replace_route(
+        &self,
+        index: u32,
+        dst: Ipv4Addr,
+        len: u8,
+        via: Option<Ipv4Addr>,
+        src: Option<Ipv4Addr>,
+    ) -> Result<(), Error> {
+        let mut b = rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new()
+            .destination_prefix(dst, len)
+            .output_interface(index)
+            .protocol(RouteProtocol::Kernel);
+        b = match via {
+            Some(gw) => b.gateway(gw).scope(RouteScope::Universe),
+            None => b.scope(RouteScope::Link),
+        };
+        if let Some(s) = src {
+            b = b.pref_source(s);
+        }
+        self.handle
+            .route()
+            .add(b.build())
+            .replace()
+            .execute()
+            .await
+            .map_err(Error::nl("replace route", format!("{dst}/{len}")))
+    }
+}
