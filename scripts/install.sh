@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs everything this project needs on Debian 12 (as root) and builds it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export DEBIAN_FRONTEND=noninteractive
+if ! command -v clang >/dev/null || ! command -v etcd >/dev/null || ! [ -f /usr/include/bpf/bpf_helpers.h ] \
+    || ! command -v curl >/dev/null || ! command -v iperf3 >/dev/null || ! command -v ip >/dev/null; then
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends \
+        clang llvm libbpf-dev linux-libc-dev iproute2 etcd-server curl iperf3 ca-certificates >/dev/null
+fi
+
+if ! command -v cargo >/dev/null; then
+    echo "error: Rust (stable, via rustup) is required: cargo not found on PATH" >&2
+    exit 1
+fi
+
+cargo build --release --workspace --locked
+echo "built: $(ls target/release/ | grep -E '^(cilium|cilium-agent|cilium-lab)$' | tr '\n' ' ')"
