@@ -41,19 +41,20 @@
 #define IDENTITY_WORLD_IPV4	9
 #define IDENTITY_WORLD_IPV6	10
 
+/* An address field of 16 bytes; IPv4 lives in the first four, network order. */
+union v4v6_addr {
+	struct {
+		__u32 ip4;
+		__u32 ip4_pad[3];
+	};
+	__u8 ip6[16];
+};
+
 /* ---- cilium_lxc: endpoint_key -> endpoint_info ---- */
 #define ENDPOINT_F_HOST		1
 
 struct endpoint_key {
-	union {
-		struct {
-			__u32 ip4;
-			__u32 pad1;
-			__u32 pad2;
-			__u32 pad3;
-		};
-		__u8 ip6[16];
-	};
+	union v4v6_addr addr;
 	__u8 family;
 	__u8 key;
 	__u16 cluster_id;
@@ -80,15 +81,7 @@ struct ipcache_key {
 	__u16 cluster_id;
 	__u8 pad1;
 	__u8 family;
-	union {
-		struct {
-			__u32 ip4;
-			__u32 pad4;
-			__u32 pad5;
-			__u32 pad6;
-		};
-		__u8 ip6[16];
-	};
+	union v4v6_addr addr;
 } __attribute__((packed));
 
 #define IPCACHE_F_SKIP_TUNNEL	1
@@ -103,30 +96,14 @@ struct remote_endpoint_info {
 
 /* ---- cilium_tunnel_map: tunnel_key -> tunnel_value ---- */
 struct tunnel_key {
-	union {
-		struct {
-			__u32 ip4;
-			__u32 pad1;
-			__u32 pad2;
-			__u32 pad3;
-		};
-		__u8 ip6[16];
-	};
+	union v4v6_addr addr;
 	__u8 family;
 	__u8 pad;
 	__u16 cluster_id;
 } __attribute__((packed));
 
 struct tunnel_value {
-	union {
-		struct {
-			__u32 ip4;
-			__u32 pad1;
-			__u32 pad2;
-			__u32 pad3;
-		};
-		__u8 ip6[16];
-	};
+	union v4v6_addr addr;
 	__u8 family;
 	__u8 key;
 	__u16 pad;
@@ -318,5 +295,22 @@ struct trace_notify {
 
 /* Metric reason for forwarded packets */
 #define REASON_FORWARDED	0
+
+/* The Rust mirrors in crates/abi check the same sizes. */
+#define ABI_SIZE(type, size) _Static_assert(sizeof(type) == (size), #type " layout changed")
+ABI_SIZE(struct endpoint_key, 20);
+ABI_SIZE(struct endpoint_info, 48);
+ABI_SIZE(struct ipcache_key, 24);
+ABI_SIZE(struct remote_endpoint_info, 12);
+ABI_SIZE(struct tunnel_key, 20);
+ABI_SIZE(struct tunnel_value, 20);
+ABI_SIZE(struct ipv4_ct_tuple, 14);
+ABI_SIZE(struct ct_entry, 56);
+ABI_SIZE(struct policy_key, 12);
+ABI_SIZE(struct policy_entry, 24);
+ABI_SIZE(struct metrics_key, 8);
+ABI_SIZE(struct metrics_value, 16);
+ABI_SIZE(struct drop_notify, 36);
+ABI_SIZE(struct trace_notify, 48);
 
 #endif /* __ABI_H_ */

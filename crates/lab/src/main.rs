@@ -15,7 +15,10 @@ fn sibling(name: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("locating cilium-lab")?;
     let p = exe.parent().context("binary dir")?.join(name);
     if !p.exists() {
-        bail!("{} not found next to cilium-lab (build the workspace first)", p.display());
+        bail!(
+            "{} not found next to cilium-lab (build the workspace first)",
+            p.display()
+        );
     }
     Ok(p)
 }
@@ -23,14 +26,25 @@ fn sibling(name: &str) -> anyhow::Result<PathBuf> {
 fn up() -> anyhow::Result<()> {
     let agent = sibling("cilium-agent")?;
     let cilium = sibling("cilium")?;
-    let mut sb = testsupport::Sandbox::try_enter().context("creating the node's namespaces (run as root)")?;
+    let mut sb = testsupport::Sandbox::try_enter()
+        .context("creating the node's namespaces (run as root)")?;
     let socket = sb.run_dir().join("cilium.sock");
-    println!("==> node1: private netns + mount ns, bpffs at {}", sb.bpffs().display());
+    println!(
+        "==> node1: private netns + mount ns, bpffs at {}",
+        sb.bpffs().display()
+    );
     let child = Command::new(&agent)
         .arg(format!("--bpf-root={}", sb.bpffs().display()))
-        .arg(format!("--state-dir={}", sb.run_dir().join("state").display()))
+        .arg(format!(
+            "--state-dir={}",
+            sb.run_dir().join("state").display()
+        ))
         .arg(format!("--socket-path={}", socket.display()))
-        .args(["--ipv4-range=10.0.1.0/24", "--bpf-ct-global-tcp-max=65536", "--bpf-ct-global-any-max=65536"])
+        .args([
+            "--ipv4-range=10.0.1.0/24",
+            "--bpf-ct-global-tcp-max=65536",
+            "--bpf-ct-global-any-max=65536",
+        ])
         .spawn()
         .context("starting cilium-agent")?;
     let agent_pid = child.id() as i32;
@@ -38,7 +52,14 @@ fn up() -> anyhow::Result<()> {
     let host = format!("unix://{}", socket.display());
     let bpf_root = sb.bpffs();
     let run = |args: &[&str]| -> anyhow::Result<std::process::Output> {
-        Command::new(&cilium).arg("-H").arg(&host).arg("--bpf-root").arg(&bpf_root).args(args).output().context("running cilium")
+        Command::new(&cilium)
+            .arg("-H")
+            .arg(&host)
+            .arg("--bpf-root")
+            .arg(&bpf_root)
+            .args(args)
+            .output()
+            .context("running cilium")
     };
     let start = Instant::now();
     loop {
@@ -51,10 +72,18 @@ fn up() -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(20));
     }
     println!("==> agent ready in {:?}", start.elapsed());
-    for args in [&["status", "--verbose"][..], &["bpf", "endpoint", "list"], &["bpf", "ipcache", "list"]] {
+    for args in [
+        &["status", "--verbose"][..],
+        &["bpf", "endpoint", "list"],
+        &["bpf", "ipcache", "list"],
+    ] {
         println!("\n$ cilium {}", args.join(" "));
         let out = run(args)?;
-        print!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        print!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     println!("\n==> stopping the agent; the node's namespaces go with this process");
     // SAFETY: signalling the agent this process started.
