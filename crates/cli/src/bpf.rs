@@ -82,6 +82,20 @@ fn json_or_table(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Key/value listings: JSON object or a two-column table.
+fn kv_listing(
+    args: &ListArgs,
+    header: Vec<String>,
+    pairs: Vec<(String, String)>,
+) -> anyhow::Result<ExitCode> {
+    let json: serde_json::Map<String, serde_json::Value> = pairs
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+        .collect();
+    let rows = pairs.into_iter().map(|(k, v)| vec![k, v]).collect();
+    json_or_table(args, json.into(), header, rows)
+}
+
 fn endpoints(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     let entries = open(ctx, maps::LXC)?.entries::<EndpointKey, EndpointInfo>()?;
     let mut rows = Vec::new();
@@ -116,8 +130,7 @@ fn endpoints(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
 
 fn ipcache(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     let entries = open(ctx, maps::IPCACHE)?.entries::<IpcacheKey, RemoteEndpointInfo>()?;
-    let mut rows = Vec::new();
-    let mut json = serde_json::Map::new();
+    let mut pairs = Vec::new();
     for (k, v) in &entries {
         let Some((ip, len)) = k.ipv4_prefix() else {
             continue;
@@ -133,16 +146,9 @@ fn ipcache(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
                 "<none>"
             }
         );
-        let prefix = format!("{ip}/{len}");
-        json.insert(prefix.clone(), serde_json::Value::String(value.clone()));
-        rows.push(row![prefix, value]);
+        pairs.push((format!("{ip}/{len}"), value));
     }
-    json_or_table(
-        args,
-        json.into(),
-        row!["IP PREFIX/ADDRESS", "IDENTITY"],
-        rows,
-    )
+    kv_listing(args, row!["IP PREFIX/ADDRESS", "IDENTITY"], pairs)
 }
 
 /// One `cilium bpf ct list global` line, in the original direction.
@@ -234,14 +240,11 @@ fn metrics(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
 
 fn tunnel(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     let entries = open(ctx, maps::TUNNEL)?.entries::<TunnelKey, TunnelValue>()?;
-    let mut rows = Vec::new();
-    let mut json = serde_json::Map::new();
-    for (k, v) in &entries {
-        let (key, value) = (v4(&k.ip).to_string(), format!("{}:{}", v4(&v.ip), v.key));
-        json.insert(key.clone(), serde_json::Value::String(value.clone()));
-        rows.push(row![key, value]);
-    }
-    json_or_table(args, json.into(), row!["TUNNEL", "VALUE"], rows)
+    let pairs = entries
+        .iter()
+        .map(|(k, v)| (v4(&k.ip).to_string(), format!("{}:{}", v4(&v.ip), v.key)))
+        .collect();
+    kv_listing(args, row!["TUNNEL", "VALUE"], pairs)
 }
 
 fn runtime_config(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
