@@ -7,11 +7,66 @@
 
 #include "lib/common.h"
 #include "lib/maps.h"
-#include "lib/conntrack_map.h"
 #include "lib/metrics.h"
 #include "lib/drop.h"
 #include "lib/eth.h"
 #include "lib/ipv4.h"
+#include "lib/endpoint.h"
+#include "lib/conntrack.h"
+#include "lib/arp.h"
+#include "lib/l3.h"
+
+static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
+{
+	struct endpoint_info *src_ep, *dst_ep;
+	struct ct_state ct = {};
+	struct iphdr *ip4;
+	__u32 sec_id = IDENTITY_UNKNOWN, dst_id;
+	int l4_off, ret;
+
+	ip4 = ipv4_hdr(ctx);
+	if (!ip4) {
+		ret = -DROP_INVALID;
+		goto drop;
+	}
+	/* A pod may only send from the address the agent gave it. */
+	src_ep = lookup_ip4_endpoint(ip4->saddr);
+	if (!is_local_pod(src_ep) || src_ep->ifindex != ctx->ifindex) {
+		ret = -DROP_INVALID_SIP;
+		goto drop;
+	}
+	sec_id = src_ep->sec_id;
+	if (ip4->frag_off & bpf_htons(0x1fff)) {
+		ret = -DROP_FRAG_NOSUPPORT;
+		goto drop;
+	}
+	l4_off = ETH_HLEN + ip4->ihl * 4;
+
+	ret = ct_track4(ctx, ip4, l4_off, CT_EGRESS, sec_id, 0, &ct);
+	if (ret < 0)
+		goto drop;
+
+	dst_ep = lookup_ip4_endpoint(ip4->daddr);
+	if (is_local_pod(dst_ep)) {
+		ret = ct_track4(ctx, ip4, l4_off, CT_INGRESS, sec_id,
+				(__u16)dst_ep->ifindex, &ct);
+		if (ret < 0)
+			goto drop;
+		update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
+		update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
+		ret = ipv4_local_delivery(ctx, dst_ep, 1);
+		if (ret < 0)
+			goto drop;
+		return ret;
+	}
+
+	/* The node itself or beyond it: the host stack routes it. */
+	update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
+	return CTX_ACT_OK;
+drop:
+	dst_id = IDENTITY_UNKNOWN;
+	return send_drop_notify(ctx, sec_id, dst_id, 0, ret, METRIC_EGRESS, 0);
+}
 
 /* Packets leaving the pod (tc ingress of the host-side veth). */
 __section_entry
@@ -27,18 +82,58 @@ int cil_from_container(struct __sk_buff *ctx)
 
 	switch (proto) {
 	case ETH_P_IP:
-		if (!ipv4_hdr(ctx))
-			return send_drop_notify(ctx, IDENTITY_UNKNOWN,
-						IDENTITY_UNKNOWN, 0,
-						-DROP_INVALID, METRIC_EGRESS, 0);
-		update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
-		return CTX_ACT_OK;
+		return handle_ipv4_from_lxc(ctx);
 	case ETH_P_ARP:
-		return CTX_ACT_OK;
+		ret = arp_respond(ctx);
+		if (IS_ERR(ret))
+			return send_drop_notify(ctx, IDENTITY_UNKNOWN,
+						IDENTITY_UNKNOWN, 0, ret,
+						METRIC_EGRESS, 0);
+		return ret == ARP_NOT_HANDLED ? CTX_ACT_OK : ret;
 	default:
 		return send_drop_notify(ctx, IDENTITY_UNKNOWN, IDENTITY_UNKNOWN, 0,
 					-DROP_UNKNOWN_L3, METRIC_EGRESS, 0);
 	}
+}
+
+/* Packets the host stack (or bpf_host) sends into the pod (tc egress of the
+ * host-side veth). Pod-to-pod traffic bypasses this hook via the peer
+ * redirect and is tracked in cil_from_container instead. */
+__section_entry
+int cil_to_container(struct __sk_buff *ctx)
+{
+	struct endpoint_info *ep;
+	struct ct_state ct = {};
+	struct iphdr *ip4;
+	__u16 proto = 0;
+	__u32 src_id = IDENTITY_UNKNOWN;
+	int ret;
+
+	ret = validate_ethertype(ctx, &proto);
+	if (IS_ERR(ret) || proto != ETH_P_IP)
+		return CTX_ACT_OK;
+	ip4 = ipv4_hdr(ctx);
+	if (!ip4) {
+		ret = -DROP_INVALID;
+		goto drop;
+	}
+	ep = lookup_ip4_endpoint(ip4->daddr);
+	if (!is_local_pod(ep) || ep->ifindex != ctx->ifindex)
+		return CTX_ACT_OK;
+	src_id = ip4_identity(ip4->saddr);
+	if (ip4->frag_off & bpf_htons(0x1fff)) {
+		ret = -DROP_FRAG_NOSUPPORT;
+		goto drop;
+	}
+	ret = ct_track4(ctx, ip4, ETH_HLEN + ip4->ihl * 4, CT_INGRESS, src_id,
+			(__u16)ctx->ifindex, &ct);
+	if (ret < 0)
+		goto drop;
+	update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
+	return CTX_ACT_OK;
+drop:
+	return send_drop_notify(ctx, src_id, IDENTITY_UNKNOWN, 0, ret,
+				METRIC_INGRESS, 0);
 }
 
 char __license[] SEC("license") = "Dual BSD/GPL";

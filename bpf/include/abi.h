@@ -137,6 +137,21 @@ struct ipv4_ct_tuple {
 #define CT_F_FROM_L7LB		(1 << 8)
 #define CT_F_FROM_TUNNEL	(1 << 10)
 
+/* Conntrack directions, lookup results and timeouts (seconds). */
+#define CT_EGRESS		0
+#define CT_INGRESS		1
+#define CT_SERVICE		2
+
+#define CT_NEW			0
+#define CT_ESTABLISHED		1
+#define CT_REPLY		2
+#define CT_RELATED		3
+
+#define CT_SYN_TIMEOUT			60
+#define CT_CONNECTION_LIFETIME_TCP	21600
+#define CT_CONNECTION_LIFETIME_NONTCP	60
+#define CT_CLOSE_TIMEOUT		10
+
 struct ct_entry {
 	__u64 reserved0;
 	__u64 backend_id;

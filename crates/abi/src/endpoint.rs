@@ -75,6 +75,18 @@ impl EndpointInfo {
             ..Default::default()
         }
     }
+    /// A pod endpoint behind host-side veth `ifindex`.
+    pub fn pod(ifindex: u32, lxc_id: u16, mac: [u8; 6], node_mac: [u8; 6], sec_id: u32) -> Self {
+        let mut info = Self {
+            ifindex,
+            lxc_id,
+            sec_id,
+            ..Default::default()
+        };
+        info.mac[..6].copy_from_slice(&mac);
+        info.node_mac[..6].copy_from_slice(&node_mac);
+        info
+    }
     pub fn is_host(&self) -> bool {
         self.flags & ENDPOINT_F_HOST != 0
     }

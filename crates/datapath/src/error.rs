@@ -30,6 +30,12 @@ pub enum Error {
         object: &'static str,
         program: String,
     },
+    #[error("attaching {program} to {device}: {message}")]
+    Attach {
+        program: String,
+        device: String,
+        message: String,
+    },
     #[error("map {map}: {message}")]
     Map { map: String, message: String },
     #[error("parsing BPF object {object}: {message}")]

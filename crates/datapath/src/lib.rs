@@ -2,6 +2,7 @@
 //! and attachment. This is the only crate that calls bpf(2); everything else
 //! goes through the typed handles here.
 
+pub mod attach;
 pub mod bpffs;
 mod error;
 pub mod loader;

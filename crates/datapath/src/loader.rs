@@ -5,6 +5,7 @@
 //! is loaded with a fresh map, and the old pin is removed only once the load
 //! succeeded (Cilium's "bpffs migration").
 
+use crate::attach::{attach_pinned, remove_links, AttachMode, Hook};
 use crate::objects::{self, Object};
 use crate::sys::{self, MapMeta};
 use crate::Error;
@@ -45,18 +46,28 @@ impl MapSizes {
 pub struct Datapath {
     bpffs_root: PathBuf,
     lxc: Ebpf,
+    host: Ebpf,
 }
+
+const FROM_CONTAINER: &str = "cil_from_container";
+const TO_CONTAINER: &str = "cil_to_container";
+const FROM_HOST: &str = "cil_from_host";
 
 impl Datapath {
     /// Creates or reopens every global map under `<bpffs_root>/tc/globals`
-    /// and loads the endpoint programs through the verifier.
+    /// and loads the endpoint and host programs through the verifier.
     pub fn init(bpffs_root: &Path, sizes: &MapSizes) -> Result<Self, Error> {
         let globals = bpffs_root.join(abi::maps::GLOBALS_DIR);
         let mut lxc = load_object(objects::BPF_LXC, &globals, &sizes.overrides())?;
-        load_classifier(&mut lxc, objects::BPF_LXC.name, "cil_from_container")?;
+        for prog in [FROM_CONTAINER, TO_CONTAINER] {
+            load_classifier(&mut lxc, objects::BPF_LXC.name, prog)?;
+        }
+        let mut host = load_object(objects::BPF_HOST, &globals, &sizes.overrides())?;
+        load_classifier(&mut host, objects::BPF_HOST.name, FROM_HOST)?;
         Ok(Self {
             bpffs_root: bpffs_root.to_owned(),
             lxc,
+            host,
         })
     }
 
@@ -69,11 +80,48 @@ impl Datapath {
         let mut names: Vec<String> = self
             .lxc
             .maps()
+            .chain(self.host.maps())
             .map(|(name, _)| name.to_owned())
             .filter(|n| n.starts_with("cilium_"))
             .collect();
         names.sort();
+        names.dedup();
         names
+    }
+
+    /// `<bpffs>/cilium/endpoints/<id>/links`, where an endpoint's tcx links live.
+    pub fn endpoint_links_dir(&self, endpoint_id: u16) -> PathBuf {
+        self.bpffs_root
+            .join("cilium/endpoints")
+            .join(endpoint_id.to_string())
+            .join("links")
+    }
+
+    /// Attaches the endpoint programs to a pod's host-side veth.
+    pub fn attach_endpoint(&mut self, endpoint_id: u16, ifname: &str) -> Result<AttachMode, Error> {
+        let links = self.endpoint_links_dir(endpoint_id);
+        let mut mode = AttachMode::Tcx;
+        for (symbol, hook) in [(FROM_CONTAINER, Hook::Ingress), (TO_CONTAINER, Hook::Egress)] {
+            let prog = load_classifier(&mut self.lxc, objects::BPF_LXC.name, symbol)?;
+            mode = attach_pinned(prog, symbol, ifname, hook, &links)?;
+        }
+        Ok(mode)
+    }
+
+    /// Drops the endpoint's pinned links (detaching its programs).
+    pub fn detach_endpoint(&self, endpoint_id: u16) {
+        remove_links(&self.endpoint_links_dir(endpoint_id).parent().expect("links dir has a parent").to_owned());
+    }
+
+    /// Attaches `cil_from_host` to the egress of cilium_host.
+    pub fn attach_host_device(&mut self, ifname: &str) -> Result<AttachMode, Error> {
+        let links = self
+            .bpffs_root
+            .join("cilium/devices")
+            .join(ifname.replace('.', "-"))
+            .join("links");
+        let prog = load_classifier(&mut self.host, objects::BPF_HOST.name, FROM_HOST)?;
+        attach_pinned(prog, FROM_HOST, ifname, Hook::Egress, &links)
     }
 }
 

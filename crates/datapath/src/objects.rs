@@ -12,3 +12,9 @@ pub const BPF_LXC: Object = Object {
     name: "bpf_lxc.o",
     bytes: aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/bpf_lxc.o")),
 };
+
+/// Programs on cilium_host: `cil_from_host`.
+pub const BPF_HOST: Object = Object {
+    name: "bpf_host.o",
+    bytes: aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/bpf_host.o")),
+};

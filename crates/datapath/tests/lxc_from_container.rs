@@ -1,63 +1,49 @@
-//! cil_from_container on crafted packets: verdict and cilium_metrics.
+//! cil_from_container on crafted packets: verdicts, rewrites, conntrack
+//! entries and cilium_metrics.
 
-use abi::metrics::{MetricsKey, MetricsValue, DIR_EGRESS};
+mod common;
+
+use abi::ct::{CtEntry, Ipv4CtTuple, TUPLE_F_IN, TUPLE_F_OUT};
+use abi::endpoint::EndpointInfo;
+use abi::metrics::{DIR_EGRESS, DIR_INGRESS};
+use common::*;
 use datapath::objects::BPF_LXC;
-use datapath::testrun::TestObject;
+use std::net::Ipv4Addr;
 use testsupport::Sandbox;
 
-const TC_ACT_OK: u32 = 0;
-const TC_ACT_SHOT: u32 = 2;
+const POD_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 5);
+const POD_B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 6);
+const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
+const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
+const LXC_A: [u8; 6] = [0x02, 0, 0, 0, 1, 0x0a];
+const LXC_B: [u8; 6] = [0x02, 0, 0, 0, 1, 0x0b];
 
-fn frame(ethertype: u16, payload: &[u8]) -> Vec<u8> {
-    let mut p = vec![0x02, 0, 0, 0, 0, 0x01, 0x02, 0, 0, 0, 0, 0x02];
-    p.extend_from_slice(&ethertype.to_be_bytes());
-    p.extend_from_slice(payload);
-    p
+fn two_pods(sb: &Sandbox) -> datapath::testrun::TestObject {
+    let obj = load(sb, BPF_LXC);
+    add_endpoint(&obj, POD_A, EndpointInfo::pod(TEST_IFINDEX, 11, MAC_A, LXC_A, 1000));
+    add_endpoint(&obj, POD_B, EndpointInfo::pod(TEST_IFINDEX, 12, MAC_B, LXC_B, 1001));
+    obj
 }
 
-fn ipv4_udp() -> Vec<u8> {
-    let mut ip = vec![
-        0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 5, 10, 0, 0, 6,
-    ];
-    ip.extend_from_slice(&[0x30, 0x39, 0x00, 0x35, 0, 8, 0, 0]);
-    frame(0x0800, &ip)
-}
-
-fn load(sb: &Sandbox) -> TestObject {
-    let pins = sb.bpffs().join("tc/globals");
-    TestObject::load(
-        BPF_LXC,
-        &pins,
-        &[
-            (abi::maps::CT4_GLOBAL, 1024),
-            (abi::maps::CT_ANY4_GLOBAL, 1024),
-        ],
-    )
-    .expect("load bpf_lxc.o")
-}
-
-/// Sum over CPUs of the metrics entries with this reason and direction.
-fn metric(obj: &TestObject, reason: u8, dir: u8) -> (u64, Option<MetricsKey>) {
-    let map = obj.map(abi::maps::METRICS).expect("open cilium_metrics");
-    let entries = map
-        .percpu_entries::<MetricsKey, MetricsValue>()
-        .expect("list metrics");
-    let mut total = 0;
-    let mut found = None;
-    for (key, per_cpu) in entries {
-        if key.reason == reason && key.dir == dir {
-            total += per_cpu.iter().map(|v| v.count).sum::<u64>();
-            found = Some(key);
-        }
-    }
-    (total, found)
+fn ct_entry(obj: &datapath::testrun::TestObject, map: &str, key: Ipv4CtTuple) -> Option<CtEntry> {
+    obj.map(map).expect("open ct map").get(&key).expect("ct lookup")
 }
 
 #[test]
-fn ipv4_from_pod_is_passed_and_counted_as_forwarded() {
+fn ipv4_from_unknown_source_is_dropped_as_invalid_sip() {
     let sb = Sandbox::enter();
-    let mut obj = load(&sb);
-    let pkt = ipv4_udp();
+    let mut obj = load(&sb, BPF_LXC);
+    let pkt = ipv4(POD_A, POD_B, 17, &udp(1, 2));
+    let out = obj.run("cil_from_container", &pkt).expect("test run");
+    assert_eq!(out.retval, TC_ACT_SHOT);
+    assert_eq!(metric(&obj, abi::drop::DROP_INVALID_SIP, DIR_EGRESS).0, 1);
+}
+
+#[test]
+fn ipv4_to_a_non_pod_destination_goes_to_the_stack_counted_as_forwarded() {
+    let sb = Sandbox::enter();
+    let mut obj = two_pods(&sb);
+    let pkt = ipv4(POD_A, Ipv4Addr::new(198, 18, 0, 9), 17, &udp(1000, 53));
     let out = obj.run("cil_from_container", &pkt).expect("test run");
     assert_eq!(out.retval, TC_ACT_OK);
     assert_eq!(out.packet, pkt, "packet must leave unmodified");
@@ -65,11 +51,76 @@ fn ipv4_from_pod_is_passed_and_counted_as_forwarded() {
 }
 
 #[test]
+fn tcp_between_local_pods_is_peer_redirected_and_tracked_both_ways() {
+    let sb = Sandbox::enter();
+    let mut obj = two_pods(&sb);
+
+    let syn = ipv4(POD_A, POD_B, 6, &tcp(40000, 80, 0x02));
+    let out = obj.run("cil_from_container", &syn).expect("test run");
+    assert_eq!(out.retval, TC_ACT_REDIRECT);
+    assert_eq!(&out.packet[0..6], &MAC_B, "dst MAC is pod B");
+    assert_eq!(&out.packet[6..12], &LXC_B, "src MAC is B's host-side veth");
+    assert_eq!(out.packet[14 + 8], 63, "TTL decremented");
+    assert_eq!(ipv4_checksum(&out.packet[14..34]), 0, "header checksum still valid");
+
+    // Cilium's key bytes: addresses named for the reply, ports for the original.
+    let egress = Ipv4CtTuple {
+        daddr: POD_A.into(),
+        saddr: POD_B.into(),
+        dport: abi::Be16::new(80),
+        sport: abi::Be16::new(40000),
+        nexthdr: 6,
+        flags: TUPLE_F_OUT,
+    };
+    let ingress = Ipv4CtTuple { flags: TUPLE_F_IN, ..egress };
+    let e = ct_entry(&obj, abi::maps::CT4_GLOBAL, egress).expect("egress entry of pod A");
+    assert_eq!(e.src_sec_id, 1000);
+    assert_eq!(e.tx_flags_seen, 0x02);
+    let i = ct_entry(&obj, abi::maps::CT4_GLOBAL, ingress).expect("ingress entry of pod B");
+    assert_eq!(i.src_sec_id, 1000);
+
+    let synack = ipv4(POD_B, POD_A, 6, &tcp(80, 40000, 0x12));
+    let out = obj.run("cil_from_container", &synack).expect("test run");
+    assert_eq!(out.retval, TC_ACT_REDIRECT);
+    assert_eq!(&out.packet[0..6], &MAC_A);
+    let e = ct_entry(&obj, abi::maps::CT4_GLOBAL, egress).unwrap();
+    let i = ct_entry(&obj, abi::maps::CT4_GLOBAL, ingress).unwrap();
+    assert_eq!({ e.packets }, 2, "reply matched pod A's entry");
+    assert_eq!({ i.packets }, 2, "reply matched pod B's entry");
+    assert_eq!(e.rx_flags_seen, 0x12);
+    assert_eq!(metric(&obj, 0, DIR_EGRESS).0, 2);
+    assert_eq!(metric(&obj, 0, DIR_INGRESS).0, 2);
+}
+
+#[test]
+fn arp_request_from_pod_is_answered_with_the_host_veth_mac() {
+    let sb = Sandbox::enter();
+    let mut obj = two_pods(&sb);
+    let gw = Ipv4Addr::new(10, 0, 0, 1);
+    let mut arp = vec![0, 1, 8, 0, 6, 4, 0, 1];
+    arp.extend_from_slice(&MAC_A);
+    arp.extend_from_slice(&POD_A.octets());
+    arp.extend_from_slice(&[0; 6]);
+    arp.extend_from_slice(&gw.octets());
+    let req = frame([0xff; 6], MAC_A, 0x0806, &arp);
+    let out = obj.run("cil_from_container", &req).expect("test run");
+    assert_eq!(out.retval, TC_ACT_REDIRECT);
+    let p = &out.packet;
+    assert_eq!(&p[0..6], &MAC_A);
+    assert_eq!(&p[6..12], &LXC_A);
+    assert_eq!(&p[20..22], &[0, 2], "ARP reply");
+    assert_eq!(&p[22..28], &LXC_A, "sender MAC is the veth's");
+    assert_eq!(&p[28..32], &gw.octets(), "sender IP is the asked-for one");
+    assert_eq!(&p[32..38], &MAC_A);
+    assert_eq!(&p[38..42], &POD_A.octets());
+}
+
+#[test]
 fn non_ethernet_ii_frame_is_dropped_as_unsupported_l2() {
     let sb = Sandbox::enter();
-    let mut obj = load(&sb);
+    let mut obj = load(&sb, BPF_LXC);
     let out = obj
-        .run("cil_from_container", &frame(0x0100, &[0u8; 46]))
+        .run("cil_from_container", &frame([2; 6], [4; 6], 0x0100, &[0u8; 46]))
         .expect("test run");
     assert_eq!(out.retval, TC_ACT_SHOT);
     let (count, key) = metric(&obj, abi::drop::DROP_UNSUPPORTED_L2, DIR_EGRESS);
@@ -82,33 +133,37 @@ fn non_ethernet_ii_frame_is_dropped_as_unsupported_l2() {
 #[test]
 fn unknown_l3_and_malformed_ipv4_are_dropped_with_their_reasons() {
     let sb = Sandbox::enter();
-    let mut obj = load(&sb);
-    assert_eq!(
-        obj.run("cil_from_container", &frame(0x86dd, &[0u8; 60]))
-            .unwrap()
-            .retval,
-        TC_ACT_SHOT
-    );
-    let bad_ihl = [
-        0x44, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 5, 10, 0, 0, 6,
-    ];
-    assert_eq!(
-        obj.run("cil_from_container", &frame(0x0800, &bad_ihl))
-            .unwrap()
-            .retval,
-        TC_ACT_SHOT
-    );
+    let mut obj = load(&sb, BPF_LXC);
+    let v6 = frame([2; 6], [4; 6], 0x86dd, &[0u8; 60]);
+    assert_eq!(obj.run("cil_from_container", &v6).unwrap().retval, TC_ACT_SHOT);
+    let bad_ihl = [0x44, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 5, 10, 0, 0, 6];
+    let bad = frame([2; 6], [4; 6], 0x0800, &bad_ihl);
+    assert_eq!(obj.run("cil_from_container", &bad).unwrap().retval, TC_ACT_SHOT);
     assert_eq!(metric(&obj, abi::drop::DROP_UNKNOWN_L3, DIR_EGRESS).0, 1);
     assert_eq!(metric(&obj, abi::drop::DROP_INVALID, DIR_EGRESS).0, 1);
     assert_eq!(metric(&obj, 0, DIR_EGRESS).0, 0, "nothing was forwarded");
 }
 
 #[test]
-fn arp_from_pod_is_passed_uncounted() {
+fn host_to_pod_traffic_is_tracked_on_the_way_in() {
     let sb = Sandbox::enter();
-    let mut obj = load(&sb);
-    let out = obj
-        .run("cil_from_container", &frame(0x0806, &[0u8; 28]))
-        .unwrap();
+    let mut obj = two_pods(&sb);
+    let router = Ipv4Addr::new(10, 0, 0, 1);
+    let ping = {
+        let mut icmp = vec![8, 0, 0, 0, 0x12, 0x34, 0, 1];
+        icmp.extend_from_slice(&[0; 8]);
+        ipv4(router, POD_A, 1, &icmp)
+    };
+    let out = obj.run("cil_to_container", &ping).expect("test run");
     assert_eq!(out.retval, TC_ACT_OK);
+    let key = Ipv4CtTuple {
+        daddr: router.into(),
+        saddr: POD_A.into(),
+        dport: abi::Be16::new(0),
+        sport: abi::Be16::new(0x1234),
+        nexthdr: 1,
+        flags: TUPLE_F_IN,
+    };
+    let e = ct_entry(&obj, abi::maps::CT_ANY4_GLOBAL, key).expect("ICMP ingress entry");
+    assert_eq!(e.src_sec_id, abi::identity::WORLD, "no ipcache entry: world");
 }

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Programs on cilium_host: the node's own traffic towards its pods. */
+#define SOURCE_FILE SOURCE_FILE_BPF_HOST
+
+#include "lib/common.h"
+#include "lib/maps.h"
+#include "lib/metrics.h"
+#include "lib/drop.h"
+#include "lib/eth.h"
+#include "lib/ipv4.h"
+#include "lib/endpoint.h"
+#include "lib/l3.h"
+
+/* Packets the host stack routes into cilium_host (tc egress): the pod CIDR
+ * route points here, so pod-bound traffic is handed to its veth; the rest
+ * continues to cilium_net as the kernel intended. */
+__section_entry
+int cil_from_host(struct __sk_buff *ctx)
+{
+	struct endpoint_info *ep;
+	struct iphdr *ip4;
+	__u16 proto = 0;
+	int ret;
+
+	ret = validate_ethertype(ctx, &proto);
+	if (IS_ERR(ret) || proto != ETH_P_IP)
+		return CTX_ACT_OK;
+	ip4 = ipv4_hdr(ctx);
+	if (!ip4)
+		return send_drop_notify(ctx, IDENTITY_HOST, IDENTITY_UNKNOWN, 0,
+					-DROP_INVALID, METRIC_EGRESS, 0);
+	ep = lookup_ip4_endpoint(ip4->daddr);
+	if (!is_local_pod(ep))
+		return CTX_ACT_OK;
+	ret = ipv4_local_delivery(ctx, ep, 0);
+	if (IS_ERR(ret))
+		return send_drop_notify(ctx, IDENTITY_HOST, ep->sec_id, ep->lxc_id,
+					ret, METRIC_EGRESS, 0);
+	update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
+	return ret;
+}
+
+char __license[] SEC("license") = "Dual BSD/GPL";

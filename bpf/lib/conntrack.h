@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * IPv4 connection tracking with Cilium's tuple conventions: the tuple is
+ * filled straight from the packet, looked up as is (a hit is a reply), then
+ * reversed with the IN bit flipped (a hit is an established flow). A miss
+ * leaves the reversed tuple, which is exactly the key a new entry gets.
+ */
+#ifndef __LIB_CONNTRACK_H_
+#define __LIB_CONNTRACK_H_
+
+#include <linux/in.h>
+#include <linux/tcp.h>
+#include <linux/icmp.h>
+#include "conntrack_map.h"
+
+#define TCP_FLAG_FIN	0x01
+#define TCP_FLAG_SYN	0x02
+#define TCP_FLAG_RST	0x04
+
+struct ct_state {
+	__u8 status;		/* CT_NEW, CT_ESTABLISHED, CT_REPLY, CT_RELATED */
+	__u8 tcp_flags;
+	__u32 src_sec_id;	/* of the entry that matched */
+};
+
+static __always_inline __u32 ct_now(void)
+{
+	return (__u32)(bpf_ktime_get_ns() / 1000000000ULL);
+}
+
+static __always_inline void *ct_map_for(__u8 nexthdr)
+{
+	return nexthdr == IPPROTO_TCP ? (void *)&cilium_ct4_global :
+					(void *)&cilium_ct_any4_global;
+}
+
+/* Fills the tuple's ports and flags from the L4 header at l4_off.
+ * Returns 0 or a negative drop reason. */
+static __always_inline int ct_extract_l4(struct __sk_buff *ctx, int l4_off,
+					 struct ipv4_ct_tuple *tuple,
+					 __u8 *tcp_flags)
+{
+	switch (tuple->nexthdr) {
+	case IPPROTO_TCP:
+		/* flags live in byte 13 of the TCP header */
+		if (bpf_skb_load_bytes(ctx, l4_off + 13, tcp_flags, 1) < 0)
+			return -DROP_CT_INVALID_HDR;
+		/* fallthrough */
+	case IPPROTO_UDP:
+		/* sport then dport on the wire land in dport then sport */
+		if (bpf_skb_load_bytes(ctx, l4_off, &tuple->dport, 4) < 0)
+			return -DROP_CT_INVALID_HDR;
+		return 0;
+	case IPPROTO_ICMP: {
+		struct icmphdr icmp;
+
+		if (bpf_skb_load_bytes(ctx, l4_off, &icmp, sizeof(icmp)) < 0)
+			return -DROP_CT_INVALID_HDR;
+		switch (icmp.type) {
+		case ICMP_ECHO:
+			tuple->dport = icmp.un.echo.id;
+			return 0;
+		case ICMP_ECHOREPLY:
+			tuple->sport = icmp.un.echo.id;
+			return 0;
+		case ICMP_DEST_UNREACH:
+		case ICMP_TIME_EXCEEDED:
+		case ICMP_PARAMETERPROB:
+			tuple->flags |= TUPLE_F_RELATED;
+			return 0;
+		default:
+			return -DROP_UNKNOWN_ICMP_TYPE;
+		}
+	}
+	default:
+		return -DROP_CT_UNKNOWN_PROTO;
+	}
+}
+
+static __always_inline void ct_tuple_reverse(struct ipv4_ct_tuple *tuple)
+{
+	__u32 addr = tuple->daddr;
+	__u16 port = tuple->dport;
+
+	tuple->daddr = tuple->saddr;
+	tuple->saddr = addr;
+	tuple->dport = tuple->sport;
+	tuple->sport = port;
+	tuple->flags ^= TUPLE_F_IN;
+}
+
+static __always_inline __u32 ct_lifetime(const struct ct_entry *entry, __u8 nexthdr)
+{
+	if (nexthdr != IPPROTO_TCP)
+		return CT_CONNECTION_LIFETIME_NONTCP;
+	if ((entry->flags & (CT_F_RX_CLOSING | CT_F_TX_CLOSING)) ==
+	    (CT_F_RX_CLOSING | CT_F_TX_CLOSING))
+		return CT_CLOSE_TIMEOUT;
+	if (!(entry->flags & CT_F_SEEN_NON_SYN))
+		return CT_SYN_TIMEOUT;
+	return CT_CONNECTION_LIFETIME_TCP;
+}
+
+static __always_inline void ct_update(struct ct_entry *entry, __u8 nexthdr,
+				      __u8 tcp_flags, int reply, __u32 len)
+{
+	__sync_fetch_and_add(&entry->packets, 1);
+	__sync_fetch_and_add(&entry->bytes, len);
+	if (nexthdr == IPPROTO_TCP) {
+		if (reply)
+			entry->rx_flags_seen |= tcp_flags;
+		else
+			entry->tx_flags_seen |= tcp_flags;
+		if (!(tcp_flags & TCP_FLAG_SYN))
+			entry->flags |= CT_F_SEEN_NON_SYN;
+		if (tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST))
+			entry->flags |= reply ? CT_F_RX_CLOSING : CT_F_TX_CLOSING;
+		if (tcp_flags & TCP_FLAG_RST)
+			entry->flags |= CT_F_RX_CLOSING | CT_F_TX_CLOSING;
+	}
+	entry->lifetime = ct_now() + ct_lifetime(entry, nexthdr);
+}
+
+/*
+ * Looks the packet up for direction dir (CT_EGRESS leaving an endpoint,
+ * CT_INGRESS entering one). On return the tuple is the key to create under
+ * when the status is CT_NEW. Returns 0 or a negative drop reason.
+ */
+static __always_inline int ct_lookup4(struct __sk_buff *ctx, const struct iphdr *ip4,
+				      int l4_off, int dir,
+				      struct ipv4_ct_tuple *tuple,
+				      struct ct_state *state)
+{
+	struct ct_entry *entry;
+	void *map;
+	int ret;
+
+	__builtin_memset(tuple, 0, sizeof(*tuple));
+	tuple->daddr = ip4->daddr;
+	tuple->saddr = ip4->saddr;
+	tuple->nexthdr = ip4->protocol;
+	tuple->flags = dir == CT_EGRESS ? TUPLE_F_IN : TUPLE_F_OUT;
+	state->tcp_flags = 0;
+	ret = ct_extract_l4(ctx, l4_off, tuple, &state->tcp_flags);
+	if (ret < 0)
+		return ret;
+
+	map = ct_map_for(tuple->nexthdr);
+	entry = bpf_map_lookup_elem(map, tuple);
+	if (entry) {
+		state->status = (tuple->flags & TUPLE_F_RELATED) ? CT_RELATED : CT_REPLY;
+		state->src_sec_id = entry->src_sec_id;
+		ct_update(entry, tuple->nexthdr, state->tcp_flags, 1, ctx->len);
+		return 0;
+	}
+	ct_tuple_reverse(tuple);
+	entry = bpf_map_lookup_elem(map, tuple);
+	if (entry) {
+		state->status = (tuple->flags & TUPLE_F_RELATED) ? CT_RELATED : CT_ESTABLISHED;
+		state->src_sec_id = entry->src_sec_id;
+		ct_update(entry, tuple->nexthdr, state->tcp_flags, 0, ctx->len);
+		return 0;
+	}
+	state->status = CT_NEW;
+	return 0;
+}
+
+/* Stores a new entry under the tuple ct_lookup4 left. */
+static __always_inline int ct_create4(struct __sk_buff *ctx,
+				      const struct ipv4_ct_tuple *tuple,
+				      const struct ct_state *state,
+				      __u32 src_sec_id, __u16 ifindex)
+{
+	struct ct_entry entry = {
+		.src_sec_id = src_sec_id,
+		.ifindex = ifindex,
+		.packets = 1,
+		.bytes = ctx->len,
+		.tx_flags_seen = state->tcp_flags,
+	};
+
+	if (tuple->nexthdr == IPPROTO_TCP && !(state->tcp_flags & TCP_FLAG_SYN))
+		entry.flags |= CT_F_SEEN_NON_SYN;
+	entry.lifetime = ct_now() + ct_lifetime(&entry, tuple->nexthdr);
+	entry.last_tx_report = ct_now();
+	if (bpf_map_update_elem(ct_map_for(tuple->nexthdr), tuple, &entry, BPF_ANY) < 0)
+		return -DROP_CT_CREATE_FAILED;
+	return 0;
+}
+
+/* Runs the lookup and creates the entry of a new flow in one step. */
+static __always_inline int ct_track4(struct __sk_buff *ctx, const struct iphdr *ip4,
+				     int l4_off, int dir, __u32 src_sec_id,
+				     __u16 ifindex, struct ct_state *state)
+{
+	struct ipv4_ct_tuple tuple;
+	int ret;
+
+	ret = ct_lookup4(ctx, ip4, l4_off, dir, &tuple, state);
+	if (ret < 0 || state->status != CT_NEW)
+		return ret;
+	return ct_create4(ctx, &tuple, state, src_sec_id, ifindex);
+}
+
+#endif /* __LIB_CONNTRACK_H_ */

@@ -1,0 +1,134 @@
+//! Attaching tc programs to devices so they outlive the agent.
+//!
+//! tcx links are pinned in bpffs: a killed agent leaves every program in
+//! place, and a restarted one swaps in its freshly loaded program with one
+//! atomic link update, so no packet meets a device without a program. On
+//! kernels without tcx the legacy clsact qdisc and a direct-action filter
+//! are used; those persist on their own.
+
+use crate::Error;
+use aya::programs::links::{FdLink, PinnedLink};
+use aya::programs::tc::{self, NlOptions, SchedClassifierLink, TcAttachOptions};
+use aya::programs::{LinkOrder, SchedClassifier, TcAttachType};
+use std::path::Path;
+
+/// Which kernel mechanism holds an attachment (`cilium status` "Attach Mode").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttachMode {
+    Tcx,
+    Tc,
+}
+
+impl AttachMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttachMode::Tcx => "TCX",
+            AttachMode::Tc => "Legacy TC",
+        }
+    }
+}
+
+/// Where on a device a program runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hook {
+    Ingress,
+    Egress,
+}
+
+impl Hook {
+    fn tc(self) -> TcAttachType {
+        match self {
+            Hook::Ingress => TcAttachType::Ingress,
+            Hook::Egress => TcAttachType::Egress,
+        }
+    }
+}
+
+/// Attaches `prog` (named `symbol`) at `hook` of `ifname`, reusing the link
+/// pinned at `links_dir/<symbol>` when there is a live one.
+pub fn attach_pinned(
+    prog: &mut SchedClassifier,
+    symbol: &str,
+    ifname: &str,
+    hook: Hook,
+    links_dir: &Path,
+) -> Result<AttachMode, Error> {
+    let pin = links_dir.join(symbol);
+    if replace_pinned(prog, &pin) {
+        return Ok(AttachMode::Tcx);
+    }
+    let _ = std::fs::remove_file(&pin);
+    let fail = |e: String| Error::Attach {
+        program: symbol.to_owned(),
+        device: ifname.to_owned(),
+        message: e,
+    };
+    match prog.attach_with_options(
+        ifname,
+        hook.tc(),
+        TcAttachOptions::TcxOrder(LinkOrder::default()),
+    ) {
+        Ok(id) => {
+            std::fs::create_dir_all(links_dir).map_err(|e| Error::io("creating", links_dir, e))?;
+            let link: FdLink = prog
+                .take_link(id)
+                .map_err(|e| fail(e.to_string()))?
+                .try_into()
+                .map_err(|e: aya::programs::links::LinkError| fail(e.to_string()))?;
+            link.pin(&pin).map_err(|e| fail(format!("pinning link at {}: {e}", pin.display())))?;
+            Ok(AttachMode::Tcx)
+        }
+        Err(tcx_err) => {
+            tracing::debug!(subsys = "datapath", device = ifname, error = %tcx_err, "tcx attach failed, falling back to tc");
+            if let Err(e) = tc::qdisc_add_clsact(ifname) {
+                if !matches!(&e, tc::TcError::AlreadyAttached) {
+                    tracing::debug!(subsys = "datapath", device = ifname, error = %e, "clsact qdisc");
+                }
+            }
+            let id = prog
+                .attach_with_options(
+                    ifname,
+                    hook.tc(),
+                    TcAttachOptions::Netlink(NlOptions::default()),
+                )
+                .map_err(|e| fail(format!("tcx: {tcx_err}; tc: {e}")))?;
+            // The filter stays in the kernel when the handle is forgotten.
+            std::mem::forget(prog.take_link(id).map_err(|e| fail(e.to_string()))?);
+            Ok(AttachMode::Tc)
+        }
+    }
+}
+
+/// Swaps `prog` into a live pinned link; false when there is none to reuse.
+fn replace_pinned(prog: &mut SchedClassifier, pin: &Path) -> bool {
+    let Ok(pinned) = PinnedLink::from_pin(pin) else {
+        return false;
+    };
+    let link: Result<SchedClassifierLink, _> = FdLink::from(pinned).try_into();
+    let Ok(link) = link else {
+        return false;
+    };
+    match prog.attach_to_link(link) {
+        Ok(id) => {
+            // The pin keeps the link; our handle may go.
+            if let Ok(link) = prog.take_link(id) {
+                std::mem::forget(link);
+            }
+            true
+        }
+        Err(e) => {
+            tracing::debug!(subsys = "datapath", pin = %pin.display(), error = %e, "pinned link is stale");
+            false
+        }
+    }
+}
+
+/// Removes the pinned links of a device or endpoint; with tcx that detaches
+/// the programs if the device still exists.
+pub fn remove_links(links_dir: &Path) {
+    if let Err(e) = std::fs::remove_dir_all(links_dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(subsys = "datapath", dir = %links_dir.display(), error = %e, "Unable to remove pinned links");
+        }
+    }
+}

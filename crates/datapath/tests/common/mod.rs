@@ -1,0 +1,101 @@
+//! Packet builders and map helpers shared by the datapath tests.
+#![allow(dead_code)]
+
+use abi::endpoint::{EndpointInfo, EndpointKey};
+use abi::metrics::{MetricsKey, MetricsValue};
+use datapath::testrun::TestObject;
+use std::net::Ipv4Addr;
+use testsupport::Sandbox;
+
+pub const TC_ACT_OK: u32 = 0;
+pub const TC_ACT_SHOT: u32 = 2;
+pub const TC_ACT_REDIRECT: u32 = 7;
+/// BPF_PROG_TEST_RUN runs packets on the sandbox's loopback device.
+pub const TEST_IFINDEX: u32 = 1;
+
+pub fn frame(dst: [u8; 6], src: [u8; 6], ethertype: u16, payload: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(14 + payload.len());
+    p.extend_from_slice(&dst);
+    p.extend_from_slice(&src);
+    p.extend_from_slice(&ethertype.to_be_bytes());
+    p.extend_from_slice(payload);
+    p
+}
+
+pub fn ipv4_checksum(hdr: &[u8]) -> u16 {
+    let mut sum: u32 = 0;
+    for c in hdr.chunks(2) {
+        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// An IPv4 packet (in an Ethernet frame) with a valid header checksum.
+pub fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, l4: &[u8]) -> Vec<u8> {
+    let total = (20 + l4.len()) as u16;
+    let mut ip = vec![0x45, 0];
+    ip.extend_from_slice(&total.to_be_bytes());
+    ip.extend_from_slice(&[0, 0, 0x40, 0, 64, proto, 0, 0]);
+    ip.extend_from_slice(&src.octets());
+    ip.extend_from_slice(&dst.octets());
+    let csum = ipv4_checksum(&ip);
+    ip[10..12].copy_from_slice(&csum.to_be_bytes());
+    ip.extend_from_slice(l4);
+    frame([0x02, 0, 0, 0, 0, 0xaa], [0x02, 0, 0, 0, 0, 0x01], 0x0800, &ip)
+}
+
+pub fn tcp(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
+    let mut t = Vec::new();
+    t.extend_from_slice(&sport.to_be_bytes());
+    t.extend_from_slice(&dport.to_be_bytes());
+    t.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
+    t
+}
+
+pub fn udp(sport: u16, dport: u16) -> Vec<u8> {
+    let mut u = Vec::new();
+    u.extend_from_slice(&sport.to_be_bytes());
+    u.extend_from_slice(&dport.to_be_bytes());
+    u.extend_from_slice(&[0, 8, 0, 0]);
+    u
+}
+
+pub fn load(sb: &Sandbox, obj: datapath::objects::Object) -> TestObject {
+    let pins = sb.bpffs().join("tc/globals");
+    TestObject::load(
+        obj,
+        &pins,
+        &[
+            (abi::maps::CT4_GLOBAL, 1024),
+            (abi::maps::CT_ANY4_GLOBAL, 1024),
+        ],
+    )
+    .expect("load BPF object")
+}
+
+pub fn add_endpoint(obj: &TestObject, ip: Ipv4Addr, info: EndpointInfo) {
+    obj.map(abi::maps::LXC)
+        .expect("open cilium_lxc")
+        .put(&EndpointKey::v4(ip), &info)
+        .expect("insert endpoint");
+}
+
+/// Sum over CPUs of the metrics entries with this reason and direction.
+pub fn metric(obj: &TestObject, reason: u8, dir: u8) -> (u64, Option<MetricsKey>) {
+    let map = obj.map(abi::maps::METRICS).expect("open cilium_metrics");
+    let entries = map
+        .percpu_entries::<MetricsKey, MetricsValue>()
+        .expect("list metrics");
+    let mut total = 0;
+    let mut found = None;
+    for (key, per_cpu) in entries {
+        if key.reason == reason && key.dir == dir {
+            total += per_cpu.iter().map(|v| v.count).sum::<u64>();
+            found = Some(key);
+        }
+    }
+    (total, found)
+}
