@@ -11,16 +11,17 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
+use crate::{api_endpoint, api_ipam};
 use axum::{Json, Router};
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
-type Shared = State<Arc<Daemon>>;
+pub(crate) type Shared = State<Arc<Daemon>>;
 
-fn error(status: StatusCode, msg: impl Into<String>) -> Response {
+pub(crate) fn error(status: StatusCode, msg: impl Into<String>) -> Response {
     (status, Json(msg.into())).into_response()
 }
 
@@ -30,6 +31,59 @@ async fn healthz(State(d): Shared, headers: HeaderMap) -> Response {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     Json(status::collect(&d, brief)).into_response()
+}
+
+/// Query parameters of a request, percent-decoded.
+pub(crate) fn query_params(uri: &Uri) -> std::collections::BTreeMap<String, String> {
+    uri.query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                match u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                    Ok(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The node's addressing as `/config` and `/ipam` report it.
+pub(crate) fn node_addressing(c: &crate::option::DaemonConfig) -> NodeAddressing {
+    NodeAddressing {
+        ipv4: Some(NodeAddressingElement {
+            enabled: true,
+            ip: c.router_ip.to_string(),
+            alloc_range: c.pod_cidr(),
+            address_type: String::new(),
+        }),
+        ipv6: Some(NodeAddressingElement {
+            enabled: false,
+            ..Default::default()
+        }),
+    }
 }
 
 fn configuration(d: &Daemon) -> DaemonConfiguration {
@@ -42,18 +96,7 @@ fn configuration(d: &Daemon) -> DaemonConfiguration {
     DaemonConfiguration {
         spec: realized.clone(),
         status: DaemonConfigurationStatus {
-            addressing: NodeAddressing {
-                ipv4: Some(NodeAddressingElement {
-                    enabled: true,
-                    ip: c.router_ip.to_string(),
-                    alloc_range: c.pod_cidr(),
-                    address_type: String::new(),
-                }),
-                ipv6: Some(NodeAddressingElement {
-                    enabled: false,
-                    ..Default::default()
-                }),
-            },
+            addressing: node_addressing(c),
             datapath_mode: "veth".into(),
             device_mtu: c.mtu,
             route_mtu: c.mtu,
@@ -107,6 +150,17 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
     Router::new()
         .route("/v1/healthz", get(healthz))
         .route("/v1/config", get(get_config).patch(patch_config))
+        .route("/v1/ipam", post(api_ipam::allocate_next))
+        .route("/v1/ipam/{ip}", post(api_ipam::allocate_ip).delete(api_ipam::release))
+        .route("/v1/ip", get(api_ipam::ip_list))
+        .route("/v1/endpoint", get(api_endpoint::list).delete(api_endpoint::delete_batch))
+        .route(
+            "/v1/endpoint/{id}",
+            get(api_endpoint::get)
+                .put(api_endpoint::put)
+                .delete(api_endpoint::delete),
+        )
+        .route("/v1/endpoint/{id}/healthz", get(api_endpoint::healthz))
         .fallback(not_found)
         .with_state(daemon)
 }

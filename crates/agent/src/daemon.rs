@@ -17,6 +17,11 @@ pub struct Daemon {
     pub controllers: Controllers,
     pub datapath: Mutex<datapath::Datapath>,
     pub host: netdev::HostDevices,
+    pub attach_mode: datapath::attach::AttachMode,
+    pub ipam: Mutex<crate::ipam::Ipam>,
+    pub identities: Mutex<crate::identity::Identities>,
+    pub ipcache: crate::ipcache::IpCache,
+    pub endpoints: Mutex<crate::endpoint::Endpoints>,
     pub node_ip: Option<Ipv4Addr>,
     pub started: Instant,
 }
@@ -26,6 +31,9 @@ pub struct Running {
     pub daemon: Arc<Daemon>,
     _pid: PidFile,
 }
+
+/// IPAM allocations, relative to the state dir.
+const IPAM_STATE: &str = "ipam-ipv4.json";
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -73,7 +81,7 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         ct_tcp: config.ct_tcp_max,
         ct_any: config.ct_any_max,
     };
-    let dp = datapath::Datapath::init(&config.bpf_root, &sizes)
+    let mut dp = datapath::Datapath::init(&config.bpf_root, &sizes)
         .context("initialising BPF maps and programs")?;
     tracing::info!(
         subsys = "datapath",
@@ -95,6 +103,9 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     )
     .await
     .context("installing the local pod CIDR route")?;
+    let attach_mode = dp
+        .attach_host_device(netdev::CILIUM_HOST)
+        .context("attaching cil_from_host to cilium_host")?;
     let node_ip = match config.node_ip {
         Some(ip) => Some(ip),
         None => detect_node_ip(&nl).await.context("detecting the node IP")?,
@@ -108,7 +119,11 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     );
 
     let host_ips: Vec<Ipv4Addr> = std::iter::once(config.router_ip).chain(node_ip).collect();
-    crate::hostips::sync(&config.bpf_root, &host_ips).context("syncing host IPs into BPF maps")?;
+    let ipcache = crate::ipcache::IpCache::new(config.bpf_root.clone());
+    crate::hostips::sync(&config.bpf_root, &ipcache, &host_ips)
+        .context("syncing host IPs into BPF maps")?;
+    let ipam = crate::ipam::Ipam::open(net, len, config.router_ip, config.state_dir.join(IPAM_STATE))
+        .context("opening IPAM")?;
     write_utime_offset(&config.bpf_root)?;
 
     let runtime = RuntimeOptions::new(
@@ -121,10 +136,20 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         controllers: Controllers::default(),
         datapath: Mutex::new(dp),
         host,
+        attach_mode,
+        ipam: Mutex::new(ipam),
+        identities: Mutex::default(),
+        ipcache,
+        endpoints: Mutex::new(crate::endpoint::Endpoints::new(config.state_dir.clone())),
         node_ip,
         started: t0,
         config,
     });
+    {
+        let mut eps = daemon.endpoints.lock().expect("endpoints lock");
+        let (restored, removed) = eps.restore(&daemon);
+        tracing::info!(subsys = "daemon", restored, removed, "Endpoints restored");
+    }
     start_controllers(&daemon, host_ips);
     tracing::info!(subsys = "daemon", bootstrapTime = ?t0.elapsed(), "Daemon initialization completed");
     Ok(Running { daemon, _pid: pid })
@@ -157,11 +182,26 @@ fn start_controllers(daemon: &Arc<Daemon>, host_ips: Vec<Ipv4Addr>) {
             }
         },
     );
-    let root = daemon.config.bpf_root.clone();
+    let d = Arc::clone(daemon);
     daemon
         .controllers
         .spawn("sync-host-ips", Duration::from_secs(60), move || {
-            let (root, ips) = (root.clone(), host_ips.clone());
-            async move { crate::hostips::sync(&root, &ips).map_err(|e| e.to_string()) }
+            let (d, ips) = (Arc::clone(&d), host_ips.clone());
+            async move {
+                crate::hostips::sync(&d.config.bpf_root, &d.ipcache, &ips).map_err(|e| e.to_string())
+            }
+        });
+    let d = Arc::clone(daemon);
+    daemon
+        .controllers
+        .spawn("ipam-expiration", Duration::from_secs(10), move || {
+            let d = Arc::clone(&d);
+            async move {
+                let expired = d.ipam.lock().expect("ipam lock").release_expired().map_err(|e| e.to_string())?;
+                for ip in expired {
+                    tracing::info!(subsys = "ipam", ip = %ip, "Released expired allocation without endpoint");
+                }
+                Ok(())
+            }
         });
 }

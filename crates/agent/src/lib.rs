@@ -1,11 +1,17 @@
 //! cilium-agent: wires the datapath, node devices, configuration and the
 //! REST API together. It holds no packet or policy logic of its own.
 
+pub mod api_endpoint;
+pub mod api_ipam;
 pub mod api_server;
 pub mod controller;
+pub mod endpoint;
 pub mod daemon;
 pub mod health;
 pub mod hostips;
+pub mod identity;
+pub mod ipcache;
+pub mod ipam;
 pub mod logging;
 pub mod option;
 pub mod pidfile;

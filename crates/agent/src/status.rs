@@ -77,6 +77,8 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
             tunnel_protocol: String::new(),
         }),
         datapath_mode: "veth".into(),
+        attach_mode: d.attach_mode.as_str().into(),
+        ipam: Some(ipam_status(d)),
         masquerading: Some(Masquerading {
             enabled: false,
             mode: String::new(),
@@ -84,8 +86,8 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
         controllers,
         proxy: disabled(),
         identity_range: Some(IdentityRange {
-            min_identity: 256,
-            max_identity: 65535,
+            min_identity: crate::identity::MIN_GLOBAL,
+            max_identity: crate::identity::MAX_GLOBAL,
         }),
         hubble: disabled(),
         encryption: Some(ModeStatus {
@@ -97,6 +99,19 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
             mode: "ktime".into(),
         }),
         ..Default::default()
+    }
+}
+
+fn ipam_status(d: &Daemon) -> api::ipam::IpamStatus {
+    let ipam = d.ipam.lock().expect("ipam lock");
+    api::ipam::IpamStatus {
+        allocations: ipam
+            .allocations()
+            .iter()
+            .map(|(ip, a)| (ip.to_string(), a.owner.clone()))
+            .collect(),
+        ipv4: ipam.allocations().keys().map(|ip| ip.to_string()).collect(),
+        status: ipam.status_line(),
     }
 }
 

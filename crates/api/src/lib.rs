@@ -4,6 +4,8 @@
 //! socket write plus one read keeps their start and pod setup fast.
 
 pub mod client;
+pub mod endpoint;
+pub mod ipam;
 pub mod models;
 
 pub use client::{Client, ClientError};

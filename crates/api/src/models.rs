@@ -243,6 +243,8 @@ pub struct StatusResponse {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub controllers: Vec<ControllerStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipam: Option<crate::ipam::IpamStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<Status>,
     #[serde(
         rename = "identity-range",

@@ -2,6 +2,8 @@
 
 mod bpf;
 mod config;
+mod endpoint;
+mod ip;
 mod status;
 mod table;
 
@@ -38,6 +40,12 @@ enum Command {
     Version,
     /// Cilium configuration options
     Config(config::Args),
+    /// Manage endpoints
+    #[command(subcommand)]
+    Endpoint(endpoint::Command),
+    /// Manage IP addresses and associated information
+    #[command(subcommand)]
+    Ip(ip::Command),
     /// Direct access to local BPF maps
     #[command(subcommand)]
     Bpf(bpf::Command),
@@ -74,6 +82,8 @@ fn main() -> ExitCode {
         }
         Command::Config(args) => config::run(&ctx, &args),
         Command::Bpf(cmd) => bpf::run(&ctx, &cmd),
+        Command::Endpoint(cmd) => endpoint::run(&ctx, &cmd),
+        Command::Ip(cmd) => ip::run(&ctx, &cmd),
     };
     match result {
         Ok(code) => code,

@@ -103,7 +103,20 @@ pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> Strin
             }
         }),
     );
-    push("IPAM", "Disabled".into());
+    match &s.ipam {
+        Some(ipam) => {
+            push("IPAM", ipam.status.clone());
+            if verbose {
+                let list: String = ipam
+                    .allocations
+                    .iter()
+                    .map(|(ip, owner)| format!("\n  {ip} ({owner})"))
+                    .collect();
+                push("Allocated addresses", list);
+            }
+        }
+        None => push("IPAM", "Disabled".into()),
+    }
     push(
         "IPv4 BIG TCP",
         on_off(s.ipv4_big_tcp.as_ref().map(|b| b.enabled)).into(),
@@ -126,6 +139,9 @@ pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> Strin
             "Routing",
             format!("Network: {net}   Host: {}", r.intra_host_routing_mode),
         );
+    }
+    if !s.attach_mode.is_empty() {
+        push("Attach Mode", s.attach_mode.clone());
     }
     if !s.datapath_mode.is_empty() {
         push("Device Mode", s.datapath_mode.clone());
@@ -154,7 +170,13 @@ pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> Strin
     );
     let mut out: String = lines
         .drain(..)
-        .map(|(k, v)| format!("{k:<25}{v}\n"))
+        .map(|(k, v)| {
+            if v.starts_with('\n') {
+                format!("{k}{v}\n")
+            } else {
+                format!("{k:<25}{v}\n")
+            }
+        })
         .collect();
     if (verbose || all_controllers || healthy < s.controllers.len()) && !s.controllers.is_empty() {
         let mut rows = vec![crate::row![

@@ -10,6 +10,12 @@ pub enum Error {
     Connect(std::io::Error),
     #[error("link {0} not found")]
     NoLink(String),
+    #[error("{op} network namespace {path}: {source}")]
+    Netns {
+        op: &'static str,
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
     #[error("sysctl {key}: {source}")]
     Sysctl { key: String, source: std::io::Error },
 }

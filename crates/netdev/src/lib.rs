@@ -7,8 +7,11 @@
 mod error;
 pub mod host;
 pub mod link;
+pub mod netns;
+pub mod veth;
 pub mod sysctl;
 
 pub use error::Error;
 pub use host::{HostDevices, CILIUM_HOST, CILIUM_NET};
 pub use link::{Link, Netlink};
+pub use netns::NetNs;

@@ -51,6 +51,11 @@ impl Netlink {
         Ok(Self { handle })
     }
 
+    /// Opens a socket bound to `ns`; the calling thread ends where it began.
+    pub fn connect_in(ns: &crate::NetNs) -> Result<Self, Error> {
+        ns.run(Self::connect)?
+    }
+
     pub fn handle(&self) -> &rtnetlink::Handle {
         &self.handle
     }
@@ -90,6 +95,15 @@ impl Netlink {
             .execute()
             .await
             .map_err(Error::nl("set up", index.to_string()))
+    }
+
+    pub async fn delete_link(&self, index: u32) -> Result<(), Error> {
+        self.handle
+            .link()
+            .del(index)
+            .execute()
+            .await
+            .map_err(Error::nl("delete link", index.to_string()))
     }
 
     /// IPv4 addresses configured on a link (or on all links when None).

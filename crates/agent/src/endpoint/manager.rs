@@ -1,0 +1,336 @@
+//! Creating, deleting and restoring endpoints. Each step that touches the
+//! kernel or disk is undone when a later one fails, so a refused request
+//! leaves no program, map entry, identity or directory behind.
+
+use super::{parse_mac, state, Endpoint, EndpointRef, MAX_ID, MIN_ID};
+use crate::daemon::Daemon;
+use crate::ipcache::{Entry, SOURCE_LOCAL};
+use abi::endpoint::{EndpointInfo, EndpointKey};
+use api::endpoint::EndpointChangeRequest;
+use datapath::PinnedMap;
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Exists(String),
+    #[error("endpoint not found")]
+    NotFound,
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl EndpointError {
+    /// The HTTP status Cilium answers with.
+    pub fn status(&self) -> u16 {
+        match self {
+            EndpointError::Invalid(_) => 400,
+            EndpointError::Exists(_) => 409,
+            EndpointError::NotFound => 404,
+            EndpointError::Failed(_) => 500,
+        }
+    }
+}
+
+fn failed(what: &str) -> impl FnOnce(String) -> EndpointError + '_ {
+    move |e| EndpointError::Failed(format!("{what}: {e}"))
+}
+
+pub struct Endpoints {
+    state_dir: PathBuf,
+    by_id: BTreeMap<u16, Endpoint>,
+}
+
+fn ifindex_of(name: &str) -> Option<u32> {
+    let c = std::ffi::CString::new(name).ok()?;
+    // SAFETY: a valid C string; returns 0 when there is no such interface.
+    let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    (index != 0).then_some(index)
+}
+
+/// Labels of the endpoint's identity: the request's, plus the namespace.
+fn labels_of(req: &EndpointChangeRequest) -> Vec<String> {
+    let mut labels: Vec<String> = req
+        .labels
+        .iter()
+        .map(|l| if l.contains(':') { l.clone() } else { format!("unspec:{l}") })
+        .collect();
+    if !req.k8s_namespace.is_empty() {
+        labels.push(format!("k8s:io.kubernetes.pod.namespace={}", req.k8s_namespace));
+    }
+    labels.sort();
+    labels.dedup();
+    labels
+}
+
+impl Endpoints {
+    pub fn new(state_dir: PathBuf) -> Self {
+        Self {
+            state_dir,
+            by_id: BTreeMap::new(),
+        }
+    }
+
+    pub fn list(&self) -> Vec<Endpoint> {
+        self.by_id.values().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    pub fn find(&self, r: &EndpointRef) -> Vec<Endpoint> {
+        self.by_id.values().filter(|e| r.matches(e)).cloned().collect()
+    }
+
+    fn free_id(&self) -> Option<u16> {
+        (MIN_ID..=MAX_ID).find(|id| !self.by_id.contains_key(id))
+    }
+
+    /// Validates a change request into an endpoint (not yet realized).
+    fn from_request(&self, req: &EndpointChangeRequest) -> Result<Endpoint, EndpointError> {
+        let bad = |m: String| EndpointError::Invalid(m);
+        if !api::endpoint::STATES.contains(&req.state.as_str()) {
+            return Err(bad(format!(
+                "invalid endpoint state {:?}: expected one of {}",
+                req.state,
+                api::endpoint::STATES.join(", ")
+            )));
+        }
+        if req.interface_name.is_empty() {
+            return Err(bad("interface-name is required".into()));
+        }
+        let ifindex = ifindex_of(&req.interface_name)
+            .ok_or_else(|| bad(format!("interface {} does not exist", req.interface_name)))?;
+        if req.interface_index != 0 && req.interface_index != i64::from(ifindex) {
+            return Err(bad(format!(
+                "interface-index {} does not match interface {} (index {ifindex})",
+                req.interface_index, req.interface_name
+            )));
+        }
+        let addressing = req.addressing.clone().unwrap_or_default();
+        if addressing.ipv4.is_empty() {
+            return Err(bad("addressing.ipv4 is required (IPv6 is not enabled)".into()));
+        }
+        let ipv4: Ipv4Addr = addressing
+            .ipv4
+            .parse()
+            .map_err(|_| bad(format!("addressing.ipv4 {:?} is not an IPv4 address", addressing.ipv4)))?;
+        for (field, value) in [("mac", &req.mac), ("host-mac", &req.host_mac)] {
+            if parse_mac(value).is_none() {
+                return Err(bad(format!("{field} {value:?} is not a MAC address")));
+            }
+        }
+        let id = match req.id {
+            0 => self
+                .free_id()
+                .ok_or_else(|| EndpointError::Failed("no free endpoint ID".into()))?,
+            n if (i64::from(MIN_ID)..=i64::from(MAX_ID)).contains(&n) => n as u16,
+            n => return Err(bad(format!("endpoint ID {n} is outside {MIN_ID}..{MAX_ID}"))),
+        };
+        let ep = Endpoint {
+            id,
+            container_id: req.container_id.clone(),
+            container_interface_name: req.container_interface_name.clone(),
+            ifname: req.interface_name.clone(),
+            ifindex,
+            mac: req.mac.to_ascii_lowercase(),
+            host_mac: req.host_mac.to_ascii_lowercase(),
+            ipv4,
+            k8s_namespace: req.k8s_namespace.clone(),
+            k8s_pod_name: req.k8s_pod_name.clone(),
+            labels: labels_of(req),
+            identity: 0,
+            external_ipam: req
+                .datapath_configuration
+                .as_ref()
+                .is_some_and(|c| c.external_ipam),
+            state: "waiting-for-identity".into(),
+        };
+        for other in self.by_id.values() {
+            let clash = if other.id == ep.id {
+                Some(format!("endpoint ID {} already exists", ep.id))
+            } else if other.ipv4 == ep.ipv4 {
+                Some(format!("IP {} is already used by endpoint {}", ep.ipv4, other.id))
+            } else if other.ifname == ep.ifname {
+                Some(format!("interface {} already belongs to endpoint {}", ep.ifname, other.id))
+            } else if !ep.container_id.is_empty()
+                && other.container_id == ep.container_id
+                && other.container_interface_name == ep.container_interface_name
+            {
+                Some(format!("endpoint for container {} already exists as {}", ep.container_id, other.id))
+            } else {
+                None
+            };
+            if let Some(msg) = clash {
+                return Err(EndpointError::Exists(msg));
+            }
+        }
+        Ok(ep)
+    }
+
+    /// `PUT /endpoint/{id}`: creates and realizes an endpoint.
+    pub fn create(&mut self, d: &Daemon, req: &EndpointChangeRequest) -> Result<Endpoint, EndpointError> {
+        let mut ep = self.from_request(req)?;
+        if !ep.external_ipam {
+            d.ipam
+                .lock()
+                .expect("ipam lock")
+                .claim(ep.ipv4, &ep.ipam_owner())
+                .map_err(|e| EndpointError::Exists(e.to_string()))?;
+        }
+        ep.identity = d
+            .identities
+            .lock()
+            .expect("identities lock")
+            .acquire(&ep.labels, None)
+            .map_err(|e| EndpointError::Failed(e.to_string()))?;
+        if let Err(e) = realize(d, &mut ep).and_then(|()| {
+            state::write(&self.state_dir, &ep)
+                .map_err(|e| EndpointError::Failed(format!("writing endpoint state: {e}")))
+        }) {
+            unrealize(d, &ep);
+            d.identities.lock().expect("identities lock").release(&ep.labels);
+            let _ = state::remove(&self.state_dir, ep.id);
+            return Err(e);
+        }
+        tracing::info!(
+            subsys = "endpoint",
+            endpointID = ep.id,
+            containerID = %ep.container_id,
+            ipv4 = %ep.ipv4,
+            identity = ep.identity,
+            interface = %ep.ifname,
+            "New endpoint"
+        );
+        self.by_id.insert(ep.id, ep.clone());
+        Ok(ep)
+    }
+
+    /// Deletes every endpoint `r` matches; returns how many.
+    pub fn delete(&mut self, d: &Daemon, r: &EndpointRef) -> Result<usize, EndpointError> {
+        let ids: Vec<u16> = self.find(r).iter().map(|e| e.id).collect();
+        if ids.is_empty() {
+            return Err(EndpointError::NotFound);
+        }
+        for id in &ids {
+            let ep = self.by_id.remove(id).expect("found above");
+            self.teardown(d, &ep);
+            tracing::info!(subsys = "endpoint", endpointID = ep.id, containerID = %ep.container_id, "Removed endpoint");
+        }
+        Ok(ids.len())
+    }
+
+    fn teardown(&self, d: &Daemon, ep: &Endpoint) {
+        unrealize(d, ep);
+        if !ep.external_ipam {
+            if let Err(e) = d.ipam.lock().expect("ipam lock").release(ep.ipv4) {
+                tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to release endpoint IP");
+            }
+        }
+        d.identities.lock().expect("identities lock").release(&ep.labels);
+        if let Err(e) = state::remove(&self.state_dir, ep.id) {
+            tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to remove endpoint state");
+        }
+    }
+
+    /// Takes back the endpoints a previous run left in the state dir. An
+    /// endpoint whose interface is gone (its pod was deleted while the agent
+    /// was down) is cleaned up instead.
+    pub fn restore(&mut self, d: &Daemon) -> (usize, usize) {
+        let (mut restored, mut dropped) = (0, 0);
+        for found in state::scan(&self.state_dir) {
+            let mut ep = match found {
+                Ok(ep) => ep,
+                Err(e) => {
+                    tracing::warn!(subsys = "endpoint", error = %e, "Unable to restore endpoint, skipping");
+                    continue;
+                }
+            };
+            let Some(ifindex) = ifindex_of(&ep.ifname) else {
+                tracing::info!(subsys = "endpoint", endpointID = ep.id, interface = %ep.ifname, "Interface is gone, removing endpoint");
+                self.teardown(d, &ep);
+                dropped += 1;
+                continue;
+            };
+            ep.ifindex = ifindex;
+            let result = (|| {
+                if !ep.external_ipam {
+                    d.ipam
+                        .lock()
+                        .expect("ipam lock")
+                        .claim(ep.ipv4, &ep.ipam_owner())
+                        .map_err(|e| EndpointError::Failed(e.to_string()))?;
+                }
+                ep.identity = d
+                    .identities
+                    .lock()
+                    .expect("identities lock")
+                    .acquire(&ep.labels, Some(ep.identity))
+                    .map_err(|e| EndpointError::Failed(e.to_string()))?;
+                realize(d, &mut ep)
+            })();
+            match result {
+                Ok(()) => {
+                    tracing::info!(subsys = "endpoint", endpointID = ep.id, ipv4 = %ep.ipv4, "Restored endpoint");
+                    self.by_id.insert(ep.id, ep);
+                    restored += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to restore endpoint, removing it");
+                    self.teardown(d, &ep);
+                    dropped += 1;
+                }
+            }
+        }
+        (restored, dropped)
+    }
+}
+
+/// Attaches the programs and writes the endpoint into the maps.
+fn realize(d: &Daemon, ep: &mut Endpoint) -> Result<(), EndpointError> {
+    ep.state = "regenerating".into();
+    d.datapath
+        .lock()
+        .expect("datapath lock")
+        .attach_endpoint(ep.id, &ep.ifname)
+        .map_err(|e| EndpointError::Failed(format!("attaching programs: {e}")))?;
+    let info = EndpointInfo::pod(
+        ep.ifindex,
+        ep.id,
+        parse_mac(&ep.mac).unwrap_or_default(),
+        parse_mac(&ep.host_mac).unwrap_or_default(),
+        ep.identity,
+    );
+    PinnedMap::open_global(&d.config.bpf_root, abi::maps::LXC)
+        .and_then(|m| m.put(&EndpointKey::v4(ep.ipv4), &info))
+        .map_err(|e| e.to_string())
+        .map_err(failed("writing cilium_lxc"))?;
+    let entry = Entry {
+        identity: ep.identity,
+        source: SOURCE_LOCAL,
+    };
+    d.ipcache
+        .upsert(ep.ipv4, 32, entry)
+        .map_err(|e| e.to_string())
+        .map_err(failed("writing cilium_ipcache"))?;
+    ep.state = "ready".into();
+    Ok(())
+}
+
+/// Best-effort inverse of `realize`.
+fn unrealize(d: &Daemon, ep: &Endpoint) {
+    if let Ok(map) = PinnedMap::open_global(&d.config.bpf_root, abi::maps::LXC) {
+        let _ = map.remove(&EndpointKey::v4(ep.ipv4));
+    }
+    let _ = d.ipcache.remove(ep.ipv4, 32);
+    d.datapath.lock().expect("datapath lock").detach_endpoint(ep.id);
+}

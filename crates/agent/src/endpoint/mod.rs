@@ -1,0 +1,147 @@
+//! Local endpoints: one per pod interface, with an ID in 1..4095, an
+//! address, an identity, the lxc programs on its veth and its state under
+//! `<state dir>/<ID>/` so a restarted agent takes it back.
+
+mod id;
+mod manager;
+mod state;
+
+pub use id::{parse as parse_id, EndpointRef};
+pub use manager::{EndpointError, Endpoints};
+
+use serde::{Deserialize, Serialize};
+use std::net::Ipv4Addr;
+
+/// Lowest and highest endpoint IDs (Cilium's idallocator range).
+pub const MIN_ID: u16 = 1;
+pub const MAX_ID: u16 = 4095;
+
+/// What the agent knows about an endpoint; persisted as `ep_config.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub id: u16,
+    #[serde(rename = "container-id", default)]
+    pub container_id: String,
+    #[serde(rename = "container-interface-name", default)]
+    pub container_interface_name: String,
+    #[serde(rename = "interface-name")]
+    pub ifname: String,
+    #[serde(rename = "interface-index")]
+    pub ifindex: u32,
+    pub mac: String,
+    #[serde(rename = "host-mac")]
+    pub host_mac: String,
+    pub ipv4: Ipv4Addr,
+    #[serde(rename = "k8s-namespace", default)]
+    pub k8s_namespace: String,
+    #[serde(rename = "k8s-pod-name", default)]
+    pub k8s_pod_name: String,
+    #[serde(default)]
+    pub labels: Vec<String>,
+    pub identity: u32,
+    #[serde(rename = "external-ipam", default)]
+    pub external_ipam: bool,
+    #[serde(skip, default = "restoring")]
+    pub state: String,
+}
+
+fn restoring() -> String {
+    "restoring".into()
+}
+
+impl Endpoint {
+    /// The IPAM owner of the endpoint's address: `<namespace>/<pod>`.
+    pub fn ipam_owner(&self) -> String {
+        ipam_owner(&self.k8s_namespace, &self.k8s_pod_name, &self.container_id)
+    }
+
+    pub fn pod_name(&self) -> String {
+        if self.k8s_pod_name.is_empty() {
+            return String::new();
+        }
+        format!("{}/{}", self.k8s_namespace, self.k8s_pod_name)
+    }
+
+    pub fn to_api(&self) -> api::endpoint::Endpoint {
+        use api::endpoint::*;
+        let cni_attachment_id = if self.container_interface_name.is_empty() {
+            self.container_id.clone()
+        } else {
+            format!("{}:{}", self.container_id, self.container_interface_name)
+        };
+        Endpoint {
+            id: self.id,
+            spec: EndpointSpec::default(),
+            status: EndpointStatus {
+                external_identifiers: EndpointIdentifiers {
+                    cni_attachment_id,
+                    container_id: self.container_id.clone(),
+                    container_interface_name: self.container_interface_name.clone(),
+                    k8s_namespace: self.k8s_namespace.clone(),
+                    k8s_pod_name: self.k8s_pod_name.clone(),
+                    pod_name: self.pod_name(),
+                },
+                identity: Some(Identity {
+                    id: self.identity,
+                    labels: self.identity_labels(),
+                    labels_sha256: String::new(),
+                }),
+                labels: LabelConfigurationStatus {
+                    realized: LabelConfigurationSpec {
+                        user: self.labels.clone(),
+                    },
+                    security_relevant: self.identity_labels(),
+                },
+                networking: Some(EndpointNetworking {
+                    addressing: vec![api::ipam::AddressPair {
+                        ipv4: self.ipv4.to_string(),
+                        ..Default::default()
+                    }],
+                    host_mac: self.host_mac.clone(),
+                    interface_index: i64::from(self.ifindex),
+                    interface_name: self.ifname.clone(),
+                    mac: self.mac.clone(),
+                }),
+                policy: EndpointPolicy {
+                    realized: EndpointPolicyStatus {
+                        policy_enabled: "none".into(),
+                    },
+                },
+                health: EndpointHealth {
+                    bpf: "OK".into(),
+                    policy: "OK".into(),
+                    connected: true,
+                    overall_health: "OK".into(),
+                },
+                state: self.state.clone(),
+            },
+        }
+    }
+
+    /// Labels as the identity carries them; `reserved:init` when none.
+    pub fn identity_labels(&self) -> Vec<String> {
+        if self.labels.is_empty() {
+            return vec!["reserved:init".into()];
+        }
+        let mut l = self.labels.clone();
+        l.sort();
+        l
+    }
+}
+
+pub fn ipam_owner(namespace: &str, pod: &str, container_id: &str) -> String {
+    if pod.is_empty() {
+        return container_id.to_owned();
+    }
+    format!("{namespace}/{pod}")
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
+}

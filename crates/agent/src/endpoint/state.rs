@@ -1,0 +1,83 @@
+//! `<state dir>/<ID>/ep_config.json`, written as Cilium regenerates: into
+//! `<ID>_next`, then swapped into place, so a crash never leaves a
+//! half-written endpoint directory behind.
+
+use super::Endpoint;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub const EP_CONFIG: &str = "ep_config.json";
+
+pub fn dir(state_dir: &Path, id: u16) -> PathBuf {
+    state_dir.join(id.to_string())
+}
+
+pub fn write(state_dir: &Path, ep: &Endpoint) -> std::io::Result<()> {
+    let final_dir = dir(state_dir, ep.id);
+    let next = state_dir.join(format!("{}_next", ep.id));
+    let stale = state_dir.join(format!("{}_stale", ep.id));
+    let _ = std::fs::remove_dir_all(&next);
+    std::fs::create_dir_all(&next)?;
+    let mut f = std::fs::File::create(next.join(EP_CONFIG))?;
+    f.write_all(&serde_json::to_vec_pretty(ep).expect("endpoint serializes"))?;
+    f.sync_all()?;
+    let _ = std::fs::remove_dir_all(&stale);
+    if final_dir.exists() {
+        std::fs::rename(&final_dir, &stale)?;
+    }
+    std::fs::rename(&next, &final_dir)?;
+    let _ = std::fs::remove_dir_all(&stale);
+    Ok(())
+}
+
+pub fn remove(state_dir: &Path, id: u16) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir(state_dir, id)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Endpoints found under `state_dir`; leftovers of interrupted writes are
+/// cleaned up (a `_stale` dir whose swap never finished is the one to keep).
+pub fn scan(state_dir: &Path) -> Vec<Result<Endpoint, String>> {
+    let Ok(entries) = std::fs::read_dir(state_dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    for name in &names {
+        if let Some(id) = name.strip_suffix("_stale") {
+            let final_dir = state_dir.join(id);
+            if !final_dir.exists() {
+                let _ = std::fs::rename(state_dir.join(name), &final_dir);
+            } else {
+                let _ = std::fs::remove_dir_all(state_dir.join(name));
+            }
+        } else if name.ends_with("_next") || name.ends_with("_next_fail") {
+            let _ = std::fs::remove_dir_all(state_dir.join(name));
+        }
+    }
+    let mut ids: Vec<u16> = std::fs::read_dir(state_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u16>().ok())
+        .collect();
+    ids.sort_unstable();
+    ids.into_iter()
+        .map(|id| {
+            let path = dir(state_dir, id).join(EP_CONFIG);
+            let bytes = std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+            let ep: Endpoint = serde_json::from_slice(&bytes)
+                .map_err(|e| format!("parsing {}: {e}", path.display()))?;
+            if ep.id != id {
+                return Err(format!("{} holds endpoint {} instead of {id}", path.display(), ep.id));
+            }
+            Ok(ep)
+        })
+        .collect()
+}

@@ -1,0 +1,295 @@
+//! Host-scope IPv4 allocation from this node's pod CIDR (cluster-pool mode).
+//!
+//! Every change is written to disk before it is acknowledged, so a restarted
+//! agent never hands out an address that is still in use, even one whose
+//! endpoint was never created (a CNI ADD cut short by the restart).
+
+mod store;
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub use store::StoreError;
+
+/// Owner of the cilium_host address.
+pub const OWNER_ROUTER: &str = "router";
+/// How long an allocation made with `expiration: true` lives without an endpoint.
+pub const EXPIRATION: Duration = Duration::from_secs(600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum IpamError {
+    #[error("range is full: all {0} addresses of {1} are allocated")]
+    Full(u32, String),
+    #[error("IP {0} is not in this node's pod CIDR {1}")]
+    OutOfRange(Ipv4Addr, String),
+    #[error("IP {0} is already allocated to {1}")]
+    InUse(Ipv4Addr, String),
+    #[error("IP {0} is not allocated")]
+    NotAllocated(Ipv4Addr),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Allocation {
+    pub owner: String,
+    /// Seconds since the epoch after which an unclaimed allocation is freed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<u64>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub expiration_uuid: String,
+}
+
+pub struct Ipam {
+    network: Ipv4Addr,
+    prefix_len: u8,
+    allocations: BTreeMap<Ipv4Addr, Allocation>,
+    store: store::Store,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl Ipam {
+    /// Opens the allocator for `network/prefix_len`, loading what a previous
+    /// run persisted under `path`, and reserves the router address.
+    pub fn open(
+        network: Ipv4Addr,
+        prefix_len: u8,
+        router: Ipv4Addr,
+        path: PathBuf,
+    ) -> Result<Self, IpamError> {
+        let store = store::Store::new(path);
+        let mut ipam = Self {
+            network,
+            prefix_len,
+            allocations: store.load()?,
+            store,
+        };
+        let stale: Vec<Ipv4Addr> = ipam
+            .allocations
+            .keys()
+            .copied()
+            .filter(|ip| !ipam.contains(*ip))
+            .collect();
+        for ip in stale {
+            tracing::warn!(subsys = "ipam", ip = %ip, "Dropping persisted allocation outside the pod CIDR");
+            ipam.allocations.remove(&ip);
+        }
+        match ipam.allocations.get(&router) {
+            Some(a) if a.owner == OWNER_ROUTER => {}
+            _ => {
+                ipam.allocations.insert(
+                    router,
+                    Allocation {
+                        owner: OWNER_ROUTER.into(),
+                        expires: None,
+                        expiration_uuid: String::new(),
+                    },
+                );
+            }
+        }
+        ipam.store.save(&ipam.allocations)?;
+        Ok(ipam)
+    }
+
+    pub fn cidr(&self) -> String {
+        format!("{}/{}", self.network, self.prefix_len)
+    }
+
+    fn first_last(&self) -> (u32, u32) {
+        let base = u32::from(self.network);
+        let size = 1u64 << (32 - u32::from(self.prefix_len));
+        if size <= 2 {
+            return (base, base + size as u32 - 1);
+        }
+        (base + 1, base + size as u32 - 2)
+    }
+
+    /// Usable addresses: the CIDR without network and broadcast.
+    pub fn capacity(&self) -> u32 {
+        let (first, last) = self.first_last();
+        last - first + 1
+    }
+
+    fn contains(&self, ip: Ipv4Addr) -> bool {
+        let (first, last) = self.first_last();
+        (first..=last).contains(&u32::from(ip))
+    }
+
+    /// Allocates the lowest free address for `owner`.
+    pub fn allocate_next(&mut self, owner: &str, expiring: bool) -> Result<(Ipv4Addr, Allocation), IpamError> {
+        let (first, last) = self.first_last();
+        let ip = (first..=last)
+            .map(Ipv4Addr::from)
+            .find(|ip| !self.allocations.contains_key(ip))
+            .ok_or_else(|| IpamError::Full(self.capacity(), self.cidr()))?;
+        let alloc = self.insert(ip, owner, expiring)?;
+        Ok((ip, alloc))
+    }
+
+    /// Allocates a specific address (`POST /ipam/{ip}`, endpoint restore).
+    pub fn allocate_ip(&mut self, ip: Ipv4Addr, owner: &str) -> Result<Allocation, IpamError> {
+        if !self.contains(ip) {
+            return Err(IpamError::OutOfRange(ip, self.cidr()));
+        }
+        if let Some(a) = self.allocations.get(&ip) {
+            if a.owner != owner {
+                return Err(IpamError::InUse(ip, a.owner.clone()));
+            }
+        }
+        self.insert(ip, owner, false)
+    }
+
+    fn insert(&mut self, ip: Ipv4Addr, owner: &str, expiring: bool) -> Result<Allocation, IpamError> {
+        let alloc = Allocation {
+            owner: owner.to_owned(),
+            expires: expiring.then(|| now_secs() + EXPIRATION.as_secs()),
+            expiration_uuid: if expiring { uuid_v4() } else { String::new() },
+        };
+        let previous = self.allocations.insert(ip, alloc.clone());
+        if let Err(e) = self.store.save(&self.allocations) {
+            match previous {
+                Some(p) => self.allocations.insert(ip, p),
+                None => self.allocations.remove(&ip),
+            };
+            return Err(e.into());
+        }
+        Ok(alloc)
+    }
+
+    pub fn release(&mut self, ip: Ipv4Addr) -> Result<Allocation, IpamError> {
+        let alloc = self
+            .allocations
+            .remove(&ip)
+            .ok_or(IpamError::NotAllocated(ip))?;
+        if let Err(e) = self.store.save(&self.allocations) {
+            self.allocations.insert(ip, alloc);
+            return Err(e.into());
+        }
+        Ok(alloc)
+    }
+
+    /// An endpoint now owns the address: it no longer expires.
+    pub fn claim(&mut self, ip: Ipv4Addr, owner: &str) -> Result<(), IpamError> {
+        match self.allocations.get(&ip) {
+            Some(a) if a.expires.is_none() && a.owner == owner => Ok(()),
+            Some(a) if a.owner != owner && a.expires.is_none() => {
+                Err(IpamError::InUse(ip, a.owner.clone()))
+            }
+            _ => self.insert(ip, owner, false).map(|_| ()),
+        }
+    }
+
+    /// Frees allocations whose expiration passed without an endpoint.
+    pub fn release_expired(&mut self) -> Result<Vec<Ipv4Addr>, IpamError> {
+        let now = now_secs();
+        let expired: Vec<Ipv4Addr> = self
+            .allocations
+            .iter()
+            .filter(|(_, a)| a.expires.is_some_and(|t| t <= now))
+            .map(|(ip, _)| *ip)
+            .collect();
+        for ip in &expired {
+            self.release(*ip)?;
+        }
+        Ok(expired)
+    }
+
+    pub fn allocations(&self) -> &BTreeMap<Ipv4Addr, Allocation> {
+        &self.allocations
+    }
+
+    /// Cilium's status string: `IPv4: 2/254 allocated from 10.0.0.0/24, `.
+    pub fn status_line(&self) -> String {
+        format!(
+            "IPv4: {}/{} allocated from {}, ",
+            self.allocations.len(),
+            self.capacity(),
+            self.cidr()
+        )
+    }
+}
+
+/// A random RFC 4122 version 4 UUID.
+fn uuid_v4() -> String {
+    let mut b = [0u8; 16];
+    let mac1 = netdev::veth::random_mac();
+    let mac2 = netdev::veth::random_mac();
+    let t = now_secs().to_le_bytes();
+    b[..6].copy_from_slice(&mac1);
+    b[6..12].copy_from_slice(&mac2);
+    b[12..16].copy_from_slice(&t[..4]);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    format!(
+        "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+        b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(dir: &std::path::Path) -> Ipam {
+        Ipam::open(
+            Ipv4Addr::new(10, 0, 0, 0),
+            29,
+            Ipv4Addr::new(10, 0, 0, 1),
+            dir.join("ipam.json"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn allocations_survive_reopening_and_are_never_handed_out_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ipam = open(dir.path());
+        assert_eq!(ipam.capacity(), 6);
+        let (a, _) = ipam.allocate_next("default/a", false).unwrap();
+        assert_eq!(a, Ipv4Addr::new(10, 0, 0, 2));
+        drop(ipam);
+        let mut ipam = open(dir.path());
+        let (b, _) = ipam.allocate_next("default/b", true).unwrap();
+        assert_eq!(b, Ipv4Addr::new(10, 0, 0, 3));
+        assert_eq!(ipam.status_line(), "IPv4: 3/6 allocated from 10.0.0.0/29, ");
+    }
+
+    #[test]
+    fn an_exhausted_pool_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ipam = open(dir.path());
+        for i in 0..5 {
+            ipam.allocate_next(&format!("ns/p{i}"), false).unwrap();
+        }
+        let err = ipam.allocate_next("ns/late", false).unwrap_err();
+        assert!(err.to_string().contains("range is full"), "{err}");
+        ipam.release(Ipv4Addr::new(10, 0, 0, 4)).unwrap();
+        assert_eq!(ipam.allocate_next("ns/late", false).unwrap().0, Ipv4Addr::new(10, 0, 0, 4));
+    }
+
+    #[test]
+    fn specific_addresses_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ipam = open(dir.path());
+        assert!(matches!(
+            ipam.allocate_ip(Ipv4Addr::new(10, 0, 1, 2), "x"),
+            Err(IpamError::OutOfRange(..))
+        ));
+        assert!(matches!(
+            ipam.allocate_ip(Ipv4Addr::new(10, 0, 0, 1), "x"),
+            Err(IpamError::InUse(..))
+        ));
+        assert!(matches!(
+            ipam.release(Ipv4Addr::new(10, 0, 0, 5)),
+            Err(IpamError::NotAllocated(..))
+        ));
+    }
+}

@@ -1,0 +1,60 @@
+//! The allocation file: JSON, replaced atomically (write, fsync, rename).
+
+use super::Allocation;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{op} IPAM state {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("IPAM state {path} is corrupt: {message}")]
+    Corrupt { path: PathBuf, message: String },
+}
+
+pub(super) struct Store {
+    path: PathBuf,
+}
+
+impl Store {
+    pub(super) fn new(path: PathBuf) -> Self {
+        Self { path }
+    }
+
+    fn io(&self, op: &'static str) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+        move |source| StoreError::Io {
+            op,
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    pub(super) fn load(&self) -> Result<BTreeMap<Ipv4Addr, Allocation>, StoreError> {
+        match std::fs::read(&self.path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
+                path: self.path.clone(),
+                message: e.to_string(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+            Err(e) => Err(self.io("reading")(e)),
+        }
+    }
+
+    pub(super) fn save(&self, allocations: &BTreeMap<Ipv4Addr, Allocation>) -> Result<(), StoreError> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(self.io("creating the directory of"))?;
+        }
+        let tmp = self.path.with_extension("json.tmp");
+        let body = serde_json::to_vec_pretty(allocations).expect("allocations serialize");
+        let mut f = std::fs::File::create(&tmp).map_err(self.io("writing"))?;
+        f.write_all(&body).map_err(self.io("writing"))?;
+        f.sync_all().map_err(self.io("syncing"))?;
+        std::fs::rename(&tmp, &self.path).map_err(self.io("replacing"))
+    }
+}

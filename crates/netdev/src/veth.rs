@@ -1,0 +1,123 @@
+//! A pod's veth pair: the host side stays with the agent, the peer becomes
+//! the pod's interface inside its network namespace.
+
+use crate::link::Netlink;
+use crate::{Error, NetNs};
+use std::os::fd::AsRawFd;
+
+/// A random locally administered unicast MAC.
+pub fn random_mac() -> [u8; 6] {
+    let mut mac = [0u8; 6];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut mac))
+        .is_err()
+    {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        mac.copy_from_slice(&t.to_le_bytes()[..6]);
+    }
+    mac[0] = (mac[0] & 0xfe) | 0x02;
+    mac
+}
+
+/// Both ends of a created pair, as the CNI result reports them.
+#[derive(Clone, Debug)]
+pub struct PodVeth {
+    pub host_name: String,
+    pub host_index: u32,
+    pub host_mac: [u8; 6],
+    pub pod_name: String,
+    pub pod_index: u32,
+    pub pod_mac: [u8; 6],
+}
+
+/// Creates `host_name` <-> `tmp_name` in the caller's namespace, moves the
+/// peer into `pod_ns` and renames it `pod_name`. Both ends get random MACs,
+/// `mtu`, txqueuelen 1000 and are set up. On failure nothing is left behind.
+pub async fn create_pod_veth(
+    host: &Netlink,
+    pod: &Netlink,
+    pod_ns: &NetNs,
+    host_name: &str,
+    tmp_name: &str,
+    pod_name: &str,
+    mtu: u32,
+) -> Result<PodVeth, Error> {
+    let (host_mac, pod_mac) = (random_mac(), random_mac());
+    let msg = rtnetlink::LinkVeth::new(host_name, tmp_name)
+        .mtu(mtu)
+        .txqueuelen(1000)
+        .address(host_mac.to_vec())
+        .build();
+    host.handle()
+        .link()
+        .add(msg)
+        .execute()
+        .await
+        .map_err(Error::nl("add veth", host_name))?;
+    let result = async {
+        let host_link = host
+            .link_by_name(host_name)
+            .await?
+            .ok_or_else(|| Error::NoLink(host_name.into()))?;
+        let tmp = host
+            .link_by_name(tmp_name)
+            .await?
+            .ok_or_else(|| Error::NoLink(tmp_name.into()))?;
+        let msg = rtnetlink::LinkUnspec::new_with_index(tmp.index)
+            .address(pod_mac.to_vec())
+            .mtu(mtu)
+            .setns_by_fd(pod_ns.fd().as_raw_fd())
+            .build();
+        host.handle()
+            .link()
+            .set(msg)
+            .execute()
+            .await
+            .map_err(Error::nl("move to pod netns", tmp_name))?;
+        let peer = pod
+            .link_by_name(tmp_name)
+            .await?
+            .ok_or_else(|| Error::NoLink(tmp_name.into()))?;
+        let msg = rtnetlink::LinkUnspec::new_with_index(peer.index)
+            .name(pod_name.to_owned())
+            .up()
+            .build();
+        pod.handle()
+            .link()
+            .set(msg)
+            .execute()
+            .await
+            .map_err(Error::nl("rename", pod_name))?;
+        host.set_up(host_link.index).await?;
+        Ok(PodVeth {
+            host_name: host_name.to_owned(),
+            host_index: host_link.index,
+            host_mac,
+            pod_name: pod_name.to_owned(),
+            pod_index: peer.index,
+            pod_mac,
+        })
+    }
+    .await;
+    if result.is_err() {
+        // Deleting either end removes the pair, wherever the peer went.
+        if let Ok(Some(l)) = host.link_by_name(host_name).await {
+            let _ = host.delete_link(l.index).await;
+        }
+    }
+    result
+}
+
+/// Deletes a link by name; a missing link is not an error.
+pub async fn delete_by_name(nl: &Netlink, name: &str) -> Result<bool, Error> {
+    match nl.link_by_name(name).await? {
+        Some(link) => {
+            nl.delete_link(link.index).await?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
