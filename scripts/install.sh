@@ -5,10 +5,11 @@ cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
 if ! command -v clang >/dev/null || ! command -v etcd >/dev/null || ! [ -f /usr/include/bpf/bpf_helpers.h ] \
-    || ! command -v curl >/dev/null || ! command -v iperf3 >/dev/null || ! command -v ip >/dev/null; then
+    || ! command -v curl >/dev/null || ! command -v iperf3 >/dev/null || ! command -v ip >/dev/null \
+    || ! command -v ping >/dev/null || ! command -v nsenter >/dev/null; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends \
-        clang llvm libbpf-dev linux-libc-dev iproute2 etcd-server curl iperf3 ca-certificates >/dev/null
+        clang llvm libbpf-dev linux-libc-dev iproute2 etcd-server curl iperf3 iputils-ping util-linux ca-certificates >/dev/null
 fi
 
 if ! command -v cargo >/dev/null; then
@@ -17,4 +18,4 @@ if ! command -v cargo >/dev/null; then
 fi
 
 cargo build --release --workspace --locked
-echo "built: $(ls target/release/ | grep -E '^(cilium|cilium-agent|cilium-lab)$' | tr '\n' ' ')"
+echo "built: $(ls target/release/ | grep -E '^(cilium|cilium-agent|cilium-cni|cilium-lab)$' | tr '\n' ' ')"

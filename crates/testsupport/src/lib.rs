@@ -98,6 +98,12 @@ impl Sandbox {
     pub fn state_dir(&self) -> PathBuf {
         self.dir.path().join("state")
     }
+    /// Where tests keep pod network namespace files (unmounted on drop).
+    pub fn netns_dir(&self) -> PathBuf {
+        let d = self.dir.path().join("netns");
+        let _ = std::fs::create_dir_all(&d);
+        d
+    }
     pub fn config_dir(&self) -> PathBuf {
         self.dir.path().join("config")
     }
@@ -118,6 +124,16 @@ impl Drop for Sandbox {
         for child in &mut self.children {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        // Pod namespaces are bind mounts; unmount them so the dir can go.
+        if let Ok(entries) = std::fs::read_dir(self.dir.path().join("netns")) {
+            for e in entries.flatten() {
+                let p = cstr(&e.path());
+                // SAFETY: valid path; a non-mount just fails.
+                unsafe {
+                    libc::umount2(p.as_ptr(), libc::MNT_DETACH);
+                }
+            }
         }
         for sub in ["bpffs"] {
             let p = cstr(&self.dir.path().join(sub));

@@ -1,0 +1,79 @@
+//! Two pods on one node through cilium-cni and the agent: they ping and
+//! talk TCP through our programs, survive a kill -9 of the agent, come back
+//! with the same IDs and addresses, and DEL removes everything.
+
+mod common;
+
+use common::*;
+use std::net::Ipv4Addr;
+
+fn endpoints(node: &Node) -> Vec<(u64, String, String)> {
+    let out = node.cilium_ok(&["endpoint", "list", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["id"].as_u64().unwrap(),
+                e["status"]["networking"]["addressing"][0]["ipv4"].as_str().unwrap().to_owned(),
+                e["status"]["state"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn two_pods_talk_survive_agent_kill_and_are_deleted_cleanly() {
+    let mut node = Node::new("10.0.9.0/24");
+    node.start_agent();
+    let a = node.add_pod("pod-a");
+    let b = node.add_pod("pod-b");
+    assert_ne!(a, b);
+
+    assert!(node.ping("pod-a", b), "pod-a pings pod-b");
+    assert!(node.ping("pod-b", a), "pod-b pings pod-a");
+    let sport = tcp_exchange(node.netns("pod-b"), node.netns("pod-a"), b, 8080);
+
+    // Proof the traffic went through our programs: conntrack and metrics.
+    let ct = node.cilium_ok(&["bpf", "ct", "list", "global"]);
+    let flow = format!("TCP OUT {a}:{sport} -> {b}:8080");
+    assert!(ct.contains(&flow), "no CT entry {flow:?} in:\n{ct}");
+    assert!(ct.contains(&format!("TCP IN {a}:{sport} -> {b}:8080")), "ingress entry of pod-b:\n{ct}");
+    assert!(ct.contains("ICMP OUT"), "ICMP entries:\n{ct}");
+    let metrics = node.cilium_ok(&["bpf", "metrics", "list"]);
+    assert!(metrics.contains("Success") || metrics.contains("Forwarded"), "forward counters:\n{metrics}");
+
+    let status = node.cilium_ok(&["status"]);
+    assert!(status.contains("IPAM:                    IPv4: 3/254 allocated from 10.0.9.0/24,"), "{status}");
+    let before = endpoints(&node);
+    assert_eq!(before.len(), 2);
+    assert!(before.iter().all(|(_, _, st)| st == "ready"));
+
+    node.kill_agent();
+    assert!(node.ping("pod-a", b), "pods still talk with the agent dead");
+    tcp_exchange(node.netns("pod-a"), node.netns("pod-b"), a, 8081);
+
+    node.start_agent();
+    assert_eq!(endpoints(&node), before, "restored with the same IDs and addresses");
+    assert!(node.ping("pod-b", a), "pods talk after the restart");
+    // A restarted agent must not hand out a restored address again.
+    let c = node.add_pod("pod-c");
+    assert!(c != a && c != b);
+
+    for pod in ["pod-a", "pod-b", "pod-c"] {
+        let ns = node.netns(pod);
+        assert_eq!(node.cni_pod("DEL", pod, ns.to_str().unwrap()).code, 0);
+        // Idempotent, also once the netns is gone.
+        assert_eq!(node.cni_pod("DEL", pod, ns.to_str().unwrap()).code, 0);
+        netdev::netns::remove(&ns).unwrap();
+        assert_eq!(node.cni_pod("DEL", pod, ns.to_str().unwrap()).code, 0);
+    }
+    assert!(endpoints(&node).is_empty());
+    assert!(!node.links().contains("lxc"), "veths left:\n{}", node.links());
+    let status = node.cilium_ok(&["status"]);
+    assert!(status.contains("IPv4: 1/254 allocated"), "only the router keeps an address:\n{status}");
+    let lxc = node.cilium_ok(&["bpf", "endpoint", "list"]);
+    assert!(!lxc.contains("id="), "no pod left in cilium_lxc:\n{lxc}");
+    let _ = Ipv4Addr::LOCALHOST;
+}
