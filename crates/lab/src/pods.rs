@@ -1,0 +1,111 @@
+//! Pods as a container runtime makes them: a network namespace, then the
+//! CNI plugin from the node's CNI bin dir with the node's conflist.
+
+use crate::layout::{self, Layout};
+use anyhow::{bail, Context};
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::process::{Command, Stdio};
+
+/// The conflist the lab installs (Cilium's default for chaining mode none).
+pub fn conflist() -> serde_json::Value {
+    serde_json::json!({
+        "cniVersion": "1.0.0",
+        "name": "cilium",
+        "plugins": [{"type": "cilium-cni", "enable-debug": false, "log-file": "/var/run/cilium/cilium-cni.log"}]
+    })
+}
+
+/// Installs the plugin binary and the conflist into the node's dirs.
+pub fn install_cni(l: &Layout) -> anyhow::Result<()> {
+    let bin = l.cni_bin_dir();
+    std::fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
+    let target = bin.join("cilium-cni");
+    let tmp = bin.join(".cilium-cni.tmp");
+    std::fs::copy(layout::sibling("cilium-cni")?, &tmp).context("installing cilium-cni")?;
+    std::fs::rename(&tmp, &target)?;
+    let body = serde_json::to_vec_pretty(&conflist())?;
+    layout::write_atomic(&l.cni_conf_file(), &body)
+}
+
+/// The plugin's stdin: its entry of the conflist with cniVersion and name.
+fn plugin_conf(l: &Layout) -> anyhow::Result<String> {
+    let list: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(l.cni_conf_file()).context("reading the CNI conflist")?,
+    )?;
+    let mut conf = list["plugins"][0].clone();
+    conf["cniVersion"] = list["cniVersion"].clone();
+    conf["name"] = list["name"].clone();
+    Ok(conf.to_string())
+}
+
+fn container_id(pod: &str) -> String {
+    format!("lab-{pod}")
+}
+
+fn cni(l: &Layout, command: &str, pod: &str) -> anyhow::Result<serde_json::Value> {
+    let plugin = l.cni_bin_dir().join("cilium-cni");
+    let mut child = Command::new(&plugin)
+        .env("CNI_COMMAND", command)
+        .env("CNI_CONTAINERID", container_id(pod))
+        .env("CNI_NETNS", l.netns(pod))
+        .env("CNI_IFNAME", "eth0")
+        .env("CNI_PATH", l.cni_bin_dir())
+        .env(
+            "CNI_ARGS",
+            format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID={}", container_id(pod)),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {}", plugin.display()))?;
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(plugin_conf(l)?.as_bytes())?;
+    let out = child.wait_with_output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let json: serde_json::Value = if text.trim().is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_str(&text).with_context(|| format!("cilium-cni printed {text:?}"))?
+    };
+    if !out.status.success() {
+        bail!("cilium-cni {command} {pod}: {}", json["msg"].as_str().unwrap_or(&text));
+    }
+    Ok(json)
+}
+
+/// Creates a pod; returns its address.
+pub fn add(l: &Layout, pod: &str) -> anyhow::Result<Ipv4Addr> {
+    if pod.is_empty() || pod.contains('/') || pod == layout::NODE {
+        bail!("invalid pod name {pod:?}");
+    }
+    let ns = l.netns(pod);
+    if ns.exists() {
+        bail!("pod {pod} already exists");
+    }
+    std::fs::create_dir_all(l.netns_dir())?;
+    netdev::netns::create(&ns).with_context(|| format!("creating the netns of {pod}"))?;
+    match cni(l, "ADD", pod) {
+        Ok(result) => {
+            let addr = result["ips"][0]["address"].as_str().unwrap_or_default();
+            addr.split('/')
+                .next()
+                .and_then(|a| a.parse().ok())
+                .with_context(|| format!("no address in the CNI result {result}"))
+        }
+        Err(e) => {
+            let _ = netdev::netns::remove(&ns);
+            Err(e)
+        }
+    }
+}
+
+/// Deletes a pod: CNI DEL, then its namespace.
+pub fn delete(l: &Layout, pod: &str) -> anyhow::Result<()> {
+    cni(l, "DEL", pod)?;
+    netdev::netns::remove(&l.netns(pod)).with_context(|| format!("removing the netns of {pod}"))?;
+    Ok(())
+}

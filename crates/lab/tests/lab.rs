@@ -1,0 +1,65 @@
+//! `cilium-lab up`, `exec`, a kill -9 of the node's agent, and `down`, in a
+//! lab directory of the test's own.
+
+use std::process::{Command, Output};
+
+const LAB: &str = env!("CARGO_BIN_EXE_cilium-lab");
+
+struct Lab {
+    dir: tempfile::TempDir,
+}
+
+impl Lab {
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(LAB)
+            .env("CILIUM_LAB_DIR", self.dir.path())
+            .args(args)
+            .output()
+            .expect("run cilium-lab")
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = self.run(&["down"]);
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+#[test]
+fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
+    let lab = Lab {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let up = lab.run(&["up"]);
+    let out = text(&up);
+    assert!(up.status.success(), "{out}");
+    assert!(out.contains(" 0% packet loss"), "{out}");
+    assert!(out.contains("reply: pong"), "{out}");
+    assert!(out.contains("TCP OUT 10.1.0.2:"), "ct entries shown:\n{out}");
+    assert!(out.contains("IPAM:                    IPv4: 3/254 allocated from 10.1.0.0/24,"), "{out}");
+
+    let again = lab.run(&["up"]);
+    assert!(!again.status.success() && text(&again).contains("already up"));
+    let bad = lab.run(&["exec", "nope", "--", "true"]);
+    assert!(!bad.status.success() && text(&bad).contains("no pod named \"nope\""));
+
+    let pid: i32 = std::fs::read_to_string(lab.dir.path().join("node1/cilium.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: the agent of the node this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let ping = lab.run(&["exec", "pod-a", "--", "ping", "-c", "1", "-W", "2", "10.1.0.3"]);
+    assert!(ping.status.success(), "pods talk while the agent is down: {}", text(&ping));
+
+    let down = lab.run(&["down"]);
+    assert!(down.status.success(), "{}", text(&down));
+    assert!(!lab.dir.path().join("node1").exists(), "node dir removed");
+    let after = lab.run(&["exec", "pod-a", "--", "true"]);
+    assert!(!after.status.success() && text(&after).contains("not up"));
+}
