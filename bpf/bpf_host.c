@@ -9,16 +9,20 @@
 #include "lib/eth.h"
 #include "lib/ipv4.h"
 #include "lib/endpoint.h"
+#include "lib/conntrack.h"
 #include "lib/l3.h"
 
 /* Packets the host stack routes into cilium_host (tc egress): the pod CIDR
- * route points here, so pod-bound traffic is handed to its veth; the rest
- * continues to cilium_net as the kernel intended. */
+ * route points here, so pod-bound traffic is tracked as the pod's ingress
+ * and handed to its veth; the rest continues to cilium_net as the kernel
+ * intended. Pods need no program on their veth's egress this way. */
 __section_entry
 int cil_from_host(struct __sk_buff *ctx)
 {
 	struct endpoint_info *ep;
+	struct ct_state ct = {};
 	struct iphdr *ip4;
+	__u32 src_id;
 	__u16 proto = 0;
 	int ret;
 
@@ -32,11 +36,20 @@ int cil_from_host(struct __sk_buff *ctx)
 	ep = lookup_ip4_endpoint(ip4->daddr);
 	if (!is_local_pod(ep))
 		return CTX_ACT_OK;
+	src_id = ip4_identity(ip4->saddr);
+	if (ip4->frag_off & bpf_htons(0x1fff))
+		return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id,
+					-DROP_FRAG_NOSUPPORT, METRIC_INGRESS, 0);
+	ret = ct_track4(ctx, ip4, ETH_HLEN + ip4->ihl * 4, CT_INGRESS, src_id,
+			(__u16)ep->ifindex, &ct);
+	if (IS_ERR(ret))
+		return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id,
+					ret, METRIC_INGRESS, 0);
 	ret = ipv4_local_delivery(ctx, ep, 0);
 	if (IS_ERR(ret))
 		return send_drop_notify(ctx, IDENTITY_HOST, ep->sec_id, ep->lxc_id,
 					ret, METRIC_EGRESS, 0);
-	update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
+	update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
 	return ret;
 }
 

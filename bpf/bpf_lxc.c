@@ -96,44 +96,4 @@ int cil_from_container(struct __sk_buff *ctx)
 	}
 }
 
-/* Packets the host stack (or bpf_host) sends into the pod (tc egress of the
- * host-side veth). Pod-to-pod traffic bypasses this hook via the peer
- * redirect and is tracked in cil_from_container instead. */
-__section_entry
-int cil_to_container(struct __sk_buff *ctx)
-{
-	struct endpoint_info *ep;
-	struct ct_state ct = {};
-	struct iphdr *ip4;
-	__u16 proto = 0;
-	__u32 src_id = IDENTITY_UNKNOWN;
-	int ret;
-
-	ret = validate_ethertype(ctx, &proto);
-	if (IS_ERR(ret) || proto != ETH_P_IP)
-		return CTX_ACT_OK;
-	ip4 = ipv4_hdr(ctx);
-	if (!ip4) {
-		ret = -DROP_INVALID;
-		goto drop;
-	}
-	ep = lookup_ip4_endpoint(ip4->daddr);
-	if (!is_local_pod(ep) || ep->ifindex != ctx->ifindex)
-		return CTX_ACT_OK;
-	src_id = ip4_identity(ip4->saddr);
-	if (ip4->frag_off & bpf_htons(0x1fff)) {
-		ret = -DROP_FRAG_NOSUPPORT;
-		goto drop;
-	}
-	ret = ct_track4(ctx, ip4, ETH_HLEN + ip4->ihl * 4, CT_INGRESS, src_id,
-			(__u16)ctx->ifindex, &ct);
-	if (ret < 0)
-		goto drop;
-	update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
-	return CTX_ACT_OK;
-drop:
-	return send_drop_notify(ctx, src_id, IDENTITY_UNKNOWN, 0, ret,
-				METRIC_INGRESS, 0);
-}
-
 char __license[] SEC("license") = "Dual BSD/GPL";

@@ -67,9 +67,15 @@ pub async fn put(State(d): Shared, Path(raw): Path<String>, body: Bytes) -> Resp
         );
     }
     req.id = i64::from(id);
-    let mut eps = d.endpoints.lock().expect("endpoints lock");
-    match eps.create(&d, &req) {
-        Ok(ep) => (StatusCode::CREATED, Json(ep.to_api())).into_response(),
+    let created = d.endpoints.lock().expect("endpoints lock").create(&d, &req);
+    match created {
+        Ok(ep) => {
+            if d.attach_mode == datapath::attach::AttachMode::Tcx {
+                let (d, id, ifname) = (d.clone(), ep.id, ep.ifname.clone());
+                tokio::task::spawn_blocking(move || crate::endpoint::upgrade_to_tcx(&d, id, &ifname));
+            }
+            (StatusCode::CREATED, Json(ep.to_api())).into_response()
+        }
         Err(e) => endpoint_error(e),
     }
 }

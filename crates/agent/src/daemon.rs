@@ -103,6 +103,9 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     )
     .await
     .context("installing the local pod CIDR route")?;
+    if !config.enable_tcx {
+        dp.set_attach_mode(datapath::attach::AttachMode::Tc);
+    }
     let attach_mode = dp
         .attach_host_device(netdev::CILIUM_HOST)
         .context("attaching cil_from_host to cilium_host")?;

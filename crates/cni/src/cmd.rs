@@ -22,12 +22,13 @@ fn format_mac(m: &[u8; 6]) -> String {
     )
 }
 
-/// Host-side name (`lxc` + 12 hex of SHA-256 of `<container>:<ifname>`) and
-/// the temporary peer name, as Cilium 1.16 derives them.
-pub fn veth_names(container_id: &str, ifname: &str) -> (String, String) {
+/// Host-side name: `lxc` + 12 hex of SHA-256 of `<container>:<ifname>`, as
+/// Cilium 1.16 derives it. The peer is created inside the pod's namespace
+/// under its final name, so no temporary name is needed.
+pub fn host_veth_name(container_id: &str, ifname: &str) -> String {
     let digest = Sha256::digest(format!("{container_id}:{ifname}").as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    (format!("lxc{}", &hex[..12]), format!("tmp{}", &hex[..5]))
+    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("lxc{hex}")
 }
 
 fn open_netns(path: &str) -> Result<NetNs, CniError> {
@@ -109,10 +110,10 @@ async fn add_steps(
         .map_err(|_| CniError::new(PLUGIN_FAILURE, "IPAM returned no IPv4 address"))?;
     undo.release_ip = Some(ip);
 
-    let (host_name, tmp_name) = veth_names(&env.container_id, &env.ifname);
+    let host_name = host_veth_name(&env.container_id, &env.ifname);
     // A leftover from an ADD that died half way would block the name.
     netdev::veth::delete_by_name(host_nl, &host_name).await?;
-    let veth = netdev::veth::create_pod_veth(host_nl, pod_nl, ns, &host_name, &tmp_name, &env.ifname, mtu).await?;
+    let veth = netdev::veth::create_pod_veth(host_nl, pod_nl, ns, &host_name, &env.ifname, mtu).await?;
     undo.delete_veth = Some(host_name.clone());
     netdev::sysctl::write(&format!("net/ipv4/conf/{host_name}/rp_filter"), "0")?;
 

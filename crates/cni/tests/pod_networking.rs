@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use std::net::Ipv4Addr;
 
 fn endpoints(node: &Node) -> Vec<(u64, String, String)> {
     let out = node.cilium_ok(&["endpoint", "list", "-o", "json"]);
@@ -31,6 +30,15 @@ fn two_pods_talk_survive_agent_kill_and_are_deleted_cleanly() {
     let b = node.add_pod("pod-b");
     assert_ne!(a, b);
 
+    // ADD attached tc filters; the agent then moves endpoints onto pinned tcx links.
+    for id in [1, 2] {
+        let pin = node.sb.bpffs().join(format!("cilium/endpoints/{id}/links/cil_from_container"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !pin.exists() {
+            assert!(std::time::Instant::now() < deadline, "endpoint {id} not on tcx");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
     assert!(node.ping("pod-a", b), "pod-a pings pod-b");
     assert!(node.ping("pod-b", a), "pod-b pings pod-a");
     let sport = tcp_exchange(node.netns("pod-b"), node.netns("pod-a"), b, 8080);
@@ -75,5 +83,4 @@ fn two_pods_talk_survive_agent_kill_and_are_deleted_cleanly() {
     assert!(status.contains("IPv4: 1/254 allocated"), "only the router keeps an address:\n{status}");
     let lxc = node.cilium_ok(&["bpf", "endpoint", "list"]);
     assert!(!lxc.contains("id="), "no pod left in cilium_lxc:\n{lxc}");
-    let _ = Ipv4Addr::LOCALHOST;
 }

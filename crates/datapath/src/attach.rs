@@ -7,8 +7,8 @@
 //! are used; those persist on their own.
 
 use crate::Error;
-use aya::programs::links::{FdLink, PinnedLink};
-use aya::programs::tc::{self, NlOptions, SchedClassifierLink, TcAttachOptions};
+use aya::programs::links::{FdLink, Link as _, PinnedLink};
+use aya::programs::tc::{self, NlOptions, SchedClassifierLink, TcAttachOptions, TcHandle};
 use aya::programs::{LinkOrder, SchedClassifier, TcAttachType};
 use std::path::Path;
 
@@ -52,22 +52,30 @@ pub fn attach_pinned(
     ifname: &str,
     hook: Hook,
     links_dir: &Path,
+    mode: AttachMode,
 ) -> Result<AttachMode, Error> {
     let pin = links_dir.join(symbol);
-    if replace_pinned(prog, &pin) {
-        return Ok(AttachMode::Tcx);
-    }
-    let _ = std::fs::remove_file(&pin);
     let fail = |e: String| Error::Attach {
         program: symbol.to_owned(),
         device: ifname.to_owned(),
         message: e,
     };
-    match prog.attach_with_options(
-        ifname,
-        hook.tc(),
-        TcAttachOptions::TcxOrder(LinkOrder::default()),
-    ) {
+    let tcx = if mode == AttachMode::Tcx {
+        if replace_pinned(prog, &pin) {
+            return Ok(AttachMode::Tcx);
+        }
+        let _ = std::fs::remove_file(&pin);
+        prog.attach_with_options(
+            ifname,
+            hook.tc(),
+            TcAttachOptions::TcxOrder(LinkOrder::default()),
+        )
+    } else {
+        // A tcx link left from a run with tcx enabled would shadow tc.
+        remove_links(links_dir);
+        Err(aya::programs::ProgramError::UnexpectedProgramType)
+    };
+    match tcx {
         Ok(id) => {
             std::fs::create_dir_all(links_dir).map_err(|e| Error::io("creating", links_dir, e))?;
             let link: FdLink = prog
@@ -79,22 +87,49 @@ pub fn attach_pinned(
             Ok(AttachMode::Tcx)
         }
         Err(tcx_err) => {
-            tracing::debug!(subsys = "datapath", device = ifname, error = %tcx_err, "tcx attach failed, falling back to tc");
-            if let Err(e) = tc::qdisc_add_clsact(ifname) {
-                if !matches!(&e, tc::TcError::AlreadyAttached) {
-                    tracing::debug!(subsys = "datapath", device = ifname, error = %e, "clsact qdisc");
-                }
+            if mode == AttachMode::Tcx {
+                tracing::debug!(subsys = "datapath", device = ifname, error = %tcx_err, "tcx attach failed, falling back to tc");
             }
-            let id = prog
-                .attach_with_options(
-                    ifname,
-                    hook.tc(),
-                    TcAttachOptions::Netlink(NlOptions::default()),
-                )
-                .map_err(|e| fail(format!("tcx: {tcx_err}; tc: {e}")))?;
-            // The filter stays in the kernel when the handle is forgotten.
-            std::mem::forget(prog.take_link(id).map_err(|e| fail(e.to_string()))?);
+            attach_tc(prog, ifname, hook).map_err(|e| fail(format!("tc: {e}")))?;
             Ok(AttachMode::Tc)
+        }
+    }
+}
+
+/// A direct-action filter at priority 1, handle 1 (Cilium's), replacing the
+/// program of an existing one in place so the device is never uncovered.
+fn attach_tc(prog: &mut SchedClassifier, ifname: &str, hook: Hook) -> Result<(), String> {
+    if let Err(e) = tc::qdisc_add_clsact(ifname) {
+        if !matches!(&e, tc::TcError::AlreadyAttached) {
+            tracing::debug!(subsys = "datapath", device = ifname, error = %e, "clsact qdisc");
+        }
+    }
+    let options = NlOptions {
+        priority: 1,
+        handle: TcHandle::new(0, 1),
+        classid: None,
+    };
+    let id = match prog.attach_with_options(ifname, hook.tc(), TcAttachOptions::Netlink(options)) {
+        Ok(id) => id,
+        Err(create_err) => {
+            let existing =
+                SchedClassifierLink::attached(ifname, hook.tc(), 1, TcHandle::new(0, 1), None)
+                    .map_err(|e| e.to_string())?;
+            prog.attach_to_link(existing)
+                .map_err(|e| format!("{create_err}; replacing: {e}"))?
+        }
+    };
+    // The filter stays in the kernel when the handle is forgotten.
+    std::mem::forget(prog.take_link(id).map_err(|e| e.to_string())?);
+    Ok(())
+}
+
+/// Removes the priority-1, handle-1 filter `attach_tc` made; a missing one
+/// is fine.
+pub fn detach_tc(ifname: &str, hook: Hook) {
+    if let Ok(link) = SchedClassifierLink::attached(ifname, hook.tc(), 1, TcHandle::new(0, 1), None) {
+        if let Err(e) = link.detach() {
+            tracing::debug!(subsys = "datapath", device = ifname, error = %e, "no tc filter to remove");
         }
     }
 }

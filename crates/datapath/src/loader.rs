@@ -45,12 +45,12 @@ impl MapSizes {
 /// The loaded datapath of one node: global maps pinned, programs verified.
 pub struct Datapath {
     bpffs_root: PathBuf,
+    mode: AttachMode,
     lxc: Ebpf,
     host: Ebpf,
 }
 
 const FROM_CONTAINER: &str = "cil_from_container";
-const TO_CONTAINER: &str = "cil_to_container";
 const FROM_HOST: &str = "cil_from_host";
 
 impl Datapath {
@@ -59,16 +59,20 @@ impl Datapath {
     pub fn init(bpffs_root: &Path, sizes: &MapSizes) -> Result<Self, Error> {
         let globals = bpffs_root.join(abi::maps::GLOBALS_DIR);
         let mut lxc = load_object(objects::BPF_LXC, &globals, &sizes.overrides())?;
-        for prog in [FROM_CONTAINER, TO_CONTAINER] {
-            load_classifier(&mut lxc, objects::BPF_LXC.name, prog)?;
-        }
+        load_classifier(&mut lxc, objects::BPF_LXC.name, FROM_CONTAINER)?;
         let mut host = load_object(objects::BPF_HOST, &globals, &sizes.overrides())?;
         load_classifier(&mut host, objects::BPF_HOST.name, FROM_HOST)?;
         Ok(Self {
             bpffs_root: bpffs_root.to_owned(),
+            mode: AttachMode::Tcx,
             lxc,
             host,
         })
+    }
+
+    /// Prefer tcx links (the default) or legacy tc filters (`enable-tcx=false`).
+    pub fn set_attach_mode(&mut self, mode: AttachMode) {
+        self.mode = mode;
     }
 
     pub fn bpffs_root(&self) -> &Path {
@@ -97,15 +101,38 @@ impl Datapath {
             .join("links")
     }
 
-    /// Attaches the endpoint programs to a pod's host-side veth.
+    /// Attaches the endpoint program to a pod's host-side veth. Only its
+    /// ingress needs one (as in Cilium without endpoint routes): traffic
+    /// into the pod is delivered by cil_from_container or cil_from_host.
     pub fn attach_endpoint(&mut self, endpoint_id: u16, ifname: &str) -> Result<AttachMode, Error> {
+        self.attach_endpoint_as(endpoint_id, ifname, self.mode)
+    }
+
+    /// Attaches with `mode` regardless of the configured one.
+    pub fn attach_endpoint_as(
+        &mut self,
+        endpoint_id: u16,
+        ifname: &str,
+        mode: AttachMode,
+    ) -> Result<AttachMode, Error> {
         let links = self.endpoint_links_dir(endpoint_id);
-        let mut mode = AttachMode::Tcx;
-        for (symbol, hook) in [(FROM_CONTAINER, Hook::Ingress), (TO_CONTAINER, Hook::Egress)] {
-            let prog = load_classifier(&mut self.lxc, objects::BPF_LXC.name, symbol)?;
-            mode = attach_pinned(prog, symbol, ifname, hook, &links)?;
+        let prog = load_classifier(&mut self.lxc, objects::BPF_LXC.name, FROM_CONTAINER)?;
+        attach_pinned(prog, FROM_CONTAINER, ifname, Hook::Ingress, &links, mode)
+    }
+
+    /// Moves an endpoint attached as tc onto a pinned tcx link. The tcx
+    /// program runs first and ends processing, so the old filter is inert
+    /// from the moment the link exists and is then removed.
+    pub fn upgrade_endpoint_to_tcx(&mut self, endpoint_id: u16, ifname: &str) -> Result<(), Error> {
+        if self.attach_endpoint_as(endpoint_id, ifname, AttachMode::Tcx)? == AttachMode::Tcx {
+            crate::attach::detach_tc(ifname, Hook::Ingress);
         }
-        Ok(mode)
+        Ok(())
+    }
+
+    /// The mode attachments end up in.
+    pub fn attach_mode(&self) -> AttachMode {
+        self.mode
     }
 
     /// Drops the endpoint's pinned links (detaching its programs).
@@ -121,7 +148,7 @@ impl Datapath {
             .join(ifname.replace('.', "-"))
             .join("links");
         let prog = load_classifier(&mut self.host, objects::BPF_HOST.name, FROM_HOST)?;
-        attach_pinned(prog, FROM_HOST, ifname, Hook::Egress, &links)
+        attach_pinned(prog, FROM_HOST, ifname, Hook::Egress, &links, self.mode)
     }
 }
 

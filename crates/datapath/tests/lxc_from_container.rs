@@ -143,27 +143,3 @@ fn unknown_l3_and_malformed_ipv4_are_dropped_with_their_reasons() {
     assert_eq!(metric(&obj, abi::drop::DROP_INVALID, DIR_EGRESS).0, 1);
     assert_eq!(metric(&obj, 0, DIR_EGRESS).0, 0, "nothing was forwarded");
 }
-
-#[test]
-fn host_to_pod_traffic_is_tracked_on_the_way_in() {
-    let sb = Sandbox::enter();
-    let mut obj = two_pods(&sb);
-    let router = Ipv4Addr::new(10, 0, 0, 1);
-    let ping = {
-        let mut icmp = vec![8, 0, 0, 0, 0x12, 0x34, 0, 1];
-        icmp.extend_from_slice(&[0; 8]);
-        ipv4(router, POD_A, 1, &icmp)
-    };
-    let out = obj.run("cil_to_container", &ping).expect("test run");
-    assert_eq!(out.retval, TC_ACT_OK);
-    let key = Ipv4CtTuple {
-        daddr: router.into(),
-        saddr: POD_A.into(),
-        dport: abi::Be16::new(0),
-        sport: abi::Be16::new(0x1234),
-        nexthdr: 1,
-        flags: TUPLE_F_IN,
-    };
-    let e = ct_entry(&obj, abi::maps::CT_ANY4_GLOBAL, key).expect("ICMP ingress entry");
-    assert_eq!(e.src_sec_id, abi::identity::WORLD, "no ipcache entry: world");
-}

@@ -33,23 +33,35 @@ pub struct PodVeth {
     pub pod_mac: [u8; 6],
 }
 
-/// Creates `host_name` <-> `tmp_name` in the caller's namespace, moves the
-/// peer into `pod_ns` and renames it `pod_name`. Both ends get random MACs,
-/// `mtu`, txqueuelen 1000 and are set up. On failure nothing is left behind.
+/// Creates `host_name` in the caller's namespace with its peer `pod_name`
+/// created directly inside `pod_ns` (no move between namespaces, which
+/// costs an RCU grace period). Both ends get random MACs, `mtu`,
+/// txqueuelen 1000 and are set up. On failure nothing is left behind.
 pub async fn create_pod_veth(
     host: &Netlink,
     pod: &Netlink,
     pod_ns: &NetNs,
     host_name: &str,
-    tmp_name: &str,
     pod_name: &str,
     mtu: u32,
 ) -> Result<PodVeth, Error> {
+    use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth};
+    use rtnetlink::{LinkMessageBuilder, LinkUnspec};
+
     let (host_mac, pod_mac) = (random_mac(), random_mac());
-    let msg = rtnetlink::LinkVeth::new(host_name, tmp_name)
+    let peer = LinkMessageBuilder::<LinkUnspec>::new()
+        .name(pod_name.to_owned())
+        .mtu(mtu)
+        .txqueuelen(1000)
+        .address(pod_mac.to_vec())
+        .setns_by_fd(pod_ns.fd().as_raw_fd())
+        .build();
+    let msg = LinkMessageBuilder::<rtnetlink::LinkVeth>::new_with_info_kind(InfoKind::Veth)
+        .name(host_name.to_owned())
         .mtu(mtu)
         .txqueuelen(1000)
         .address(host_mac.to_vec())
+        .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
         .build();
     host.handle()
         .link()
@@ -62,35 +74,11 @@ pub async fn create_pod_veth(
             .link_by_name(host_name)
             .await?
             .ok_or_else(|| Error::NoLink(host_name.into()))?;
-        let tmp = host
-            .link_by_name(tmp_name)
-            .await?
-            .ok_or_else(|| Error::NoLink(tmp_name.into()))?;
-        let msg = rtnetlink::LinkUnspec::new_with_index(tmp.index)
-            .address(pod_mac.to_vec())
-            .mtu(mtu)
-            .setns_by_fd(pod_ns.fd().as_raw_fd())
-            .build();
-        host.handle()
-            .link()
-            .set(msg)
-            .execute()
-            .await
-            .map_err(Error::nl("move to pod netns", tmp_name))?;
         let peer = pod
-            .link_by_name(tmp_name)
+            .link_by_name(pod_name)
             .await?
-            .ok_or_else(|| Error::NoLink(tmp_name.into()))?;
-        let msg = rtnetlink::LinkUnspec::new_with_index(peer.index)
-            .name(pod_name.to_owned())
-            .up()
-            .build();
-        pod.handle()
-            .link()
-            .set(msg)
-            .execute()
-            .await
-            .map_err(Error::nl("rename", pod_name))?;
+            .ok_or_else(|| Error::NoLink(pod_name.into()))?;
+        pod.set_up(peer.index).await?;
         host.set_up(host_link.index).await?;
         Ok(PodVeth {
             host_name: host_name.to_owned(),
@@ -103,7 +91,7 @@ pub async fn create_pod_veth(
     }
     .await;
     if result.is_err() {
-        // Deleting either end removes the pair, wherever the peer went.
+        // Deleting either end removes the pair.
         if let Ok(Some(l)) = host.link_by_name(host_name).await {
             let _ = host.delete_link(l.index).await;
         }

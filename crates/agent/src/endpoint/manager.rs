@@ -179,6 +179,7 @@ impl Endpoints {
 
     /// `PUT /endpoint/{id}`: creates and realizes an endpoint.
     pub fn create(&mut self, d: &Daemon, req: &EndpointChangeRequest) -> Result<Endpoint, EndpointError> {
+        let started = std::time::Instant::now();
         let mut ep = self.from_request(req)?;
         if !ep.external_ipam {
             d.ipam
@@ -193,7 +194,8 @@ impl Endpoints {
             .expect("identities lock")
             .acquire(&ep.labels, None)
             .map_err(|e| EndpointError::Failed(e.to_string()))?;
-        if let Err(e) = realize(d, &mut ep).and_then(|()| {
+        let fast = d.datapath.lock().expect("datapath lock").attach_mode() == datapath::attach::AttachMode::Tcx;
+        if let Err(e) = realize(d, &mut ep, fast).and_then(|()| {
             state::write(&self.state_dir, &ep)
                 .map_err(|e| EndpointError::Failed(format!("writing endpoint state: {e}")))
         }) {
@@ -209,6 +211,7 @@ impl Endpoints {
             ipv4 = %ep.ipv4,
             identity = ep.identity,
             interface = %ep.ifname,
+            duration = ?started.elapsed(),
             "New endpoint"
         );
         self.by_id.insert(ep.id, ep.clone());
@@ -276,7 +279,7 @@ impl Endpoints {
                     .expect("identities lock")
                     .acquire(&ep.labels, Some(ep.identity))
                     .map_err(|e| EndpointError::Failed(e.to_string()))?;
-                realize(d, &mut ep)
+                realize(d, &mut ep, false)
             })();
             match result {
                 Ok(()) => {
@@ -296,13 +299,22 @@ impl Endpoints {
 }
 
 /// Attaches the programs and writes the endpoint into the maps.
-fn realize(d: &Daemon, ep: &mut Endpoint) -> Result<(), EndpointError> {
+///
+/// A new endpoint is attached with a legacy tc filter, which takes well under
+/// a millisecond, and moved onto a tcx link right after the API answered
+/// ([`upgrade_to_tcx`]): creating a tcx link waits for an RCU grace period
+/// (10-25 ms here), which would otherwise be most of a pod's ADD time.
+fn realize(d: &Daemon, ep: &mut Endpoint, fast_attach: bool) -> Result<(), EndpointError> {
+    use datapath::attach::AttachMode;
     ep.state = "regenerating".into();
-    d.datapath
-        .lock()
-        .expect("datapath lock")
-        .attach_endpoint(ep.id, &ep.ifname)
-        .map_err(|e| EndpointError::Failed(format!("attaching programs: {e}")))?;
+    let mut dp = d.datapath.lock().expect("datapath lock");
+    let attached = if fast_attach {
+        dp.attach_endpoint_as(ep.id, &ep.ifname, AttachMode::Tc)
+    } else {
+        dp.attach_endpoint(ep.id, &ep.ifname)
+    };
+    drop(dp);
+    attached.map_err(|e| EndpointError::Failed(format!("attaching programs: {e}")))?;
     let info = EndpointInfo::pod(
         ep.ifindex,
         ep.id,
@@ -333,4 +345,22 @@ fn unrealize(d: &Daemon, ep: &Endpoint) {
     }
     let _ = d.ipcache.remove(ep.ipv4, 32);
     d.datapath.lock().expect("datapath lock").detach_endpoint(ep.id);
+}
+
+/// Second half of a fast attach: moves endpoint `id` onto its pinned tcx
+/// link, unless it was deleted meanwhile.
+pub fn upgrade_to_tcx(d: &Daemon, id: u16, ifname: &str) {
+    let result = d
+        .datapath
+        .lock()
+        .expect("datapath lock")
+        .upgrade_endpoint_to_tcx(id, ifname);
+    if let Err(e) = result {
+        tracing::warn!(subsys = "endpoint", endpointID = id, error = %e, "Unable to move endpoint to tcx, it stays on tc");
+        return;
+    }
+    let eps = d.endpoints.lock().expect("endpoints lock");
+    if !eps.find(&EndpointRef::Local(id)).iter().any(|e| e.ifname == ifname) {
+        d.datapath.lock().expect("datapath lock").detach_endpoint(id);
+    }
 }

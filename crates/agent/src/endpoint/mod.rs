@@ -7,7 +7,7 @@ mod manager;
 mod state;
 
 pub use id::{parse as parse_id, EndpointRef};
-pub use manager::{EndpointError, Endpoints};
+pub use manager::{upgrade_to_tcx, EndpointError, Endpoints};
 
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;

@@ -1,6 +1,7 @@
 //! `<state dir>/<ID>/ep_config.json`, written as Cilium regenerates: into
 //! `<ID>_next`, then swapped into place, so a crash never leaves a
-//! half-written endpoint directory behind.
+//! half-written endpoint directory behind. No fsync: surviving a killed
+//! agent needs only the page cache, and the state is for one boot.
 
 use super::Endpoint;
 use std::io::Write;
@@ -20,7 +21,6 @@ pub fn write(state_dir: &Path, ep: &Endpoint) -> std::io::Result<()> {
     std::fs::create_dir_all(&next)?;
     let mut f = std::fs::File::create(next.join(EP_CONFIG))?;
     f.write_all(&serde_json::to_vec_pretty(ep).expect("endpoint serializes"))?;
-    f.sync_all()?;
     let _ = std::fs::remove_dir_all(&stale);
     if final_dir.exists() {
         std::fs::rename(&final_dir, &stale)?;

@@ -1,4 +1,6 @@
-//! The allocation file: JSON, replaced atomically (write, fsync, rename).
+//! The allocation file: JSON, replaced atomically (write, rename). No fsync:
+//! the file must survive the agent being killed, which the page cache
+//! already guarantees; like Cilium's state dir it lives for one boot.
 
 use super::Allocation;
 use std::collections::BTreeMap;
@@ -54,7 +56,6 @@ impl Store {
         let body = serde_json::to_vec_pretty(allocations).expect("allocations serialize");
         let mut f = std::fs::File::create(&tmp).map_err(self.io("writing"))?;
         f.write_all(&body).map_err(self.io("writing"))?;
-        f.sync_all().map_err(self.io("syncing"))?;
         std::fs::rename(&tmp, &self.path).map_err(self.io("replacing"))
     }
 }

@@ -33,6 +33,8 @@ pub struct DaemonConfig {
     pub tunnel_protocol: String,
     pub ipam_mode: String,
     pub cni_chaining_mode: String,
+    /// Attach with tcx links (else legacy tc clsact filters).
+    pub enable_tcx: bool,
     pub bpf_map_dynamic_size_ratio: f64,
     /// Every key with its effective value (`daemonConfigurationMap`).
     pub all: BTreeMap<String, String>,
@@ -144,6 +146,7 @@ impl DaemonConfig {
             tunnel_protocol: l.get("tunnel-protocol").to_ascii_lowercase(),
             ipam_mode: l.get("ipam").to_ascii_lowercase(),
             cni_chaining_mode: l.get("cni-chaining-mode").to_owned(),
+            enable_tcx: boolean("enable-tcx"),
             bpf_map_dynamic_size_ratio: l
                 .get("bpf-map-dynamic-size-ratio")
                 .parse()

@@ -180,7 +180,7 @@ pub const KEYS: &[Key] = &[
     later("enable-vtep", Bool, "false"),
     later("enable-well-known-identities", Bool, "false"),
     later("enable-xt-socket-fallback", Bool, "true"),
-    later("enable-tcx", Bool, "true"),
+    k("enable-tcx", Bool, "true"),
     later("hubble-disable-tls", Bool, "false"),
     later("hubble-listen-address", Str, ""),
     later("hubble-socket-path", Path, "/var/run/cilium/hubble.sock"),

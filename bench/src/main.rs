@@ -1,0 +1,266 @@
+//! cilium-bench: the pod-networking targets, each measured against a
+//! baseline taken in the same run on the same machine (which is noisy):
+//!
+//! - pod ADD latency over N pods: `cilium-cni ADD` against the same veth,
+//!   address and routes made with plain `ip` commands;
+//! - agent RSS with 0 and N endpoints, against the 30 MB target;
+//! - pod-to-pod TCP throughput (iperf3) through our programs, against two
+//!   namespaces joined by plain veths and host routes, no BPF.
+//!
+//! Everything runs in a private network + mount namespace.
+
+use anyhow::{bail, Context};
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use testsupport::Sandbox;
+
+const POD_CIDR: &str = "10.3.0.0/24";
+const BASE_GW: Ipv4Addr = Ipv4Addr::new(10, 4, 0, 1);
+const NETCONF: &str = r#"{"cniVersion":"1.0.0","name":"cilium","type":"cilium-cni"}"#;
+const RSS_TARGET_MB: f64 = 30.0;
+const ADD_P50_TARGET_MS: f64 = 20.0;
+const THROUGHPUT_TARGET: f64 = 0.9;
+
+fn run(cmd: &mut Command) -> anyhow::Result<String> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A workspace binary next to cilium-bench.
+fn sibling(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("own path");
+    exe.parent().expect("binary dir").join(name)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn rss_mb(pid: u32) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .context("VmRSS")?;
+    Ok(kb / 1024.0)
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "PASS"
+    } else {
+        "MISS"
+    }
+}
+
+struct Bench {
+    sb: Sandbox,
+    socket: PathBuf,
+}
+
+impl Bench {
+    fn netns(&self, name: &str) -> PathBuf {
+        self.sb.netns_dir().join(name)
+    }
+
+    fn start_agent(&mut self) -> anyhow::Result<u32> {
+        let child = Command::new(sibling("cilium-agent"))
+            .arg(format!("--bpf-root={}", self.sb.bpffs().display()))
+            .arg(format!("--state-dir={}", self.sb.run_dir().join("state").display()))
+            .arg(format!("--socket-path={}", self.socket.display()))
+            .arg(format!("--ipv4-range={POD_CIDR}"))
+            .args(std::env::var("CILIUM_BENCH_AGENT_ARGS").unwrap_or_default().split_whitespace())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting cilium-agent")?;
+        let pid = child.id();
+        self.sb.adopt(child);
+        let client = api::Client::new(&self.socket);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while client
+            .get_json::<serde_json::Value>("/healthz", &[("brief", "true")])
+            .is_err()
+        {
+            if Instant::now() > deadline {
+                bail!("agent did not become ready");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Let start-up allocations settle before measuring memory.
+        std::thread::sleep(Duration::from_millis(500));
+        Ok(pid)
+    }
+
+    /// One CNI ADD, timed as the runtime sees it (process start to exit).
+    fn cni_add(&self, i: usize) -> anyhow::Result<Duration> {
+        let ns = self.netns(&format!("pod{i}"));
+        let t = Instant::now();
+        let mut child = Command::new(sibling("cilium-cni"))
+            .env("CILIUM_SOCK", &self.socket)
+            .env("CNI_COMMAND", "ADD")
+            .env("CNI_CONTAINERID", format!("bench-{i}"))
+            .env("CNI_NETNS", &ns)
+            .env("CNI_IFNAME", "eth0")
+            .env("CNI_ARGS", format!("K8S_POD_NAMESPACE=bench;K8S_POD_NAME=pod{i}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        child.stdin.take().expect("stdin").write_all(NETCONF.as_bytes())?;
+        let out = child.wait_with_output()?;
+        let took = t.elapsed();
+        if !out.status.success() {
+            bail!("ADD pod{i}: {}", String::from_utf8_lossy(&out.stdout));
+        }
+        Ok(took)
+    }
+
+    /// Waits until endpoint `id` sits on its pinned tcx link.
+    fn wait_tcx(&self, id: usize) -> anyhow::Result<()> {
+        let pin = self
+            .sb
+            .bpffs()
+            .join(format!("cilium/endpoints/{id}/links/cil_from_container"));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !pin.exists() {
+            if Instant::now() > deadline {
+                bail!("endpoint {id} never moved to tcx ({})", pin.display());
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Ok(())
+    }
+
+    /// The same wiring with plain ip commands (no agent, no BPF).
+    fn ip_add(&self, i: usize) -> anyhow::Result<Duration> {
+        let ns = self.netns(&format!("base{i}"));
+        let net = format!("--net={}", ns.display());
+        let host = format!("lxcb{i}");
+        let ip = Ipv4Addr::new(10, 4, (i / 200) as u8, (i % 200 + 2) as u8);
+        let me = std::process::id().to_string();
+        let t = Instant::now();
+        let pod = |args: &[&str]| run(Command::new("nsenter").arg(&net).arg("ip").args(args));
+        pod(&["link", "add", "eth0", "type", "veth", "peer", "name", &host, "netns", &me])?;
+        pod(&["addr", "add", &format!("{ip}/32"), "dev", "eth0"])?;
+        pod(&["link", "set", "eth0", "up"])?;
+        run(Command::new("ip").args(["link", "set", &host, "up"]))?;
+        pod(&["route", "add", &format!("{BASE_GW}/32"), "dev", "eth0", "scope", "link"])?;
+        pod(&["route", "add", "default", "via", &BASE_GW.to_string(), "dev", "eth0"])?;
+        let took = t.elapsed();
+        // Host route so the baseline pods reach each other (not timed).
+        run(Command::new("ip").args(["route", "add", &format!("{ip}/32"), "dev", &host]))?;
+        Ok(took)
+    }
+}
+
+fn latency_line(name: &str, samples: &mut [f64]) -> (f64, f64) {
+    samples.sort_by(|a, b| a.total_cmp(b));
+    let (p50, p99) = (percentile(samples, 0.5), percentile(samples, 0.99));
+    println!("  {name:<28} p50 {p50:7.2} ms   p99 {p99:7.2} ms");
+    (p50, p99)
+}
+
+fn iperf(server_ns: &Path, client_ns: &Path, server_ip: Ipv4Addr, secs: u32) -> anyhow::Result<f64> {
+    let mut server = Command::new("nsenter")
+        .arg(format!("--net={}", server_ns.display()))
+        .args(["iperf3", "-s", "-1", "-p", "5201"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting iperf3 (apt install iperf3)")?;
+    std::thread::sleep(Duration::from_millis(300));
+    let out = run(Command::new("nsenter")
+        .arg(format!("--net={}", client_ns.display()))
+        .args(["iperf3", "-c", &server_ip.to_string(), "-p", "5201", "-J", "-t", &secs.to_string()]));
+    let _ = server.kill();
+    let _ = server.wait();
+    let v: serde_json::Value = serde_json::from_str(&out?)?;
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .context("iperf3 JSON without end.sum_received")
+}
+
+fn main() -> anyhow::Result<()> {
+    let pods: usize = std::env::args()
+        .nth(1)
+        .map(|a| a.parse().context("usage: cilium-bench [pods] [iperf-seconds]"))
+        .transpose()?
+        .unwrap_or(100);
+    let secs: u32 = std::env::args()
+        .nth(2)
+        .map(|a| a.parse().context("usage: cilium-bench [pods] [iperf-seconds]"))
+        .transpose()?
+        .unwrap_or(5);
+    anyhow::ensure!((2..=200).contains(&pods), "pods must be in 2..200");
+    let sb = Sandbox::try_enter().context("creating the bench namespaces (run as root)")?;
+    let socket = sb.run_dir().join("cilium.sock");
+    let mut b = Bench { sb, socket };
+    let agent = b.start_agent()?;
+    let rss0 = rss_mb(agent)?;
+
+    // Namespaces are made up front: both paths start from an existing netns.
+    for i in 0..pods {
+        netdev::netns::create(&b.netns(&format!("pod{i}")))?;
+        netdev::netns::create(&b.netns(&format!("base{i}")))?;
+    }
+    run(Command::new("ip").args(["addr", "add", &format!("{BASE_GW}/32"), "dev", "lo"]))?;
+    let (mut ours, mut settled, mut base) = (Vec::new(), Vec::new(), Vec::new());
+    // Interleaved, so machine noise hits both series alike. The agent moves
+    // each new endpoint from its tc filter onto a tcx link after answering;
+    // that is waited for (and reported) before the baseline's turn, so the
+    // baseline does not pay for it.
+    for i in 0..pods {
+        let t = Instant::now();
+        ours.push(b.cni_add(i)?.as_secs_f64() * 1000.0);
+        b.wait_tcx(i + 1)?;
+        settled.push(t.elapsed().as_secs_f64() * 1000.0);
+        base.push(b.ip_add(i)?.as_secs_f64() * 1000.0);
+    }
+    println!("pod ADD latency over {pods} pods (process start to exit):");
+    let (p50, p99) = latency_line("cilium-cni ADD", &mut ours);
+    latency_line("  ...until on its tcx link", &mut settled);
+    let (bp50, bp99) = latency_line("baseline: ip commands", &mut base);
+    println!(
+        "  ratio cilium-cni/baseline: p50 {:.2}x  p99 {:.2}x   target p50 < {ADD_P50_TARGET_MS} ms: {}",
+        p50 / bp50,
+        p99 / bp99,
+        verdict(p50 < ADD_P50_TARGET_MS)
+    );
+
+    let rss_n = rss_mb(agent)?;
+    println!("agent RSS:");
+    println!("  0 endpoints   {rss0:6.1} MB   ratio to the {RSS_TARGET_MB} MB target {:.2}x", rss0 / RSS_TARGET_MB);
+    println!(
+        "  {pods} endpoints {rss_n:6.1} MB   ratio to the {RSS_TARGET_MB} MB target {:.2}x   target: {}",
+        rss_n / RSS_TARGET_MB,
+        verdict(rss0 < RSS_TARGET_MB && rss_n < RSS_TARGET_MB)
+    );
+
+    let ip_of = |ns: &Path| -> anyhow::Result<Ipv4Addr> {
+        let out = run(Command::new("nsenter")
+            .arg(format!("--net={}", ns.display()))
+            .args(["ip", "-4", "-o", "addr", "show", "dev", "eth0"]))?;
+        out.split_whitespace()
+            .skip_while(|w| *w != "inet")
+            .nth(1)
+            .and_then(|a| a.split('/').next()?.parse().ok())
+            .context("pod address")
+    };
+    let ours_bps = iperf(&b.netns("pod1"), &b.netns("pod0"), ip_of(&b.netns("pod1"))?, secs)?;
+    let base_bps = iperf(&b.netns("base1"), &b.netns("base0"), ip_of(&b.netns("base1"))?, secs)?;
+    let ratio = ours_bps / base_bps;
+    println!("pod-to-pod TCP throughput (iperf3, {secs} s):");
+    println!("  through bpf_lxc (peer redirect)  {:7.2} Gbit/s", ours_bps / 1e9);
+    println!("  baseline: veth + host routes     {:7.2} Gbit/s", base_bps / 1e9);
+    println!("  ratio {ratio:.2}x   target >= {THROUGHPUT_TARGET}x: {}", verdict(ratio >= THROUGHPUT_TARGET));
+    Ok(())
+}
