@@ -146,20 +146,18 @@ static __always_inline int ct_lookup4(struct __sk_buff *ctx, const struct iphdr 
 		return ret;
 
 	map = ct_map_for(tuple->nexthdr);
-	entry = bpf_map_lookup_elem(map, tuple);
-	if (entry) {
-		state->status = (tuple->flags & TUPLE_F_RELATED) ? CT_RELATED : CT_REPLY;
-		state->src_sec_id = entry->src_sec_id;
-		ct_update(entry, tuple->nexthdr, state->tcp_flags, 1, ctx->len);
-		return 0;
-	}
-	ct_tuple_reverse(tuple);
-	entry = bpf_map_lookup_elem(map, tuple);
-	if (entry) {
-		state->status = (tuple->flags & TUPLE_F_RELATED) ? CT_RELATED : CT_ESTABLISHED;
-		state->src_sec_id = entry->src_sec_id;
-		ct_update(entry, tuple->nexthdr, state->tcp_flags, 0, ctx->len);
-		return 0;
+	/* as is: a reply; reversed: the original direction */
+	for (int reply = 1; reply >= 0; reply--) {
+		entry = bpf_map_lookup_elem(map, tuple);
+		if (entry) {
+			state->status = (tuple->flags & TUPLE_F_RELATED) ? CT_RELATED :
+					reply ? CT_REPLY : CT_ESTABLISHED;
+			state->src_sec_id = entry->src_sec_id;
+			ct_update(entry, tuple->nexthdr, state->tcp_flags, reply, ctx->len);
+			return 0;
+		}
+		if (reply)
+			ct_tuple_reverse(tuple);
 	}
 	state->status = CT_NEW;
 	return 0;

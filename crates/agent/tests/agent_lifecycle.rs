@@ -12,16 +12,6 @@ use testsupport::Sandbox;
 
 const AGENT: &str = env!("CARGO_BIN_EXE_cilium-agent");
 
-fn cli() -> PathBuf {
-    let p = testsupport::bin("cilium");
-    assert!(
-        p.exists(),
-        "{} missing: run the workspace tests (cargo test --workspace)",
-        p.display()
-    );
-    p
-}
-
 struct Node {
     sb: Sandbox,
 }
@@ -60,14 +50,7 @@ impl Node {
     }
 
     fn cilium(&self, args: &[&str]) -> Output {
-        Command::new(cli())
-            .arg("-H")
-            .arg(format!("unix://{}", self.socket().display()))
-            .arg("--bpf-root")
-            .arg(self.sb.bpffs())
-            .args(args)
-            .output()
-            .expect("run cilium")
+        testsupport::cilium(&self.socket(), &self.sb.bpffs(), args)
     }
 
     fn wait_ready(&self) {

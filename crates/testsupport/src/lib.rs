@@ -156,3 +156,21 @@ pub fn bin(name: &str) -> PathBuf {
         .expect("target profile dir");
     profile_dir.join(name)
 }
+
+/// Runs the workspace's `cilium` CLI against an agent socket and a bpffs.
+pub fn cilium(socket: &Path, bpffs: &Path, args: &[&str]) -> std::process::Output {
+    let cli = bin("cilium");
+    assert!(
+        cli.exists(),
+        "{} missing: run the workspace tests (cargo test --workspace)",
+        cli.display()
+    );
+    std::process::Command::new(cli)
+        .arg("-H")
+        .arg(format!("unix://{}", socket.display()))
+        .arg("--bpf-root")
+        .arg(bpffs)
+        .args(args)
+        .output()
+        .expect("run cilium")
+}

@@ -181,19 +181,7 @@ impl Endpoints {
     pub fn create(&mut self, d: &Daemon, req: &EndpointChangeRequest) -> Result<Endpoint, EndpointError> {
         let started = std::time::Instant::now();
         let mut ep = self.from_request(req)?;
-        if !ep.external_ipam {
-            d.ipam
-                .lock()
-                .expect("ipam lock")
-                .claim(ep.ipv4, &ep.ipam_owner())
-                .map_err(|e| EndpointError::Exists(e.to_string()))?;
-        }
-        ep.identity = d
-            .identities
-            .lock()
-            .expect("identities lock")
-            .acquire(&ep.labels, None)
-            .map_err(|e| EndpointError::Failed(e.to_string()))?;
+        reserve(d, &mut ep, None)?;
         let fast = d.datapath.lock().expect("datapath lock").attach_mode() == datapath::attach::AttachMode::Tcx;
         if let Err(e) = realize(d, &mut ep, fast).and_then(|()| {
             state::write(&self.state_dir, &ep)
@@ -265,22 +253,8 @@ impl Endpoints {
                 continue;
             };
             ep.ifindex = ifindex;
-            let result = (|| {
-                if !ep.external_ipam {
-                    d.ipam
-                        .lock()
-                        .expect("ipam lock")
-                        .claim(ep.ipv4, &ep.ipam_owner())
-                        .map_err(|e| EndpointError::Failed(e.to_string()))?;
-                }
-                ep.identity = d
-                    .identities
-                    .lock()
-                    .expect("identities lock")
-                    .acquire(&ep.labels, Some(ep.identity))
-                    .map_err(|e| EndpointError::Failed(e.to_string()))?;
-                realize(d, &mut ep, false)
-            })();
+            let wanted = Some(ep.identity);
+            let result = reserve(d, &mut ep, wanted).and_then(|()| realize(d, &mut ep, false));
             match result {
                 Ok(()) => {
                     tracing::info!(subsys = "endpoint", endpointID = ep.id, ipv4 = %ep.ipv4, "Restored endpoint");
@@ -296,6 +270,24 @@ impl Endpoints {
         }
         (restored, dropped)
     }
+}
+
+/// Claims the endpoint's address and its identity (`wanted` on restore).
+fn reserve(d: &Daemon, ep: &mut Endpoint, wanted: Option<u32>) -> Result<(), EndpointError> {
+    if !ep.external_ipam {
+        d.ipam
+            .lock()
+            .expect("ipam lock")
+            .claim(ep.ipv4, &ep.ipam_owner())
+            .map_err(|e| EndpointError::Exists(e.to_string()))?;
+    }
+    ep.identity = d
+        .identities
+        .lock()
+        .expect("identities lock")
+        .acquire(&ep.labels, wanted)
+        .map_err(|e| EndpointError::Failed(e.to_string()))?;
+    Ok(())
 }
 
 /// Attaches the programs and writes the endpoint into the maps.

@@ -64,14 +64,7 @@ impl Node {
     }
 
     pub fn cilium(&self, args: &[&str]) -> Output {
-        Command::new(testsupport::bin("cilium"))
-            .arg("-H")
-            .arg(format!("unix://{}", self.socket().display()))
-            .arg("--bpf-root")
-            .arg(self.sb.bpffs())
-            .args(args)
-            .output()
-            .expect("run cilium")
+        testsupport::cilium(&self.socket(), &self.sb.bpffs(), args)
     }
 
     pub fn cilium_ok(&self, args: &[&str]) -> String {
