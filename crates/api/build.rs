@@ -9,4 +9,10 @@ fn main() {
         .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=CILIUM_GIT_REVISION={rev}");
     println!("cargo:rerun-if-changed=../../.git/HEAD");
+    // HEAD names a branch; a commit changes the branch's ref, not HEAD.
+    if let Ok(head) = std::fs::read_to_string("../../.git/HEAD") {
+        if let Some(r) = head.trim().strip_prefix("ref: ") {
+            println!("cargo:rerun-if-changed=../../.git/{r}");
+        }
+    }
 }
