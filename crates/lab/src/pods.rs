@@ -59,11 +59,14 @@ fn cni(l: &Layout, command: &str, pod: &str) -> anyhow::Result<serde_json::Value
         .stdout(Stdio::piped())
         .spawn()
         .with_context(|| format!("running {}", plugin.display()))?;
-    child
-        .stdin
-        .take()
-        .expect("piped stdin")
-        .write_all(plugin_conf(l)?.as_bytes())?;
+    // A plugin that refuses its environment may exit before reading stdin;
+    // its answer on stdout is what counts.
+    let conf = plugin_conf(l)?;
+    if let Err(e) = child.stdin.take().expect("piped stdin").write_all(conf.as_bytes()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(e.into());
+        }
+    }
     let out = child.wait_with_output()?;
     let text = String::from_utf8_lossy(&out.stdout);
     let json: serde_json::Value = if text.trim().is_empty() {
