@@ -104,8 +104,15 @@ impl Datapath {
     /// Attaches the endpoint program to a pod's host-side veth. Only its
     /// ingress needs one (as in Cilium without endpoint routes): traffic
     /// into the pod is delivered by cil_from_container or cil_from_host.
+    /// With tcx, a tc filter left by a fast attach is removed once the link
+    /// exists: the tcx program runs first and ends processing, so the
+    /// filter is inert from that moment.
     pub fn attach_endpoint(&mut self, endpoint_id: u16, ifname: &str) -> Result<AttachMode, Error> {
-        self.attach_endpoint_as(endpoint_id, ifname, self.mode)
+        let mode = self.attach_endpoint_as(endpoint_id, ifname, self.mode)?;
+        if mode == AttachMode::Tcx {
+            crate::attach::detach_tc(ifname, Hook::Ingress);
+        }
+        Ok(mode)
     }
 
     /// Attaches with `mode` regardless of the configured one.
@@ -118,16 +125,6 @@ impl Datapath {
         let links = self.endpoint_links_dir(endpoint_id);
         let prog = load_classifier(&mut self.lxc, objects::BPF_LXC.name, FROM_CONTAINER)?;
         attach_pinned(prog, FROM_CONTAINER, ifname, Hook::Ingress, &links, mode)
-    }
-
-    /// Moves an endpoint attached as tc onto a pinned tcx link. The tcx
-    /// program runs first and ends processing, so the old filter is inert
-    /// from the moment the link exists and is then removed.
-    pub fn upgrade_endpoint_to_tcx(&mut self, endpoint_id: u16, ifname: &str) -> Result<(), Error> {
-        if self.attach_endpoint_as(endpoint_id, ifname, AttachMode::Tcx)? == AttachMode::Tcx {
-            crate::attach::detach_tc(ifname, Hook::Ingress);
-        }
-        Ok(())
     }
 
     /// The mode attachments end up in.

@@ -346,7 +346,7 @@ pub fn upgrade_to_tcx(d: &Daemon, id: u16, ifname: &str) {
         .datapath
         .lock()
         .expect("datapath lock")
-        .upgrade_endpoint_to_tcx(id, ifname);
+        .attach_endpoint(id, ifname);
     if let Err(e) = result {
         tracing::warn!(subsys = "endpoint", endpointID = id, error = %e, "Unable to move endpoint to tcx, it stays on tc");
         return;
