@@ -139,6 +139,17 @@ async fn patch_config(State(d): Shared, body: Bytes) -> Response {
     }
 }
 
+/// `GET /cluster/nodes`: this node and every node learned from the kvstore.
+async fn cluster_nodes(State(d): Shared) -> Json<api::models::ClusterNodeStatus> {
+    let mut nodes = vec![d.node.to_api("local")];
+    let source = "kvstore";
+    nodes.extend(d.nodes.list().iter().map(|n| n.to_api(source)));
+    Json(api::models::ClusterNodeStatus {
+        self_: d.node.name.clone(),
+        nodes_added: nodes,
+    })
+}
+
 async fn not_found(uri: Uri) -> Response {
     error(
         StatusCode::NOT_FOUND,
@@ -153,6 +164,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .route("/v1/ipam", post(api_ipam::allocate_next))
         .route("/v1/ipam/{ip}", post(api_ipam::allocate_ip).delete(api_ipam::release))
         .route("/v1/ip", get(api_ipam::ip_list))
+        .route("/v1/cluster/nodes", get(cluster_nodes))
         .route("/v1/endpoint", get(api_endpoint::list).delete(api_endpoint::delete_batch))
         .route(
             "/v1/endpoint/{id}",

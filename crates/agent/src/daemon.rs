@@ -22,6 +22,10 @@ pub struct Daemon {
     pub identities: Mutex<crate::identity::Identities>,
     pub ipcache: crate::ipcache::IpCache,
     pub endpoints: Mutex<crate::endpoint::Endpoints>,
+    /// This node as published to the cluster.
+    pub node: crate::nodes::Node,
+    pub nodes: Arc<crate::nodes::Nodes>,
+    pub kvstore: Option<kvstore::Kvstore>,
     pub node_ip: Option<Ipv4Addr>,
     pub started: Instant,
 }
@@ -129,6 +133,20 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         .context("opening IPAM")?;
     write_utime_offset(&config.bpf_root)?;
 
+    let node = local_node(&config, node_ip);
+    let kv = match &config.kvstore {
+        Some(kc) => Some(connect_kvstore(kc).await?),
+        None => None,
+    };
+    let nodes = Arc::new(crate::nodes::Nodes::default());
+    if let Some(kv) = &kv {
+        let key = kvstore::keys::node(&config.cluster_name, &node.name);
+        let body = serde_json::to_vec(&node).expect("node serializes");
+        kv.put_leased(&key, &body).await.context("registering the node in the kvstore")?;
+        tracing::info!(subsys = "nodediscovery", node = %node.name, key = %key, "Node registered in kvstore");
+        nodes.follow(kv, node.name.clone());
+    }
+
     let runtime = RuntimeOptions::new(
         config.debug,
         &config.monitor_aggregation,
@@ -144,6 +162,9 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         identities: Mutex::default(),
         ipcache,
         endpoints: Mutex::new(crate::endpoint::Endpoints::new(config.state_dir.clone())),
+        node,
+        nodes,
+        kvstore: kv,
         node_ip,
         started: t0,
         config,
@@ -156,6 +177,48 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     start_controllers(&daemon, host_ips);
     tracing::info!(subsys = "daemon", bootstrapTime = ?t0.elapsed(), "Daemon initialization completed");
     Ok(Running { daemon, _pid: pid })
+}
+
+/// This node as Cilium publishes it: underlay and router addresses, pod CIDR.
+fn local_node(config: &DaemonConfig, node_ip: Option<Ipv4Addr>) -> crate::nodes::Node {
+    use crate::nodes::{IpNet, Node, NodeAddress};
+    let mut addresses: Vec<NodeAddress> = node_ip
+        .map(|ip| NodeAddress {
+            kind: "InternalIP".into(),
+            ip: ip.to_string(),
+        })
+        .into_iter()
+        .collect();
+    addresses.push(NodeAddress {
+        kind: "CiliumInternalIP".into(),
+        ip: config.router_ip.to_string(),
+    });
+    Node {
+        name: config.node_name.clone(),
+        cluster: config.cluster_name.clone(),
+        addresses,
+        ipv4_alloc_cidr: Some(IpNet::v4(config.ipv4_range.0, config.ipv4_range.1)),
+        cluster_id: config.cluster_id,
+        source: "local".into(),
+    }
+}
+
+/// Connects to etcd, retrying for a while as Cilium does at start.
+async fn connect_kvstore(kc: &crate::option::kvstore::KvstoreConfig) -> anyhow::Result<kvstore::Kvstore> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match kvstore::Kvstore::connect(&kc.endpoints, kc.lease_ttl).await {
+            Ok(kv) => {
+                tracing::info!(subsys = "kvstore", endpoints = ?kc.endpoints, leaseID = kv.lease_id(), "Connected to etcd");
+                return Ok(kv);
+            }
+            Err(e) if Instant::now() < deadline => {
+                tracing::info!(subsys = "kvstore", error = %e, "Waiting for etcd");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(anyhow::anyhow!(e).context("connecting to the kvstore")),
+        }
+    }
 }
 
 /// Lets the datapath turn its monotonic timestamps into wall-clock time.

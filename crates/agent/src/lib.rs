@@ -13,6 +13,7 @@ pub mod identity;
 pub mod ipcache;
 pub mod ipam;
 pub mod logging;
+pub mod nodes;
 pub mod option;
 pub mod pidfile;
 pub mod status;

@@ -48,7 +48,7 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
     let off = || Some(EnabledStatus { enabled: false });
     StatusResponse {
         cilium,
-        kvstore: Some(Status::ok("Disabled")),
+        kvstore: Some(kvstore_status(d)),
         kubernetes: Some(K8sStatus {
             state: State::Disabled,
             ..Default::default()
@@ -99,6 +99,19 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
             mode: "ktime".into(),
         }),
         ..Default::default()
+    }
+}
+
+/// Cilium's line: `etcd: 1/1 connected, leases=1, ...: <endpoint>`.
+fn kvstore_status(d: &Daemon) -> Status {
+    match (&d.kvstore, &d.config.kvstore) {
+        (Some(kv), Some(kc)) => Status::ok(format!(
+            "etcd: {n}/{n} connected, leases=1, lease-ID={:x}: {}",
+            kv.lease_id(),
+            kc.endpoints.join(", "),
+            n = kc.endpoints.len()
+        )),
+        _ => Status::ok("Disabled"),
     }
 }
 

@@ -337,3 +337,29 @@ pub struct DaemonConfiguration {
     pub spec: DaemonConfigurationSpec,
     pub status: DaemonConfigurationStatus,
 }
+
+/// `NodeAddressing` without IPv6, as a node element's primary address.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct NodeAddressingSummary {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv4: Option<NodeAddressingElement>,
+}
+
+/// `NodeElement` of `GET /cluster/nodes`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct NodeElement {
+    pub name: String,
+    #[serde(rename = "primary-address", default)]
+    pub primary_address: NodeAddressingSummary,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
+}
+
+/// `ClusterNodeStatus`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct ClusterNodeStatus {
+    #[serde(rename = "self", default)]
+    pub self_: String,
+    #[serde(rename = "nodes-added", default)]
+    pub nodes_added: Vec<NodeElement>,
+}

@@ -1,6 +1,6 @@
 //! `cilium bpf ...`: read the pinned maps directly, decoded through crates/abi.
 
-use crate::table::{print, print_json, Output};
+use crate::table::{print, print_json};
 use crate::{row, Ctx};
 use abi::ct::{CtEntry, Ipv4CtTuple, CT_FLAG_NAMES, TUPLE_F_IN, TUPLE_F_RELATED, TUPLE_F_SERVICE};
 use abi::endpoint::{format_mac, EndpointInfo, EndpointKey};
@@ -12,11 +12,7 @@ use datapath::PinnedMap;
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct ListArgs {
-    #[arg(short = 'o', long = "output", value_enum)]
-    output: Option<Output>,
-}
+pub use crate::table::ListArgs;
 
 #[derive(clap::Subcommand)]
 pub enum ListOnly {

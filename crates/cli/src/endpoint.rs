@@ -1,6 +1,6 @@
 //! `cilium endpoint list|get`.
 
-use crate::table::{print, print_json, Output};
+use crate::table::{print, print_json, ListArgs, Output};
 use crate::{row, Ctx};
 use api::endpoint::Endpoint;
 use std::process::ExitCode;
@@ -9,10 +9,7 @@ use std::process::ExitCode;
 pub enum Command {
     /// List all endpoints
     #[command(alias = "ls")]
-    List {
-        #[arg(short = 'o', long = "output", value_enum)]
-        output: Option<Output>,
-    },
+    List(ListArgs),
     /// Display endpoint information
     Get {
         /// Endpoint ID ([prefix:]value, e.g. 42, pod-name:default/web)
@@ -38,7 +35,7 @@ fn enforcement(policy_enabled: &str, dir: &str) -> &'static str {
 pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
     let client = ctx.client()?;
     match cmd {
-        Command::List { output } => {
+        Command::List(ListArgs { output }) => {
             let mut eps: Vec<Endpoint> = client.get_json("/endpoint", &[])?;
             eps.sort_by_key(|e| e.id);
             if output.is_some() {

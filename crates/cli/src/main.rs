@@ -4,6 +4,7 @@ mod bpf;
 mod config;
 mod endpoint;
 mod ip;
+mod node;
 mod status;
 mod table;
 
@@ -46,6 +47,9 @@ enum Command {
     /// Manage IP addresses and associated information
     #[command(subcommand)]
     Ip(ip::Command),
+    /// Manage cluster nodes
+    #[command(subcommand)]
+    Node(node::Command),
     /// Direct access to local BPF maps
     #[command(subcommand)]
     Bpf(bpf::Command),
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
         Command::Bpf(cmd) => bpf::run(&ctx, &cmd),
         Command::Endpoint(cmd) => endpoint::run(&ctx, &cmd),
         Command::Ip(cmd) => ip::run(&ctx, &cmd),
+        Command::Node(cmd) => node::run(&ctx, &cmd),
     };
     match result {
         Ok(code) => code,

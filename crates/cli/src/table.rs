@@ -38,6 +38,13 @@ pub enum Output {
     Json,
 }
 
+/// `-o json` of the list commands.
+#[derive(clap::Args)]
+pub struct ListArgs {
+    #[arg(short = 'o', long = "output", value_enum)]
+    pub output: Option<Output>,
+}
+
 #[macro_export]
 macro_rules! row {
     ($($cell:expr),* $(,)?) => { vec![$($cell.to_string()),*] };

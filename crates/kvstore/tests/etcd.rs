@@ -3,30 +3,10 @@
 //! list-and-watch across an etcd restart.
 
 use kvstore::{Event, Kvstore};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use testsupport::Sandbox;
 
-const URL: &str = "http://127.0.0.1:2379";
-
-fn start_etcd(data: &Path) -> Child {
-    Command::new("etcd")
-        .arg("--data-dir")
-        .arg(data)
-        .args([
-            "--name=test",
-            "--listen-client-urls=http://127.0.0.1:2379",
-            "--advertise-client-urls=http://127.0.0.1:2379",
-            "--listen-peer-urls=http://127.0.0.1:2380",
-            "--initial-advertise-peer-urls=http://127.0.0.1:2380",
-            "--initial-cluster=test=http://127.0.0.1:2380",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start etcd (apt install etcd-server)")
-}
+const URL: &str = testsupport::ETCD_URL;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -59,7 +39,7 @@ async fn next(rx: &mut tokio::sync::mpsc::Receiver<Event>) -> Event {
 #[test]
 fn reads_writes_and_create_only() {
     let mut sb = Sandbox::enter();
-    let etcd = start_etcd(&sb.path().join("etcd"));
+    let etcd = testsupport::start_etcd(&sb.path().join("etcd"));
     sb.adopt(etcd);
     runtime().block_on(async {
         let kv = connect(Duration::from_secs(30)).await;
@@ -83,7 +63,7 @@ fn reads_writes_and_create_only() {
 fn leased_keys_die_with_their_agent_and_watchers_resync_across_an_etcd_restart() {
     let mut sb = Sandbox::enter();
     let data = sb.path().join("etcd");
-    let first = sb.adopt(start_etcd(&data));
+    let first = sb.adopt(testsupport::start_etcd(&data));
 
     // An "agent" whose runtime ends: its lease stops being renewed.
     {
@@ -116,7 +96,7 @@ fn leased_keys_die_with_their_agent_and_watchers_resync_across_an_etcd_restart()
     let child = sb.child(first);
     child.kill().unwrap();
     child.wait().unwrap();
-    sb.adopt(start_etcd(&data));
+    sb.adopt(testsupport::start_etcd(&data));
 
     rt.block_on(async {
         // The watcher from before the restart reconnects and sees the change.

@@ -174,3 +174,25 @@ pub fn cilium(socket: &Path, bpffs: &Path, args: &[&str]) -> std::process::Outpu
         .output()
         .expect("run cilium")
 }
+
+/// Client URL of the etcd [`start_etcd`] runs inside a sandbox.
+pub const ETCD_URL: &str = "http://127.0.0.1:2379";
+
+/// Starts Debian's etcd on the sandbox's loopback with its data in `data`.
+pub fn start_etcd(data: &Path) -> Child {
+    std::process::Command::new("etcd")
+        .arg("--data-dir")
+        .arg(data)
+        .args([
+            "--name=test",
+            "--listen-client-urls=http://127.0.0.1:2379",
+            "--advertise-client-urls=http://127.0.0.1:2379",
+            "--listen-peer-urls=http://127.0.0.1:2380",
+            "--initial-advertise-peer-urls=http://127.0.0.1:2380",
+            "--initial-cluster=test=http://127.0.0.1:2380",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start etcd (apt install etcd-server)")
+}

@@ -26,6 +26,9 @@ pub struct DaemonConfig {
     pub ct_tcp_max: u32,
     pub ct_any_max: u32,
     pub cluster_name: String,
+    /// `K8S_NODE_NAME`, else the hostname.
+    pub node_name: String,
+    pub kvstore: Option<super::kvstore::KvstoreConfig>,
     pub cluster_id: u32,
     pub policy_enforcement: String,
     pub monitor_aggregation: String,
@@ -42,6 +45,23 @@ pub struct DaemonConfig {
 
 const DEFAULT_MTU: u32 = 1500;
 
+/// Cilium's node name: `K8S_NODE_NAME`, else the hostname.
+fn node_name() -> String {
+    if let Ok(n) = std::env::var("K8S_NODE_NAME") {
+        if !n.is_empty() {
+            return n;
+        }
+    }
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
 impl DaemonConfig {
     pub fn from_loaded(l: &Loaded) -> Result<Self, ConfigError> {
         let boolean = |k: &str| parse_bool(l.get(k)).expect("validated bool");
@@ -56,12 +76,11 @@ impl DaemonConfig {
                 "enable-ipv6=true: IPv6 is not supported yet".into(),
             ));
         }
-        if !l.get("kvstore").is_empty() {
-            return Err(ConfigError::Unsupported(format!(
-                "kvstore={:?}: kvstore mode is not supported yet",
-                l.get("kvstore")
-            )));
-        }
+        let kvstore = super::kvstore::parse(
+            l.get("kvstore"),
+            l.get("kvstore-opt"),
+            super::validate::parse_duration(l.get("kvstore-lease-ttl")).expect("validated duration"),
+        )?;
 
         let ipv4_range = match l.get("ipv4-range") {
             "" => {
@@ -139,6 +158,8 @@ impl DaemonConfig {
             ct_tcp_max: num("bpf-ct-global-tcp-max") as u32,
             ct_any_max: num("bpf-ct-global-any-max") as u32,
             cluster_name: l.get("cluster-name").to_owned(),
+            node_name: node_name(),
+            kvstore,
             cluster_id: num("cluster-id") as u32,
             policy_enforcement: l.get("enable-policy").to_ascii_lowercase(),
             monitor_aggregation: l.get("monitor-aggregation").to_ascii_lowercase(),

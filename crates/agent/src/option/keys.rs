@@ -78,6 +78,7 @@ pub const KEYS: &[Key] = &[
     k("bpf-ct-global-any-max", Uint(1024, 1 << 24), "262144"),
     k("kvstore", Str, ""),
     k("kvstore-opt", Str, ""),
+    k("kvstore-lease-ttl", Duration, "15m0s"),
     k("cluster-name", Str, "default"),
     k("cluster-id", Uint(0, 511), "0"),
     k(

@@ -5,6 +5,7 @@
 
 mod daemon_config;
 pub mod keys;
+pub mod kvstore;
 pub mod runtime;
 mod sources;
 pub mod validate;

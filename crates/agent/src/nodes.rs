@@ -1,0 +1,183 @@
+//! This node and the others: the local node is published in the kvstore
+//! under the agent's session lease, the others are learned by watching
+//! `cilium/state/nodes/v1/`. A node whose agent dies leaves with its lease.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex};
+
+/// One of a node's addresses (`Type`: InternalIP, ExternalIP, CiliumInternalIP).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeAddress {
+    #[serde(rename = "Type")]
+    pub kind: String,
+    #[serde(rename = "IP")]
+    pub ip: String,
+}
+
+/// A CIDR as Go's `net.IPNet` marshals it: IP text, mask as base64 bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpNet {
+    #[serde(rename = "IP")]
+    pub ip: String,
+    #[serde(rename = "Mask")]
+    pub mask: String,
+}
+
+impl IpNet {
+    pub fn v4(net: Ipv4Addr, len: u8) -> Self {
+        let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0).to_be_bytes();
+        Self {
+            ip: net.to_string(),
+            mask: base64(&mask),
+        }
+    }
+
+    /// `10.1.0.0/24`, or empty when the mask does not decode.
+    pub fn cidr(&self) -> String {
+        let bits: u32 = unbase64(&self.mask).iter().map(|b| b.count_ones()).sum();
+        if self.ip.is_empty() {
+            return String::new();
+        }
+        format!("{}/{bits}", self.ip)
+    }
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn unbase64(s: &str) -> Vec<u8> {
+    let val = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    for chunk in s.as_bytes().chunks(4) {
+        let digits: Vec<u8> = chunk.iter().filter_map(|c| val(*c)).collect();
+        let n = digits.iter().enumerate().fold(0u32, |acc, (i, d)| acc | u32::from(*d) << (18 - 6 * i));
+        for i in 0..digits.len().saturating_sub(1) {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    out
+}
+
+/// Cilium's `nodeTypes.Node` JSON (the fields this agent fills).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    #[serde(rename = "Name")]
+    pub name: String,
+    #[serde(rename = "Cluster", default)]
+    pub cluster: String,
+    #[serde(rename = "IPAddresses", default)]
+    pub addresses: Vec<NodeAddress>,
+    #[serde(rename = "IPv4AllocCIDR", default)]
+    pub ipv4_alloc_cidr: Option<IpNet>,
+    #[serde(rename = "ClusterID", default)]
+    pub cluster_id: u32,
+    #[serde(rename = "Source", default)]
+    pub source: String,
+}
+
+impl Node {
+    pub fn address(&self, kind: &str) -> Option<&str> {
+        self.addresses.iter().find(|a| a.kind == kind).map(|a| a.ip.as_str())
+    }
+
+    /// The address `node list` shows: InternalIP, else CiliumInternalIP.
+    pub fn primary_ipv4(&self) -> &str {
+        self.address("InternalIP")
+            .or_else(|| self.address("CiliumInternalIP"))
+            .unwrap_or("")
+    }
+
+    pub fn to_api(&self, source: &str) -> api::models::NodeElement {
+        api::models::NodeElement {
+            name: self.name.clone(),
+            primary_address: api::models::NodeAddressingSummary {
+                ipv4: Some(api::models::NodeAddressingElement {
+                    enabled: true,
+                    ip: self.primary_ipv4().to_owned(),
+                    alloc_range: self.ipv4_alloc_cidr.as_ref().map(IpNet::cidr).unwrap_or_default(),
+                    address_type: String::new(),
+                }),
+            },
+            source: source.to_owned(),
+        }
+    }
+}
+
+/// The nodes this agent knows, by name.
+#[derive(Default)]
+pub struct Nodes {
+    remote: Mutex<BTreeMap<String, Node>>,
+}
+
+impl Nodes {
+    pub fn list(&self) -> Vec<Node> {
+        self.remote.lock().expect("nodes lock").values().cloned().collect()
+    }
+
+    /// Follows the kvstore's node keys, skipping `own`.
+    pub fn follow(self: &Arc<Self>, store: &kvstore::Kvstore, own: String) {
+        let mut rx = store.watch_prefix(kvstore::keys::NODES);
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            while let Some(ev) = rx.recv().await {
+                match ev {
+                    kvstore::Event::Upsert { key, value } => match serde_json::from_slice::<Node>(&value) {
+                        Ok(node) if node.name == own => {}
+                        Ok(node) => {
+                            let mut remote = this.remote.lock().expect("nodes lock");
+                            if remote.insert(key.clone(), node.clone()).is_none() {
+                                tracing::info!(subsys = "nodemanager", node = %node.name, ip = %node.primary_ipv4(), "Node discovered");
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(subsys = "nodemanager", key = %key, error = %e, "Ignoring malformed node entry");
+                        }
+                    },
+                    kvstore::Event::Delete { key } => {
+                        if let Some(node) = this.remote.lock().expect("nodes lock").remove(&key) {
+                            tracing::info!(subsys = "nodemanager", node = %node.name, "Node deleted");
+                        }
+                    }
+                    kvstore::Event::ListDone => {
+                        tracing::info!(subsys = "nodemanager", "Initial node list received");
+                    }
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidrs_marshal_as_go_ipnet() {
+        let n = IpNet::v4(Ipv4Addr::new(10, 1, 0, 0), 24);
+        assert_eq!(n.mask, "////AA==");
+        assert_eq!(n.cidr(), "10.1.0.0/24");
+        assert_eq!(IpNet::v4(Ipv4Addr::new(10, 0, 0, 0), 8).cidr(), "10.0.0.0/8");
+    }
+}
