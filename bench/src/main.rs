@@ -75,10 +75,17 @@ impl Bench {
     fn start_agent(&mut self) -> anyhow::Result<u32> {
         let child = Command::new(sibling("cilium-agent"))
             .arg(format!("--bpf-root={}", self.sb.bpffs().display()))
-            .arg(format!("--state-dir={}", self.sb.run_dir().join("state").display()))
+            .arg(format!(
+                "--state-dir={}",
+                self.sb.run_dir().join("state").display()
+            ))
             .arg(format!("--socket-path={}", self.socket.display()))
             .arg(format!("--ipv4-range={POD_CIDR}"))
-            .args(std::env::var("CILIUM_BENCH_AGENT_ARGS").unwrap_or_default().split_whitespace())
+            .args(
+                std::env::var("CILIUM_BENCH_AGENT_ARGS")
+                    .unwrap_or_default()
+                    .split_whitespace(),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -111,11 +118,18 @@ impl Bench {
             .env("CNI_CONTAINERID", format!("bench-{i}"))
             .env("CNI_NETNS", &ns)
             .env("CNI_IFNAME", "eth0")
-            .env("CNI_ARGS", format!("K8S_POD_NAMESPACE=bench;K8S_POD_NAME=pod{i}"))
+            .env(
+                "CNI_ARGS",
+                format!("K8S_POD_NAMESPACE=bench;K8S_POD_NAME=pod{i}"),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()?;
-        child.stdin.take().expect("stdin").write_all(NETCONF.as_bytes())?;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(NETCONF.as_bytes())?;
         let out = child.wait_with_output()?;
         let took = t.elapsed();
         if !out.status.success() {
@@ -149,12 +163,30 @@ impl Bench {
         let me = std::process::id().to_string();
         let t = Instant::now();
         let pod = |args: &[&str]| run(Command::new("nsenter").arg(&net).arg("ip").args(args));
-        pod(&["link", "add", "eth0", "type", "veth", "peer", "name", &host, "netns", &me])?;
+        pod(&[
+            "link", "add", "eth0", "type", "veth", "peer", "name", &host, "netns", &me,
+        ])?;
         pod(&["addr", "add", &format!("{ip}/32"), "dev", "eth0"])?;
         pod(&["link", "set", "eth0", "up"])?;
         run(Command::new("ip").args(["link", "set", &host, "up"]))?;
-        pod(&["route", "add", &format!("{BASE_GW}/32"), "dev", "eth0", "scope", "link"])?;
-        pod(&["route", "add", "default", "via", &BASE_GW.to_string(), "dev", "eth0"])?;
+        pod(&[
+            "route",
+            "add",
+            &format!("{BASE_GW}/32"),
+            "dev",
+            "eth0",
+            "scope",
+            "link",
+        ])?;
+        pod(&[
+            "route",
+            "add",
+            "default",
+            "via",
+            &BASE_GW.to_string(),
+            "dev",
+            "eth0",
+        ])?;
         let took = t.elapsed();
         // Host route so the baseline pods reach each other (not timed).
         run(Command::new("ip").args(["route", "add", &format!("{ip}/32"), "dev", &host]))?;
@@ -169,7 +201,12 @@ fn latency_line(name: &str, samples: &mut [f64]) -> (f64, f64) {
     (p50, p99)
 }
 
-fn iperf(server_ns: &Path, client_ns: &Path, server_ip: Ipv4Addr, secs: u32) -> anyhow::Result<f64> {
+fn iperf(
+    server_ns: &Path,
+    client_ns: &Path,
+    server_ip: Ipv4Addr,
+    secs: u32,
+) -> anyhow::Result<f64> {
     let mut server = Command::new("nsenter")
         .arg(format!("--net={}", server_ns.display()))
         .args(["iperf3", "-s", "-1", "-p", "5201"])
@@ -180,7 +217,16 @@ fn iperf(server_ns: &Path, client_ns: &Path, server_ip: Ipv4Addr, secs: u32) -> 
     std::thread::sleep(Duration::from_millis(300));
     let out = run(Command::new("nsenter")
         .arg(format!("--net={}", client_ns.display()))
-        .args(["iperf3", "-c", &server_ip.to_string(), "-p", "5201", "-J", "-t", &secs.to_string()]));
+        .args([
+            "iperf3",
+            "-c",
+            &server_ip.to_string(),
+            "-p",
+            "5201",
+            "-J",
+            "-t",
+            &secs.to_string(),
+        ]));
     let _ = server.kill();
     let _ = server.wait();
     let v: serde_json::Value = serde_json::from_str(&out?)?;
@@ -192,12 +238,18 @@ fn iperf(server_ns: &Path, client_ns: &Path, server_ip: Ipv4Addr, secs: u32) -> 
 fn main() -> anyhow::Result<()> {
     let pods: usize = std::env::args()
         .nth(1)
-        .map(|a| a.parse().context("usage: cilium-bench [pods] [iperf-seconds]"))
+        .map(|a| {
+            a.parse()
+                .context("usage: cilium-bench [pods] [iperf-seconds]")
+        })
         .transpose()?
         .unwrap_or(100);
     let secs: u32 = std::env::args()
         .nth(2)
-        .map(|a| a.parse().context("usage: cilium-bench [pods] [iperf-seconds]"))
+        .map(|a| {
+            a.parse()
+                .context("usage: cilium-bench [pods] [iperf-seconds]")
+        })
         .transpose()?
         .unwrap_or(5);
     anyhow::ensure!((2..=200).contains(&pods), "pods must be in 2..200");
@@ -238,7 +290,10 @@ fn main() -> anyhow::Result<()> {
 
     let rss_n = rss_mb(agent)?;
     println!("agent RSS:");
-    println!("  0 endpoints   {rss0:6.1} MB   ratio to the {RSS_TARGET_MB} MB target {:.2}x", rss0 / RSS_TARGET_MB);
+    println!(
+        "  0 endpoints   {rss0:6.1} MB   ratio to the {RSS_TARGET_MB} MB target {:.2}x",
+        rss0 / RSS_TARGET_MB
+    );
     println!(
         "  {pods} endpoints {rss_n:6.1} MB   ratio to the {RSS_TARGET_MB} MB target {:.2}x   target: {}",
         rss_n / RSS_TARGET_MB,
@@ -255,12 +310,31 @@ fn main() -> anyhow::Result<()> {
             .and_then(|a| a.split('/').next()?.parse().ok())
             .context("pod address")
     };
-    let ours_bps = iperf(&b.netns("pod1"), &b.netns("pod0"), ip_of(&b.netns("pod1"))?, secs)?;
-    let base_bps = iperf(&b.netns("base1"), &b.netns("base0"), ip_of(&b.netns("base1"))?, secs)?;
+    let ours_bps = iperf(
+        &b.netns("pod1"),
+        &b.netns("pod0"),
+        ip_of(&b.netns("pod1"))?,
+        secs,
+    )?;
+    let base_bps = iperf(
+        &b.netns("base1"),
+        &b.netns("base0"),
+        ip_of(&b.netns("base1"))?,
+        secs,
+    )?;
     let ratio = ours_bps / base_bps;
     println!("pod-to-pod TCP throughput (iperf3, {secs} s):");
-    println!("  through bpf_lxc (peer redirect)  {:7.2} Gbit/s", ours_bps / 1e9);
-    println!("  baseline: veth + host routes     {:7.2} Gbit/s", base_bps / 1e9);
-    println!("  ratio {ratio:.2}x   target >= {THROUGHPUT_TARGET}x: {}", verdict(ratio >= THROUGHPUT_TARGET));
+    println!(
+        "  through bpf_lxc (peer redirect)  {:7.2} Gbit/s",
+        ours_bps / 1e9
+    );
+    println!(
+        "  baseline: veth + host routes     {:7.2} Gbit/s",
+        base_bps / 1e9
+    );
+    println!(
+        "  ratio {ratio:.2}x   target >= {THROUGHPUT_TARGET}x: {}",
+        verdict(ratio >= THROUGHPUT_TARGET)
+    );
     Ok(())
 }

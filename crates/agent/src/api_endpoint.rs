@@ -58,12 +58,20 @@ pub async fn put(State(d): Shared, Path(raw): Path<String>, body: Bytes) -> Resp
     };
     let mut req: EndpointChangeRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("invalid EndpointChangeRequest: {e}")),
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("invalid EndpointChangeRequest: {e}"),
+            )
+        }
     };
     if req.id != 0 && req.id != i64::from(id) {
         return error(
             StatusCode::BAD_REQUEST,
-            format!("endpoint ID {} in the body does not match {id} in the path", req.id),
+            format!(
+                "endpoint ID {} in the body does not match {id} in the path",
+                req.id
+            ),
         );
     }
     req.id = i64::from(id);
@@ -72,7 +80,9 @@ pub async fn put(State(d): Shared, Path(raw): Path<String>, body: Bytes) -> Resp
         Ok(ep) => {
             if d.attach_mode == datapath::attach::AttachMode::Tcx {
                 let (d, id, ifname) = (d.clone(), ep.id, ep.ifname.clone());
-                tokio::task::spawn_blocking(move || crate::endpoint::upgrade_to_tcx(&d, id, &ifname));
+                tokio::task::spawn_blocking(move || {
+                    crate::endpoint::upgrade_to_tcx(&d, id, &ifname)
+                });
             }
             (StatusCode::CREATED, Json(ep.to_api())).into_response()
         }
@@ -96,7 +106,12 @@ pub async fn delete(State(d): Shared, Path(raw): Path<String>) -> Response {
 pub async fn delete_batch(State(d): Shared, body: Bytes) -> Response {
     let req: EndpointBatchDeleteRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("invalid EndpointBatchDeleteRequest: {e}")),
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("invalid EndpointBatchDeleteRequest: {e}"),
+            )
+        }
     };
     if req.container_id.is_empty() {
         return error(StatusCode::BAD_REQUEST, "container-id is required");

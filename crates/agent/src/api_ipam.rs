@@ -24,7 +24,12 @@ fn check_family_pool(uri: &Uri) -> Result<std::collections::BTreeMap<String, Str
     let q = query_params(uri);
     match q.get("family").map(String::as_str) {
         None | Some("") | Some("ipv4") => {}
-        Some("ipv6") => return Err(error(StatusCode::BAD_REQUEST, "IPv6 is not enabled on this node")),
+        Some("ipv6") => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "IPv6 is not enabled on this node",
+            ))
+        }
         Some(other) => {
             return Err(error(
                 StatusCode::BAD_REQUEST,
@@ -34,7 +39,10 @@ fn check_family_pool(uri: &Uri) -> Result<std::collections::BTreeMap<String, Str
     }
     match q.get("pool").map(String::as_str) {
         None | Some("") | Some("default") => Ok(q),
-        Some(other) => Err(error(StatusCode::BAD_REQUEST, format!("unknown IPAM pool {other:?}"))),
+        Some(other) => Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("unknown IPAM pool {other:?}"),
+        )),
     }
 }
 
@@ -49,11 +57,18 @@ pub async fn allocate_next(State(d): Shared, uri: Uri, headers: HeaderMap) -> Re
         .get("expiration")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let result = d.ipam.lock().expect("ipam lock").allocate_next(&owner, expiring);
+    let result = d
+        .ipam
+        .lock()
+        .expect("ipam lock")
+        .allocate_next(&owner, expiring);
     let (ip, alloc) = match result {
         Ok(r) => r,
         Err(e) => {
-            return error(ipam_status(&e), format!("failed to allocate IPv4 address: {e}"));
+            return error(
+                ipam_status(&e),
+                format!("failed to allocate IPv4 address: {e}"),
+            );
         }
     };
     tracing::info!(subsys = "ipam", ip = %ip, owner = %owner, "Allocated IP");
@@ -78,8 +93,12 @@ pub async fn allocate_next(State(d): Shared, uri: Uri, headers: HeaderMap) -> Re
 }
 
 fn parse_ip(raw: &str) -> Result<Ipv4Addr, Response> {
-    raw.parse()
-        .map_err(|_| error(StatusCode::BAD_REQUEST, format!("invalid IP address {raw:?}")))
+    raw.parse().map_err(|_| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!("invalid IP address {raw:?}"),
+        )
+    })
 }
 
 /// `POST /ipam/{ip}`: a specific address.
@@ -109,7 +128,10 @@ pub async fn release(State(d): Shared, Path(raw): Path<String>, uri: Uri) -> Res
         Err(r) => return r,
     };
     if ip == d.config.router_ip {
-        return error(StatusCode::BAD_REQUEST, format!("IP {ip} is the router address and cannot be released"));
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("IP {ip} is the router address and cannot be released"),
+        );
     }
     match d.ipam.lock().expect("ipam lock").release(ip) {
         Ok(a) => {

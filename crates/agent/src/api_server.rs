@@ -3,6 +3,7 @@
 
 use crate::daemon::Daemon;
 use crate::status;
+use crate::{api_endpoint, api_ipam};
 use api::models::{
     DaemonConfiguration, DaemonConfigurationSpec, DaemonConfigurationStatus, NodeAddressing,
     NodeAddressingElement,
@@ -12,7 +13,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use crate::{api_endpoint, api_ipam};
 use axum::{Json, Router};
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
@@ -53,7 +53,10 @@ fn percent_decode(s: &str) -> String {
     while i < bytes.len() {
         match bytes[i] {
             b'%' if i + 2 < bytes.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                match u8::from_str_radix(
+                    std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"),
+                    16,
+                ) {
                     Ok(b) => {
                         out.push(b);
                         i += 3;
@@ -162,10 +165,16 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .route("/v1/healthz", get(healthz))
         .route("/v1/config", get(get_config).patch(patch_config))
         .route("/v1/ipam", post(api_ipam::allocate_next))
-        .route("/v1/ipam/{ip}", post(api_ipam::allocate_ip).delete(api_ipam::release))
+        .route(
+            "/v1/ipam/{ip}",
+            post(api_ipam::allocate_ip).delete(api_ipam::release),
+        )
         .route("/v1/ip", get(api_ipam::ip_list))
         .route("/v1/cluster/nodes", get(cluster_nodes))
-        .route("/v1/endpoint", get(api_endpoint::list).delete(api_endpoint::delete_batch))
+        .route(
+            "/v1/endpoint",
+            get(api_endpoint::list).delete(api_endpoint::delete_batch),
+        )
         .route(
             "/v1/endpoint/{id}",
             get(api_endpoint::get)

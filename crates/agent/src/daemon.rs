@@ -129,8 +129,13 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     let ipcache = crate::ipcache::IpCache::new(config.bpf_root.clone());
     crate::hostips::sync(&config.bpf_root, &ipcache, &host_ips)
         .context("syncing host IPs into BPF maps")?;
-    let ipam = crate::ipam::Ipam::open(net, len, config.router_ip, config.state_dir.join(IPAM_STATE))
-        .context("opening IPAM")?;
+    let ipam = crate::ipam::Ipam::open(
+        net,
+        len,
+        config.router_ip,
+        config.state_dir.join(IPAM_STATE),
+    )
+    .context("opening IPAM")?;
     write_utime_offset(&config.bpf_root)?;
 
     let node = local_node(&config, node_ip);
@@ -142,7 +147,9 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     if let Some(kv) = &kv {
         let key = kvstore::keys::node(&config.cluster_name, &node.name);
         let body = serde_json::to_vec(&node).expect("node serializes");
-        kv.put_leased(&key, &body).await.context("registering the node in the kvstore")?;
+        kv.put_leased(&key, &body)
+            .await
+            .context("registering the node in the kvstore")?;
         tracing::info!(subsys = "nodediscovery", node = %node.name, key = %key, "Node registered in kvstore");
         nodes.follow(kv, node.name.clone());
     }
@@ -204,7 +211,9 @@ fn local_node(config: &DaemonConfig, node_ip: Option<Ipv4Addr>) -> crate::nodes:
 }
 
 /// Connects to etcd, retrying for a while as Cilium does at start.
-async fn connect_kvstore(kc: &crate::option::kvstore::KvstoreConfig) -> anyhow::Result<kvstore::Kvstore> {
+async fn connect_kvstore(
+    kc: &crate::option::kvstore::KvstoreConfig,
+) -> anyhow::Result<kvstore::Kvstore> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match kvstore::Kvstore::connect(&kc.endpoints, kc.lease_ttl).await {
@@ -254,7 +263,8 @@ fn start_controllers(daemon: &Arc<Daemon>, host_ips: Vec<Ipv4Addr>) {
         .spawn("sync-host-ips", Duration::from_secs(60), move || {
             let (d, ips) = (Arc::clone(&d), host_ips.clone());
             async move {
-                crate::hostips::sync(&d.config.bpf_root, &d.ipcache, &ips).map_err(|e| e.to_string())
+                crate::hostips::sync(&d.config.bpf_root, &d.ipcache, &ips)
+                    .map_err(|e| e.to_string())
             }
         });
     let d = Arc::clone(daemon);

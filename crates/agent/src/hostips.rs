@@ -9,7 +9,11 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 /// Writes host entries for `host_ips` and the world catch-all.
-pub fn sync(bpffs_root: &Path, ipcache: &IpCache, host_ips: &[Ipv4Addr]) -> Result<(), datapath::Error> {
+pub fn sync(
+    bpffs_root: &Path,
+    ipcache: &IpCache,
+    host_ips: &[Ipv4Addr],
+) -> Result<(), datapath::Error> {
     let lxc = PinnedMap::open_global(bpffs_root, maps::LXC)?;
     for ip in host_ips {
         lxc.put(&EndpointKey::v4(*ip), &EndpointInfo::host())?;

@@ -25,7 +25,11 @@ pub struct Identities {
 impl Identities {
     /// The identity of a label set, allocating one on first use. An empty
     /// set is `reserved:init`, as for endpoints whose labels are unknown.
-    pub fn acquire(&mut self, labels: &[String], wanted: Option<u32>) -> Result<u32, IdentityError> {
+    pub fn acquire(
+        &mut self,
+        labels: &[String],
+        wanted: Option<u32>,
+    ) -> Result<u32, IdentityError> {
         if labels.is_empty() {
             return Ok(abi::identity::INIT);
         }

@@ -38,14 +38,20 @@ impl IpCache {
             ..Default::default()
         };
         map.put(&IpcacheKey::v4(ip, len), &value)?;
-        self.entries.lock().expect("ipcache lock").insert((ip, len), entry);
+        self.entries
+            .lock()
+            .expect("ipcache lock")
+            .insert((ip, len), entry);
         Ok(())
     }
 
     pub fn remove(&self, ip: Ipv4Addr, len: u8) -> Result<(), datapath::Error> {
         let map = PinnedMap::open_global(&self.bpf_root, abi::maps::IPCACHE)?;
         map.remove(&IpcacheKey::v4(ip, len))?;
-        self.entries.lock().expect("ipcache lock").remove(&(ip, len));
+        self.entries
+            .lock()
+            .expect("ipcache lock")
+            .remove(&(ip, len));
         Ok(())
     }
 

@@ -27,7 +27,10 @@ pub struct IpNet {
 
 impl IpNet {
     pub fn v4(net: Ipv4Addr, len: u8) -> Self {
-        let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0).to_be_bytes();
+        let mask = u32::MAX
+            .checked_shl(32 - u32::from(len))
+            .unwrap_or(0)
+            .to_be_bytes();
         Self {
             ip: net.to_string(),
             mask: base64(&mask),
@@ -48,7 +51,10 @@ fn base64(bytes: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | u32::from(*b) << (16 - 8 * i));
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, b)| acc | u32::from(*b) << (16 - 8 * i));
         for i in 0..4 {
             if i <= chunk.len() {
                 out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -72,7 +78,10 @@ fn unbase64(s: &str) -> Vec<u8> {
     let mut out = Vec::new();
     for chunk in s.as_bytes().chunks(4) {
         let digits: Vec<u8> = chunk.iter().filter_map(|c| val(*c)).collect();
-        let n = digits.iter().enumerate().fold(0u32, |acc, (i, d)| acc | u32::from(*d) << (18 - 6 * i));
+        let n = digits
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, d)| acc | u32::from(*d) << (18 - 6 * i));
         for i in 0..digits.len().saturating_sub(1) {
             out.push((n >> (16 - 8 * i)) as u8);
         }
@@ -99,7 +108,10 @@ pub struct Node {
 
 impl Node {
     pub fn address(&self, kind: &str) -> Option<&str> {
-        self.addresses.iter().find(|a| a.kind == kind).map(|a| a.ip.as_str())
+        self.addresses
+            .iter()
+            .find(|a| a.kind == kind)
+            .map(|a| a.ip.as_str())
     }
 
     /// The address `node list` shows: InternalIP, else CiliumInternalIP.
@@ -116,7 +128,11 @@ impl Node {
                 ipv4: Some(api::models::NodeAddressingElement {
                     enabled: true,
                     ip: self.primary_ipv4().to_owned(),
-                    alloc_range: self.ipv4_alloc_cidr.as_ref().map(IpNet::cidr).unwrap_or_default(),
+                    alloc_range: self
+                        .ipv4_alloc_cidr
+                        .as_ref()
+                        .map(IpNet::cidr)
+                        .unwrap_or_default(),
                     address_type: String::new(),
                 }),
             },
@@ -133,7 +149,12 @@ pub struct Nodes {
 
 impl Nodes {
     pub fn list(&self) -> Vec<Node> {
-        self.remote.lock().expect("nodes lock").values().cloned().collect()
+        self.remote
+            .lock()
+            .expect("nodes lock")
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// Follows the kvstore's node keys, skipping `own`.
@@ -143,18 +164,20 @@ impl Nodes {
         tokio::spawn(async move {
             while let Some(ev) = rx.recv().await {
                 match ev {
-                    kvstore::Event::Upsert { key, value } => match serde_json::from_slice::<Node>(&value) {
-                        Ok(node) if node.name == own => {}
-                        Ok(node) => {
-                            let mut remote = this.remote.lock().expect("nodes lock");
-                            if remote.insert(key.clone(), node.clone()).is_none() {
-                                tracing::info!(subsys = "nodemanager", node = %node.name, ip = %node.primary_ipv4(), "Node discovered");
+                    kvstore::Event::Upsert { key, value } => {
+                        match serde_json::from_slice::<Node>(&value) {
+                            Ok(node) if node.name == own => {}
+                            Ok(node) => {
+                                let mut remote = this.remote.lock().expect("nodes lock");
+                                if remote.insert(key.clone(), node.clone()).is_none() {
+                                    tracing::info!(subsys = "nodemanager", node = %node.name, ip = %node.primary_ipv4(), "Node discovered");
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!(subsys = "nodemanager", key = %key, error = %e, "Ignoring malformed node entry");
                             }
                         }
-                        Err(e) => {
-                            tracing::warn!(subsys = "nodemanager", key = %key, error = %e, "Ignoring malformed node entry");
-                        }
-                    },
+                    }
                     kvstore::Event::Delete { key } => {
                         if let Some(node) = this.remote.lock().expect("nodes lock").remove(&key) {
                             tracing::info!(subsys = "nodemanager", node = %node.name, "Node deleted");
@@ -178,6 +201,9 @@ mod tests {
         let n = IpNet::v4(Ipv4Addr::new(10, 1, 0, 0), 24);
         assert_eq!(n.mask, "////AA==");
         assert_eq!(n.cidr(), "10.1.0.0/24");
-        assert_eq!(IpNet::v4(Ipv4Addr::new(10, 0, 0, 0), 8).cidr(), "10.0.0.0/8");
+        assert_eq!(
+            IpNet::v4(Ipv4Addr::new(10, 0, 0, 0), 8).cidr(),
+            "10.0.0.0/8"
+        );
     }
 }

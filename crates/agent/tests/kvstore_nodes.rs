@@ -12,8 +12,14 @@ fn agent(sb: &Sandbox, extra: &[&str]) -> Command {
     let mut c = Command::new(AGENT);
     c.env("K8S_NODE_NAME", "node1")
         .arg(format!("--bpf-root={}", sb.bpffs().display()))
-        .arg(format!("--state-dir={}", sb.run_dir().join("state").display()))
-        .arg(format!("--socket-path={}", sb.run_dir().join("cilium.sock").display()))
+        .arg(format!(
+            "--state-dir={}",
+            sb.run_dir().join("state").display()
+        ))
+        .arg(format!(
+            "--socket-path={}",
+            sb.run_dir().join("cilium.sock").display()
+        ))
         .arg("--ipv4-range=10.1.0.0/24")
         .args(extra);
     c
@@ -44,10 +50,17 @@ fn agent_registers_its_node_and_follows_the_others() {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     wait_for("agent", || cilium(&["status", "--brief"]).trim() == "OK");
-    assert!(cilium(&["status"]).contains("etcd: 1/1 connected"), "{}", cilium(&["status"]));
+    assert!(
+        cilium(&["status"]).contains("etcd: 1/1 connected"),
+        "{}",
+        cilium(&["status"])
+    );
 
     // Another node's agent publishes itself, then dies (its runtime ends).
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let own = rt.block_on(async {
         let kv = kvstore::Kvstore::connect(&[testsupport::ETCD_URL.into()], Duration::from_secs(2))
             .await
@@ -62,11 +75,22 @@ fn agent_registers_its_node_and_follows_the_others() {
     assert_eq!(own["IPv4AllocCIDR"]["Mask"], "////AA==");
     assert!(own["IPAddresses"].to_string().contains("CiliumInternalIP"));
 
-    wait_for("node2 to be listed", || cilium(&["node", "list"]).contains("node2"));
+    wait_for("node2 to be listed", || {
+        cilium(&["node", "list"]).contains("node2")
+    });
     let list = cilium(&["node", "list"]);
-    assert!(list.contains("198.18.0.12") && list.contains("10.2.0.0/24"), "{list}");
-    assert!(list.lines().any(|l| l.starts_with("node1") && l.contains("10.1.0.0/24") && l.contains("local")), "{list}");
-    wait_for("node2 to leave with its lease", || !cilium(&["node", "list"]).contains("node2"));
+    assert!(
+        list.contains("198.18.0.12") && list.contains("10.2.0.0/24"),
+        "{list}"
+    );
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("node1") && l.contains("10.1.0.0/24") && l.contains("local")),
+        "{list}"
+    );
+    wait_for("node2 to leave with its lease", || {
+        !cilium(&["node", "list"]).contains("node2")
+    });
 }
 
 #[test]
@@ -75,7 +99,10 @@ fn bad_kvstore_configuration_is_refused() {
     for (args, needle) in [
         (vec!["--kvstore=consul"], "only etcd"),
         (vec!["--kvstore=etcd"], "etcd.address"),
-        (vec!["--kvstore=etcd", "--kvstore-opt=etcd.nope=1"], "etcd.nope"),
+        (
+            vec!["--kvstore=etcd", "--kvstore-opt=etcd.nope=1"],
+            "etcd.nope",
+        ),
     ] {
         let out = agent(&sb, &args).output().unwrap();
         assert!(!out.status.success());

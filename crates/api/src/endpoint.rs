@@ -27,7 +27,11 @@ pub struct DatapathConfiguration {
     pub require_egress_prog: bool,
     #[serde(rename = "external-ipam", default)]
     pub external_ipam: bool,
-    #[serde(rename = "require-routing", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "require-routing",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub require_routing: Option<bool>,
     #[serde(rename = "install-endpoint-route", default)]
     pub install_endpoint_route: bool,
@@ -41,19 +45,43 @@ pub struct DatapathConfiguration {
 pub struct EndpointChangeRequest {
     #[serde(default)]
     pub id: i64,
-    #[serde(rename = "container-id", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "container-id",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub container_id: String,
-    #[serde(rename = "container-name", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "container-name",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub container_name: String,
-    #[serde(rename = "container-interface-name", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "container-interface-name",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub container_interface_name: String,
-    #[serde(rename = "docker-endpoint-id", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "docker-endpoint-id",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub docker_endpoint_id: String,
-    #[serde(rename = "docker-network-id", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "docker-network-id",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub docker_network_id: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
-    #[serde(rename = "interface-name", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "interface-name",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub interface_name: String,
     #[serde(rename = "interface-index", default)]
     pub interface_index: i64,
@@ -65,9 +93,17 @@ pub struct EndpointChangeRequest {
     pub host_mac: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addressing: Option<AddressPair>,
-    #[serde(rename = "k8s-pod-name", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "k8s-pod-name",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub k8s_pod_name: String,
-    #[serde(rename = "k8s-namespace", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "k8s-namespace",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub k8s_namespace: String,
     #[serde(rename = "k8s-uid", default, skip_serializing_if = "String::is_empty")]
     pub k8s_uid: String,
@@ -79,11 +115,19 @@ pub struct EndpointChangeRequest {
     pub pid: i64,
     #[serde(rename = "sync-build-endpoint", default)]
     pub sync_build_endpoint: bool,
-    #[serde(rename = "datapath-configuration", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "datapath-configuration",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub datapath_configuration: Option<DatapathConfiguration>,
     #[serde(rename = "disable-legacy-identifiers", default)]
     pub disable_legacy_identifiers: bool,
-    #[serde(rename = "netns-cookie", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "netns-cookie",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub netns_cookie: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub properties: BTreeMap<String, serde_json::Value>,
@@ -99,15 +143,35 @@ pub struct EndpointBatchDeleteRequest {
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct EndpointIdentifiers {
-    #[serde(rename = "cni-attachment-id", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "cni-attachment-id",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub cni_attachment_id: String,
-    #[serde(rename = "container-id", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "container-id",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub container_id: String,
-    #[serde(rename = "container-interface-name", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "container-interface-name",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub container_interface_name: String,
-    #[serde(rename = "k8s-namespace", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "k8s-namespace",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub k8s_namespace: String,
-    #[serde(rename = "k8s-pod-name", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "k8s-pod-name",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub k8s_pod_name: String,
     #[serde(rename = "pod-name", default, skip_serializing_if = "String::is_empty")]
     pub pod_name: String,
@@ -118,7 +182,11 @@ pub struct Identity {
     pub id: u32,
     #[serde(default)]
     pub labels: Vec<String>,
-    #[serde(rename = "labelsSHA256", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "labelsSHA256",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub labels_sha256: String,
 }
 

@@ -15,7 +15,11 @@ pub struct AddressPair {
         skip_serializing_if = "String::is_empty"
     )]
     pub ipv4_expiration_uuid: String,
-    #[serde(rename = "ipv4-pool-name", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "ipv4-pool-name",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub ipv4_pool_name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub ipv6: String,
@@ -29,11 +33,23 @@ pub struct IpamAddressResponse {
     pub gateway: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cidrs: Vec<String>,
-    #[serde(rename = "master-mac", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "master-mac",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub master_mac: String,
-    #[serde(rename = "expiration-uuid", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "expiration-uuid",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub expiration_uuid: String,
-    #[serde(rename = "interface-number", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "interface-number",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub interface_number: String,
 }
 

@@ -21,7 +21,9 @@ pub enum Command {
 
 /// Path-escapes an endpoint ID (`pod-name:ns/pod` carries a slash).
 pub fn escape_id(id: &str) -> String {
-    id.replace('%', "%25").replace('/', "%2F").replace(' ', "%20")
+    id.replace('%', "%25")
+        .replace('/', "%2F")
+        .replace(' ', "%20")
 }
 
 fn enforcement(policy_enabled: &str, dir: &str) -> &'static str {
@@ -58,8 +60,15 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
             for ep in &eps {
                 let st = &ep.status;
                 let policy = &st.policy.realized.policy_enabled;
-                let identity = st.identity.as_ref().map_or(String::new(), |i| i.id.to_string());
-                let labels = st.identity.as_ref().map(|i| i.labels.clone()).unwrap_or_default();
+                let identity = st
+                    .identity
+                    .as_ref()
+                    .map_or(String::new(), |i| i.id.to_string());
+                let labels = st
+                    .identity
+                    .as_ref()
+                    .map(|i| i.labels.clone())
+                    .unwrap_or_default();
                 let net = st.networking.clone().unwrap_or_default();
                 let addr = net.addressing.first().cloned().unwrap_or_default();
                 rows.push(row![

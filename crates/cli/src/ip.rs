@@ -35,7 +35,11 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
     }
     let mut rows = vec![row!["IP", "IDENTITY", "SOURCE"]];
     for e in &entries {
-        let source = e.metadata.as_ref().map(|m| m.source.clone()).unwrap_or_default();
+        let source = e
+            .metadata
+            .as_ref()
+            .map(|m| m.source.clone())
+            .unwrap_or_default();
         rows.push(row![e.cidr, identity_name(e.identity, *numeric), source]);
     }
     print(&rows);

@@ -21,7 +21,14 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
     }
     let mut nodes = status.nodes_added.clone();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut rows = vec![row!["Name", "IPv4 Address", "Endpoint CIDR", "IPv6 Address", "Endpoint CIDR", "Source"]];
+    let mut rows = vec![row![
+        "Name",
+        "IPv4 Address",
+        "Endpoint CIDR",
+        "IPv6 Address",
+        "Endpoint CIDR",
+        "Source"
+    ]];
     for n in &nodes {
         let v4 = n.primary_address.ipv4.clone().unwrap_or_default();
         rows.push(row![n.name, v4.ip, v4.alloc_range, "", "", n.source]);

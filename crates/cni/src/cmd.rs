@@ -68,7 +68,10 @@ pub async fn add(env: &Env, conf: &NetConf) -> Result<Value, CniError> {
     netdev::veth::delete_by_name(&pod_nl, &env.ifname).await?;
 
     let mut undo = Undo::default();
-    let result = add_steps(env, &client, &host_nl, &pod_nl, &ns, gateway, mtu, &mut undo).await;
+    let result = add_steps(
+        env, &client, &host_nl, &pod_nl, &ns, gateway, mtu, &mut undo,
+    )
+    .await;
     match result {
         Ok(r) => Ok(r.to_json(&conf.cni_version)),
         Err(e) => {
@@ -113,14 +116,23 @@ async fn add_steps(
     let host_name = host_veth_name(&env.container_id, &env.ifname);
     // A leftover from an ADD that died half way would block the name.
     netdev::veth::delete_by_name(host_nl, &host_name).await?;
-    let veth = netdev::veth::create_pod_veth(host_nl, pod_nl, ns, &host_name, &env.ifname, mtu).await?;
+    let veth =
+        netdev::veth::create_pod_veth(host_nl, pod_nl, ns, &host_name, &env.ifname, mtu).await?;
     undo.delete_veth = Some(host_name.clone());
     netdev::sysctl::write(&format!("net/ipv4/conf/{host_name}/rp_filter"), "0")?;
 
     pod_nl.ensure_ipv4_addr(veth.pod_index, ip, 32).await?;
-    pod_nl.replace_route(veth.pod_index, gateway, 32, None, None).await?;
     pod_nl
-        .replace_route(veth.pod_index, Ipv4Addr::UNSPECIFIED, 0, Some(gateway), None)
+        .replace_route(veth.pod_index, gateway, 32, None, None)
+        .await?;
+    pod_nl
+        .replace_route(
+            veth.pod_index,
+            Ipv4Addr::UNSPECIFIED,
+            0,
+            Some(gateway),
+            None,
+        )
         .await?;
 
     let req = EndpointChangeRequest {
@@ -184,27 +196,42 @@ pub async fn check(env: &Env, conf: &NetConf) -> Result<(), CniError> {
         .as_ref()
         .ok_or_else(|| CniError::new(INVALID_CONFIG, "CHECK needs prevResult"))?;
     let health: api::endpoint::EndpointHealth = client()?
-        .get_json(&format!("/endpoint/container-id:{}/healthz", env.container_id), &[])
+        .get_json(
+            &format!("/endpoint/container-id:{}/healthz", env.container_id),
+            &[],
+        )
         .map_err(|e| match e.status() {
-            Some(404) => CniError::new(UNKNOWN_CONTAINER, format!("no endpoint for container {}", env.container_id)),
+            Some(404) => CniError::new(
+                UNKNOWN_CONTAINER,
+                format!("no endpoint for container {}", env.container_id),
+            ),
             _ => e.into(),
         })?;
     if health.overall_health == "Failure" {
-        return Err(CniError::new(PLUGIN_FAILURE, "HealthzFailed: endpoint health is Failure"));
+        return Err(CniError::new(
+            PLUGIN_FAILURE,
+            "HealthzFailed: endpoint health is Failure",
+        ));
     }
     let ns = open_netns(&env.netns)?;
     let pod_nl = Netlink::connect_in(&ns)?;
-    let link = pod_nl
-        .link_by_name(&env.ifname)
-        .await?
-        .ok_or_else(|| CniError::new(PLUGIN_FAILURE, format!("interface {} missing in {}", env.ifname, env.netns)))?;
+    let link = pod_nl.link_by_name(&env.ifname).await?.ok_or_else(|| {
+        CniError::new(
+            PLUGIN_FAILURE,
+            format!("interface {} missing in {}", env.ifname, env.netns),
+        )
+    })?;
     for iface in prev["interfaces"].as_array().into_iter().flatten() {
         if iface["name"] == env.ifname.as_str() {
             let want = iface["mac"].as_str().unwrap_or_default();
             if !want.is_empty() && want != format_mac(&link.mac) {
                 return Err(CniError::new(
                     PLUGIN_FAILURE,
-                    format!("interface {} has MAC {} instead of {want}", env.ifname, format_mac(&link.mac)),
+                    format!(
+                        "interface {} has MAC {} instead of {want}",
+                        env.ifname,
+                        format_mac(&link.mac)
+                    ),
                 ));
             }
         }
@@ -214,7 +241,10 @@ pub async fn check(env: &Env, conf: &NetConf) -> Result<(), CniError> {
         let addr = ip["address"].as_str().unwrap_or_default();
         let bare = addr.split('/').next().unwrap_or_default();
         if !have.iter().any(|(_, a, _)| a.to_string() == bare) {
-            return Err(CniError::new(PLUGIN_FAILURE, format!("address {addr} missing on {}", env.ifname)));
+            return Err(CniError::new(
+                PLUGIN_FAILURE,
+                format!("address {addr} missing on {}", env.ifname),
+            ));
         }
     }
     Ok(())
@@ -225,7 +255,12 @@ pub fn status() -> Result<(), CniError> {
     client()?
         .get_json::<api::models::StatusResponse>("/healthz", &[("brief", "true")])
         .map(|_| ())
-        .map_err(|e| CniError::new(PLUGIN_NOT_AVAILABLE, format!("cilium-agent is not ready: {e}")))
+        .map_err(|e| {
+            CniError::new(
+                PLUGIN_NOT_AVAILABLE,
+                format!("cilium-agent is not ready: {e}"),
+            )
+        })
 }
 
 /// CNI 1.1 GC: removes endpoints of attachments the runtime no longer has.
@@ -242,7 +277,9 @@ pub fn gc(conf: &NetConf) -> Result<(), CniError> {
         }
         let kept = valid.iter().any(|a| {
             a.container_id == ids.container_id
-                && (a.ifname.is_empty() || ids.container_interface_name.is_empty() || a.ifname == ids.container_interface_name)
+                && (a.ifname.is_empty()
+                    || ids.container_interface_name.is_empty()
+                    || a.ifname == ids.container_interface_name)
         });
         if !kept {
             match client.call("DELETE", &format!("/endpoint/{}", ep.id), &[], None) {

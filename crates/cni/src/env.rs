@@ -20,11 +20,20 @@ impl Env {
     pub fn parse(get: impl Fn(&str) -> Option<String>) -> Result<Self, CniError> {
         let command = get("CNI_COMMAND")
             .filter(|c| !c.is_empty())
-            .ok_or_else(|| CniError::new(INVALID_ENV, "required env variable CNI_COMMAND missing"))?;
+            .ok_or_else(|| {
+                CniError::new(INVALID_ENV, "required env variable CNI_COMMAND missing")
+            })?;
         let mut args = BTreeMap::new();
-        for pair in get("CNI_ARGS").unwrap_or_default().split(';').filter(|p| !p.is_empty()) {
+        for pair in get("CNI_ARGS")
+            .unwrap_or_default()
+            .split(';')
+            .filter(|p| !p.is_empty())
+        {
             let (k, v) = pair.split_once('=').ok_or_else(|| {
-                CniError::new(INVALID_ENV, format!("invalid CNI_ARGS pair {pair:?}: expected KEY=VALUE"))
+                CniError::new(
+                    INVALID_ENV,
+                    format!("invalid CNI_ARGS pair {pair:?}: expected KEY=VALUE"),
+                )
             })?;
             args.insert(k.to_owned(), v.to_owned());
         }
@@ -47,14 +56,19 @@ impl Env {
                 _ => continue,
             };
             if value.is_empty() {
-                return Err(CniError::new(INVALID_ENV, format!("required env variable {name} missing")));
+                return Err(CniError::new(
+                    INVALID_ENV,
+                    format!("required env variable {name} missing"),
+                ));
             }
         }
         Ok(())
     }
 
     pub fn pod_namespace(&self) -> &str {
-        self.args.get("K8S_POD_NAMESPACE").map_or("", String::as_str)
+        self.args
+            .get("K8S_POD_NAMESPACE")
+            .map_or("", String::as_str)
     }
 
     pub fn pod_name(&self) -> &str {

@@ -23,7 +23,10 @@ pub fn owner(namespace: &str, pod: &str, container_id: &str) -> String {
 }
 
 fn print_json(v: &serde_json::Value) {
-    println!("{}", serde_json::to_string(v).expect("JSON value serializes"));
+    println!(
+        "{}",
+        serde_json::to_string(v).expect("JSON value serializes")
+    );
 }
 
 fn run() -> Result<Option<serde_json::Value>, (CniError, String)> {
@@ -37,22 +40,33 @@ fn run() -> Result<Option<serde_json::Value>, (CniError, String)> {
     let known = ["ADD", "DEL", "CHECK", "STATUS", "GC"];
     if !known.contains(&env.command.as_str()) {
         return Err((
-            CniError::new(INVALID_ENV, format!("unknown CNI_COMMAND {:?}", env.command))
-                .details("expected one of ADD, DEL, CHECK, VERSION, STATUS, GC"),
+            CniError::new(
+                INVALID_ENV,
+                format!("unknown CNI_COMMAND {:?}", env.command),
+            )
+            .details("expected one of ADD, DEL, CHECK, VERSION, STATUS, GC"),
             LATEST_VERSION.to_owned(),
         ));
     }
     let mut stdin = Vec::new();
-    std::io::stdin()
-        .read_to_end(&mut stdin)
-        .map_err(|e| (CniError::new(error::IO_FAILURE, format!("reading stdin: {e}")), LATEST_VERSION.to_owned()))?;
+    std::io::stdin().read_to_end(&mut stdin).map_err(|e| {
+        (
+            CniError::new(error::IO_FAILURE, format!("reading stdin: {e}")),
+            LATEST_VERSION.to_owned(),
+        )
+    })?;
     let conf = netconf::parse(&stdin).map_err(|e| (e, LATEST_VERSION.to_owned()))?;
     let version = conf.cni_version.clone();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
         .build()
-        .map_err(|e| (CniError::new(error::IO_FAILURE, e.to_string()), version.clone()))?;
+        .map_err(|e| {
+            (
+                CniError::new(error::IO_FAILURE, e.to_string()),
+                version.clone(),
+            )
+        })?;
     let out = rt.block_on(async {
         match env.command.as_str() {
             "ADD" => cmd::add(&env, &conf).await.map(Some),

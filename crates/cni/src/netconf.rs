@@ -32,12 +32,22 @@ pub struct Attachment {
 
 pub fn parse(stdin: &[u8]) -> Result<NetConf, CniError> {
     if stdin.iter().all(u8::is_ascii_whitespace) {
-        return Err(CniError::new(DECODE_FAILURE, "no network configuration on stdin"));
+        return Err(CniError::new(
+            DECODE_FAILURE,
+            "no network configuration on stdin",
+        ));
     }
-    let conf: NetConf = serde_json::from_slice(stdin)
-        .map_err(|e| CniError::new(DECODE_FAILURE, format!("failed to parse network configuration: {e}")))?;
+    let conf: NetConf = serde_json::from_slice(stdin).map_err(|e| {
+        CniError::new(
+            DECODE_FAILURE,
+            format!("failed to parse network configuration: {e}"),
+        )
+    })?;
     if conf.cni_version.is_empty() {
-        return Err(CniError::new(INVALID_CONFIG, "network configuration has no cniVersion"));
+        return Err(CniError::new(
+            INVALID_CONFIG,
+            "network configuration has no cniVersion",
+        ));
     }
     if !SUPPORTED_VERSIONS.contains(&conf.cni_version.as_str()) {
         return Err(CniError::new(
@@ -49,7 +59,10 @@ pub fn parse(stdin: &[u8]) -> Result<NetConf, CniError> {
         ));
     }
     if conf.name.is_empty() {
-        return Err(CniError::new(INVALID_CONFIG, "network configuration has no name"));
+        return Err(CniError::new(
+            INVALID_CONFIG,
+            "network configuration has no name",
+        ));
     }
     if !conf.chaining_mode.is_empty() && conf.chaining_mode != "none" {
         return Err(CniError::new(

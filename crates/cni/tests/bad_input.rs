@@ -9,7 +9,10 @@ fn assert_error(out: &CniOutput, code: u64, needle: &str) {
     assert_ne!(out.code, 0, "must fail: {}", out.json);
     assert_eq!(out.json["code"].as_u64(), Some(code), "{}", out.json);
     let msg = out.json["msg"].as_str().unwrap_or_default();
-    assert!(msg.contains(needle), "message {msg:?} should mention {needle:?}");
+    assert!(
+        msg.contains(needle),
+        "message {msg:?} should mention {needle:?}"
+    );
     assert!(out.json["cniVersion"].is_string());
 }
 
@@ -18,7 +21,10 @@ fn assert_nothing_leaked(node: &Node) {
     assert_eq!(eps.trim(), "[]", "no endpoint");
     assert!(!node.links().contains("lxc"), "no veth:\n{}", node.links());
     let status = node.cilium_ok(&["status"]);
-    assert!(status.contains("IPv4: 1/"), "only the router address:\n{status}");
+    assert!(
+        status.contains("IPv4: 1/"),
+        "only the router address:\n{status}"
+    );
 }
 
 #[test]
@@ -40,7 +46,11 @@ fn bad_environment_and_stdin_are_refused_with_their_codes() {
 
     assert_error(&node.cni(&[], NETCONF), 4, "CNI_COMMAND");
     assert_error(&node.cni(&[("CNI_COMMAND", "FROB")], NETCONF), 4, "FROB");
-    let missing = [("CNI_COMMAND", "ADD"), ("CNI_NETNS", ns), ("CNI_IFNAME", "eth0")];
+    let missing = [
+        ("CNI_COMMAND", "ADD"),
+        ("CNI_NETNS", ns),
+        ("CNI_IFNAME", "eth0"),
+    ];
     assert_error(&node.cni(&missing, NETCONF), 4, "CNI_CONTAINERID");
     let env = [
         ("CNI_COMMAND", "ADD"),
@@ -50,7 +60,11 @@ fn bad_environment_and_stdin_are_refused_with_their_codes() {
     ];
     assert_error(&node.cni(&env, "{not json"), 6, "failed to parse");
     assert_error(&node.cni(&env, ""), 6, "no network configuration");
-    assert_error(&node.cni(&env, r#"{"cniVersion":"9.9.9","name":"x"}"#), 1, "9.9.9");
+    assert_error(
+        &node.cni(&env, r#"{"cniVersion":"9.9.9","name":"x"}"#),
+        1,
+        "9.9.9",
+    );
     assert_error(&node.cni(&env, r#"{"name":"x"}"#), 7, "cniVersion");
     let bad_args = [
         ("CNI_COMMAND", "ADD"),
@@ -80,13 +94,21 @@ fn an_exhausted_pool_fails_the_add_and_leaks_nothing() {
     let out = node.cni_pod("ADD", "second", ns.to_str().unwrap());
     assert_error(&out, 100, "range is full");
     let links = node.links();
-    assert_eq!(links.matches("lxc").count(), 1, "only the first pod's veth:\n{links}");
+    assert_eq!(
+        links.matches("lxc").count(),
+        1,
+        "only the first pod's veth:\n{links}"
+    );
     let eps = node.cilium_ok(&["endpoint", "list", "-o", "json"]);
     assert!(eps.contains(&first.to_string()) && !eps.contains("second"));
 
     // Removing the first pod frees its address for the second.
     let first_ns = node.netns("first");
-    assert_eq!(node.cni_pod("DEL", "first", first_ns.to_str().unwrap()).code, 0);
+    assert_eq!(
+        node.cni_pod("DEL", "first", first_ns.to_str().unwrap())
+            .code,
+        0
+    );
     let out = node.cni_pod("ADD", "second", ns.to_str().unwrap());
     assert_eq!(out.code, 0, "{}", out.json);
 }
@@ -115,7 +137,14 @@ fn bad_api_requests_are_refused_without_state_changes() {
     let mut node = Node::new("10.0.14.0/24");
     node.start_agent();
     let client = api::Client::new(node.socket());
-    let put = |body: &str| client.call("PUT", "/endpoint/cilium-local:0", &[], Some(body.as_bytes()));
+    let put = |body: &str| {
+        client.call(
+            "PUT",
+            "/endpoint/cilium-local:0",
+            &[],
+            Some(body.as_bytes()),
+        )
+    };
     let e = put("{").unwrap_err();
     assert_eq!(e.status(), Some(400));
     let e = put(r#"{"state":"ready","interface-name":"nope0","addressing":{"ipv4":"10.0.14.9"},"mac":"02:00:00:00:00:01","host-mac":"02:00:00:00:00:02"}"#).unwrap_err();
@@ -125,15 +154,23 @@ fn bad_api_requests_are_refused_without_state_changes() {
     assert!(e.to_string().contains("sleepy"), "{e}");
     let e = put(r#"{"state":"ready","bogus":1}"#).unwrap_err();
     assert!(e.to_string().contains("bogus"), "{e}");
-    let e = client.call("GET", "/endpoint/frob:1", &[], None).unwrap_err();
+    let e = client
+        .call("GET", "/endpoint/frob:1", &[], None)
+        .unwrap_err();
     assert_eq!(e.status(), Some(400));
     let e = client.call("GET", "/endpoint/77", &[], None).unwrap_err();
     assert_eq!(e.status(), Some(404));
-    let e = client.call("DELETE", "/ipam/10.0.14.77", &[], None).unwrap_err();
+    let e = client
+        .call("DELETE", "/ipam/10.0.14.77", &[], None)
+        .unwrap_err();
     assert_eq!(e.status(), Some(404));
-    let e = client.call("DELETE", "/ipam/not-an-ip", &[], None).unwrap_err();
+    let e = client
+        .call("DELETE", "/ipam/not-an-ip", &[], None)
+        .unwrap_err();
     assert_eq!(e.status(), Some(400));
-    let e = client.call("POST", "/ipam?family=ipv6", &[], None).unwrap_err();
+    let e = client
+        .call("POST", "/ipam?family=ipv6", &[], None)
+        .unwrap_err();
     assert_eq!(e.status(), Some(400));
     assert_nothing_leaked(&node);
 }

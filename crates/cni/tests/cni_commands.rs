@@ -33,18 +33,34 @@ fn check_status_and_gc_follow_the_spec() {
     conf["prevResult"]["ips"][0]["address"] = "10.0.15.200/32".into();
     let bad = node.cni(&env, &conf.to_string());
     assert_ne!(bad.code, 0);
-    assert!(bad.json["msg"].as_str().unwrap().contains("10.0.15.200"), "{}", bad.json);
+    assert!(
+        bad.json["msg"].as_str().unwrap().contains("10.0.15.200"),
+        "{}",
+        bad.json
+    );
 
     // The CLI shows the pods.
     let ip_list = node.cilium_ok(&["ip", "list"]);
     assert!(ip_list.contains(&format!("{a}/32")), "{ip_list}");
-    assert!(ip_list.contains("0.0.0.0/0") && ip_list.contains("reserved:world"), "{ip_list}");
+    assert!(
+        ip_list.contains("0.0.0.0/0") && ip_list.contains("reserved:world"),
+        "{ip_list}"
+    );
     let get = node.cilium_ok(&["endpoint", "get", "pod-name:default/b"]);
     let eps: serde_json::Value = serde_json::from_str(&get).unwrap();
-    assert_eq!(eps[0]["status"]["networking"]["addressing"][0]["ipv4"], a.to_string());
-    assert_eq!(eps[0]["status"]["external-identifiers"]["container-id"], "c-b");
+    assert_eq!(
+        eps[0]["status"]["networking"]["addressing"][0]["ipv4"],
+        a.to_string()
+    );
+    assert_eq!(
+        eps[0]["status"]["external-identifiers"]["container-id"],
+        "c-b"
+    );
     let list = node.cilium_ok(&["endpoint", "list"]);
-    assert!(list.contains("ENFORCEMENT") && list.contains("ready"), "{list}");
+    assert!(
+        list.contains("ENFORCEMENT") && list.contains("ready"),
+        "{list}"
+    );
     assert!(!node.cilium(&["endpoint", "get", "99"]).status.success());
 
     // GC keeps only the attachments the runtime still lists.

@@ -15,7 +15,10 @@ fn endpoints(node: &Node) -> Vec<(u64, String, String)> {
         .map(|e| {
             (
                 e["id"].as_u64().unwrap(),
-                e["status"]["networking"]["addressing"][0]["ipv4"].as_str().unwrap().to_owned(),
+                e["status"]["networking"]["addressing"][0]["ipv4"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
                 e["status"]["state"].as_str().unwrap().to_owned(),
             )
         })
@@ -32,10 +35,16 @@ fn two_pods_talk_survive_agent_kill_and_are_deleted_cleanly() {
 
     // ADD attached tc filters; the agent then moves endpoints onto pinned tcx links.
     for id in [1, 2] {
-        let pin = node.sb.bpffs().join(format!("cilium/endpoints/{id}/links/cil_from_container"));
+        let pin = node
+            .sb
+            .bpffs()
+            .join(format!("cilium/endpoints/{id}/links/cil_from_container"));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while !pin.exists() {
-            assert!(std::time::Instant::now() < deadline, "endpoint {id} not on tcx");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "endpoint {id} not on tcx"
+            );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
@@ -47,13 +56,22 @@ fn two_pods_talk_survive_agent_kill_and_are_deleted_cleanly() {
     let ct = node.cilium_ok(&["bpf", "ct", "list", "global"]);
     let flow = format!("TCP OUT {a}:{sport} -> {b}:8080");
     assert!(ct.contains(&flow), "no CT entry {flow:?} in:\n{ct}");
-    assert!(ct.contains(&format!("TCP IN {a}:{sport} -> {b}:8080")), "ingress entry of pod-b:\n{ct}");
+    assert!(
+        ct.contains(&format!("TCP IN {a}:{sport} -> {b}:8080")),
+        "ingress entry of pod-b:\n{ct}"
+    );
     assert!(ct.contains("ICMP OUT"), "ICMP entries:\n{ct}");
     let metrics = node.cilium_ok(&["bpf", "metrics", "list"]);
-    assert!(metrics.contains("Success") || metrics.contains("Forwarded"), "forward counters:\n{metrics}");
+    assert!(
+        metrics.contains("Success") || metrics.contains("Forwarded"),
+        "forward counters:\n{metrics}"
+    );
 
     let status = node.cilium_ok(&["status"]);
-    assert!(status.contains("IPAM:                    IPv4: 3/254 allocated from 10.0.9.0/24,"), "{status}");
+    assert!(
+        status.contains("IPAM:                    IPv4: 3/254 allocated from 10.0.9.0/24,"),
+        "{status}"
+    );
     let before = endpoints(&node);
     assert_eq!(before.len(), 2);
     assert!(before.iter().all(|(_, _, st)| st == "ready"));
@@ -63,7 +81,11 @@ fn two_pods_talk_survive_agent_kill_and_are_deleted_cleanly() {
     tcp_exchange(node.netns("pod-a"), node.netns("pod-b"), a, 8081);
 
     node.start_agent();
-    assert_eq!(endpoints(&node), before, "restored with the same IDs and addresses");
+    assert_eq!(
+        endpoints(&node),
+        before,
+        "restored with the same IDs and addresses"
+    );
     assert!(node.ping("pod-b", a), "pods talk after the restart");
     // A restarted agent must not hand out a restored address again.
     let c = node.add_pod("pod-c");
@@ -78,9 +100,16 @@ fn two_pods_talk_survive_agent_kill_and_are_deleted_cleanly() {
         assert_eq!(node.cni_pod("DEL", pod, ns.to_str().unwrap()).code, 0);
     }
     assert!(endpoints(&node).is_empty());
-    assert!(!node.links().contains("lxc"), "veths left:\n{}", node.links());
+    assert!(
+        !node.links().contains("lxc"),
+        "veths left:\n{}",
+        node.links()
+    );
     let status = node.cilium_ok(&["status"]);
-    assert!(status.contains("IPv4: 1/254 allocated"), "only the router keeps an address:\n{status}");
+    assert!(
+        status.contains("IPv4: 1/254 allocated"),
+        "only the router keeps an address:\n{status}"
+    );
     let lxc = node.cilium_ok(&["bpf", "endpoint", "list"]);
     assert!(!lxc.contains("id="), "no pod left in cilium_lxc:\n{lxc}");
 }

@@ -83,7 +83,8 @@ pub fn attach_pinned(
                 .map_err(|e| fail(e.to_string()))?
                 .try_into()
                 .map_err(|e: aya::programs::links::LinkError| fail(e.to_string()))?;
-            link.pin(&pin).map_err(|e| fail(format!("pinning link at {}: {e}", pin.display())))?;
+            link.pin(&pin)
+                .map_err(|e| fail(format!("pinning link at {}: {e}", pin.display())))?;
             Ok(AttachMode::Tcx)
         }
         Err(tcx_err) => {
@@ -127,7 +128,8 @@ fn attach_tc(prog: &mut SchedClassifier, ifname: &str, hook: Hook) -> Result<(),
 /// Removes the priority-1, handle-1 filter `attach_tc` made; a missing one
 /// is fine.
 pub fn detach_tc(ifname: &str, hook: Hook) {
-    if let Ok(link) = SchedClassifierLink::attached(ifname, hook.tc(), 1, TcHandle::new(0, 1), None) {
+    if let Ok(link) = SchedClassifierLink::attached(ifname, hook.tc(), 1, TcHandle::new(0, 1), None)
+    {
         if let Err(e) = link.detach() {
             tracing::debug!(subsys = "datapath", device = ifname, error = %e, "no tc filter to remove");
         }

@@ -134,7 +134,13 @@ impl Datapath {
 
     /// Drops the endpoint's pinned links (detaching its programs).
     pub fn detach_endpoint(&self, endpoint_id: u16) {
-        remove_links(&self.endpoint_links_dir(endpoint_id).parent().expect("links dir has a parent").to_owned());
+        remove_links(
+            &self
+                .endpoint_links_dir(endpoint_id)
+                .parent()
+                .expect("links dir has a parent")
+                .to_owned(),
+        );
     }
 
     /// Attaches `cil_from_host` to the egress of cilium_host.

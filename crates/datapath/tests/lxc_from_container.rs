@@ -20,13 +20,24 @@ const LXC_B: [u8; 6] = [0x02, 0, 0, 0, 1, 0x0b];
 
 fn two_pods(sb: &Sandbox) -> datapath::testrun::TestObject {
     let obj = load(sb, BPF_LXC);
-    add_endpoint(&obj, POD_A, EndpointInfo::pod(TEST_IFINDEX, 11, MAC_A, LXC_A, 1000));
-    add_endpoint(&obj, POD_B, EndpointInfo::pod(TEST_IFINDEX, 12, MAC_B, LXC_B, 1001));
+    add_endpoint(
+        &obj,
+        POD_A,
+        EndpointInfo::pod(TEST_IFINDEX, 11, MAC_A, LXC_A, 1000),
+    );
+    add_endpoint(
+        &obj,
+        POD_B,
+        EndpointInfo::pod(TEST_IFINDEX, 12, MAC_B, LXC_B, 1001),
+    );
     obj
 }
 
 fn ct_entry(obj: &datapath::testrun::TestObject, map: &str, key: Ipv4CtTuple) -> Option<CtEntry> {
-    obj.map(map).expect("open ct map").get(&key).expect("ct lookup")
+    obj.map(map)
+        .expect("open ct map")
+        .get(&key)
+        .expect("ct lookup")
 }
 
 #[test]
@@ -61,7 +72,11 @@ fn tcp_between_local_pods_is_peer_redirected_and_tracked_both_ways() {
     assert_eq!(&out.packet[0..6], &MAC_B, "dst MAC is pod B");
     assert_eq!(&out.packet[6..12], &LXC_B, "src MAC is B's host-side veth");
     assert_eq!(out.packet[14 + 8], 63, "TTL decremented");
-    assert_eq!(ipv4_checksum(&out.packet[14..34]), 0, "header checksum still valid");
+    assert_eq!(
+        ipv4_checksum(&out.packet[14..34]),
+        0,
+        "header checksum still valid"
+    );
 
     // Cilium's key bytes: addresses named for the reply, ports for the original.
     let egress = Ipv4CtTuple {
@@ -72,7 +87,10 @@ fn tcp_between_local_pods_is_peer_redirected_and_tracked_both_ways() {
         nexthdr: 6,
         flags: TUPLE_F_OUT,
     };
-    let ingress = Ipv4CtTuple { flags: TUPLE_F_IN, ..egress };
+    let ingress = Ipv4CtTuple {
+        flags: TUPLE_F_IN,
+        ..egress
+    };
     let e = ct_entry(&obj, abi::maps::CT4_GLOBAL, egress).expect("egress entry of pod A");
     assert_eq!(e.src_sec_id, 1000);
     assert_eq!(e.tx_flags_seen, 0x02);
@@ -120,7 +138,10 @@ fn non_ethernet_ii_frame_is_dropped_as_unsupported_l2() {
     let sb = Sandbox::enter();
     let mut obj = load(&sb, BPF_LXC);
     let out = obj
-        .run("cil_from_container", &frame([2; 6], [4; 6], 0x0100, &[0u8; 46]))
+        .run(
+            "cil_from_container",
+            &frame([2; 6], [4; 6], 0x0100, &[0u8; 46]),
+        )
         .expect("test run");
     assert_eq!(out.retval, TC_ACT_SHOT);
     let (count, key) = metric(&obj, abi::drop::DROP_UNSUPPORTED_L2, DIR_EGRESS);
@@ -135,10 +156,18 @@ fn unknown_l3_and_malformed_ipv4_are_dropped_with_their_reasons() {
     let sb = Sandbox::enter();
     let mut obj = load(&sb, BPF_LXC);
     let v6 = frame([2; 6], [4; 6], 0x86dd, &[0u8; 60]);
-    assert_eq!(obj.run("cil_from_container", &v6).unwrap().retval, TC_ACT_SHOT);
-    let bad_ihl = [0x44, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 5, 10, 0, 0, 6];
+    assert_eq!(
+        obj.run("cil_from_container", &v6).unwrap().retval,
+        TC_ACT_SHOT
+    );
+    let bad_ihl = [
+        0x44, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 5, 10, 0, 0, 6,
+    ];
     let bad = frame([2; 6], [4; 6], 0x0800, &bad_ihl);
-    assert_eq!(obj.run("cil_from_container", &bad).unwrap().retval, TC_ACT_SHOT);
+    assert_eq!(
+        obj.run("cil_from_container", &bad).unwrap().retval,
+        TC_ACT_SHOT
+    );
     assert_eq!(metric(&obj, abi::drop::DROP_UNKNOWN_L3, DIR_EGRESS).0, 1);
     assert_eq!(metric(&obj, abi::drop::DROP_INVALID, DIR_EGRESS).0, 1);
     assert_eq!(metric(&obj, 0, DIR_EGRESS).0, 0, "nothing was forwarded");

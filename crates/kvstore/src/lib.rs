@@ -46,8 +46,13 @@ fn etcd(op: &'static str, key: &str) -> impl FnOnce(etcd_client::Error) -> Error
 /// What a watcher sees.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
-    Upsert { key: String, value: Vec<u8> },
-    Delete { key: String },
+    Upsert {
+        key: String,
+        value: Vec<u8>,
+    },
+    Delete {
+        key: String,
+    },
     /// The initial listing has been delivered (Cilium's "ListDone").
     ListDone,
 }
@@ -102,7 +107,12 @@ impl Kvstore {
     }
 
     pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
-        let resp = self.client.clone().get(key, None).await.map_err(etcd("get", key))?;
+        let resp = self
+            .client
+            .clone()
+            .get(key, None)
+            .await
+            .map_err(etcd("get", key))?;
         Ok(resp.kvs().first().map(|kv| kv.value().to_vec()))
     }
 
@@ -118,13 +128,22 @@ impl Kvstore {
         let kvs = resp
             .kvs()
             .iter()
-            .map(|kv| (String::from_utf8_lossy(kv.key()).into_owned(), kv.value().to_vec()))
+            .map(|kv| {
+                (
+                    String::from_utf8_lossy(kv.key()).into_owned(),
+                    kv.value().to_vec(),
+                )
+            })
             .collect();
         Ok((kvs, rev))
     }
 
     pub async fn put(&self, key: &str, value: &[u8]) -> Result<(), Error> {
-        self.client.clone().put(key, value, None).await.map_err(etcd("put", key))?;
+        self.client
+            .clone()
+            .put(key, value, None)
+            .await
+            .map_err(etcd("put", key))?;
         Ok(())
     }
 
@@ -147,7 +166,12 @@ impl Kvstore {
         let txn = Txn::new()
             .when([Compare::create_revision(key, CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key, value, opts)]);
-        let resp = self.client.clone().txn(txn).await.map_err(etcd("create", key))?;
+        let resp = self
+            .client
+            .clone()
+            .txn(txn)
+            .await
+            .map_err(etcd("create", key))?;
         if resp.succeeded() && leased {
             let mut s = self.session.lock().expect("session lock");
             s.leased.insert(key.to_owned(), value.to_vec());
@@ -156,8 +180,16 @@ impl Kvstore {
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), Error> {
-        self.client.clone().delete(key, None).await.map_err(etcd("delete", key))?;
-        self.session.lock().expect("session lock").leased.remove(key);
+        self.client
+            .clone()
+            .delete(key, None)
+            .await
+            .map_err(etcd("delete", key))?;
+        self.session
+            .lock()
+            .expect("session lock")
+            .leased
+            .remove(key);
         Ok(())
     }
 
@@ -181,7 +213,11 @@ impl Kvstore {
             .await;
             match alive {
                 Ok(false) => {
-                    tracing::warn!(subsys = "kvstore", lease, "Session lease expired, renewing the session");
+                    tracing::warn!(
+                        subsys = "kvstore",
+                        lease,
+                        "Session lease expired, renewing the session"
+                    );
                     if let Err(e) = self.renew_session(ttl).await {
                         tracing::warn!(subsys = "kvstore", error = %e, "Unable to renew the session");
                     }
@@ -206,7 +242,10 @@ impl Kvstore {
         let keys: Vec<(String, Vec<u8>)> = {
             let mut s = self.session.lock().expect("session lock");
             s.lease = lease;
-            s.leased.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+            s.leased
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
         };
         for (k, v) in keys {
             self.client
@@ -266,7 +305,9 @@ impl Kvstore {
                     return;
                 }
             }
-            let opts = WatchOptions::new().with_prefix().with_start_revision(rev + 1);
+            let opts = WatchOptions::new()
+                .with_prefix()
+                .with_start_revision(rev + 1);
             let mut stream = match self.client.clone().watch(prefix.as_str(), Some(opts)).await {
                 Ok(s) => s,
                 Err(e) => {

@@ -44,7 +44,10 @@ fn reads_writes_and_create_only() {
     runtime().block_on(async {
         let kv = connect(Duration::from_secs(30)).await;
         kv.put("cilium/test/a", b"1").await.unwrap();
-        assert_eq!(kv.get("cilium/test/a").await.unwrap().as_deref(), Some(&b"1"[..]));
+        assert_eq!(
+            kv.get("cilium/test/a").await.unwrap().as_deref(),
+            Some(&b"1"[..])
+        );
         assert!(kv.create_only("cilium/test/b", b"2", false).await.unwrap());
         assert!(!kv.create_only("cilium/test/b", b"3", false).await.unwrap());
         let (list, rev) = kv.list_prefix("cilium/test/").await.unwrap();
@@ -70,25 +73,41 @@ fn leased_keys_die_with_their_agent_and_watchers_resync_across_an_etcd_restart()
         let rt = runtime();
         rt.block_on(async {
             let kv = connect(Duration::from_secs(2)).await;
-            kv.put_leased("cilium/state/nodes/v1/default/dead", b"{}").await.unwrap();
+            kv.put_leased("cilium/state/nodes/v1/default/dead", b"{}")
+                .await
+                .unwrap();
         });
     }
 
     let rt = runtime();
     let (kv, mut rx) = rt.block_on(async {
         let kv = connect(Duration::from_secs(30)).await;
-        kv.put_leased("cilium/state/nodes/v1/default/live", b"{}").await.unwrap();
+        kv.put_leased("cilium/state/nodes/v1/default/live", b"{}")
+            .await
+            .unwrap();
         let deadline = Instant::now() + Duration::from_secs(15);
-        while kv.get("cilium/state/nodes/v1/default/dead").await.unwrap().is_some() {
-            assert!(Instant::now() < deadline, "leased key of a dead agent must expire");
+        while kv
+            .get("cilium/state/nodes/v1/default/dead")
+            .await
+            .unwrap()
+            .is_some()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "leased key of a dead agent must expire"
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
 
         let mut rx = kv.watch_prefix(kvstore::keys::NODES);
         assert!(matches!(next(&mut rx).await, Event::Upsert { key, .. } if key.ends_with("/live")));
         assert_eq!(next(&mut rx).await, Event::ListDone);
-        kv.put("cilium/state/nodes/v1/default/other", b"x").await.unwrap();
-        assert!(matches!(next(&mut rx).await, Event::Upsert { key, .. } if key.ends_with("/other")));
+        kv.put("cilium/state/nodes/v1/default/other", b"x")
+            .await
+            .unwrap();
+        assert!(
+            matches!(next(&mut rx).await, Event::Upsert { key, .. } if key.ends_with("/other"))
+        );
         (kv, rx)
     });
 
@@ -101,7 +120,10 @@ fn leased_keys_die_with_their_agent_and_watchers_resync_across_an_etcd_restart()
     rt.block_on(async {
         // The watcher from before the restart reconnects and sees the change.
         let writer = connect(Duration::from_secs(30)).await;
-        writer.delete("cilium/state/nodes/v1/default/other").await.unwrap();
+        writer
+            .delete("cilium/state/nodes/v1/default/other")
+            .await
+            .unwrap();
         assert_eq!(
             next(&mut rx).await,
             Event::Delete {
@@ -109,7 +131,11 @@ fn leased_keys_die_with_their_agent_and_watchers_resync_across_an_etcd_restart()
             }
         );
         // The session lease survived the restart with its key.
-        assert!(kv.get("cilium/state/nodes/v1/default/live").await.unwrap().is_some());
+        assert!(kv
+            .get("cilium/state/nodes/v1/default/live")
+            .await
+            .unwrap()
+            .is_some());
         let mut fresh = kv.watch_prefix(kvstore::keys::NODES);
         let mut seen = Vec::new();
         loop {

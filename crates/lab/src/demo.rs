@@ -19,7 +19,13 @@ pub fn ping(l: &Layout, from: &str, to: Ipv4Addr) -> anyhow::Result<bool> {
 }
 
 /// One TCP request/response from `client` to a listener in `server`.
-pub fn tcp(l: &Layout, client: &str, server: &str, server_ip: Ipv4Addr, port: u16) -> anyhow::Result<()> {
+pub fn tcp(
+    l: &Layout,
+    client: &str,
+    server: &str,
+    server_ip: Ipv4Addr,
+    port: u16,
+) -> anyhow::Result<()> {
     println!("\n==> TCP {client} -> {server_ip}:{port} ({server})");
     let (sns, cns): (PathBuf, PathBuf) = (l.netns(server), l.netns(client));
     let (tx, rx) = std::sync::mpsc::channel();
@@ -33,10 +39,14 @@ pub fn tcp(l: &Layout, client: &str, server: &str, server_ip: Ipv4Addr, port: u1
         s.write_all(format!("pong to {peer}: {}", String::from_utf8_lossy(&buf[..n])).as_bytes())?;
         Ok(())
     });
-    rx.recv_timeout(Duration::from_secs(5)).context("server did not start")?;
+    rx.recv_timeout(Duration::from_secs(5))
+        .context("server did not start")?;
     let cli = std::thread::spawn(move || -> anyhow::Result<String> {
         netdev::NetNs::open(&cns)?.enter()?;
-        let mut s = std::net::TcpStream::connect_timeout(&(server_ip, port).into(), Duration::from_secs(5))?;
+        let mut s = std::net::TcpStream::connect_timeout(
+            &(server_ip, port).into(),
+            Duration::from_secs(5),
+        )?;
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
         s.write_all(b"ping")?;
         let mut reply = String::new();
@@ -56,6 +66,10 @@ pub fn cilium(args: &[&str]) -> anyhow::Result<()> {
         .args(args)
         .output()
         .context("running cilium")?;
-    print!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    print!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(())
 }

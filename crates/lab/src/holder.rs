@@ -22,19 +22,27 @@ fn mount(src: &str, target: &str, fstype: &str, flags: libc::c_ulong) -> anyhow:
         libc::mount(
             src_c.as_ptr(),
             target_c.as_ptr(),
-            if fstype.is_empty() { std::ptr::null() } else { fs_c.as_ptr() },
+            if fstype.is_empty() {
+                std::ptr::null()
+            } else {
+                fs_c.as_ptr()
+            },
             flags,
             std::ptr::null(),
         )
     };
     if rc != 0 {
-        return Err(std::io::Error::last_os_error()).with_context(|| format!("mounting {fstype} on {target}"));
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("mounting {fstype} on {target}"));
     }
     Ok(())
 }
 
 fn ip(args: &[&str]) -> anyhow::Result<()> {
-    let st = Command::new("ip").args(args).status().context("running ip")?;
+    let st = Command::new("ip")
+        .args(args)
+        .status()
+        .context("running ip")?;
     anyhow::ensure!(st.success(), "ip {} failed", args.join(" "));
     Ok(())
 }
@@ -52,7 +60,16 @@ fn build_node() -> anyhow::Result<()> {
     ip(&["link", "set", "lo", "up"])?;
     // The underlay device; until nodes are wired together its peer is a
     // stub in the same namespace (this kernel has no dummy driver).
-    ip(&["link", "add", "eth0", "type", "veth", "peer", "name", "eth0-stub"])?;
+    ip(&[
+        "link",
+        "add",
+        "eth0",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "eth0-stub",
+    ])?;
     ip(&["addr", "add", layout::NODE_IP, "dev", "eth0"])?;
     ip(&["link", "set", "eth0-stub", "up"])?;
     ip(&["link", "set", "eth0", "up"])?;
@@ -68,7 +85,10 @@ fn start_agent(l: &Layout) -> anyhow::Result<std::process::Child> {
     Command::new(layout::sibling("cilium-agent")?)
         .arg(format!("--state-dir={}", l.state_dir().display()))
         .arg(format!("--ipv4-range={}", layout::POD_CIDR))
-        .args(["--bpf-ct-global-tcp-max=65536", "--bpf-ct-global-any-max=65536"])
+        .args([
+            "--bpf-ct-global-tcp-max=65536",
+            "--bpf-ct-global-any-max=65536",
+        ])
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -90,7 +110,10 @@ pub fn run(l: &Layout) -> anyhow::Result<()> {
         libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
         libc::signal(libc::SIGINT, on_term as *const () as libc::sighandler_t);
     }
-    layout::write_atomic(&l.holder_pid_file(), std::process::id().to_string().as_bytes())?;
+    layout::write_atomic(
+        &l.holder_pid_file(),
+        std::process::id().to_string().as_bytes(),
+    )?;
     let mut announced = false;
     while !STOP.load(Ordering::SeqCst) {
         let mut agent = start_agent(l)?;

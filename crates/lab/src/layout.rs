@@ -23,7 +23,9 @@ impl Layout {
         let root = std::env::var_os("CILIUM_LAB_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/tmp/cilium-lab"));
-        Self { dir: root.join(node) }
+        Self {
+            dir: root.join(node),
+        }
     }
 
     pub fn holder_pid_file(&self) -> PathBuf {
@@ -53,7 +55,11 @@ impl Layout {
 
     /// The holder's pid when the node is up.
     pub fn running_holder(&self) -> Option<i32> {
-        let pid: i32 = std::fs::read_to_string(self.holder_pid_file()).ok()?.trim().parse().ok()?;
+        let pid: i32 = std::fs::read_to_string(self.holder_pid_file())
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
         alive(pid).then_some(pid)
     }
 
@@ -80,13 +86,19 @@ pub fn sibling(name: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("locating cilium-lab")?;
     let p = exe.parent().context("binary dir")?.join(name);
     if !p.exists() {
-        bail!("{} not found next to cilium-lab (run ./scripts/install.sh first)", p.display());
+        bail!(
+            "{} not found next to cilium-lab (run ./scripts/install.sh first)",
+            p.display()
+        );
     }
     Ok(p)
 }
 
 pub fn bin_dir() -> anyhow::Result<PathBuf> {
-    Ok(sibling("cilium-lab")?.parent().expect("has parent").to_owned())
+    Ok(sibling("cilium-lab")?
+        .parent()
+        .expect("has parent")
+        .to_owned())
 }
 
 /// Moves this (single-threaded) process into the node's mount and network
@@ -97,7 +109,8 @@ pub fn enter_node(holder: i32) -> anyhow::Result<()> {
         let f = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
         // SAFETY: a valid namespace fd; this process has one thread here.
         if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&f), flag) } != 0 {
-            return Err(std::io::Error::last_os_error()).with_context(|| format!("entering {path}"));
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("entering {path}"));
         }
     }
     Ok(())

@@ -18,7 +18,10 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
-#[command(name = "cilium-lab", about = "Run a Cilium cluster as namespaces on this machine")]
+#[command(
+    name = "cilium-lab",
+    about = "Run a Cilium cluster as namespaces on this machine"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -49,8 +52,12 @@ enum Cmd {
 }
 
 fn running(l: &Layout) -> anyhow::Result<i32> {
-    l.running_holder()
-        .with_context(|| format!("the lab is not up ({} has no running node); run `cilium-lab up`", l.dir.display()))
+    l.running_holder().with_context(|| {
+        format!(
+            "the lab is not up ({} has no running node); run `cilium-lab up`",
+            l.dir.display()
+        )
+    })
 }
 
 fn start_holder(l: &Layout) -> anyhow::Result<i32> {
@@ -79,7 +86,10 @@ fn start_holder(l: &Layout) -> anyhow::Result<i32> {
             let tail: Vec<&str> = agent.lines().rev().take(10).collect();
             // SAFETY: ending the node process we started.
             unsafe { libc::kill(pid, libc::SIGTERM) };
-            bail!("node did not come up:\n{log}\nagent log (last lines):\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+            bail!(
+                "node did not come up:\n{log}\nagent log (last lines):\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -91,12 +101,20 @@ fn start_holder(l: &Layout) -> anyhow::Result<i32> {
 fn up(pod_names: &[String]) -> anyhow::Result<()> {
     let l = Layout::new(layout::NODE);
     if let Some(pid) = l.running_holder() {
-        bail!("the lab is already up (node {} pid {pid}); run `cilium-lab down` first", layout::NODE);
+        bail!(
+            "the lab is already up (node {} pid {pid}); run `cilium-lab down` first",
+            layout::NODE
+        );
     }
     let t0 = Instant::now();
     pods::install_cni(&l)?;
     let holder = start_holder(&l)?;
-    println!("==> {}: namespaces, bpffs and cilium-agent up in {:?} (pid {holder}, dir {})", layout::NODE, t0.elapsed(), l.dir.display());
+    println!(
+        "==> {}: namespaces, bpffs and cilium-agent up in {:?} (pid {holder}, dir {})",
+        layout::NODE,
+        t0.elapsed(),
+        l.dir.display()
+    );
     layout::enter_node(holder)?;
     let names: Vec<String> = if pod_names.is_empty() {
         vec!["pod-a".into(), "pod-b".into()]
@@ -156,7 +174,10 @@ fn down() -> anyhow::Result<()> {
         unsafe { libc::kill(holder, libc::SIGKILL) };
     }
     std::fs::remove_dir_all(&l.dir).with_context(|| format!("removing {}", l.dir.display()))?;
-    println!("==> {} stopped; its namespaces, devices and maps are gone", layout::NODE);
+    println!(
+        "==> {} stopped; its namespaces, devices and maps are gone",
+        layout::NODE
+    );
     Ok(())
 }
 
@@ -171,8 +192,15 @@ fn exec(pod: &str, command: &[String]) -> anyhow::Result<()> {
         }
         netdev::NetNs::open(&ns)?.enter()?;
     }
-    let path = format!("{}:{}", layout::bin_dir()?.display(), std::env::var("PATH").unwrap_or_default());
-    let err = Command::new(&command[0]).args(&command[1..]).env("PATH", path).exec();
+    let path = format!(
+        "{}:{}",
+        layout::bin_dir()?.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let err = Command::new(&command[0])
+        .args(&command[1..])
+        .env("PATH", path)
+        .exec();
     Err(err).with_context(|| format!("running {}", command[0]))
 }
 

@@ -53,7 +53,10 @@ fn cni(l: &Layout, command: &str, pod: &str) -> anyhow::Result<serde_json::Value
         .env("CNI_PATH", l.cni_bin_dir())
         .env(
             "CNI_ARGS",
-            format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID={}", container_id(pod)),
+            format!(
+                "K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID={}",
+                container_id(pod)
+            ),
         )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -62,7 +65,12 @@ fn cni(l: &Layout, command: &str, pod: &str) -> anyhow::Result<serde_json::Value
     // A plugin that refuses its environment may exit before reading stdin;
     // its answer on stdout is what counts.
     let conf = plugin_conf(l)?;
-    if let Err(e) = child.stdin.take().expect("piped stdin").write_all(conf.as_bytes()) {
+    if let Err(e) = child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(conf.as_bytes())
+    {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             return Err(e.into());
         }
@@ -75,7 +83,10 @@ fn cni(l: &Layout, command: &str, pod: &str) -> anyhow::Result<serde_json::Value
         serde_json::from_str(&text).with_context(|| format!("cilium-cni printed {text:?}"))?
     };
     if !out.status.success() {
-        bail!("cilium-cni {command} {pod}: {}", json["msg"].as_str().unwrap_or(&text));
+        bail!(
+            "cilium-cni {command} {pod}: {}",
+            json["msg"].as_str().unwrap_or(&text)
+        );
     }
     Ok(json)
 }

@@ -26,7 +26,11 @@ impl Drop for Lab {
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 #[test]
@@ -39,8 +43,14 @@ fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
     assert!(up.status.success(), "{out}");
     assert!(out.contains(" 0% packet loss"), "{out}");
     assert!(out.contains("reply: pong"), "{out}");
-    assert!(out.contains("TCP OUT 10.1.0.2:"), "ct entries shown:\n{out}");
-    assert!(out.contains("IPAM:                    IPv4: 3/254 allocated from 10.1.0.0/24,"), "{out}");
+    assert!(
+        out.contains("TCP OUT 10.1.0.2:"),
+        "ct entries shown:\n{out}"
+    );
+    assert!(
+        out.contains("IPAM:                    IPv4: 3/254 allocated from 10.1.0.0/24,"),
+        "{out}"
+    );
 
     let again = lab.run(&["up"]);
     assert!(!again.status.success() && text(&again).contains("already up"));
@@ -54,8 +64,14 @@ fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
         .unwrap();
     // SAFETY: the agent of the node this test started.
     unsafe { libc::kill(pid, libc::SIGKILL) };
-    let ping = lab.run(&["exec", "pod-a", "--", "ping", "-c", "1", "-W", "2", "10.1.0.3"]);
-    assert!(ping.status.success(), "pods talk while the agent is down: {}", text(&ping));
+    let ping = lab.run(&[
+        "exec", "pod-a", "--", "ping", "-c", "1", "-W", "2", "10.1.0.3",
+    ]);
+    assert!(
+        ping.status.success(),
+        "pods talk while the agent is down: {}",
+        text(&ping)
+    );
 
     let down = lab.run(&["down"]);
     assert!(down.status.success(), "{}", text(&down));

@@ -8,8 +8,8 @@ mod error;
 pub mod host;
 pub mod link;
 pub mod netns;
-pub mod veth;
 pub mod sysctl;
+pub mod veth;
 
 pub use error::Error;
 pub use host::{HostDevices, CILIUM_HOST, CILIUM_NET};

@@ -108,11 +108,12 @@ pub fn create(path: &Path) -> Result<(), Error> {
 
 /// Unmounts and removes a namespace made by `create`; a missing one is fine.
 pub fn remove(path: &Path) -> Result<(), Error> {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| Error::Netns {
-        op: "removing",
-        path: path.to_owned(),
-        source: std::io::ErrorKind::InvalidInput.into(),
-    })?;
+    let c =
+        std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| Error::Netns {
+            op: "removing",
+            path: path.to_owned(),
+            source: std::io::ErrorKind::InvalidInput.into(),
+        })?;
     // SAFETY: valid C string; a failed detach of a non-mount is harmless.
     unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
     match std::fs::remove_file(path) {

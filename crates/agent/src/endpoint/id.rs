@@ -20,10 +20,9 @@ pub fn parse(raw: &str) -> Result<EndpointRef, String> {
         return Err(empty());
     }
     match prefix {
-        "cilium-local" => value
-            .parse::<u16>()
-            .map(EndpointRef::Local)
-            .map_err(|_| format!("invalid endpoint ID {raw:?}: {value:?} is not a number in 0..65535")),
+        "cilium-local" => value.parse::<u16>().map(EndpointRef::Local).map_err(|_| {
+            format!("invalid endpoint ID {raw:?}: {value:?} is not a number in 0..65535")
+        }),
         "container-id" | "docker-endpoint" => Ok(EndpointRef::ContainerId(value.to_owned())),
         "cni-attachment-id" => Ok(match value.split_once(':') {
             Some((c, i)) => EndpointRef::CniAttachment(c.to_owned(), Some(i.to_owned())),
@@ -33,12 +32,16 @@ pub fn parse(raw: &str) -> Result<EndpointRef, String> {
             .split_once('/')
             .filter(|(ns, pod)| !ns.is_empty() && !pod.is_empty())
             .map(|(ns, pod)| EndpointRef::PodName(ns.to_owned(), pod.to_owned()))
-            .ok_or_else(|| format!("invalid endpoint ID {raw:?}: expected {prefix}:<namespace>/<pod>")),
+            .ok_or_else(|| {
+                format!("invalid endpoint ID {raw:?}: expected {prefix}:<namespace>/<pod>")
+            }),
         "ipv4" => value
             .parse()
             .map(EndpointRef::Ipv4)
             .map_err(|_| format!("invalid endpoint ID {raw:?}: {value:?} is not an IPv4 address")),
-        other => Err(format!("unsupported endpoint ID prefix {other:?} in {raw:?}")),
+        other => Err(format!(
+            "unsupported endpoint ID prefix {other:?} in {raw:?}"
+        )),
     }
 }
 
@@ -49,7 +52,9 @@ impl EndpointRef {
             EndpointRef::ContainerId(c) => ep.container_id == *c,
             EndpointRef::CniAttachment(c, ifname) => {
                 ep.container_id == *c
-                    && ifname.as_ref().is_none_or(|i| *i == ep.container_interface_name)
+                    && ifname
+                        .as_ref()
+                        .is_none_or(|i| *i == ep.container_interface_name)
             }
             EndpointRef::PodName(ns, pod) => ep.k8s_namespace == *ns && ep.k8s_pod_name == *pod,
             EndpointRef::Ipv4(ip) => ep.ipv4 == *ip,
@@ -67,7 +72,10 @@ mod tests {
         assert_eq!(parse("cilium-local:0"), Ok(EndpointRef::Local(0)));
         assert_eq!(
             parse("cni-attachment-id:abc:eth0"),
-            Ok(EndpointRef::CniAttachment("abc".into(), Some("eth0".into())))
+            Ok(EndpointRef::CniAttachment(
+                "abc".into(),
+                Some("eth0".into())
+            ))
         );
         assert_eq!(
             parse("pod-name:default/a"),

@@ -57,10 +57,19 @@ fn labels_of(req: &EndpointChangeRequest) -> Vec<String> {
     let mut labels: Vec<String> = req
         .labels
         .iter()
-        .map(|l| if l.contains(':') { l.clone() } else { format!("unspec:{l}") })
+        .map(|l| {
+            if l.contains(':') {
+                l.clone()
+            } else {
+                format!("unspec:{l}")
+            }
+        })
         .collect();
     if !req.k8s_namespace.is_empty() {
-        labels.push(format!("k8s:io.kubernetes.pod.namespace={}", req.k8s_namespace));
+        labels.push(format!(
+            "k8s:io.kubernetes.pod.namespace={}",
+            req.k8s_namespace
+        ));
     }
     labels.sort();
     labels.dedup();
@@ -88,7 +97,11 @@ impl Endpoints {
     }
 
     pub fn find(&self, r: &EndpointRef) -> Vec<Endpoint> {
-        self.by_id.values().filter(|e| r.matches(e)).cloned().collect()
+        self.by_id
+            .values()
+            .filter(|e| r.matches(e))
+            .cloned()
+            .collect()
     }
 
     fn free_id(&self) -> Option<u16> {
@@ -118,12 +131,16 @@ impl Endpoints {
         }
         let addressing = req.addressing.clone().unwrap_or_default();
         if addressing.ipv4.is_empty() {
-            return Err(bad("addressing.ipv4 is required (IPv6 is not enabled)".into()));
+            return Err(bad(
+                "addressing.ipv4 is required (IPv6 is not enabled)".into()
+            ));
         }
-        let ipv4: Ipv4Addr = addressing
-            .ipv4
-            .parse()
-            .map_err(|_| bad(format!("addressing.ipv4 {:?} is not an IPv4 address", addressing.ipv4)))?;
+        let ipv4: Ipv4Addr = addressing.ipv4.parse().map_err(|_| {
+            bad(format!(
+                "addressing.ipv4 {:?} is not an IPv4 address",
+                addressing.ipv4
+            ))
+        })?;
         for (field, value) in [("mac", &req.mac), ("host-mac", &req.host_mac)] {
             if parse_mac(value).is_none() {
                 return Err(bad(format!("{field} {value:?} is not a MAC address")));
@@ -134,7 +151,11 @@ impl Endpoints {
                 .free_id()
                 .ok_or_else(|| EndpointError::Failed("no free endpoint ID".into()))?,
             n if (i64::from(MIN_ID)..=i64::from(MAX_ID)).contains(&n) => n as u16,
-            n => return Err(bad(format!("endpoint ID {n} is outside {MIN_ID}..{MAX_ID}"))),
+            n => {
+                return Err(bad(format!(
+                    "endpoint ID {n} is outside {MIN_ID}..{MAX_ID}"
+                )))
+            }
         };
         let ep = Endpoint {
             id,
@@ -159,14 +180,23 @@ impl Endpoints {
             let clash = if other.id == ep.id {
                 Some(format!("endpoint ID {} already exists", ep.id))
             } else if other.ipv4 == ep.ipv4 {
-                Some(format!("IP {} is already used by endpoint {}", ep.ipv4, other.id))
+                Some(format!(
+                    "IP {} is already used by endpoint {}",
+                    ep.ipv4, other.id
+                ))
             } else if other.ifname == ep.ifname {
-                Some(format!("interface {} already belongs to endpoint {}", ep.ifname, other.id))
+                Some(format!(
+                    "interface {} already belongs to endpoint {}",
+                    ep.ifname, other.id
+                ))
             } else if !ep.container_id.is_empty()
                 && other.container_id == ep.container_id
                 && other.container_interface_name == ep.container_interface_name
             {
-                Some(format!("endpoint for container {} already exists as {}", ep.container_id, other.id))
+                Some(format!(
+                    "endpoint for container {} already exists as {}",
+                    ep.container_id, other.id
+                ))
             } else {
                 None
             };
@@ -178,17 +208,25 @@ impl Endpoints {
     }
 
     /// `PUT /endpoint/{id}`: creates and realizes an endpoint.
-    pub fn create(&mut self, d: &Daemon, req: &EndpointChangeRequest) -> Result<Endpoint, EndpointError> {
+    pub fn create(
+        &mut self,
+        d: &Daemon,
+        req: &EndpointChangeRequest,
+    ) -> Result<Endpoint, EndpointError> {
         let started = std::time::Instant::now();
         let mut ep = self.from_request(req)?;
         reserve(d, &mut ep, None)?;
-        let fast = d.datapath.lock().expect("datapath lock").attach_mode() == datapath::attach::AttachMode::Tcx;
+        let fast = d.datapath.lock().expect("datapath lock").attach_mode()
+            == datapath::attach::AttachMode::Tcx;
         if let Err(e) = realize(d, &mut ep, fast).and_then(|()| {
             state::write(&self.state_dir, &ep)
                 .map_err(|e| EndpointError::Failed(format!("writing endpoint state: {e}")))
         }) {
             unrealize(d, &ep);
-            d.identities.lock().expect("identities lock").release(&ep.labels);
+            d.identities
+                .lock()
+                .expect("identities lock")
+                .release(&ep.labels);
             let _ = state::remove(&self.state_dir, ep.id);
             return Err(e);
         }
@@ -227,7 +265,10 @@ impl Endpoints {
                 tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to release endpoint IP");
             }
         }
-        d.identities.lock().expect("identities lock").release(&ep.labels);
+        d.identities
+            .lock()
+            .expect("identities lock")
+            .release(&ep.labels);
         if let Err(e) = state::remove(&self.state_dir, ep.id) {
             tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to remove endpoint state");
         }
@@ -336,7 +377,10 @@ fn unrealize(d: &Daemon, ep: &Endpoint) {
         let _ = map.remove(&EndpointKey::v4(ep.ipv4));
     }
     let _ = d.ipcache.remove(ep.ipv4, 32);
-    d.datapath.lock().expect("datapath lock").detach_endpoint(ep.id);
+    d.datapath
+        .lock()
+        .expect("datapath lock")
+        .detach_endpoint(ep.id);
 }
 
 /// Second half of a fast attach: moves endpoint `id` onto its pinned tcx
@@ -352,7 +396,14 @@ pub fn upgrade_to_tcx(d: &Daemon, id: u16, ifname: &str) {
         return;
     }
     let eps = d.endpoints.lock().expect("endpoints lock");
-    if !eps.find(&EndpointRef::Local(id)).iter().any(|e| e.ifname == ifname) {
-        d.datapath.lock().expect("datapath lock").detach_endpoint(id);
+    if !eps
+        .find(&EndpointRef::Local(id))
+        .iter()
+        .any(|e| e.ifname == ifname)
+    {
+        d.datapath
+            .lock()
+            .expect("datapath lock")
+            .detach_endpoint(id);
     }
 }

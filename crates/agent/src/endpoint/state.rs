@@ -71,11 +71,16 @@ pub fn scan(state_dir: &Path) -> Vec<Result<Endpoint, String>> {
     ids.into_iter()
         .map(|id| {
             let path = dir(state_dir, id).join(EP_CONFIG);
-            let bytes = std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+            let bytes =
+                std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
             let ep: Endpoint = serde_json::from_slice(&bytes)
                 .map_err(|e| format!("parsing {}: {e}", path.display()))?;
             if ep.id != id {
-                return Err(format!("{} holds endpoint {} instead of {id}", path.display(), ep.id));
+                return Err(format!(
+                    "{} holds endpoint {} instead of {id}",
+                    path.display(),
+                    ep.id
+                ));
             }
             Ok(ep)
         })

@@ -124,7 +124,11 @@ impl Ipam {
     }
 
     /// Allocates the lowest free address for `owner`.
-    pub fn allocate_next(&mut self, owner: &str, expiring: bool) -> Result<(Ipv4Addr, Allocation), IpamError> {
+    pub fn allocate_next(
+        &mut self,
+        owner: &str,
+        expiring: bool,
+    ) -> Result<(Ipv4Addr, Allocation), IpamError> {
         let (first, last) = self.first_last();
         let ip = (first..=last)
             .map(Ipv4Addr::from)
@@ -147,7 +151,12 @@ impl Ipam {
         self.insert(ip, owner, false)
     }
 
-    fn insert(&mut self, ip: Ipv4Addr, owner: &str, expiring: bool) -> Result<Allocation, IpamError> {
+    fn insert(
+        &mut self,
+        ip: Ipv4Addr,
+        owner: &str,
+        expiring: bool,
+    ) -> Result<Allocation, IpamError> {
         let alloc = Allocation {
             owner: owner.to_owned(),
             expires: expiring.then(|| now_secs() + EXPIRATION.as_secs()),
@@ -272,7 +281,10 @@ mod tests {
         let err = ipam.allocate_next("ns/late", false).unwrap_err();
         assert!(err.to_string().contains("range is full"), "{err}");
         ipam.release(Ipv4Addr::new(10, 0, 0, 4)).unwrap();
-        assert_eq!(ipam.allocate_next("ns/late", false).unwrap().0, Ipv4Addr::new(10, 0, 0, 4));
+        assert_eq!(
+            ipam.allocate_next("ns/late", false).unwrap().0,
+            Ipv4Addr::new(10, 0, 0, 4)
+        );
     }
 
     #[test]

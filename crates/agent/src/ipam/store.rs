@@ -48,7 +48,10 @@ impl Store {
         }
     }
 
-    pub(super) fn save(&self, allocations: &BTreeMap<Ipv4Addr, Allocation>) -> Result<(), StoreError> {
+    pub(super) fn save(
+        &self,
+        allocations: &BTreeMap<Ipv4Addr, Allocation>,
+    ) -> Result<(), StoreError> {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(self.io("creating the directory of"))?;
         }

@@ -79,7 +79,8 @@ impl DaemonConfig {
         let kvstore = super::kvstore::parse(
             l.get("kvstore"),
             l.get("kvstore-opt"),
-            super::validate::parse_duration(l.get("kvstore-lease-ttl")).expect("validated duration"),
+            super::validate::parse_duration(l.get("kvstore-lease-ttl"))
+                .expect("validated duration"),
         )?;
 
         let ipv4_range = match l.get("ipv4-range") {

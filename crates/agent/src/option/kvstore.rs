@@ -24,8 +24,14 @@ fn parse_opts(raw: &str) -> Result<Vec<(String, String)>, ConfigError> {
         return Ok(Vec::new());
     }
     if raw.starts_with('{') {
-        let map: std::collections::BTreeMap<String, String> = serde_json::from_str(raw)
-            .map_err(|e| bad("kvstore-opt", raw, format!("not a JSON object of strings: {e}")))?;
+        let map: std::collections::BTreeMap<String, String> =
+            serde_json::from_str(raw).map_err(|e| {
+                bad(
+                    "kvstore-opt",
+                    raw,
+                    format!("not a JSON object of strings: {e}"),
+                )
+            })?;
         return Ok(map.into_iter().collect());
     }
     raw.split(',')
@@ -48,9 +54,19 @@ fn endpoints_from_file(path: &str) -> Result<Vec<String>, ConfigError> {
         if let Some(rest) = t.strip_prefix("endpoints:") {
             in_list = true;
             let inline = rest.trim().trim_start_matches('[').trim_end_matches(']');
-            out.extend(inline.split(',').map(|s| s.trim().trim_matches('"').to_owned()).filter(|s| !s.is_empty()));
+            out.extend(
+                inline
+                    .split(',')
+                    .map(|s| s.trim().trim_matches('"').to_owned())
+                    .filter(|s| !s.is_empty()),
+            );
         } else if in_list && t.starts_with('-') {
-            out.push(t.trim_start_matches('-').trim().trim_matches('"').to_owned());
+            out.push(
+                t.trim_start_matches('-')
+                    .trim()
+                    .trim_matches('"')
+                    .to_owned(),
+            );
         } else if !t.is_empty() && !t.starts_with('#') {
             in_list = false;
         }
@@ -62,7 +78,11 @@ fn endpoints_from_file(path: &str) -> Result<Vec<String>, ConfigError> {
 }
 
 /// None when no kvstore is configured.
-pub fn parse(kvstore: &str, opts: &str, lease_ttl: Duration) -> Result<Option<KvstoreConfig>, ConfigError> {
+pub fn parse(
+    kvstore: &str,
+    opts: &str,
+    lease_ttl: Duration,
+) -> Result<Option<KvstoreConfig>, ConfigError> {
     match kvstore {
         "" => {
             if !opts.trim().is_empty() {
@@ -88,14 +108,25 @@ pub fn parse(kvstore: &str, opts: &str, lease_ttl: Duration) -> Result<Option<Kv
         }
     }
     if endpoints.is_empty() {
-        return Err(bad("kvstore-opt", opts, "kvstore=etcd needs etcd.address or etcd.config"));
+        return Err(bad(
+            "kvstore-opt",
+            opts,
+            "kvstore=etcd needs etcd.address or etcd.config",
+        ));
     }
     for e in &endpoints {
         if !(e.starts_with("http://") || e.starts_with("https://")) {
-            return Err(bad("kvstore-opt", e, "etcd endpoints are http:// or https:// URLs"));
+            return Err(bad(
+                "kvstore-opt",
+                e,
+                "etcd endpoints are http:// or https:// URLs",
+            ));
         }
     }
-    Ok(Some(KvstoreConfig { endpoints, lease_ttl }))
+    Ok(Some(KvstoreConfig {
+        endpoints,
+        lease_ttl,
+    }))
 }
 
 #[cfg(test)]
@@ -106,18 +137,36 @@ mod tests {
     fn options_parse_and_bad_ones_name_the_problem() {
         let ttl = Duration::from_secs(60);
         assert_eq!(parse("", "", ttl).unwrap(), None);
-        let c = parse("etcd", "etcd.address=http://198.18.0.1:2379", ttl).unwrap().unwrap();
+        let c = parse("etcd", "etcd.address=http://198.18.0.1:2379", ttl)
+            .unwrap()
+            .unwrap();
         assert_eq!(c.endpoints, vec!["http://198.18.0.1:2379"]);
-        let c = parse("etcd", r#"{"etcd.address":"http://a:2379"}"#, ttl).unwrap().unwrap();
+        let c = parse("etcd", r#"{"etcd.address":"http://a:2379"}"#, ttl)
+            .unwrap()
+            .unwrap();
         assert_eq!(c.endpoints, vec!["http://a:2379"]);
-        assert!(parse("consul", "", ttl).unwrap_err().to_string().contains("only etcd"));
-        assert!(parse("etcd", "", ttl).unwrap_err().to_string().contains("etcd.address"));
-        assert!(parse("etcd", "etcd.frob=1", ttl).unwrap_err().to_string().contains("etcd.frob"));
-        assert!(parse("etcd", "etcd.address=198.18.0.1:2379", ttl).unwrap_err().to_string().contains("http://"));
+        assert!(parse("consul", "", ttl)
+            .unwrap_err()
+            .to_string()
+            .contains("only etcd"));
+        assert!(parse("etcd", "", ttl)
+            .unwrap_err()
+            .to_string()
+            .contains("etcd.address"));
+        assert!(parse("etcd", "etcd.frob=1", ttl)
+            .unwrap_err()
+            .to_string()
+            .contains("etcd.frob"));
+        assert!(parse("etcd", "etcd.address=198.18.0.1:2379", ttl)
+            .unwrap_err()
+            .to_string()
+            .contains("http://"));
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("etcd.config");
         std::fs::write(&f, "---\nendpoints:\n- http://198.18.0.1:2379\n").unwrap();
-        let c = parse("etcd", &format!("etcd.config={}", f.display()), ttl).unwrap().unwrap();
+        let c = parse("etcd", &format!("etcd.config={}", f.display()), ttl)
+            .unwrap()
+            .unwrap();
         assert_eq!(c.endpoints, vec!["http://198.18.0.1:2379"]);
     }
 }

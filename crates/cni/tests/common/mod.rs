@@ -38,7 +38,10 @@ impl Node {
     pub fn start_agent(&mut self) {
         let child = Command::new(testsupport::bin("cilium-agent"))
             .arg(format!("--bpf-root={}", self.sb.bpffs().display()))
-            .arg(format!("--state-dir={}", self.sb.run_dir().join("state").display()))
+            .arg(format!(
+                "--state-dir={}",
+                self.sb.run_dir().join("state").display()
+            ))
             .arg(format!("--socket-path={}", self.socket().display()))
             .arg(format!("--ipv4-range={}", self.range))
             .arg("--bpf-ct-global-tcp-max=4096")
@@ -69,7 +72,11 @@ impl Node {
 
     pub fn cilium_ok(&self, args: &[&str]) -> String {
         let out = self.cilium(args);
-        assert!(out.status.success(), "cilium {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "cilium {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -98,14 +105,19 @@ impl Node {
         let mut child = cmd.spawn().expect("spawn cilium-cni");
         // The plugin may refuse its environment before reading stdin.
         if let Err(e) = child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
-            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "writing stdin: {e}");
+            assert_eq!(
+                e.kind(),
+                std::io::ErrorKind::BrokenPipe,
+                "writing stdin: {e}"
+            );
         }
         let out = child.wait_with_output().expect("cilium-cni output");
         let text = String::from_utf8_lossy(&out.stdout);
         let json = if text.trim().is_empty() {
             serde_json::Value::Null
         } else {
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("cilium-cni printed non-JSON {text:?}: {e}"))
+            serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("cilium-cni printed non-JSON {text:?}: {e}"))
         };
         CniOutput {
             code: out.status.code().unwrap_or(-1),
@@ -114,7 +126,9 @@ impl Node {
     }
 
     pub fn cni_pod(&self, command: &str, pod: &str, netns: &str) -> CniOutput {
-        let args = format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID=c-{pod}");
+        let args = format!(
+            "K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID=c-{pod}"
+        );
         self.cni(
             &[
                 ("CNI_COMMAND", command),
@@ -132,7 +146,9 @@ impl Node {
         let ns = self.create_netns(pod);
         let out = self.cni_pod("ADD", pod, ns.to_str().unwrap());
         assert_eq!(out.code, 0, "ADD {pod}: {}", out.json);
-        let addr = out.json["ips"][0]["address"].as_str().expect("ips[0].address");
+        let addr = out.json["ips"][0]["address"]
+            .as_str()
+            .expect("ips[0].address");
         addr.split('/').next().unwrap().parse().unwrap()
     }
 
@@ -151,7 +167,14 @@ impl Node {
     }
 
     pub fn links(&self) -> String {
-        String::from_utf8_lossy(&Command::new("ip").args(["-o", "link"]).output().unwrap().stdout).into_owned()
+        String::from_utf8_lossy(
+            &Command::new("ip")
+                .args(["-o", "link"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .into_owned()
     }
 }
 
@@ -172,8 +195,9 @@ pub fn tcp_exchange(server_ns: PathBuf, client_ns: PathBuf, server_ip: Ipv4Addr,
     rx.recv().unwrap();
     let client = std::thread::spawn(move || {
         netdev::NetNs::open(&client_ns).unwrap().enter().unwrap();
-        let mut s = std::net::TcpStream::connect_timeout(&(server_ip, port).into(), Duration::from_secs(5))
-            .expect("connect through the datapath");
+        let mut s =
+            std::net::TcpStream::connect_timeout(&(server_ip, port).into(), Duration::from_secs(5))
+                .expect("connect through the datapath");
         s.write_all(b"hello").unwrap();
         let mut buf = [0u8; 5];
         s.read_exact(&mut buf).unwrap();

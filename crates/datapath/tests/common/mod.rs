@@ -44,7 +44,12 @@ pub fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, l4: &[u8]) -> Vec<u8> {
     let csum = ipv4_checksum(&ip);
     ip[10..12].copy_from_slice(&csum.to_be_bytes());
     ip.extend_from_slice(l4);
-    frame([0x02, 0, 0, 0, 0, 0xaa], [0x02, 0, 0, 0, 0, 0x01], 0x0800, &ip)
+    frame(
+        [0x02, 0, 0, 0, 0, 0xaa],
+        [0x02, 0, 0, 0, 0, 0x01],
+        0x0800,
+        &ip,
+    )
 }
 
 pub fn tcp(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
