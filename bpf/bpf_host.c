@@ -20,6 +20,7 @@ __section_entry
 int cil_from_host(struct __sk_buff *ctx)
 {
 	struct endpoint_info *ep;
+	struct ct_packet pkt;
 	struct ct_state ct = {};
 	struct iphdr *ip4;
 	__u32 src_id;
@@ -37,11 +38,13 @@ int cil_from_host(struct __sk_buff *ctx)
 	if (!is_local_pod(ep))
 		return CTX_ACT_OK;
 	src_id = ip4_identity(ip4->saddr);
-	if (ip4->frag_off & bpf_htons(0x1fff))
+	if (ipv4_is_fragment(ip4))
 		return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id,
 					-DROP_FRAG_NOSUPPORT, METRIC_INGRESS, 0);
-	ret = ct_track4(ctx, ip4, ETH_HLEN + ip4->ihl * 4, CT_INGRESS, src_id,
-			(__u16)ep->ifindex, &ct);
+	ret = ct_parse4(ctx, ip4, &pkt);
+	if (!IS_ERR(ret))
+		ret = ct_track4(ctx, &pkt, CT_INGRESS, src_id,
+				(__u16)ep->ifindex, &ct);
 	if (IS_ERR(ret))
 		return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id,
 					ret, METRIC_INGRESS, 0);

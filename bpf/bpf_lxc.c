@@ -19,10 +19,11 @@
 static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 {
 	struct endpoint_info *src_ep, *dst_ep;
+	struct ct_packet pkt;
 	struct ct_state ct = {};
 	struct iphdr *ip4;
-	__u32 sec_id = IDENTITY_UNKNOWN, dst_id;
-	int l4_off, ret;
+	__u32 sec_id = IDENTITY_UNKNOWN;
+	int ret;
 
 	ip4 = ipv4_hdr(ctx);
 	if (!ip4) {
@@ -36,19 +37,21 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 		goto drop;
 	}
 	sec_id = src_ep->sec_id;
-	if (ip4->frag_off & bpf_htons(0x1fff)) {
+	if (ipv4_is_fragment(ip4)) {
 		ret = -DROP_FRAG_NOSUPPORT;
 		goto drop;
 	}
-	l4_off = ETH_HLEN + ip4->ihl * 4;
-
-	ret = ct_track4(ctx, ip4, l4_off, CT_EGRESS, sec_id, 0, &ct);
+	ret = ct_parse4(ctx, ip4, &pkt);
+	if (ret < 0)
+		goto drop;
+	ret = ct_track4(ctx, &pkt, CT_EGRESS, sec_id, 0, &ct);
 	if (ret < 0)
 		goto drop;
 
 	dst_ep = lookup_ip4_endpoint(ip4->daddr);
 	if (is_local_pod(dst_ep)) {
-		ret = ct_track4(ctx, ip4, l4_off, CT_INGRESS, sec_id,
+		/* the destination pod's side of the same packet */
+		ret = ct_track4(ctx, &pkt, CT_INGRESS, sec_id,
 				(__u16)dst_ep->ifindex, &ct);
 		if (ret < 0)
 			goto drop;
@@ -64,8 +67,8 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 	update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
 	return CTX_ACT_OK;
 drop:
-	dst_id = IDENTITY_UNKNOWN;
-	return send_drop_notify(ctx, sec_id, dst_id, 0, ret, METRIC_EGRESS, 0);
+	return send_drop_notify(ctx, sec_id, IDENTITY_UNKNOWN, 0, ret,
+				METRIC_EGRESS, 0);
 }
 
 /* Packets leaving the pod (tc ingress of the host-side veth). */

@@ -4,6 +4,9 @@
  * filled straight from the packet, looked up as is (a hit is a reply), then
  * reversed with the IN bit flipped (a hit is an established flow). A miss
  * leaves the reversed tuple, which is exactly the key a new entry gets.
+ *
+ * The packet is parsed once (ct_parse4) and may then be tracked for both of
+ * the endpoints it passes between (ct_track4 per direction).
  */
 #ifndef __LIB_CONNTRACK_H_
 #define __LIB_CONNTRACK_H_
@@ -12,6 +15,7 @@
 #include <linux/tcp.h>
 #include <linux/icmp.h>
 #include "conntrack_map.h"
+#include "ipv4.h"
 
 #define TCP_FLAG_FIN	0x01
 #define TCP_FLAG_SYN	0x02
@@ -33,6 +37,12 @@ static __always_inline void *ct_map_for(__u8 nexthdr)
 	return nexthdr == IPPROTO_TCP ? (void *)&cilium_ct4_global :
 					(void *)&cilium_ct_any4_global;
 }
+
+/* What conntrack needs of one packet, read from its headers once. */
+struct ct_packet {
+	struct ipv4_ct_tuple tuple;	/* no direction bit set */
+	__u8 tcp_flags;
+};
 
 /* Fills the tuple's ports and flags from the L4 header at l4_off.
  * Returns 0 or a negative drop reason. */
@@ -121,31 +131,30 @@ static __always_inline void ct_update(struct ct_entry *entry, __u8 nexthdr,
 	entry->lifetime = ct_now() + ct_lifetime(entry, nexthdr);
 }
 
+/* Reads the packet's tuple. Returns 0 or a negative drop reason. */
+static __always_inline int ct_parse4(struct __sk_buff *ctx, const struct iphdr *ip4,
+				     struct ct_packet *pkt)
+{
+	__builtin_memset(pkt, 0, sizeof(*pkt));
+	pkt->tuple.daddr = ip4->daddr;
+	pkt->tuple.saddr = ip4->saddr;
+	pkt->tuple.nexthdr = ip4->protocol;
+	return ct_extract_l4(ctx, ipv4_l4_off(ip4), &pkt->tuple, &pkt->tcp_flags);
+}
+
 /*
  * Looks the packet up for direction dir (CT_EGRESS leaving an endpoint,
  * CT_INGRESS entering one). On return the tuple is the key to create under
- * when the status is CT_NEW. Returns 0 or a negative drop reason.
+ * when the status is CT_NEW.
  */
-static __always_inline int ct_lookup4(struct __sk_buff *ctx, const struct iphdr *ip4,
-				      int l4_off, int dir,
-				      struct ipv4_ct_tuple *tuple,
-				      struct ct_state *state)
+static __always_inline void ct_lookup4(struct __sk_buff *ctx, int dir,
+				       struct ipv4_ct_tuple *tuple,
+				       struct ct_state *state)
 {
 	struct ct_entry *entry;
-	void *map;
-	int ret;
+	void *map = ct_map_for(tuple->nexthdr);
 
-	__builtin_memset(tuple, 0, sizeof(*tuple));
-	tuple->daddr = ip4->daddr;
-	tuple->saddr = ip4->saddr;
-	tuple->nexthdr = ip4->protocol;
-	tuple->flags = dir == CT_EGRESS ? TUPLE_F_IN : TUPLE_F_OUT;
-	state->tcp_flags = 0;
-	ret = ct_extract_l4(ctx, l4_off, tuple, &state->tcp_flags);
-	if (ret < 0)
-		return ret;
-
-	map = ct_map_for(tuple->nexthdr);
+	tuple->flags |= dir == CT_EGRESS ? TUPLE_F_IN : TUPLE_F_OUT;
 	/* as is: a reply; reversed: the original direction */
 	for (int reply = 1; reply >= 0; reply--) {
 		entry = bpf_map_lookup_elem(map, tuple);
@@ -154,13 +163,12 @@ static __always_inline int ct_lookup4(struct __sk_buff *ctx, const struct iphdr 
 					reply ? CT_REPLY : CT_ESTABLISHED;
 			state->src_sec_id = entry->src_sec_id;
 			ct_update(entry, tuple->nexthdr, state->tcp_flags, reply, ctx->len);
-			return 0;
+			return;
 		}
 		if (reply)
 			ct_tuple_reverse(tuple);
 	}
 	state->status = CT_NEW;
-	return 0;
 }
 
 /* Stores a new entry under the tuple ct_lookup4 left. */
@@ -169,34 +177,36 @@ static __always_inline int ct_create4(struct __sk_buff *ctx,
 				      const struct ct_state *state,
 				      __u32 src_sec_id, __u16 ifindex)
 {
+	__u32 now = ct_now();
 	struct ct_entry entry = {
 		.src_sec_id = src_sec_id,
 		.ifindex = ifindex,
 		.packets = 1,
 		.bytes = ctx->len,
 		.tx_flags_seen = state->tcp_flags,
+		.last_tx_report = now,
 	};
 
 	if (tuple->nexthdr == IPPROTO_TCP && !(state->tcp_flags & TCP_FLAG_SYN))
 		entry.flags |= CT_F_SEEN_NON_SYN;
-	entry.lifetime = ct_now() + ct_lifetime(&entry, tuple->nexthdr);
-	entry.last_tx_report = ct_now();
+	entry.lifetime = now + ct_lifetime(&entry, tuple->nexthdr);
 	if (bpf_map_update_elem(ct_map_for(tuple->nexthdr), tuple, &entry, BPF_ANY) < 0)
 		return -DROP_CT_CREATE_FAILED;
 	return 0;
 }
 
-/* Runs the lookup and creates the entry of a new flow in one step. */
-static __always_inline int ct_track4(struct __sk_buff *ctx, const struct iphdr *ip4,
-				     int l4_off, int dir, __u32 src_sec_id,
-				     __u16 ifindex, struct ct_state *state)
+/* Looks a parsed packet up for direction dir and creates the entry of a
+ * new flow. Returns 0 or a negative drop reason. */
+static __always_inline int ct_track4(struct __sk_buff *ctx, const struct ct_packet *pkt,
+				     int dir, __u32 src_sec_id, __u16 ifindex,
+				     struct ct_state *state)
 {
-	struct ipv4_ct_tuple tuple;
-	int ret;
+	struct ipv4_ct_tuple tuple = pkt->tuple;
 
-	ret = ct_lookup4(ctx, ip4, l4_off, dir, &tuple, state);
-	if (ret < 0 || state->status != CT_NEW)
-		return ret;
+	state->tcp_flags = pkt->tcp_flags;
+	ct_lookup4(ctx, dir, &tuple, state);
+	if (state->status != CT_NEW)
+		return 0;
 	return ct_create4(ctx, &tuple, state, src_sec_id, ifindex);
 }
 

@@ -18,4 +18,15 @@ static __always_inline struct iphdr *ipv4_hdr(struct __sk_buff *ctx)
 	return ip4;
 }
 
+/* A non-first fragment carries no L4 header to track or deliver by. */
+static __always_inline int ipv4_is_fragment(const struct iphdr *ip4)
+{
+	return ip4->frag_off & bpf_htons(0x1fff);
+}
+
+static __always_inline int ipv4_l4_off(const struct iphdr *ip4)
+{
+	return ETH_HLEN + ip4->ihl * 4;
+}
+
 #endif /* __LIB_IPV4_H_ */
