@@ -60,44 +60,47 @@ pub fn attach_pinned(
         device: ifname.to_owned(),
         message: e,
     };
-    let tcx = if mode == AttachMode::Tcx {
-        if replace_pinned(prog, &pin) {
-            return Ok(AttachMode::Tcx);
-        }
-        let _ = std::fs::remove_file(&pin);
-        prog.attach_with_options(
-            ifname,
-            hook.tc(),
-            TcAttachOptions::TcxOrder(LinkOrder::default()),
-        )
-    } else {
+    let tc_fallback = |prog: &mut SchedClassifier| {
+        attach_tc(prog, ifname, hook)
+            .map(|()| AttachMode::Tc)
+            .map_err(|e| fail(format!("tc: {e}")))
+    };
+    if mode == AttachMode::Tc {
         // A tcx link left from a run with tcx enabled would shadow tc.
         remove_links(links_dir);
-        Err(aya::programs::ProgramError::UnexpectedProgramType)
-    };
-    match tcx {
-        Ok(id) => {
-            std::fs::create_dir_all(links_dir).map_err(|e| Error::io("creating", links_dir, e))?;
-            let link: FdLink = prog
-                .take_link(id)
-                .map_err(|e| fail(e.to_string()))?
-                .try_into()
-                .map_err(|e: aya::programs::links::LinkError| fail(e.to_string()))?;
-            link.pin(&pin)
-                .map_err(|e| fail(format!("pinning link at {}: {e}", pin.display())))?;
-            Ok(AttachMode::Tcx)
-        }
-        Err(tcx_err) => {
-            if mode == AttachMode::Tcx {
-                tracing::debug!(subsys = "datapath", device = ifname, error = %tcx_err, "tcx attach failed, falling back to tc");
-            }
-            attach_tc(prog, ifname, hook).map_err(|e| fail(format!("tc: {e}")))?;
-            Ok(AttachMode::Tc)
-        }
+        return tc_fallback(prog);
     }
+    if replace_pinned(prog, &pin) {
+        return Ok(AttachMode::Tcx);
+    }
+    let _ = std::fs::remove_file(&pin);
+    let id = match prog.attach_with_options(
+        ifname,
+        hook.tc(),
+        TcAttachOptions::TcxOrder(LinkOrder::default()),
+    ) {
+        Ok(id) => id,
+        Err(e) => {
+            tracing::debug!(subsys = "datapath", device = ifname, error = %e, "tcx attach failed, falling back to tc");
+            return tc_fallback(prog);
+        }
+    };
+    std::fs::create_dir_all(links_dir).map_err(|e| Error::io("creating", links_dir, e))?;
+    let link: FdLink = prog
+        .take_link(id)
+        .map_err(|e| fail(e.to_string()))?
+        .try_into()
+        .map_err(|e: aya::programs::links::LinkError| fail(e.to_string()))?;
+    link.pin(&pin)
+        .map_err(|e| fail(format!("pinning link at {}: {e}", pin.display())))?;
+    Ok(AttachMode::Tcx)
 }
 
-/// A direct-action filter at priority 1, handle 1 (Cilium's), replacing the
+/// Cilium's tc filter: priority 1, handle 1.
+const TC_PRIORITY: u16 = 1;
+const TC_HANDLE: TcHandle = TcHandle::new(0, 1);
+
+/// A direct-action filter at Cilium's priority and handle, replacing the
 /// program of an existing one in place so the device is never uncovered.
 fn attach_tc(prog: &mut SchedClassifier, ifname: &str, hook: Hook) -> Result<(), String> {
     if let Err(e) = tc::qdisc_add_clsact(ifname) {
@@ -106,15 +109,15 @@ fn attach_tc(prog: &mut SchedClassifier, ifname: &str, hook: Hook) -> Result<(),
         }
     }
     let options = NlOptions {
-        priority: 1,
-        handle: TcHandle::new(0, 1),
+        priority: TC_PRIORITY,
+        handle: TC_HANDLE,
         classid: None,
     };
     let id = match prog.attach_with_options(ifname, hook.tc(), TcAttachOptions::Netlink(options)) {
         Ok(id) => id,
         Err(create_err) => {
             let existing =
-                SchedClassifierLink::attached(ifname, hook.tc(), 1, TcHandle::new(0, 1), None)
+                SchedClassifierLink::attached(ifname, hook.tc(), TC_PRIORITY, TC_HANDLE, None)
                     .map_err(|e| e.to_string())?;
             prog.attach_to_link(existing)
                 .map_err(|e| format!("{create_err}; replacing: {e}"))?
@@ -128,7 +131,7 @@ fn attach_tc(prog: &mut SchedClassifier, ifname: &str, hook: Hook) -> Result<(),
 /// Removes the priority-1, handle-1 filter `attach_tc` made; a missing one
 /// is fine.
 pub fn detach_tc(ifname: &str, hook: Hook) {
-    if let Ok(link) = SchedClassifierLink::attached(ifname, hook.tc(), 1, TcHandle::new(0, 1), None)
+    if let Ok(link) = SchedClassifierLink::attached(ifname, hook.tc(), TC_PRIORITY, TC_HANDLE, None)
     {
         if let Err(e) = link.detach() {
             tracing::debug!(subsys = "datapath", device = ifname, error = %e, "no tc filter to remove");

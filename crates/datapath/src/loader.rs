@@ -93,12 +93,11 @@ impl Datapath {
         names
     }
 
-    /// `<bpffs>/cilium/endpoints/<id>/links`, where an endpoint's tcx links live.
-    pub fn endpoint_links_dir(&self, endpoint_id: u16) -> PathBuf {
+    /// `<bpffs>/cilium/endpoints/<id>`; its `links/` holds the tcx links.
+    fn endpoint_dir(&self, endpoint_id: u16) -> PathBuf {
         self.bpffs_root
             .join("cilium/endpoints")
             .join(endpoint_id.to_string())
-            .join("links")
     }
 
     /// Attaches the endpoint program to a pod's host-side veth. Only its
@@ -122,25 +121,14 @@ impl Datapath {
         ifname: &str,
         mode: AttachMode,
     ) -> Result<AttachMode, Error> {
-        let links = self.endpoint_links_dir(endpoint_id);
+        let links = self.endpoint_dir(endpoint_id).join("links");
         let prog = load_classifier(&mut self.lxc, objects::BPF_LXC.name, FROM_CONTAINER)?;
         attach_pinned(prog, FROM_CONTAINER, ifname, Hook::Ingress, &links, mode)
     }
 
-    /// The mode attachments end up in.
-    pub fn attach_mode(&self) -> AttachMode {
-        self.mode
-    }
-
     /// Drops the endpoint's pinned links (detaching its programs).
     pub fn detach_endpoint(&self, endpoint_id: u16) {
-        remove_links(
-            &self
-                .endpoint_links_dir(endpoint_id)
-                .parent()
-                .expect("links dir has a parent")
-                .to_owned(),
-        );
+        remove_links(&self.endpoint_dir(endpoint_id));
     }
 
     /// Attaches `cil_from_host` to the egress of cilium_host.

@@ -216,8 +216,7 @@ impl Endpoints {
         let started = std::time::Instant::now();
         let mut ep = self.from_request(req)?;
         reserve(d, &mut ep, None)?;
-        let fast = d.datapath.lock().expect("datapath lock").attach_mode()
-            == datapath::attach::AttachMode::Tcx;
+        let fast = d.attach_mode == datapath::attach::AttachMode::Tcx;
         if let Err(e) = realize(d, &mut ep, fast).and_then(|()| {
             state::write(&self.state_dir, &ep)
                 .map_err(|e| EndpointError::Failed(format!("writing endpoint state: {e}")))
@@ -252,23 +251,28 @@ impl Endpoints {
         }
         for id in &ids {
             let ep = self.by_id.remove(id).expect("found above");
-            self.teardown(d, &ep);
+            self.teardown(d, &ep, true);
             tracing::info!(subsys = "endpoint", endpointID = ep.id, containerID = %ep.container_id, "Removed endpoint");
         }
         Ok(ids.len())
     }
 
-    fn teardown(&self, d: &Daemon, ep: &Endpoint) {
+    /// Removes an endpoint's traces. `holds_identity` is false for a
+    /// restored endpoint that never took its identity reference in this run:
+    /// releasing it would drop another endpoint's reference.
+    fn teardown(&self, d: &Daemon, ep: &Endpoint, holds_identity: bool) {
         unrealize(d, ep);
         if !ep.external_ipam {
             if let Err(e) = d.ipam.lock().expect("ipam lock").release(ep.ipv4) {
                 tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to release endpoint IP");
             }
         }
-        d.identities
-            .lock()
-            .expect("identities lock")
-            .release(&ep.labels);
+        if holds_identity {
+            d.identities
+                .lock()
+                .expect("identities lock")
+                .release(&ep.labels);
+        }
         if let Err(e) = state::remove(&self.state_dir, ep.id) {
             tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to remove endpoint state");
         }
@@ -289,14 +293,15 @@ impl Endpoints {
             };
             let Some(ifindex) = ifindex_of(&ep.ifname) else {
                 tracing::info!(subsys = "endpoint", endpointID = ep.id, interface = %ep.ifname, "Interface is gone, removing endpoint");
-                self.teardown(d, &ep);
+                self.teardown(d, &ep, false);
                 dropped += 1;
                 continue;
             };
             ep.ifindex = ifindex;
             let wanted = Some(ep.identity);
-            let result = reserve(d, &mut ep, wanted).and_then(|()| realize(d, &mut ep, false));
-            match result {
+            let reserved = reserve(d, &mut ep, wanted);
+            let holds_identity = reserved.is_ok();
+            match reserved.and_then(|()| realize(d, &mut ep, false)) {
                 Ok(()) => {
                     tracing::info!(subsys = "endpoint", endpointID = ep.id, ipv4 = %ep.ipv4, "Restored endpoint");
                     self.by_id.insert(ep.id, ep);
@@ -304,7 +309,7 @@ impl Endpoints {
                 }
                 Err(e) => {
                     tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to restore endpoint, removing it");
-                    self.teardown(d, &ep);
+                    self.teardown(d, &ep, holds_identity);
                     dropped += 1;
                 }
             }
