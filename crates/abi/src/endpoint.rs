@@ -92,10 +92,20 @@ impl EndpointInfo {
     }
 }
 
-/// Formats the first six bytes of a MAC field.
-pub fn format_mac(mac: &[u8; 8]) -> String {
+/// Formats the first six bytes of a MAC (a 6-byte address or an 8-byte field).
+pub fn format_mac(mac: &[u8]) -> String {
     format!(
         "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
         mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]
     )
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
 }

@@ -23,25 +23,27 @@ pub async fn list(State(d): Shared) -> Response {
     Json(eps.iter().map(|e| e.to_api()).collect::<Vec<_>>()).into_response()
 }
 
+/// The first endpoint an ID names, as the API shows it.
+fn lookup(d: &crate::daemon::Daemon, raw: &str) -> Result<api::endpoint::Endpoint, Response> {
+    let r = parse_ref(raw)?;
+    let eps = d.endpoints.lock().expect("endpoints lock");
+    eps.find(&r)
+        .first()
+        .map(|ep| ep.to_api())
+        .ok_or_else(|| endpoint_error(EndpointError::NotFound))
+}
+
 pub async fn get(State(d): Shared, Path(raw): Path<String>) -> Response {
-    let r = match parse_ref(&raw) {
-        Ok(r) => r,
-        Err(resp) => return resp,
-    };
-    match d.endpoints.lock().expect("endpoints lock").find(&r).first() {
-        Some(ep) => Json(ep.to_api()).into_response(),
-        None => endpoint_error(EndpointError::NotFound),
+    match lookup(&d, &raw) {
+        Ok(ep) => Json(ep).into_response(),
+        Err(resp) => resp,
     }
 }
 
 pub async fn healthz(State(d): Shared, Path(raw): Path<String>) -> Response {
-    let r = match parse_ref(&raw) {
-        Ok(r) => r,
-        Err(resp) => return resp,
-    };
-    match d.endpoints.lock().expect("endpoints lock").find(&r).first() {
-        Some(ep) => Json(ep.to_api().status.health).into_response(),
-        None => endpoint_error(EndpointError::NotFound),
+    match lookup(&d, &raw) {
+        Ok(ep) => Json(ep.status.health).into_response(),
+        Err(resp) => resp,
     }
 }
 

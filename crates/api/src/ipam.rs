@@ -4,6 +4,15 @@ use crate::models::NodeAddressing;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The IPAM owner of a pod's address, as the CNI plugin asks for it and the
+/// agent records it: `<namespace>/<pod>`, or the container ID without a pod.
+pub fn owner(namespace: &str, pod: &str, container_id: &str) -> String {
+    if pod.is_empty() {
+        return container_id.to_owned();
+    }
+    format!("{namespace}/{pod}")
+}
+
 /// `AddressPair`: bare addresses, no prefix length.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct AddressPair {

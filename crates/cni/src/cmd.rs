@@ -4,6 +4,7 @@ use crate::env::Env;
 use crate::error::*;
 use crate::netconf::NetConf;
 use crate::result::AddResult;
+use abi::endpoint::format_mac;
 use api::endpoint::{DatapathConfiguration, EndpointChangeRequest};
 use api::ipam::{AddressPair, IpamResponse};
 use netdev::{NetNs, Netlink};
@@ -13,13 +14,6 @@ use std::net::Ipv4Addr;
 
 fn client() -> Result<api::Client, CniError> {
     Ok(api::Client::from_host(None)?.with_timeout(std::time::Duration::from_secs(30)))
-}
-
-fn format_mac(m: &[u8; 6]) -> String {
-    format!(
-        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        m[0], m[1], m[2], m[3], m[4], m[5]
-    )
 }
 
 /// Host-side name: `lxc` + 12 hex of SHA-256 of `<container>:<ifname>`, as
@@ -97,7 +91,7 @@ async fn add_steps(
     mtu: u32,
     undo: &mut Undo,
 ) -> Result<AddResult, CniError> {
-    let owner = crate::owner(env.pod_namespace(), env.pod_name(), &env.container_id);
+    let owner = api::ipam::owner(env.pod_namespace(), env.pod_name(), &env.container_id);
     let body = client.call(
         "POST",
         &format!("/ipam?owner={}", owner.replace('/', "%2F")),
@@ -135,6 +129,7 @@ async fn add_steps(
         )
         .await?;
 
+    let (pod_mac, host_mac) = (format_mac(&veth.pod_mac), format_mac(&veth.host_mac));
     let req = EndpointChangeRequest {
         container_id: env.container_id.clone(),
         container_interface_name: env.ifname.clone(),
@@ -148,8 +143,8 @@ async fn add_steps(
         k8s_namespace: env.pod_namespace().to_owned(),
         interface_name: host_name.clone(),
         interface_index: i64::from(veth.host_index),
-        mac: format_mac(&veth.pod_mac),
-        host_mac: format_mac(&veth.host_mac),
+        mac: pod_mac.clone(),
+        host_mac: host_mac.clone(),
         sync_build_endpoint: true,
         datapath_configuration: Some(DatapathConfiguration::default()),
         ..Default::default()
@@ -158,9 +153,9 @@ async fn add_steps(
     client.call("PUT", "/endpoint/cilium-local:0", &[], Some(&payload))?;
     Ok(AddResult {
         host_ifname: host_name,
-        host_mac: format_mac(&veth.host_mac),
+        host_mac,
         pod_ifname: env.ifname.clone(),
-        pod_mac: format_mac(&veth.pod_mac),
+        pod_mac,
         netns: env.netns.clone(),
         ip,
         gateway,
@@ -224,14 +219,11 @@ pub async fn check(env: &Env, conf: &NetConf) -> Result<(), CniError> {
     for iface in prev["interfaces"].as_array().into_iter().flatten() {
         if iface["name"] == env.ifname.as_str() {
             let want = iface["mac"].as_str().unwrap_or_default();
-            if !want.is_empty() && want != format_mac(&link.mac) {
+            let have = format_mac(&link.mac);
+            if !want.is_empty() && want != have {
                 return Err(CniError::new(
                     PLUGIN_FAILURE,
-                    format!(
-                        "interface {} has MAC {} instead of {want}",
-                        env.ifname,
-                        format_mac(&link.mac)
-                    ),
+                    format!("interface {} has MAC {have} instead of {want}", env.ifname),
                 ));
             }
         }

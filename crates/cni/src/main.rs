@@ -14,14 +14,6 @@ use std::process::ExitCode;
 /// Newest CNI specification version this plugin speaks.
 pub const LATEST_VERSION: &str = "1.1.0";
 
-/// The IPAM owner of a pod's address: `<namespace>/<pod>`.
-pub fn owner(namespace: &str, pod: &str, container_id: &str) -> String {
-    if pod.is_empty() {
-        return container_id.to_owned();
-    }
-    format!("{namespace}/{pod}")
-}
-
 fn print_json(v: &serde_json::Value) {
     println!(
         "{}",

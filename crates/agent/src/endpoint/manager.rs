@@ -2,10 +2,10 @@
 //! kernel or disk is undone when a later one fails, so a refused request
 //! leaves no program, map entry, identity or directory behind.
 
-use super::{parse_mac, state, Endpoint, EndpointRef, MAX_ID, MIN_ID};
+use super::{state, Endpoint, EndpointRef, MAX_ID, MIN_ID};
 use crate::daemon::Daemon;
 use crate::ipcache::{Entry, SOURCE_LOCAL};
-use abi::endpoint::{EndpointInfo, EndpointKey};
+use abi::endpoint::{parse_mac, EndpointInfo, EndpointKey};
 use api::endpoint::EndpointChangeRequest;
 use datapath::PinnedMap;
 use std::collections::BTreeMap;

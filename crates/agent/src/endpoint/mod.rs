@@ -52,7 +52,7 @@ fn restoring() -> String {
 impl Endpoint {
     /// The IPAM owner of the endpoint's address: `<namespace>/<pod>`.
     pub fn ipam_owner(&self) -> String {
-        ipam_owner(&self.k8s_namespace, &self.k8s_pod_name, &self.container_id)
+        api::ipam::owner(&self.k8s_namespace, &self.k8s_pod_name, &self.container_id)
     }
 
     pub fn pod_name(&self) -> String {
@@ -64,6 +64,7 @@ impl Endpoint {
 
     pub fn to_api(&self) -> api::endpoint::Endpoint {
         use api::endpoint::*;
+        let identity_labels = self.identity_labels();
         let cni_attachment_id = if self.container_interface_name.is_empty() {
             self.container_id.clone()
         } else {
@@ -83,14 +84,14 @@ impl Endpoint {
                 },
                 identity: Some(Identity {
                     id: self.identity,
-                    labels: self.identity_labels(),
+                    labels: identity_labels.clone(),
                     labels_sha256: String::new(),
                 }),
                 labels: LabelConfigurationStatus {
                     realized: LabelConfigurationSpec {
                         user: self.labels.clone(),
                     },
-                    security_relevant: self.identity_labels(),
+                    security_relevant: identity_labels,
                 },
                 networking: Some(EndpointNetworking {
                     addressing: vec![api::ipam::AddressPair {
@@ -127,21 +128,4 @@ impl Endpoint {
         l.sort();
         l
     }
-}
-
-pub fn ipam_owner(namespace: &str, pod: &str, container_id: &str) -> String {
-    if pod.is_empty() {
-        return container_id.to_owned();
-    }
-    format!("{namespace}/{pod}")
-}
-
-/// Parses `aa:bb:cc:dd:ee:ff`.
-pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in &mut mac {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    parts.next().is_none().then_some(mac)
 }
