@@ -40,10 +40,7 @@ pub async fn ensure_host_devices(
         );
     }
     for name in [CILIUM_HOST, CILIUM_NET] {
-        let link = nl
-            .link_by_name(name)
-            .await?
-            .ok_or_else(|| Error::NoLink(name.into()))?;
+        let link = nl.require_link(name).await?;
         let msg = rtnetlink::LinkUnspec::new_with_index(link.index)
             .arp(false)
             .mtu(mtu)
@@ -57,14 +54,8 @@ pub async fn ensure_host_devices(
             .map_err(Error::nl("configure", name))?;
         sysctl::configure_cilium_device(name)?;
     }
-    let host = nl
-        .link_by_name(CILIUM_HOST)
-        .await?
-        .ok_or_else(|| Error::NoLink(CILIUM_HOST.into()))?;
-    let net = nl
-        .link_by_name(CILIUM_NET)
-        .await?
-        .ok_or_else(|| Error::NoLink(CILIUM_NET.into()))?;
+    let host = nl.require_link(CILIUM_HOST).await?;
+    let net = nl.require_link(CILIUM_NET).await?;
     nl.ensure_ipv4_addr(host.index, router_ip, 32).await?;
     nl.replace_route(host.index, router_ip, 32, None, None)
         .await?;

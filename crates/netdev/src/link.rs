@@ -75,6 +75,13 @@ impl Netlink {
         }
     }
 
+    /// The link named `name`, which must exist.
+    pub async fn require_link(&self, name: &str) -> Result<Link, Error> {
+        self.link_by_name(name)
+            .await?
+            .ok_or_else(|| Error::NoLink(name.into()))
+    }
+
     pub async fn links(&self) -> Result<Vec<Link>, Error> {
         let msgs: Vec<LinkMessage> = self
             .handle

@@ -70,14 +70,8 @@ pub async fn create_pod_veth(
         .await
         .map_err(Error::nl("add veth", host_name))?;
     let result = async {
-        let host_link = host
-            .link_by_name(host_name)
-            .await?
-            .ok_or_else(|| Error::NoLink(host_name.into()))?;
-        let peer = pod
-            .link_by_name(pod_name)
-            .await?
-            .ok_or_else(|| Error::NoLink(pod_name.into()))?;
+        let host_link = host.require_link(host_name).await?;
+        let peer = pod.require_link(pod_name).await?;
         pod.set_up(peer.index).await?;
         host.set_up(host_link.index).await?;
         Ok(PodVeth {
