@@ -32,12 +32,6 @@ fn run(cmd: &mut Command) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// A workspace binary next to cilium-bench.
-fn sibling(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("own path");
-    exe.parent().expect("binary dir").join(name)
-}
-
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -73,7 +67,7 @@ impl Bench {
     }
 
     fn start_agent(&mut self) -> anyhow::Result<u32> {
-        let child = Command::new(sibling("cilium-agent"))
+        let child = Command::new(testsupport::bin("cilium-agent"))
             .arg(format!("--bpf-root={}", self.sb.bpffs().display()))
             .arg(format!(
                 "--state-dir={}",
@@ -112,7 +106,7 @@ impl Bench {
     fn cni_add(&self, i: usize) -> anyhow::Result<Duration> {
         let ns = self.netns(&format!("pod{i}"));
         let t = Instant::now();
-        let mut child = Command::new(sibling("cilium-cni"))
+        let mut child = Command::new(testsupport::bin("cilium-cni"))
             .env("CILIUM_SOCK", &self.socket)
             .env("CNI_COMMAND", "ADD")
             .env("CNI_CONTAINERID", format!("bench-{i}"))

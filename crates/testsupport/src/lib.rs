@@ -146,14 +146,17 @@ impl Drop for Sandbox {
     }
 }
 
-/// Path of a workspace binary built by cargo for integration tests.
+/// Path of a workspace binary built by cargo.
+/// Works from an integration test (`target/<profile>/deps/<test>`) and from
+/// a workspace binary beside it (`target/<profile>/<bin>`).
 pub fn bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test> -> target/<profile>/<name>
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target profile dir");
+    let exe = std::env::current_exe().expect("own executable path");
+    let dir = exe.parent().expect("executable dir");
+    let profile_dir = if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.parent().expect("target profile dir")
+    } else {
+        dir
+    };
     profile_dir.join(name)
 }
 
