@@ -152,3 +152,55 @@ fn loopback_up() -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// One TCP request/response between two namespaces, to show that they can
+/// talk: a listener in `server` answers `pong to <peer>: <request>` to one
+/// client in `client`. Returns the client's local port and the reply.
+pub fn tcp_request(
+    server: &Path,
+    client: &Path,
+    server_ip: std::net::Ipv4Addr,
+    port: u16,
+    request: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    let timeout = std::time::Duration::from_secs(5);
+    let enter = |p: &Path| {
+        NetNs::open(p)
+            .and_then(|ns| ns.enter())
+            .map_err(std::io::Error::other)
+    };
+    let (server, client) = (server.to_owned(), client.to_owned());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let srv = std::thread::spawn(move || -> std::io::Result<()> {
+        enter(&server)?;
+        let listener = TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, port))?;
+        let _ = tx.send(());
+        let (mut s, peer) = listener.accept()?;
+        let mut req = Vec::new();
+        s.read_to_end(&mut req)?;
+        let mut reply = format!("pong to {peer}: ").into_bytes();
+        reply.extend_from_slice(&req);
+        s.write_all(&reply)
+    });
+    rx.recv_timeout(timeout)
+        .map_err(|_| std::io::Error::other("server did not start"))?;
+    let request = request.to_vec();
+    let cli = std::thread::spawn(move || -> std::io::Result<(u16, Vec<u8>)> {
+        enter(&client)?;
+        let mut s = TcpStream::connect_timeout(&(server_ip, port).into(), timeout)?;
+        s.set_read_timeout(Some(timeout))?;
+        s.write_all(&request)?;
+        s.shutdown(Shutdown::Write)?;
+        let mut reply = Vec::new();
+        s.read_to_end(&mut reply)?;
+        Ok((s.local_addr()?.port(), reply))
+    });
+    let out = cli
+        .join()
+        .map_err(|_| std::io::Error::other("client thread panicked"))?;
+    srv.join()
+        .map_err(|_| std::io::Error::other("server thread panicked"))??;
+    out
+}

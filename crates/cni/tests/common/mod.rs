@@ -178,33 +178,16 @@ impl Node {
     }
 }
 
-/// One TCP exchange: a listener in `server`'s netns echoes what a client in
-/// `client`'s netns sends. Returns the client's local port.
+/// One TCP exchange: a listener in `server`'s netns answers a client in
+/// `client`'s netns. Returns the client's local port.
 pub fn tcp_exchange(server_ns: PathBuf, client_ns: PathBuf, server_ip: Ipv4Addr, port: u16) -> u16 {
-    use std::io::{Read, Write};
-    let (tx, rx) = std::sync::mpsc::channel();
-    let server = std::thread::spawn(move || {
-        netdev::NetNs::open(&server_ns).unwrap().enter().unwrap();
-        let l = std::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).unwrap();
-        tx.send(()).unwrap();
-        let (mut s, _) = l.accept().unwrap();
-        let mut buf = [0u8; 5];
-        s.read_exact(&mut buf).unwrap();
-        s.write_all(&buf).unwrap();
-    });
-    rx.recv().unwrap();
-    let client = std::thread::spawn(move || {
-        netdev::NetNs::open(&client_ns).unwrap().enter().unwrap();
-        let mut s =
-            std::net::TcpStream::connect_timeout(&(server_ip, port).into(), Duration::from_secs(5))
-                .expect("connect through the datapath");
-        s.write_all(b"hello").unwrap();
-        let mut buf = [0u8; 5];
-        s.read_exact(&mut buf).unwrap();
-        assert_eq!(&buf, b"hello");
-        s.local_addr().unwrap().port()
-    });
-    let port = client.join().expect("client");
-    server.join().expect("server");
-    port
+    let (sport, reply) =
+        netdev::netns::tcp_request(&server_ns, &client_ns, server_ip, port, b"hello")
+            .expect("TCP exchange through the datapath");
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(
+        reply.starts_with("pong to ") && reply.ends_with(": hello"),
+        "reply {reply:?}"
+    );
+    sport
 }
