@@ -20,114 +20,72 @@ pub const STATES: &[&str] = &[
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
+#[serde(rename_all = "kebab-case")]
 pub struct DatapathConfiguration {
-    #[serde(rename = "require-arp-passthrough", default)]
+    #[serde(default)]
     pub require_arp_passthrough: bool,
-    #[serde(rename = "require-egress-prog", default)]
+    #[serde(default)]
     pub require_egress_prog: bool,
-    #[serde(rename = "external-ipam", default)]
+    #[serde(default)]
     pub external_ipam: bool,
-    #[serde(
-        rename = "require-routing",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_routing: Option<bool>,
-    #[serde(rename = "install-endpoint-route", default)]
+    #[serde(default)]
     pub install_endpoint_route: bool,
-    #[serde(rename = "disable-sip-verification", default)]
+    #[serde(default)]
     pub disable_sip_verification: bool,
 }
 
 /// `EndpointChangeRequest` (PUT/PATCH /endpoint/{id}).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
+#[serde(rename_all = "kebab-case")]
 pub struct EndpointChangeRequest {
     #[serde(default)]
     pub id: i64,
-    #[serde(
-        rename = "container-id",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub container_id: String,
-    #[serde(
-        rename = "container-name",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub container_name: String,
-    #[serde(
-        rename = "container-interface-name",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub container_interface_name: String,
-    #[serde(
-        rename = "docker-endpoint-id",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub docker_endpoint_id: String,
-    #[serde(
-        rename = "docker-network-id",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub docker_network_id: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
-    #[serde(
-        rename = "interface-name",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub interface_name: String,
-    #[serde(rename = "interface-index", default)]
+    #[serde(default)]
     pub interface_index: i64,
     #[serde(default)]
     pub state: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub mac: String,
-    #[serde(rename = "host-mac", default, skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub host_mac: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addressing: Option<AddressPair>,
-    #[serde(
-        rename = "k8s-pod-name",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub k8s_pod_name: String,
-    #[serde(
-        rename = "k8s-namespace",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub k8s_namespace: String,
-    #[serde(rename = "k8s-uid", default, skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub k8s_uid: String,
-    #[serde(rename = "datapath-map-id", default)]
+    #[serde(default)]
     pub datapath_map_id: i64,
-    #[serde(rename = "policy-enabled", default)]
+    #[serde(default)]
     pub policy_enabled: bool,
     #[serde(default)]
     pub pid: i64,
-    #[serde(rename = "sync-build-endpoint", default)]
+    #[serde(default)]
     pub sync_build_endpoint: bool,
-    #[serde(
-        rename = "datapath-configuration",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datapath_configuration: Option<DatapathConfiguration>,
-    #[serde(rename = "disable-legacy-identifiers", default)]
+    #[serde(default)]
     pub disable_legacy_identifiers: bool,
-    #[serde(
-        rename = "netns-cookie",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub netns_cookie: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub properties: BTreeMap<String, serde_json::Value>,
@@ -136,48 +94,30 @@ pub struct EndpointChangeRequest {
 /// `EndpointBatchDeleteRequest` (DELETE /endpoint).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
+#[serde(rename_all = "kebab-case")]
 pub struct EndpointBatchDeleteRequest {
-    #[serde(rename = "container-id")]
     pub container_id: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct EndpointIdentifiers {
-    #[serde(
-        rename = "cni-attachment-id",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cni_attachment_id: String,
-    #[serde(
-        rename = "container-id",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub container_id: String,
-    #[serde(
-        rename = "container-interface-name",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub container_interface_name: String,
-    #[serde(
-        rename = "k8s-namespace",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub k8s_namespace: String,
-    #[serde(
-        rename = "k8s-pod-name",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub k8s_pod_name: String,
-    #[serde(rename = "pod-name", default, skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub pod_name: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct Identity {
     pub id: u32,
     #[serde(default)]
@@ -191,34 +131,38 @@ pub struct Identity {
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct LabelConfigurationSpec {
     #[serde(default)]
     pub user: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct LabelConfigurationStatus {
     #[serde(default)]
     pub realized: LabelConfigurationSpec,
-    #[serde(rename = "security-relevant", default)]
+    #[serde(default)]
     pub security_relevant: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct EndpointNetworking {
     #[serde(default)]
     pub addressing: Vec<AddressPair>,
-    #[serde(rename = "host-mac", default)]
+    #[serde(default)]
     pub host_mac: String,
-    #[serde(rename = "interface-index", default)]
+    #[serde(default)]
     pub interface_index: i64,
-    #[serde(rename = "interface-name", default)]
+    #[serde(default)]
     pub interface_name: String,
     #[serde(default)]
     pub mac: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct EndpointHealth {
     pub bpf: String,
     pub policy: String,
@@ -229,21 +173,24 @@ pub struct EndpointHealth {
 
 /// Realized policy enforcement of an endpoint, as `endpoint list` reads it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct EndpointPolicyStatus {
     /// `none`, `ingress`, `egress` or `both`
-    #[serde(rename = "policy-enabled", default)]
+    #[serde(default)]
     pub policy_enabled: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct EndpointPolicy {
     #[serde(default)]
     pub realized: EndpointPolicyStatus,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct EndpointStatus {
-    #[serde(rename = "external-identifiers", default)]
+    #[serde(default)]
     pub external_identifiers: EndpointIdentifiers,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<Identity>,
@@ -259,13 +206,15 @@ pub struct EndpointStatus {
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct EndpointSpec {
-    #[serde(rename = "label-configuration", default)]
+    #[serde(default)]
     pub label_configuration: LabelConfigurationSpec,
 }
 
 /// `Endpoint` as `GET /endpoint[/{id}]` returns it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct Endpoint {
     pub id: u16,
     #[serde(default)]

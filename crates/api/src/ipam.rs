@@ -15,20 +15,13 @@ pub fn owner(namespace: &str, pod: &str, container_id: &str) -> String {
 
 /// `AddressPair`: bare addresses, no prefix length.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct AddressPair {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub ipv4: String,
-    #[serde(
-        rename = "ipv4-expiration-uuid",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub ipv4_expiration_uuid: String,
-    #[serde(
-        rename = "ipv4-pool-name",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub ipv4_pool_name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub ipv6: String,
@@ -36,46 +29,36 @@ pub struct AddressPair {
 
 /// `IPAMAddressResponse`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct IpamAddressResponse {
     pub ip: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub gateway: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cidrs: Vec<String>,
-    #[serde(
-        rename = "master-mac",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub master_mac: String,
-    #[serde(
-        rename = "expiration-uuid",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub expiration_uuid: String,
-    #[serde(
-        rename = "interface-number",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub interface_number: String,
 }
 
 /// `IPAMResponse`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct IpamResponse {
     pub address: AddressPair,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipv4: Option<IpamAddressResponse>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipv6: Option<IpamAddressResponse>,
-    #[serde(rename = "host-addressing")]
     pub host_addressing: NodeAddressing,
 }
 
 /// `IPAMStatus` in `StatusResponse.ipam`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct IpamStatus {
     /// address -> owner
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -88,6 +71,7 @@ pub struct IpamStatus {
 
 /// `IPListEntry` of `GET /ip` (the userspace ipcache).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct IpListEntry {
     pub cidr: String,
     pub identity: u32,
@@ -100,6 +84,7 @@ pub struct IpListEntry {
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
 pub struct IpListEntryMetadata {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source: String,
