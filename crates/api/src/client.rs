@@ -31,6 +31,14 @@ impl ClientError {
     }
 }
 
+/// Percent-escapes a path segment or query value (endpoint IDs such as
+/// `pod-name:ns/pod`, IPAM owners such as `ns/pod`).
+pub fn escape(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('/', "%2F")
+        .replace(' ', "%20")
+}
+
 /// A response that was read in full.
 #[derive(Debug)]
 pub struct Response {

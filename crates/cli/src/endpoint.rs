@@ -19,13 +19,6 @@ pub enum Command {
     },
 }
 
-/// Path-escapes an endpoint ID (`pod-name:ns/pod` carries a slash).
-pub fn escape_id(id: &str) -> String {
-    id.replace('%', "%25")
-        .replace('/', "%2F")
-        .replace(' ', "%20")
-}
-
 fn enforcement(policy_enabled: &str, dir: &str) -> &'static str {
     if policy_enabled == "both" || policy_enabled == dir {
         "Enabled"
@@ -88,7 +81,8 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
             print(&rows);
         }
         Command::Get { id, output: _ } => {
-            let ep: Endpoint = client.get_json(&format!("/endpoint/{}", escape_id(id)), &[])?;
+            let ep: Endpoint =
+                client.get_json(&format!("/endpoint/{}", api::client::escape(id)), &[])?;
             print_json(&vec![ep])?;
         }
     }

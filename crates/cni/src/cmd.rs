@@ -94,7 +94,7 @@ async fn add_steps(
     let owner = api::ipam::owner(env.pod_namespace(), env.pod_name(), &env.container_id);
     let body = client.call(
         "POST",
-        &format!("/ipam?owner={}", owner.replace('/', "%2F")),
+        &format!("/ipam?owner={}", api::client::escape(&owner)),
         &[("expiration", "true")],
         None,
     )?;
