@@ -11,11 +11,32 @@
 #include "lib/endpoint.h"
 #include "lib/conntrack.h"
 #include "lib/l3.h"
+#include "lib/encap.h"
+
+/* The node's own packets to a pod on another node go through the overlay
+ * as Cilium's LOCAL_NODE_ID, which the far side sees as remote-node. */
+static __always_inline int host_to_remote_pod(struct __sk_buff *ctx,
+					      struct iphdr *ip4)
+{
+	__u32 tunnel_ep;
+	int ret;
+
+	tunnel_ep = tunnel_endpoint4(ip4->daddr, lookup_ip4_remote(ip4->daddr));
+	if (!tunnel_ep)
+		return CTX_ACT_OK;
+	ret = encap_and_redirect4(ctx, tunnel_ep, IDENTITY_REMOTE_NODE);
+	if (IS_ERR(ret))
+		return send_drop_notify(ctx, IDENTITY_HOST, IDENTITY_UNKNOWN, 0,
+					ret, METRIC_EGRESS, 0);
+	update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
+	return ret;
+}
 
 /* Packets the host stack routes into cilium_host (tc egress): the pod CIDR
- * route points here, so pod-bound traffic is tracked as the pod's ingress
- * and handed to its veth; the rest continues to cilium_net as the kernel
- * intended. Pods need no program on their veth's egress this way. */
+ * routes point here, so pod-bound traffic is tracked as the pod's ingress
+ * and handed to its veth, or sent through the overlay when the pod lives on
+ * another node; the rest continues to cilium_net as the kernel intended.
+ * Pods need no program on their veth's egress this way. */
 __section_entry
 int cil_from_host(struct __sk_buff *ctx)
 {
@@ -36,7 +57,7 @@ int cil_from_host(struct __sk_buff *ctx)
 					-DROP_INVALID, METRIC_EGRESS, 0);
 	ep = lookup_ip4_endpoint(ip4->daddr);
 	if (!is_local_pod(ep))
-		return CTX_ACT_OK;
+		return host_to_remote_pod(ctx, ip4);
 	src_id = ip4_identity(ip4->saddr);
 	if (ipv4_is_fragment(ip4))
 		return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id,

@@ -15,10 +15,12 @@
 #include "lib/conntrack.h"
 #include "lib/arp.h"
 #include "lib/l3.h"
+#include "lib/encap.h"
 
 static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 {
 	struct endpoint_info *src_ep, *dst_ep;
+	__u32 tunnel_ep;
 	struct ct_packet pkt;
 	struct ct_state ct = {};
 	struct iphdr *ip4;
@@ -60,6 +62,15 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 		ret = ipv4_local_delivery(ctx, dst_ep, 1);
 		if (ret < 0)
 			goto drop;
+		return ret;
+	}
+
+	tunnel_ep = tunnel_endpoint4(ip4->daddr, lookup_ip4_remote(ip4->daddr));
+	if (tunnel_ep) {
+		ret = encap_and_redirect4(ctx, tunnel_ep, sec_id);
+		if (ret < 0)
+			goto drop;
+		update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
 		return ret;
 	}
 

@@ -208,6 +208,10 @@ struct metrics_value {
 /* ---- cilium_runtime_config: u32 index -> u64 ---- */
 #define RUNTIME_CONFIG_UTIME_OFFSET	0
 #define RUNTIME_CONFIG_AGENT_LIVENESS	1
+/* ifindex of cilium_vxlan; 0 while there is no overlay */
+#define RUNTIME_CONFIG_ENCAP_IFINDEX	2
+/* the pod CIDR mask (network order) the tunnel map is keyed by */
+#define RUNTIME_CONFIG_IPV4_MASK	3
 
 /* ---- cilium_events records ---- */
 #define CILIUM_NOTIFY_UNSPEC		0

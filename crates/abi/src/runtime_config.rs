@@ -2,12 +2,18 @@
 
 pub const UTIME_OFFSET: u32 = 0;
 pub const AGENT_LIVENESS: u32 = 1;
+/// ifindex of cilium_vxlan; 0 while there is no overlay.
+pub const ENCAP_IFINDEX: u32 = 2;
+/// The pod CIDR mask (network order) the tunnel map is keyed by.
+pub const IPV4_MASK: u32 = 3;
 
 /// Name Cilium's CLI prints for an index.
 pub fn index_name(index: u32) -> Option<&'static str> {
     match index {
         UTIME_OFFSET => Some("UTimeOffset"),
         AGENT_LIVENESS => Some("AgentLiveness"),
+        ENCAP_IFINDEX => Some("EncapIfindex"),
+        IPV4_MASK => Some("IPv4Mask"),
         _ => None,
     }
 }

@@ -23,3 +23,31 @@ pub struct TunnelValue {
 }
 assert_layout!(TunnelValue, size = 20, ip = 0, family = 16, key = 17);
 unsafe impl Plain for TunnelValue {}
+
+fn v4_bytes(ip: std::net::Ipv4Addr) -> [u8; 16] {
+    let mut bytes = [0u8; 16];
+    bytes[..4].copy_from_slice(&ip.octets());
+    bytes
+}
+
+impl TunnelKey {
+    /// Key of a remote node's IPv4 pod CIDR (its network address).
+    pub fn v4(net: std::net::Ipv4Addr) -> Self {
+        Self {
+            ip: v4_bytes(net),
+            family: crate::endpoint::ENDPOINT_KEY_IPV4,
+            ..Default::default()
+        }
+    }
+}
+
+impl TunnelValue {
+    /// The underlay address of the node that hosts the CIDR.
+    pub fn v4(node: std::net::Ipv4Addr) -> Self {
+        Self {
+            ip: v4_bytes(node),
+            family: crate::endpoint::ENDPOINT_KEY_IPV4,
+            ..Default::default()
+        }
+    }
+}

@@ -77,7 +77,23 @@ pub async fn put(State(d): Shared, Path(raw): Path<String>, body: Bytes) -> Resp
         );
     }
     req.id = i64::from(id);
-    let created = d.endpoints.lock().expect("endpoints lock").create(&d, &req);
+    if let Err(e) = d.endpoints.lock().expect("endpoints lock").check(&req) {
+        return endpoint_error(e);
+    }
+    // The identity may take a kvstore round trip: not under the endpoints lock.
+    let labels = crate::endpoint::labels_of(&req);
+    let identity = match d.identities.allocate(&labels).await {
+        Ok(id) => id,
+        Err(e) => return endpoint_error(EndpointError::Failed(e.to_string())),
+    };
+    let created = d
+        .endpoints
+        .lock()
+        .expect("endpoints lock")
+        .create(&d, &req, identity);
+    if created.is_err() {
+        d.identities.release(&labels);
+    }
     match created {
         Ok(ep) => {
             if d.attach_mode == datapath::attach::AttachMode::Tcx {

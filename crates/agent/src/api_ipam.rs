@@ -151,6 +151,7 @@ pub async fn ip_list(State(d): Shared) -> Json<Vec<IpListEntry>> {
         .map(|((ip, len), e)| IpListEntry {
             cidr: format!("{ip}/{len}"),
             identity: e.identity,
+            host_ip: e.tunnel_endpoint.map(|i| i.to_string()).unwrap_or_default(),
             metadata: Some(IpListEntryMetadata {
                 source: e.source.to_owned(),
                 ..Default::default()

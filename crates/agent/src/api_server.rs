@@ -102,7 +102,7 @@ fn configuration(d: &Daemon) -> DaemonConfiguration {
             addressing: node_addressing(c),
             datapath_mode: "veth".into(),
             device_mtu: c.mtu,
-            route_mtu: c.mtu,
+            route_mtu: c.route_mtu(),
             ipam_mode: c.ipam_mode.clone(),
             masquerade: false,
             realized,
@@ -171,6 +171,8 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         )
         .route("/v1/ip", get(api_ipam::ip_list))
         .route("/v1/cluster/nodes", get(cluster_nodes))
+        .route("/v1/identity", get(crate::api_identity::list))
+        .route("/v1/identity/{id}", get(crate::api_identity::get))
         .route(
             "/v1/endpoint",
             get(api_endpoint::list).delete(api_endpoint::delete_batch),

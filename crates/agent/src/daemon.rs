@@ -19,14 +19,17 @@ pub struct Daemon {
     pub host: netdev::HostDevices,
     pub attach_mode: datapath::attach::AttachMode,
     pub ipam: Mutex<crate::ipam::Ipam>,
-    pub identities: Mutex<crate::identity::Identities>,
+    pub identities: Arc<crate::identity::Identities>,
     pub ipcache: crate::ipcache::IpCache,
     pub endpoints: Mutex<crate::endpoint::Endpoints>,
     /// This node as published to the cluster.
     pub node: crate::nodes::Node,
     pub nodes: Arc<crate::nodes::Nodes>,
     pub kvstore: Option<kvstore::Kvstore>,
+    /// Writes this node's leased keys in order (None without a kvstore).
+    pub kvwriter: Option<crate::kvwriter::KvWriter>,
     pub node_ip: Option<Ipv4Addr>,
+    pub netlink: netdev::Netlink,
     pub started: Instant,
 }
 
@@ -98,21 +101,22 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         .await
         .context("setting up cilium_host")?;
     let (net, len) = config.ipv4_range;
-    nl.replace_route(
-        host.host.index,
-        net,
-        len,
-        Some(config.router_ip),
-        Some(config.router_ip),
-    )
-    .await
-    .context("installing the local pod CIDR route")?;
+    let local_pods = netdev::link::Route::new(host.host.index, net, len)
+        .via(config.router_ip)
+        .src(config.router_ip)
+        .mtu(config.route_mtu());
+    nl.replace_route(&local_pods)
+        .await
+        .context("installing the local pod CIDR route")?;
     if !config.enable_tcx {
         dp.set_attach_mode(datapath::attach::AttachMode::Tc);
     }
     let attach_mode = dp
         .attach_host_device(netdev::CILIUM_HOST)
         .context("attaching cil_from_host to cilium_host")?;
+    if config.tunneling() {
+        setup_overlay(&nl, &mut dp, &config).await?;
+    }
     let node_ip = match config.node_ip {
         Some(ip) => Some(ip),
         None => detect_node_ip(&nl).await.context("detecting the node IP")?,
@@ -143,7 +147,6 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         Some(kc) => Some(connect_kvstore(kc).await?),
         None => None,
     };
-    let nodes = Arc::new(crate::nodes::Nodes::default());
     if let Some(kv) = &kv {
         let key = kvstore::keys::node(&config.cluster_name, &node.name);
         let body = serde_json::to_vec(&node).expect("node serializes");
@@ -151,8 +154,12 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
             .await
             .context("registering the node in the kvstore")?;
         tracing::info!(subsys = "nodediscovery", node = %node.name, key = %key, "Node registered in kvstore");
-        nodes.follow(kv, node.name.clone());
     }
+    let kvwriter = kv.clone().map(crate::kvwriter::KvWriter::start);
+    let node_suffix = node_ip.map_or_else(|| node.name.clone(), |ip| ip.to_string());
+    let identities =
+        crate::identity::Identities::new(kv.clone().zip(kvwriter.clone()), node_suffix);
+    identities.follow();
 
     let runtime = RuntimeOptions::new(
         config.debug,
@@ -166,13 +173,15 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         host,
         attach_mode,
         ipam: Mutex::new(ipam),
-        identities: Mutex::default(),
+        identities,
         ipcache,
         endpoints: Mutex::new(crate::endpoint::Endpoints::new(config.state_dir.clone())),
         node,
-        nodes,
+        nodes: Arc::default(),
         kvstore: kv,
+        kvwriter,
         node_ip,
+        netlink: nl,
         started: t0,
         config,
     });
@@ -181,9 +190,38 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         let (restored, removed) = eps.restore(&daemon);
         tracing::info!(subsys = "daemon", restored, removed, "Endpoints restored");
     }
+    crate::nodes::follow(&daemon);
+    crate::ipsync::follow(&daemon);
     start_controllers(&daemon, host_ips);
     tracing::info!(subsys = "daemon", bootstrapTime = ?t0.elapsed(), "Daemon initialization completed");
     Ok(Running { daemon, _pid: pid })
+}
+
+/// cilium_vxlan with cil_from_overlay on it, and the facts the datapath
+/// needs to encapsulate: the device's ifindex and the pod CIDR mask.
+async fn setup_overlay(
+    nl: &netdev::Netlink,
+    dp: &mut datapath::Datapath,
+    config: &DaemonConfig,
+) -> anyhow::Result<()> {
+    let vxlan = netdev::vxlan::ensure_vxlan_device(nl, config.tunnel_port, config.mtu)
+        .await
+        .context("setting up cilium_vxlan")?;
+    dp.attach_overlay_device(netdev::vxlan::CILIUM_VXLAN)
+        .context("attaching cil_from_overlay to cilium_vxlan")?;
+    let mask = u32::MAX
+        .checked_shl(32 - u32::from(config.ipv4_range.1))
+        .unwrap_or(0);
+    let map = datapath::PinnedMap::open_global(&config.bpf_root, abi::maps::RUNTIME_CONFIG)?;
+    map.put(&abi::runtime_config::ENCAP_IFINDEX, &u64::from(vxlan.index))?;
+    map.put(&abi::runtime_config::IPV4_MASK, &u64::from(mask.to_be()))?;
+    tracing::info!(
+        subsys = "datapath",
+        device = netdev::vxlan::CILIUM_VXLAN,
+        port = config.tunnel_port,
+        "Overlay ready"
+    );
+    Ok(())
 }
 
 /// This node as Cilium publishes it: underlay and router addresses, pod CIDR.

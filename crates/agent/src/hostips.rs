@@ -17,15 +17,8 @@ pub fn sync(
     let lxc = PinnedMap::open_global(bpffs_root, maps::LXC)?;
     for ip in host_ips {
         lxc.put(&EndpointKey::v4(*ip), &EndpointInfo::host())?;
-        let host = Entry {
-            identity: identity::HOST,
-            source: SOURCE_LOCAL,
-        };
-        ipcache.upsert(*ip, 32, host)?;
+        ipcache.upsert(*ip, 32, Entry::new(identity::HOST, SOURCE_LOCAL))?;
     }
-    let world = Entry {
-        identity: identity::WORLD,
-        source: SOURCE_GENERATED,
-    };
-    ipcache.upsert(Ipv4Addr::UNSPECIFIED, 0, world)
+    let world = Entry::new(identity::WORLD, SOURCE_GENERATED);
+    ipcache.upsert(Ipv4Addr::UNSPECIFIED, 0, world).map(drop)
 }

@@ -1,82 +1,373 @@
-//! Security identities of local endpoints, allocated from their label sets.
+//! Security identities: label sets to numbers that mean the same on every
+//! node.
 //!
-//! Until the kvstore allocator exists (multi-node), identities are numbered
-//! locally from the start of the global range; restored endpoints bring
-//! theirs back, so numbers are stable across restarts of one node.
+//! With a kvstore, identities are allocated cluster-wide as Cilium's
+//! allocator does: `identities/v1/id/<ID>` names the label key (created once,
+//! not leased) and each node using it holds a leased reference
+//! `identities/v1/value/<labels>/<node suffix>`. A new ID is claimed in one
+//! transaction with the reference, so two nodes can never give the same
+//! labels two numbers. Without a kvstore, numbers are node-local.
 
-use std::collections::BTreeMap;
+use crate::kvwriter::KvWriter;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// First identity of the cluster-wide range (Cilium's MinimalAllocationIdentity).
 pub const MIN_GLOBAL: u32 = 256;
 /// Last identity of that range (without clustermesh).
 pub const MAX_GLOBAL: u32 = 65535;
+/// How long an endpoint waits for the kvstore to give it an identity.
+const ALLOCATE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Claims lost to other nodes before giving up.
+const MAX_CLAIMS: usize = 16;
+
+/// The fixed identities and their labels (`pkg/identity/numericidentity.go`).
+pub const RESERVED: &[(u32, &[&str])] = &[
+    (1, &["reserved:host"]),
+    (2, &["reserved:world"]),
+    (3, &["reserved:unmanaged"]),
+    (4, &["reserved:health"]),
+    (5, &["reserved:init"]),
+    (6, &["reserved:remote-node"]),
+    (7, &["reserved:kube-apiserver", "reserved:remote-node"]),
+    (8, &["reserved:ingress"]),
+    (9, &["reserved:world-ipv4"]),
+    (10, &["reserved:world-ipv6"]),
+    (11, &["reserved:overlay-to-encrypt"]),
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
     #[error("no free identity left in {MIN_GLOBAL}..{MAX_GLOBAL}")]
     Exhausted,
+    #[error("allocating an identity: {0}")]
+    Kvstore(#[from] kvstore::Error),
+    #[error("allocating an identity: kvstore did not answer within {ALLOCATE_TIMEOUT:?}")]
+    Timeout,
+    #[error("allocating an identity: other nodes kept claiming the same IDs")]
+    Contended,
+}
+
+/// A label as Cilium keys it: `source:key=value` (`=` even for no value).
+fn key_form(label: &str) -> String {
+    if label.contains('=') {
+        label.to_owned()
+    } else {
+        format!("{label}=")
+    }
+}
+
+/// Cilium's identity key: the sorted labels, each followed by `;`.
+pub fn labels_key(labels: &[String]) -> String {
+    let mut sorted: Vec<String> = labels.iter().map(|l| key_form(l)).collect();
+    sorted.sort();
+    sorted.dedup();
+    sorted.iter().map(|l| format!("{l};")).collect()
+}
+
+/// The labels of an identity key, as `source:key=value` strings.
+pub fn key_labels(key: &str) -> Vec<String> {
+    key.split(';')
+        .filter(|l| !l.is_empty())
+        .map(|l| l.strip_suffix('=').unwrap_or(l).to_owned())
+        .collect()
+}
+
+struct Held {
+    id: u32,
+    refs: usize,
 }
 
 #[derive(Default)]
+struct State {
+    /// Identities this node's endpoints use, by label key.
+    held: BTreeMap<String, Held>,
+    /// Every identity in the kvstore, by number (from the watch).
+    cluster: BTreeMap<u32, String>,
+}
+
 pub struct Identities {
-    by_labels: BTreeMap<Vec<String>, (u32, usize)>,
+    state: Mutex<State>,
+    kv: Option<(kvstore::Kvstore, KvWriter)>,
+    /// This node's part of reference keys: its IPv4 (Cilium's GetNodeSuffix).
+    node_suffix: String,
 }
 
 impl Identities {
-    /// The identity of a label set, allocating one on first use. An empty
-    /// set is `reserved:init`, as for endpoints whose labels are unknown.
-    pub fn acquire(
-        &mut self,
-        labels: &[String],
-        wanted: Option<u32>,
-    ) -> Result<u32, IdentityError> {
+    pub fn new(kv: Option<(kvstore::Kvstore, KvWriter)>, node_suffix: String) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::default(),
+            kv,
+            node_suffix,
+        })
+    }
+
+    fn reference_key(&self, key: &str) -> String {
+        kvstore::keys::identity_value(key, &self.node_suffix)
+    }
+
+    /// Keeps the cluster's identities (for listing and, later, policy) in
+    /// step with the kvstore.
+    pub fn follow(self: &Arc<Self>) {
+        let Some((kv, _)) = &self.kv else { return };
+        let mut rx = kv.watch_prefix(&format!("{}/", kvstore::keys::IDENTITY_IDS));
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            while let Some(ev) = rx.recv().await {
+                let mut st = this.state.lock().expect("identities lock");
+                match ev {
+                    kvstore::Event::Upsert { key, value } => {
+                        if let Some(id) = id_of_master(&key) {
+                            st.cluster
+                                .insert(id, String::from_utf8_lossy(&value).into_owned());
+                        }
+                    }
+                    kvstore::Event::Delete { key } => {
+                        if let Some(id) = id_of_master(&key) {
+                            st.cluster.remove(&id);
+                        }
+                    }
+                    kvstore::Event::ListDone => {
+                        tracing::info!(
+                            subsys = "identity-cache",
+                            count = st.cluster.len(),
+                            "Initial identity list received"
+                        );
+                    }
+                }
+            }
+        });
+    }
+
+    /// The identity of a label set, taking a reference to it. No labels
+    /// means `reserved:init`, as for endpoints whose labels are unknown.
+    pub async fn allocate(&self, labels: &[String]) -> Result<u32, IdentityError> {
         if labels.is_empty() {
             return Ok(abi::identity::INIT);
         }
-        let mut key = labels.to_vec();
-        key.sort();
-        if let Some((id, refs)) = self.by_labels.get_mut(&key) {
-            *refs += 1;
-            return Ok(*id);
+        let key = labels_key(labels);
+        if let Some(id) = self.take_held(&key) {
+            return Ok(id);
         }
-        let used = |id: u32| self.by_labels.values().any(|(i, _)| *i == id);
-        let id = match wanted {
-            Some(id) if id >= MIN_GLOBAL && !used(id) => id,
-            _ => (MIN_GLOBAL..=MAX_GLOBAL)
-                .find(|id| !used(*id))
-                .ok_or(IdentityError::Exhausted)?,
+        let id = match &self.kv {
+            Some((kv, writer)) => {
+                tokio::time::timeout(ALLOCATE_TIMEOUT, self.claim(kv, writer, &key))
+                    .await
+                    .map_err(|_| IdentityError::Timeout)??
+            }
+            None => self.local_id()?,
         };
-        self.by_labels.insert(key, (id, 1));
-        Ok(id)
+        Ok(self.hold(&key, id))
     }
 
-    pub fn release(&mut self, labels: &[String]) {
-        let mut key = labels.to_vec();
-        key.sort();
-        if let Some((_, refs)) = self.by_labels.get_mut(&key) {
-            *refs -= 1;
-            if *refs == 0 {
-                self.by_labels.remove(&key);
+    /// A reference to an identity known from before (a restored endpoint).
+    /// The kvstore is told in the background, recreating the ID's master
+    /// key if it was lost.
+    pub fn adopt(&self, labels: &[String], id: u32) -> u32 {
+        if labels.is_empty() {
+            return abi::identity::INIT;
+        }
+        let key = labels_key(labels);
+        if let Some(id) = self.take_held(&key) {
+            return id;
+        }
+        if let Some((_, writer)) = &self.kv {
+            writer.create_only(kvstore::keys::identity_id(id), key.clone().into_bytes());
+        }
+        self.hold(&key, id)
+    }
+
+    /// Drops a reference; the last one removes this node's kvstore reference.
+    pub fn release(&self, labels: &[String]) {
+        if labels.is_empty() {
+            return;
+        }
+        let key = labels_key(labels);
+        let mut st = self.state.lock().expect("identities lock");
+        let Some(held) = st.held.get_mut(&key) else {
+            return;
+        };
+        held.refs -= 1;
+        if held.refs == 0 {
+            st.held.remove(&key);
+            if let Some((_, writer)) = &self.kv {
+                writer.delete(self.reference_key(&key));
             }
         }
     }
+
+    fn take_held(&self, key: &str) -> Option<u32> {
+        let mut st = self.state.lock().expect("identities lock");
+        let held = st.held.get_mut(key)?;
+        held.refs += 1;
+        Some(held.id)
+    }
+
+    /// Records a reference to `id`. When a concurrent allocation of the same
+    /// labels got there first its number stands (both came from the same
+    /// kvstore answer, so they agree).
+    fn hold(&self, key: &str, id: u32) -> u32 {
+        let mut st = self.state.lock().expect("identities lock");
+        if let Some(held) = st.held.get_mut(key) {
+            held.refs += 1;
+            return held.id;
+        }
+        st.held.insert(key.to_owned(), Held { id, refs: 1 });
+        st.cluster.entry(id).or_insert_with(|| key.to_owned());
+        if let Some((_, writer)) = &self.kv {
+            writer.put_leased(self.reference_key(key), id.to_string().into_bytes());
+        }
+        id
+    }
+
+    fn local_id(&self) -> Result<u32, IdentityError> {
+        let st = self.state.lock().expect("identities lock");
+        let used: BTreeSet<u32> = st.held.values().map(|h| h.id).collect();
+        (MIN_GLOBAL..=MAX_GLOBAL)
+            .find(|id| !used.contains(id))
+            .ok_or(IdentityError::Exhausted)
+    }
+
+    /// Finds or claims the cluster-wide number of `key`.
+    async fn claim(
+        &self,
+        kv: &kvstore::Kvstore,
+        writer: &KvWriter,
+        key: &str,
+    ) -> Result<u32, IdentityError> {
+        // A delete of our old reference may still be queued; let it land so
+        // the listing below sees the kvstore as this node left it.
+        writer.flush().await;
+        let refs_prefix = format!("{}/{key}/", kvstore::keys::IDENTITY_VALUES);
+        for _ in 0..MAX_CLAIMS {
+            let (refs, _) = kv.list_prefix(&refs_prefix).await?;
+            if let Some(id) = refs
+                .iter()
+                .find_map(|(_, v)| std::str::from_utf8(v).ok()?.parse().ok())
+            {
+                return Ok(id);
+            }
+            let (masters, _) = kv
+                .list_prefix(&format!("{}/", kvstore::keys::IDENTITY_IDS))
+                .await?;
+            let mut used = BTreeSet::new();
+            for (k, v) in &masters {
+                let Some(id) = id_of_master(k) else { continue };
+                if v == key.as_bytes() {
+                    return Ok(id);
+                }
+                used.insert(id);
+            }
+            let id = (MIN_GLOBAL..=MAX_GLOBAL)
+                .find(|id| !used.contains(id))
+                .ok_or(IdentityError::Exhausted)?;
+            let reference = self.reference_key(key);
+            if kv
+                .create_with_leased(
+                    &kvstore::keys::identity_id(id),
+                    key.as_bytes(),
+                    &refs_prefix,
+                    &reference,
+                    id.to_string().as_bytes(),
+                )
+                .await?
+            {
+                tracing::info!(subsys = "allocator", identity = id, labels = %key, "Allocated new global identity");
+                return Ok(id);
+            }
+        }
+        Err(IdentityError::Contended)
+    }
+
+    /// Every identity this node knows: reserved, the cluster's, its own.
+    pub fn list(&self) -> Vec<(u32, Vec<String>)> {
+        let st = self.state.lock().expect("identities lock");
+        let mut all: BTreeMap<u32, Vec<String>> = RESERVED
+            .iter()
+            .map(|(id, labels)| (*id, labels.iter().map(|l| l.to_string()).collect()))
+            .collect();
+        for (id, key) in &st.cluster {
+            all.insert(*id, key_labels(key));
+        }
+        for held in st.held.iter() {
+            all.entry(held.1.id).or_insert_with(|| key_labels(held.0));
+        }
+        all.into_iter().collect()
+    }
+
+    pub fn get(&self, id: u32) -> Option<Vec<String>> {
+        self.list()
+            .into_iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, l)| l)
+    }
+
+    /// Identities held by local endpoints, with their reference counts.
+    pub fn held(&self) -> Vec<(u32, Vec<String>, usize)> {
+        let st = self.state.lock().expect("identities lock");
+        st.held
+            .iter()
+            .map(|(k, h)| (h.id, key_labels(k), h.refs))
+            .collect()
+    }
+}
+
+/// An identity as the API shows it; the digest is of Cilium's label key.
+pub fn to_api(id: u32, labels: Vec<String>) -> api::endpoint::Identity {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(labels_key(&labels).as_bytes());
+    api::endpoint::Identity {
+        id,
+        labels,
+        labels_sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
+    }
+}
+
+fn id_of_master(key: &str) -> Option<u32> {
+    key.rsplit('/').next()?.parse().ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn same_labels_share_an_identity_and_restored_numbers_are_kept() {
-        let mut ids = Identities::default();
+    #[tokio::test(flavor = "current_thread")]
+    async fn same_labels_share_an_identity_and_restored_numbers_are_kept() {
+        let ids = Identities::new(None, "198.18.0.11".into());
         let a = vec!["k8s:app=a".to_string()];
         let b = vec!["k8s:app=b".to_string()];
-        assert_eq!(ids.acquire(&b, Some(300)).unwrap(), 300);
-        assert_eq!(ids.acquire(&a, None).unwrap(), 256);
-        assert_eq!(ids.acquire(&a, None).unwrap(), 256);
-        assert_eq!(ids.acquire(&[], None).unwrap(), abi::identity::INIT);
+        assert_eq!(ids.adopt(&b, 300), 300);
+        assert_eq!(ids.allocate(&a).await.unwrap(), 256);
+        assert_eq!(ids.allocate(&a).await.unwrap(), 256);
+        assert_eq!(ids.allocate(&[]).await.unwrap(), abi::identity::INIT);
         ids.release(&a);
         ids.release(&a);
-        assert_eq!(ids.acquire(&["k8s:app=c".to_string()], None).unwrap(), 256);
+        let c = ids.allocate(&["k8s:app=c".to_string()]).await.unwrap();
+        assert_eq!(c, 256);
+        assert_eq!(ids.get(300), Some(b));
+        assert_eq!(ids.get(6), Some(vec!["reserved:remote-node".to_string()]));
+    }
+
+    #[test]
+    fn keys_are_ciliums_sorted_label_lists() {
+        let labels = vec![
+            "k8s:io.kubernetes.pod.namespace=default".to_string(),
+            "k8s:app=web".to_string(),
+            "unspec:flag".to_string(),
+        ];
+        let key = labels_key(&labels);
+        assert_eq!(
+            key,
+            "k8s:app=web;k8s:io.kubernetes.pod.namespace=default;unspec:flag=;"
+        );
+        assert_eq!(
+            key_labels(&key),
+            vec![
+                "k8s:app=web",
+                "k8s:io.kubernetes.pod.namespace=default",
+                "unspec:flag"
+            ]
+        );
     }
 }

@@ -1,5 +1,6 @@
-//! The userspace ipcache: which identity each address or prefix has and who
-//! said so. Every change is written through to cilium_ipcache.
+//! The userspace ipcache: which identity each address or prefix has, which
+//! node hosts it, and who said so. Every change is written through to
+//! cilium_ipcache.
 
 use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
 use datapath::PinnedMap;
@@ -10,12 +11,42 @@ use std::sync::Mutex;
 
 /// Where an entry came from (Cilium's `source.Source` names).
 pub const SOURCE_LOCAL: &str = "local";
+pub const SOURCE_KVSTORE: &str = "kvstore";
 pub const SOURCE_GENERATED: &str = "generated";
+
+/// Which source may overwrite which: what this node knows first-hand beats
+/// what other nodes published, which beats defaults.
+fn rank(source: &str) -> u8 {
+    match source {
+        SOURCE_LOCAL => 3,
+        SOURCE_KVSTORE => 2,
+        _ => 1,
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
     pub identity: u32,
     pub source: &'static str,
+    /// The node that hosts the address, for addresses behind the overlay.
+    pub tunnel_endpoint: Option<Ipv4Addr>,
+}
+
+impl Entry {
+    pub fn new(identity: u32, source: &'static str) -> Self {
+        Self {
+            identity,
+            source,
+            tunnel_endpoint: None,
+        }
+    }
+
+    pub fn behind(self, node: Ipv4Addr) -> Self {
+        Self {
+            tunnel_endpoint: Some(node),
+            ..self
+        }
+    }
 }
 
 pub struct IpCache {
@@ -31,27 +62,38 @@ impl IpCache {
         }
     }
 
-    pub fn upsert(&self, ip: Ipv4Addr, len: u8, entry: Entry) -> Result<(), datapath::Error> {
+    /// Writes an entry unless one from a stronger source holds the prefix;
+    /// returns whether it was written.
+    pub fn upsert(&self, ip: Ipv4Addr, len: u8, entry: Entry) -> Result<bool, datapath::Error> {
+        let mut entries = self.entries.lock().expect("ipcache lock");
+        if let Some(old) = entries.get(&(ip, len)) {
+            if rank(old.source) > rank(entry.source) {
+                return Ok(false);
+            }
+        }
         let map = PinnedMap::open_global(&self.bpf_root, abi::maps::IPCACHE)?;
         let value = RemoteEndpointInfo {
             sec_identity: entry.identity,
+            tunnel_endpoint: entry
+                .tunnel_endpoint
+                .unwrap_or(Ipv4Addr::UNSPECIFIED)
+                .into(),
             ..Default::default()
         };
         map.put(&IpcacheKey::v4(ip, len), &value)?;
-        self.entries
-            .lock()
-            .expect("ipcache lock")
-            .insert((ip, len), entry);
-        Ok(())
+        entries.insert((ip, len), entry);
+        Ok(true)
     }
 
-    pub fn remove(&self, ip: Ipv4Addr, len: u8) -> Result<(), datapath::Error> {
+    /// Removes the prefix if `source` is the one that wrote it.
+    pub fn remove(&self, ip: Ipv4Addr, len: u8, source: &str) -> Result<(), datapath::Error> {
+        let mut entries = self.entries.lock().expect("ipcache lock");
+        if entries.get(&(ip, len)).is_some_and(|e| e.source != source) {
+            return Ok(());
+        }
         let map = PinnedMap::open_global(&self.bpf_root, abi::maps::IPCACHE)?;
         map.remove(&IpcacheKey::v4(ip, len))?;
-        self.entries
-            .lock()
-            .expect("ipcache lock")
-            .remove(&(ip, len));
+        entries.remove(&(ip, len));
         Ok(())
     }
 

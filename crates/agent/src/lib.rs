@@ -2,6 +2,7 @@
 //! REST API together. It holds no packet or policy logic of its own.
 
 pub mod api_endpoint;
+pub mod api_identity;
 pub mod api_ipam;
 pub mod api_server;
 pub mod controller;
@@ -12,9 +13,12 @@ pub mod hostips;
 pub mod identity;
 pub mod ipam;
 pub mod ipcache;
+pub mod ipsync;
+pub mod kvwriter;
 pub mod logging;
 pub mod nodes;
 pub mod option;
 pub mod pidfile;
+pub mod remote_nodes;
 pub mod status;
 mod timefmt;

@@ -39,11 +39,21 @@ impl IpNet {
 
     /// `10.1.0.0/24`, or empty when the mask does not decode.
     pub fn cidr(&self) -> String {
-        let bits: u32 = unbase64(&self.mask).iter().map(|b| b.count_ones()).sum();
         if self.ip.is_empty() {
             return String::new();
         }
-        format!("{}/{bits}", self.ip)
+        format!("{}/{}", self.ip, self.prefix_len())
+    }
+
+    fn prefix_len(&self) -> u8 {
+        unbase64(&self.mask)
+            .iter()
+            .map(|b| b.count_ones() as u8)
+            .sum()
+    }
+
+    pub fn ipv4_prefix(&self) -> Option<(Ipv4Addr, u8)> {
+        Some((self.ip.parse().ok()?, self.prefix_len()))
     }
 }
 
@@ -157,39 +167,55 @@ impl Nodes {
             .collect()
     }
 
-    /// Follows the kvstore's node keys, skipping `own`.
-    pub fn follow(self: &Arc<Self>, store: &kvstore::Kvstore, own: String) {
-        let mut rx = store.watch_prefix(kvstore::keys::NODES);
-        let this = Arc::clone(self);
-        tokio::spawn(async move {
-            while let Some(ev) = rx.recv().await {
-                match ev {
-                    kvstore::Event::Upsert { key, value } => {
-                        match serde_json::from_slice::<Node>(&value) {
-                            Ok(node) if node.name == own => {}
-                            Ok(node) => {
-                                let mut remote = this.remote.lock().expect("nodes lock");
-                                if remote.insert(key.clone(), node.clone()).is_none() {
-                                    tracing::info!(subsys = "nodemanager", node = %node.name, ip = %node.primary_ipv4(), "Node discovered");
-                                }
+    /// Records a node; returns what was known of it before.
+    fn upsert(&self, key: &str, node: Node) -> Option<Node> {
+        self.remote
+            .lock()
+            .expect("nodes lock")
+            .insert(key.to_owned(), node)
+    }
+
+    fn remove(&self, key: &str) -> Option<Node> {
+        self.remote.lock().expect("nodes lock").remove(key)
+    }
+}
+
+/// Follows the kvstore's node keys (other than this node's) and applies
+/// each change to the datapath.
+pub fn follow(d: &Arc<crate::daemon::Daemon>) {
+    let Some(kv) = &d.kvstore else { return };
+    let mut rx = kv.watch_prefix(&format!("{}/", kvstore::keys::NODES));
+    let d = Arc::clone(d);
+    tokio::spawn(async move {
+        while let Some(ev) = rx.recv().await {
+            match ev {
+                kvstore::Event::Upsert { key, value } => {
+                    match serde_json::from_slice::<Node>(&value) {
+                        Ok(node) if node.name == d.node.name => {}
+                        Ok(node) => {
+                            let old = d.nodes.upsert(&key, node.clone());
+                            if old.is_none() {
+                                tracing::info!(subsys = "nodemanager", node = %node.name, ip = %node.primary_ipv4(), "Node discovered");
                             }
-                            Err(e) => {
-                                tracing::warn!(subsys = "nodemanager", key = %key, error = %e, "Ignoring malformed node entry");
-                            }
+                            crate::remote_nodes::upsert(&d, old.as_ref(), &node).await;
                         }
-                    }
-                    kvstore::Event::Delete { key } => {
-                        if let Some(node) = this.remote.lock().expect("nodes lock").remove(&key) {
-                            tracing::info!(subsys = "nodemanager", node = %node.name, "Node deleted");
+                        Err(e) => {
+                            tracing::warn!(subsys = "nodemanager", key = %key, error = %e, "Ignoring malformed node entry");
                         }
-                    }
-                    kvstore::Event::ListDone => {
-                        tracing::info!(subsys = "nodemanager", "Initial node list received");
                     }
                 }
+                kvstore::Event::Delete { key } => {
+                    if let Some(node) = d.nodes.remove(&key) {
+                        tracing::info!(subsys = "nodemanager", node = %node.name, "Node deleted");
+                        crate::remote_nodes::remove(&d, &node).await;
+                    }
+                }
+                kvstore::Event::ListDone => {
+                    tracing::info!(subsys = "nodemanager", "Initial node list received");
+                }
             }
-        });
-    }
+        }
+    });
 }
 
 #[cfg(test)]

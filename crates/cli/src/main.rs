@@ -3,6 +3,7 @@
 mod bpf;
 mod config;
 mod endpoint;
+mod identity;
 mod ip;
 mod node;
 mod status;
@@ -44,6 +45,9 @@ enum Command {
     /// Manage endpoints
     #[command(subcommand)]
     Endpoint(endpoint::Command),
+    /// Manage security identities
+    #[command(subcommand)]
+    Identity(identity::Command),
     /// Manage IP addresses and associated information
     #[command(subcommand)]
     Ip(ip::Command),
@@ -87,6 +91,7 @@ fn main() -> ExitCode {
         Command::Config(args) => config::run(&ctx, &args),
         Command::Bpf(cmd) => bpf::run(&ctx, &cmd),
         Command::Endpoint(cmd) => endpoint::run(&ctx, &cmd),
+        Command::Identity(cmd) => identity::run(&ctx, &cmd),
         Command::Ip(cmd) => ip::run(&ctx, &cmd),
         Command::Node(cmd) => node::run(&ctx, &cmd),
     };

@@ -45,6 +45,7 @@ pub async fn add(env: &Env, conf: &NetConf) -> Result<Value, CniError> {
             "prevResult given but chaining is not configured (chaining-mode none)",
         ));
     }
+    env.pod_labels()?;
     let ns = open_netns(&env.netns)?;
     let client = client()?;
     let config: api::models::DaemonConfiguration = client.get_json("/config", &[])?;
@@ -55,17 +56,19 @@ pub async fn add(env: &Env, conf: &NetConf) -> Result<Value, CniError> {
         .as_ref()
         .and_then(|a| a.ip.parse().ok())
         .ok_or_else(|| CniError::new(PLUGIN_FAILURE, "agent reports no IPv4 router address"))?;
-    let mtu = conf.mtu.unwrap_or(status.device_mtu);
+    // A netconf MTU sets both, as Cilium's plugin does.
+    let link = PodLink {
+        gateway,
+        mtu: conf.mtu.unwrap_or(status.device_mtu),
+        route_mtu: conf.mtu.unwrap_or(status.route_mtu),
+    };
 
     let host_nl = Netlink::connect()?;
     let pod_nl = Netlink::connect_in(&ns)?;
     netdev::veth::delete_by_name(&pod_nl, &env.ifname).await?;
 
     let mut undo = Undo::default();
-    let result = add_steps(
-        env, &client, &host_nl, &pod_nl, &ns, gateway, mtu, &mut undo,
-    )
-    .await;
+    let result = add_steps(env, &client, &host_nl, &pod_nl, &ns, &link, &mut undo).await;
     match result {
         Ok(r) => Ok(r.to_json(&conf.cni_version)),
         Err(e) => {
@@ -80,17 +83,29 @@ pub async fn add(env: &Env, conf: &NetConf) -> Result<Value, CniError> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// How the pod's interface is set up: its gateway and the MTUs of the device
+/// and of the routes out of it.
+#[derive(Clone, Copy)]
+struct PodLink {
+    gateway: Ipv4Addr,
+    mtu: u32,
+    route_mtu: u32,
+}
+
 async fn add_steps(
     env: &Env,
     client: &api::Client,
     host_nl: &Netlink,
     pod_nl: &Netlink,
     ns: &NetNs,
-    gateway: Ipv4Addr,
-    mtu: u32,
+    link: &PodLink,
     undo: &mut Undo,
 ) -> Result<AddResult, CniError> {
+    let PodLink {
+        gateway,
+        mtu,
+        route_mtu,
+    } = *link;
     let owner = api::ipam::owner(env.pod_namespace(), env.pod_name(), &env.container_id);
     let body = client.call(
         "POST",
@@ -116,18 +131,14 @@ async fn add_steps(
     netdev::sysctl::write(&format!("net/ipv4/conf/{host_name}/rp_filter"), "0")?;
 
     pod_nl.ensure_ipv4_addr(veth.pod_index, ip, 32).await?;
-    pod_nl
-        .replace_route(veth.pod_index, gateway, 32, None, None)
-        .await?;
-    pod_nl
-        .replace_route(
-            veth.pod_index,
-            Ipv4Addr::UNSPECIFIED,
-            0,
-            Some(gateway),
-            None,
-        )
-        .await?;
+    // The default route carries the route MTU, which leaves room for the
+    // overlay's headers while the device keeps the full MTU (as Cilium).
+    let to_gateway = netdev::link::Route::new(veth.pod_index, gateway, 32);
+    pod_nl.replace_route(&to_gateway).await?;
+    let default = netdev::link::Route::new(veth.pod_index, Ipv4Addr::UNSPECIFIED, 0)
+        .via(gateway)
+        .mtu(route_mtu);
+    pod_nl.replace_route(&default).await?;
 
     let (pod_mac, host_mac) = (format_mac(&veth.pod_mac), format_mac(&veth.host_mac));
     let req = EndpointChangeRequest {
@@ -141,6 +152,7 @@ async fn add_steps(
         }),
         k8s_pod_name: env.pod_name().to_owned(),
         k8s_namespace: env.pod_namespace().to_owned(),
+        labels: env.pod_labels()?,
         interface_name: host_name.clone(),
         interface_index: i64::from(veth.host_index),
         mac: pod_mac.clone(),

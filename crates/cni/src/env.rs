@@ -71,6 +71,24 @@ impl Env {
             .map_or("", String::as_str)
     }
 
+    /// The pod's labels as identity labels. There is no kube-apiserver to
+    /// ask, so the runtime passes them: `K8S_POD_LABELS=app=web,tier=db`.
+    pub fn pod_labels(&self) -> Result<Vec<String>, CniError> {
+        let Some(raw) = self.args.get("K8S_POD_LABELS") else {
+            return Ok(Vec::new());
+        };
+        raw.split(',')
+            .filter(|l| !l.is_empty())
+            .map(|l| match l.split_once('=') {
+                Some((k, v)) if !k.is_empty() && !k.contains(':') => Ok(format!("k8s:{k}={v}")),
+                _ => Err(CniError::new(
+                    INVALID_ENV,
+                    format!("invalid K8S_POD_LABELS entry {l:?}: expected key=value"),
+                )),
+            })
+            .collect()
+    }
+
     pub fn pod_name(&self) -> &str {
         self.args.get("K8S_POD_NAME").map_or("", String::as_str)
     }

@@ -36,7 +36,6 @@ fn two_pods_talk_survive_agent_kill_and_are_deleted_cleanly() {
     // ADD attached tc filters; the agent then moves endpoints onto pinned tcx links.
     for id in [1, 2] {
         let pin = node
-            .sb
             .bpffs()
             .join(format!("cilium/endpoints/{id}/links/cil_from_container"));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

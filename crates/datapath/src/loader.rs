@@ -48,10 +48,12 @@ pub struct Datapath {
     mode: AttachMode,
     lxc: Ebpf,
     host: Ebpf,
+    overlay: Ebpf,
 }
 
 const FROM_CONTAINER: &str = "cil_from_container";
 const FROM_HOST: &str = "cil_from_host";
+const FROM_OVERLAY: &str = "cil_from_overlay";
 
 impl Datapath {
     /// Creates or reopens every global map under `<bpffs_root>/tc/globals`
@@ -62,11 +64,14 @@ impl Datapath {
         load_classifier(&mut lxc, objects::BPF_LXC.name, FROM_CONTAINER)?;
         let mut host = load_object(objects::BPF_HOST, &globals, &sizes.overrides())?;
         load_classifier(&mut host, objects::BPF_HOST.name, FROM_HOST)?;
+        let mut overlay = load_object(objects::BPF_OVERLAY, &globals, &sizes.overrides())?;
+        load_classifier(&mut overlay, objects::BPF_OVERLAY.name, FROM_OVERLAY)?;
         Ok(Self {
             bpffs_root: bpffs_root.to_owned(),
             mode: AttachMode::Tcx,
             lxc,
             host,
+            overlay,
         })
     }
 
@@ -85,6 +90,7 @@ impl Datapath {
             .lxc
             .maps()
             .chain(self.host.maps())
+            .chain(self.overlay.maps())
             .map(|(name, _)| name.to_owned())
             .filter(|n| n.starts_with("cilium_"))
             .collect();
@@ -131,15 +137,26 @@ impl Datapath {
         remove_links(&self.endpoint_dir(endpoint_id));
     }
 
-    /// Attaches `cil_from_host` to the egress of cilium_host.
-    pub fn attach_host_device(&mut self, ifname: &str) -> Result<AttachMode, Error> {
-        let links = self
-            .bpffs_root
+    /// `<bpffs>/cilium/devices/<ifname>/links`.
+    fn device_links(&self, ifname: &str) -> PathBuf {
+        self.bpffs_root
             .join("cilium/devices")
             .join(ifname.replace('.', "-"))
-            .join("links");
+            .join("links")
+    }
+
+    /// Attaches `cil_from_host` to the egress of cilium_host.
+    pub fn attach_host_device(&mut self, ifname: &str) -> Result<AttachMode, Error> {
+        let links = self.device_links(ifname);
         let prog = load_classifier(&mut self.host, objects::BPF_HOST.name, FROM_HOST)?;
         attach_pinned(prog, FROM_HOST, ifname, Hook::Egress, &links, self.mode)
+    }
+
+    /// Attaches `cil_from_overlay` to the ingress of the tunnel device.
+    pub fn attach_overlay_device(&mut self, ifname: &str) -> Result<AttachMode, Error> {
+        let links = self.device_links(ifname);
+        let prog = load_classifier(&mut self.overlay, objects::BPF_OVERLAY.name, FROM_OVERLAY)?;
+        attach_pinned(prog, FROM_OVERLAY, ifname, Hook::Ingress, &links, self.mode)
     }
 }
 

@@ -18,3 +18,9 @@ pub const BPF_HOST: Object = Object {
     name: "bpf_host.o",
     bytes: aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/bpf_host.o")),
 };
+
+/// Programs on cilium_vxlan: `cil_from_overlay`.
+pub const BPF_OVERLAY: Object = Object {
+    name: "bpf_overlay.o",
+    bytes: aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/bpf_overlay.o")),
+};

@@ -179,6 +179,43 @@ impl Kvstore {
         Ok(resp.succeeded())
     }
 
+    /// Creates `key` (not leased) and the leased `leased_key` in one
+    /// transaction, only if `key` does not exist and nothing lives under
+    /// `absent_prefix`; false otherwise. This is how a new identity is
+    /// claimed: its ID's master key and this node's reference to it, unless
+    /// another node claimed the ID or the labels first.
+    pub async fn create_with_leased(
+        &self,
+        key: &str,
+        value: &[u8],
+        absent_prefix: &str,
+        leased_key: &str,
+        leased_value: &[u8],
+    ) -> Result<bool, Error> {
+        let lease = PutOptions::new().with_lease(self.lease_id());
+        let txn = Txn::new()
+            .when([
+                Compare::create_revision(key, CompareOp::Equal, 0),
+                Compare::create_revision(absent_prefix, CompareOp::Equal, 0).with_prefix(),
+            ])
+            .and_then([
+                TxnOp::put(key, value, None),
+                TxnOp::put(leased_key, leased_value, Some(lease)),
+            ]);
+        let resp = self
+            .client
+            .clone()
+            .txn(txn)
+            .await
+            .map_err(etcd("create", key))?;
+        if resp.succeeded() {
+            let mut s = self.session.lock().expect("session lock");
+            s.leased
+                .insert(leased_key.to_owned(), leased_value.to_vec());
+        }
+        Ok(resp.succeeded())
+    }
+
     pub async fn delete(&self, key: &str) -> Result<(), Error> {
         self.client
             .clone()

@@ -57,7 +57,7 @@ pub async fn ensure_host_devices(
     let host = nl.require_link(CILIUM_HOST).await?;
     let net = nl.require_link(CILIUM_NET).await?;
     nl.ensure_ipv4_addr(host.index, router_ip, 32).await?;
-    nl.replace_route(host.index, router_ip, 32, None, None)
+    nl.replace_route(&crate::link::Route::new(host.index, router_ip, 32))
         .await?;
     Ok(HostDevices { host, net })
 }

@@ -9,7 +9,9 @@ pub mod host;
 pub mod link;
 pub mod netns;
 pub mod sysctl;
+pub mod underlay;
 pub mod veth;
+pub mod vxlan;
 
 pub use error::Error;
 pub use host::{HostDevices, CILIUM_HOST, CILIUM_NET};

@@ -164,33 +164,100 @@ impl Netlink {
             .map_err(Error::nl("add address", format!("{ip}/{prefix}")))
     }
 
-    /// Installs (or replaces) `dst/len` on a link, optionally via a gateway
-    /// and with a preferred source, `proto kernel` as Cilium does.
-    pub async fn replace_route(
-        &self,
-        index: u32,
-        dst: Ipv4Addr,
-        len: u8,
-        via: Option<Ipv4Addr>,
-        src: Option<Ipv4Addr>,
-    ) -> Result<(), Error> {
-        let mut b = rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new()
-            .destination_prefix(dst, len)
-            .output_interface(index)
-            .protocol(RouteProtocol::Kernel);
-        b = match via {
-            Some(gw) => b.gateway(gw).scope(RouteScope::Universe),
-            None => b.scope(RouteScope::Link),
-        };
-        if let Some(s) = src {
-            b = b.pref_source(s);
-        }
+    /// Installs (or replaces) a route, `proto kernel` as Cilium does.
+    pub async fn replace_route(&self, route: &Route) -> Result<(), Error> {
         self.handle
             .route()
-            .add(b.build())
+            .add(route.message())
             .replace()
             .execute()
             .await
-            .map_err(Error::nl("replace route", format!("{dst}/{len}")))
+            .map_err(Error::nl("replace route", route.to_string()))
+    }
+
+    /// Removes a route; one that is already gone is not an error.
+    pub async fn delete_route(&self, route: &Route) -> Result<(), Error> {
+        match self.handle.route().del(route.message()).execute().await {
+            Ok(()) => Ok(()),
+            Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::ESRCH => Ok(()),
+            Err(e) => Err(Error::nl("delete route", route.to_string())(e)),
+        }
+    }
+}
+
+/// An IPv4 route out of one link: on-link, or via a gateway, optionally with
+/// a preferred source and an MTU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub index: u32,
+    pub dst: Ipv4Addr,
+    pub len: u8,
+    pub via: Option<Ipv4Addr>,
+    pub src: Option<Ipv4Addr>,
+    pub mtu: Option<u32>,
+}
+
+impl Route {
+    pub fn new(index: u32, dst: Ipv4Addr, len: u8) -> Self {
+        Self {
+            index,
+            dst,
+            len,
+            via: None,
+            src: None,
+            mtu: None,
+        }
+    }
+
+    pub fn via(self, gateway: Ipv4Addr) -> Self {
+        Self {
+            via: Some(gateway),
+            ..self
+        }
+    }
+
+    pub fn src(self, src: Ipv4Addr) -> Self {
+        Self {
+            src: Some(src),
+            ..self
+        }
+    }
+
+    pub fn mtu(self, mtu: u32) -> Self {
+        Self {
+            mtu: Some(mtu),
+            ..self
+        }
+    }
+
+    fn message(&self) -> netlink_packet_route::route::RouteMessage {
+        use netlink_packet_route::route::{RouteAttribute, RouteMetric};
+        let mut b = rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new()
+            .destination_prefix(self.dst, self.len)
+            .output_interface(self.index)
+            .protocol(RouteProtocol::Kernel);
+        b = match self.via {
+            Some(gw) => b.gateway(gw).scope(RouteScope::Universe),
+            None => b.scope(RouteScope::Link),
+        };
+        if let Some(s) = self.src {
+            b = b.pref_source(s);
+        }
+        if let Some(mtu) = self.mtu {
+            b.get_mut()
+                .attributes
+                .push(RouteAttribute::Metrics(vec![RouteMetric::Mtu(mtu)]));
+        }
+        b.build()
+    }
+}
+
+impl std::fmt::Display for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.dst, self.len)?;
+        if let Some(gw) = self.via {
+            write!(f, " via {gw}")?;
+        }
+        Ok(())
     }
 }

@@ -181,14 +181,16 @@ pub fn cilium(socket: &Path, bpffs: &Path, args: &[&str]) -> std::process::Outpu
 /// Client URL of the etcd [`start_etcd`] runs inside a sandbox.
 pub const ETCD_URL: &str = "http://127.0.0.1:2379";
 
-/// Starts Debian's etcd on the sandbox's loopback with its data in `data`.
+/// Starts Debian's etcd in the sandbox with its data in `data`. It listens
+/// on every address of the sandbox, so nodes plugged into a bridge there
+/// reach it too; [`ETCD_URL`] is its loopback address.
 pub fn start_etcd(data: &Path) -> Child {
     std::process::Command::new("etcd")
         .arg("--data-dir")
         .arg(data)
         .args([
             "--name=test",
-            "--listen-client-urls=http://127.0.0.1:2379",
+            "--listen-client-urls=http://0.0.0.0:2379",
             "--advertise-client-urls=http://127.0.0.1:2379",
             "--listen-peer-urls=http://127.0.0.1:2380",
             "--initial-advertise-peer-urls=http://127.0.0.1:2380",

@@ -5,6 +5,7 @@
 use super::{state, Endpoint, EndpointRef, MAX_ID, MIN_ID};
 use crate::daemon::Daemon;
 use crate::ipcache::{Entry, SOURCE_LOCAL};
+use crate::ipsync;
 use abi::endpoint::{parse_mac, EndpointInfo, EndpointKey};
 use api::endpoint::EndpointChangeRequest;
 use datapath::PinnedMap;
@@ -53,7 +54,7 @@ fn ifindex_of(name: &str) -> Option<u32> {
 }
 
 /// Labels of the endpoint's identity: the request's, plus the namespace.
-fn labels_of(req: &EndpointChangeRequest) -> Vec<String> {
+pub fn labels_of(req: &EndpointChangeRequest) -> Vec<String> {
     let mut labels: Vec<String> = req
         .labels
         .iter()
@@ -106,6 +107,12 @@ impl Endpoints {
 
     fn free_id(&self) -> Option<u16> {
         (MIN_ID..=MAX_ID).find(|id| !self.by_id.contains_key(id))
+    }
+
+    /// Refuses a request that `create` would refuse, before anything is
+    /// allocated for it.
+    pub fn check(&self, req: &EndpointChangeRequest) -> Result<(), EndpointError> {
+        self.from_request(req).map(drop)
     }
 
     /// Validates a change request into an endpoint (not yet realized).
@@ -207,25 +214,26 @@ impl Endpoints {
         Ok(ep)
     }
 
-    /// `PUT /endpoint/{id}`: creates and realizes an endpoint.
+    /// `PUT /endpoint/{id}`: creates and realizes an endpoint with the
+    /// identity the caller allocated for `labels_of(req)`; the caller keeps
+    /// that reference when this fails.
     pub fn create(
         &mut self,
         d: &Daemon,
         req: &EndpointChangeRequest,
+        identity: u32,
     ) -> Result<Endpoint, EndpointError> {
         let started = std::time::Instant::now();
         let mut ep = self.from_request(req)?;
-        reserve(d, &mut ep, None)?;
+        ep.identity = identity;
+        claim_ip(d, &ep)?;
         let fast = d.attach_mode == datapath::attach::AttachMode::Tcx;
         if let Err(e) = realize(d, &mut ep, fast).and_then(|()| {
             state::write(&self.state_dir, &ep)
                 .map_err(|e| EndpointError::Failed(format!("writing endpoint state: {e}")))
         }) {
             unrealize(d, &ep);
-            d.identities
-                .lock()
-                .expect("identities lock")
-                .release(&ep.labels);
+            release_ip(d, &ep);
             let _ = state::remove(&self.state_dir, ep.id);
             return Err(e);
         }
@@ -262,16 +270,9 @@ impl Endpoints {
     /// releasing it would drop another endpoint's reference.
     fn teardown(&self, d: &Daemon, ep: &Endpoint, holds_identity: bool) {
         unrealize(d, ep);
-        if !ep.external_ipam {
-            if let Err(e) = d.ipam.lock().expect("ipam lock").release(ep.ipv4) {
-                tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to release endpoint IP");
-            }
-        }
+        release_ip(d, ep);
         if holds_identity {
-            d.identities
-                .lock()
-                .expect("identities lock")
-                .release(&ep.labels);
+            d.identities.release(&ep.labels);
         }
         if let Err(e) = state::remove(&self.state_dir, ep.id) {
             tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to remove endpoint state");
@@ -298,10 +299,12 @@ impl Endpoints {
                 continue;
             };
             ep.ifindex = ifindex;
-            let wanted = Some(ep.identity);
-            let reserved = reserve(d, &mut ep, wanted);
-            let holds_identity = reserved.is_ok();
-            match reserved.and_then(|()| realize(d, &mut ep, false)) {
+            let claimed = claim_ip(d, &ep);
+            let holds_identity = claimed.is_ok();
+            if holds_identity {
+                ep.identity = d.identities.adopt(&ep.labels, ep.identity);
+            }
+            match claimed.and_then(|()| realize(d, &mut ep, false)) {
                 Ok(()) => {
                     tracing::info!(subsys = "endpoint", endpointID = ep.id, ipv4 = %ep.ipv4, "Restored endpoint");
                     self.by_id.insert(ep.id, ep);
@@ -318,8 +321,8 @@ impl Endpoints {
     }
 }
 
-/// Claims the endpoint's address and its identity (`wanted` on restore).
-fn reserve(d: &Daemon, ep: &mut Endpoint, wanted: Option<u32>) -> Result<(), EndpointError> {
+/// Claims the endpoint's address from IPAM (unless it came from elsewhere).
+fn claim_ip(d: &Daemon, ep: &Endpoint) -> Result<(), EndpointError> {
     if !ep.external_ipam {
         d.ipam
             .lock()
@@ -327,13 +330,15 @@ fn reserve(d: &Daemon, ep: &mut Endpoint, wanted: Option<u32>) -> Result<(), End
             .claim(ep.ipv4, &ep.ipam_owner())
             .map_err(|e| EndpointError::Exists(e.to_string()))?;
     }
-    ep.identity = d
-        .identities
-        .lock()
-        .expect("identities lock")
-        .acquire(&ep.labels, wanted)
-        .map_err(|e| EndpointError::Failed(e.to_string()))?;
     Ok(())
+}
+
+fn release_ip(d: &Daemon, ep: &Endpoint) {
+    if !ep.external_ipam {
+        if let Err(e) = d.ipam.lock().expect("ipam lock").release(ep.ipv4) {
+            tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to release endpoint IP");
+        }
+    }
 }
 
 /// Attaches the programs and writes the endpoint into the maps.
@@ -364,14 +369,11 @@ fn realize(d: &Daemon, ep: &mut Endpoint, fast_attach: bool) -> Result<(), Endpo
         .and_then(|m| m.put(&EndpointKey::v4(ep.ipv4), &info))
         .map_err(|e| e.to_string())
         .map_err(failed("writing cilium_lxc"))?;
-    let entry = Entry {
-        identity: ep.identity,
-        source: SOURCE_LOCAL,
-    };
     d.ipcache
-        .upsert(ep.ipv4, 32, entry)
+        .upsert(ep.ipv4, 32, Entry::new(ep.identity, SOURCE_LOCAL))
         .map_err(|e| e.to_string())
         .map_err(failed("writing cilium_ipcache"))?;
+    ipsync::publish(d, ep);
     ep.state = "ready".into();
     Ok(())
 }
@@ -381,7 +383,8 @@ fn unrealize(d: &Daemon, ep: &Endpoint) {
     if let Ok(map) = PinnedMap::open_global(&d.config.bpf_root, abi::maps::LXC) {
         let _ = map.remove(&EndpointKey::v4(ep.ipv4));
     }
-    let _ = d.ipcache.remove(ep.ipv4, 32);
+    let _ = d.ipcache.remove(ep.ipv4, 32, SOURCE_LOCAL);
+    ipsync::withdraw(d, ep.ipv4);
     d.datapath
         .lock()
         .expect("datapath lock")

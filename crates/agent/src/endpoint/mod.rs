@@ -7,7 +7,7 @@ mod manager;
 mod state;
 
 pub use id::{parse as parse_id, EndpointRef};
-pub use manager::{upgrade_to_tcx, EndpointError, Endpoints};
+pub use manager::{labels_of, upgrade_to_tcx, EndpointError, Endpoints};
 
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
@@ -82,11 +82,10 @@ impl Endpoint {
                     k8s_pod_name: self.k8s_pod_name.clone(),
                     pod_name: self.pod_name(),
                 },
-                identity: Some(Identity {
-                    id: self.identity,
-                    labels: identity_labels.clone(),
-                    labels_sha256: String::new(),
-                }),
+                identity: Some(crate::identity::to_api(
+                    self.identity,
+                    identity_labels.clone(),
+                )),
                 labels: LabelConfigurationStatus {
                     realized: LabelConfigurationSpec {
                         user: self.labels.clone(),

@@ -34,6 +34,8 @@ pub struct DaemonConfig {
     pub monitor_aggregation: String,
     pub routing_mode: String,
     pub tunnel_protocol: String,
+    /// UDP port of the overlay (`tunnel-port`, 0 = the protocol's default).
+    pub tunnel_port: u16,
     pub ipam_mode: String,
     pub cni_chaining_mode: String,
     /// Attach with tcx links (else legacy tc clsact filters).
@@ -44,6 +46,23 @@ pub struct DaemonConfig {
 }
 
 const DEFAULT_MTU: u32 = 1500;
+
+impl DaemonConfig {
+    /// `routing-mode=tunnel`: other nodes' pods are reached through VXLAN.
+    pub fn tunneling(&self) -> bool {
+        self.routing_mode == "tunnel"
+    }
+
+    /// MTU of the routes pods and the host use: the device MTU minus the
+    /// overlay's headers in tunnel mode (Cilium's RouteMTU).
+    pub fn route_mtu(&self) -> u32 {
+        if self.tunneling() {
+            self.mtu - netdev::vxlan::TUNNEL_OVERHEAD
+        } else {
+            self.mtu
+        }
+    }
+}
 
 /// Cilium's node name: `K8S_NODE_NAME`, else the hostname.
 fn node_name() -> String {
@@ -142,6 +161,17 @@ impl DaemonConfig {
             }
             m => m,
         };
+        if l.get("tunnel-protocol").eq_ignore_ascii_case("geneve") {
+            return Err(ConfigError::BadValue {
+                key: "tunnel-protocol".into(),
+                value: l.get("tunnel-protocol").into(),
+                why: "only vxlan is supported".into(),
+            });
+        }
+        let tunnel_port = match num("tunnel-port") as u16 {
+            0 => netdev::vxlan::VXLAN_PORT,
+            p => p,
+        };
         Ok(Self {
             bpf_root: PathBuf::from(l.get("bpf-root")),
             state_dir: PathBuf::from(l.get("state-dir")),
@@ -166,6 +196,7 @@ impl DaemonConfig {
             monitor_aggregation: l.get("monitor-aggregation").to_ascii_lowercase(),
             routing_mode: l.get("routing-mode").to_ascii_lowercase(),
             tunnel_protocol: l.get("tunnel-protocol").to_ascii_lowercase(),
+            tunnel_port,
             ipam_mode: l.get("ipam").to_ascii_lowercase(),
             cni_chaining_mode: l.get("cni-chaining-mode").to_owned(),
             enable_tcx: boolean("enable-tcx"),

@@ -3,18 +3,28 @@
 
 use std::io::Write;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use testsupport::Sandbox;
 
 pub const CNI: &str = env!("CARGO_BIN_EXE_cilium-cni");
 pub const NETCONF: &str = r#"{"cniVersion":"1.0.0","name":"cilium","type":"cilium-cni"}"#;
 
+/// One node: its agent, CLI and CNI plugin. A single-node test owns its
+/// sandbox; a cluster's nodes share one and each lives in its own netns.
 pub struct Node {
-    pub sb: Sandbox,
+    pub sb: Option<Sandbox>,
+    /// Holds run/, bpffs/ and the pods' netns files.
+    pub dir: PathBuf,
+    /// The node's network namespace; None = the test thread's.
+    pub netns: Option<PathBuf>,
+    pub name: String,
     pub range: String,
-    agent: Option<usize>,
+    pub agent_args: Vec<String>,
+    agent: Option<Child>,
 }
 
 pub struct CniOutput {
@@ -22,35 +32,106 @@ pub struct CniOutput {
     pub json: serde_json::Value,
 }
 
+/// Runs `cmd` inside the network namespace at `netns`.
+pub fn in_netns(cmd: &mut Command, netns: &Path) {
+    let ns = std::fs::File::open(netns).expect("open node netns");
+    // SAFETY: setns only touches the forked child before exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 impl Node {
     pub fn new(range: &str) -> Self {
+        let sb = Sandbox::enter();
+        let dir = sb.path().to_owned();
         Self {
-            sb: Sandbox::enter(),
+            sb: Some(sb),
+            dir,
+            netns: None,
+            name: "node1".into(),
             range: range.into(),
+            agent_args: Vec::new(),
             agent: None,
         }
     }
 
+    /// A node of a cluster: its netns and dirs under `dir`, a private
+    /// bpffs mounted in the test's mount namespace.
+    pub fn in_cluster(dir: &Path, name: &str, range: &str) -> Self {
+        let dir = dir.join(name);
+        std::fs::create_dir_all(dir.join("bpffs")).unwrap();
+        std::fs::create_dir_all(dir.join("run")).unwrap();
+        let bpffs = std::ffi::CString::new(dir.join("bpffs").to_str().unwrap()).unwrap();
+        // SAFETY: valid NUL-terminated strings.
+        let rc = unsafe {
+            libc::mount(
+                c"bpffs".as_ptr(),
+                bpffs.as_ptr(),
+                c"bpf".as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "mount bpffs: {}", std::io::Error::last_os_error());
+        let netns = dir.join("netns-node");
+        netdev::netns::create(&netns).expect("create node netns");
+        Self {
+            sb: None,
+            dir,
+            netns: Some(netns),
+            name: name.into(),
+            range: range.into(),
+            agent_args: Vec::new(),
+            agent: None,
+        }
+    }
+
+    pub fn bpffs(&self) -> PathBuf {
+        self.dir.join("bpffs")
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        self.dir.join("run")
+    }
+
     pub fn socket(&self) -> PathBuf {
-        self.sb.run_dir().join("cilium.sock")
+        self.run_dir().join("cilium.sock")
+    }
+
+    /// A command that runs in the node's network namespace.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        if let Some(ns) = &self.netns {
+            in_netns(&mut cmd, ns);
+        }
+        cmd
     }
 
     pub fn start_agent(&mut self) {
-        let child = Command::new(testsupport::bin("cilium-agent"))
-            .arg(format!("--bpf-root={}", self.sb.bpffs().display()))
+        let child = self
+            .command(testsupport::bin("cilium-agent"))
+            .env("K8S_NODE_NAME", &self.name)
+            .arg(format!("--bpf-root={}", self.bpffs().display()))
             .arg(format!(
                 "--state-dir={}",
-                self.sb.run_dir().join("state").display()
+                self.run_dir().join("state").display()
             ))
             .arg(format!("--socket-path={}", self.socket().display()))
             .arg(format!("--ipv4-range={}", self.range))
             .arg("--bpf-ct-global-tcp-max=4096")
             .arg("--bpf-ct-global-any-max=4096")
+            .args(&self.agent_args)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn cilium-agent");
-        self.agent = Some(self.sb.adopt(child));
+        self.agent = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         while !self.cilium(&["status", "--brief"]).status.success() {
             assert!(Instant::now() < deadline, "agent did not become ready");
@@ -60,14 +141,13 @@ impl Node {
 
     /// SIGKILL, as a crash or an OOM kill would end it.
     pub fn kill_agent(&mut self) {
-        let i = self.agent.take().expect("agent running");
-        let child = self.sb.child(i);
+        let mut child = self.agent.take().expect("agent running");
         child.kill().expect("kill -9 agent");
         child.wait().expect("reap agent");
     }
 
     pub fn cilium(&self, args: &[&str]) -> Output {
-        testsupport::cilium(&self.socket(), &self.sb.bpffs(), args)
+        testsupport::cilium(&self.socket(), &self.bpffs(), args)
     }
 
     pub fn cilium_ok(&self, args: &[&str]) -> String {
@@ -81,7 +161,9 @@ impl Node {
     }
 
     pub fn netns(&self, pod: &str) -> PathBuf {
-        self.sb.netns_dir().join(pod)
+        let dir = self.dir.join("netns");
+        let _ = std::fs::create_dir_all(&dir);
+        dir.join(pod)
     }
 
     pub fn create_netns(&self, pod: &str) -> PathBuf {
@@ -92,7 +174,7 @@ impl Node {
 
     /// Runs cilium-cni as a runtime would: env, stdin, stdout.
     pub fn cni(&self, env: &[(&str, &str)], stdin: &str) -> CniOutput {
-        let mut cmd = Command::new(CNI);
+        let mut cmd = self.command(CNI);
         cmd.env_clear()
             .env("CILIUM_SOCK", self.socket())
             .env("CNI_PATH", "/opt/cni/bin")
@@ -126,8 +208,19 @@ impl Node {
     }
 
     pub fn cni_pod(&self, command: &str, pod: &str, netns: &str) -> CniOutput {
+        self.cni_pod_labeled(command, pod, netns, "")
+    }
+
+    /// `labels` as K8S_POD_LABELS (`app=web,tier=db`).
+    pub fn cni_pod_labeled(
+        &self,
+        command: &str,
+        pod: &str,
+        netns: &str,
+        labels: &str,
+    ) -> CniOutput {
         let args = format!(
-            "K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID=c-{pod}"
+            "K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID=c-{pod};K8S_POD_LABELS={labels}"
         );
         self.cni(
             &[
@@ -143,8 +236,12 @@ impl Node {
 
     /// ADDs a pod in a fresh netns; returns its address.
     pub fn add_pod(&self, pod: &str) -> Ipv4Addr {
+        self.add_pod_labeled(pod, "")
+    }
+
+    pub fn add_pod_labeled(&self, pod: &str, labels: &str) -> Ipv4Addr {
         let ns = self.create_netns(pod);
-        let out = self.cni_pod("ADD", pod, ns.to_str().unwrap());
+        let out = self.cni_pod_labeled("ADD", pod, ns.to_str().unwrap(), labels);
         assert_eq!(out.code, 0, "ADD {pod}: {}", out.json);
         let addr = out.json["ips"][0]["address"]
             .as_str()
@@ -168,7 +265,8 @@ impl Node {
 
     pub fn links(&self) -> String {
         String::from_utf8_lossy(
-            &Command::new("ip")
+            &self
+                .command("ip")
                 .args(["-o", "link"])
                 .output()
                 .unwrap()
@@ -180,6 +278,26 @@ impl Node {
 
 /// One TCP exchange: a listener in `server`'s netns answers a client in
 /// `client`'s netns. Returns the client's local port.
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.agent.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Ok(entries) = std::fs::read_dir(self.dir.join("netns")) {
+            for e in entries.flatten() {
+                let _ = netdev::netns::remove(&e.path());
+            }
+        }
+        if let Some(ns) = &self.netns {
+            let _ = netdev::netns::remove(ns);
+            let bpffs = std::ffi::CString::new(self.bpffs().to_str().unwrap()).unwrap();
+            // SAFETY: valid path; a non-mount just fails.
+            unsafe { libc::umount2(bpffs.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
 pub fn tcp_exchange(server_ns: PathBuf, client_ns: PathBuf, server_ip: Ipv4Addr, port: u16) -> u16 {
     let (sport, reply) =
         netdev::netns::tcp_request(&server_ns, &client_ns, server_ip, port, b"hello")
@@ -190,4 +308,73 @@ pub fn tcp_exchange(server_ns: PathBuf, client_ns: PathBuf, server_ip: Ipv4Addr,
         "reply {reply:?}"
     );
     sport
+}
+
+/// Nodes on one bridge, as machines on a switch: node `i` (from 1) has
+/// `eth0` at 198.18.0.(10+i)/24 and the pod CIDR 10.i.0.0/24; etcd runs on
+/// the bridge's 198.18.0.1. Agents run in kvstore mode.
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+    pub sb: Sandbox,
+}
+
+pub const UNDERLAY_GATEWAY: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+
+pub fn node_ip(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 0, 10 + i as u8)
+}
+
+impl Cluster {
+    pub fn new(n: usize, agent_args: &[&str]) -> Self {
+        let mut sb = Sandbox::enter();
+        let etcd = testsupport::start_etcd(&sb.path().join("etcd"));
+        sb.adopt(etcd);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut nodes = Vec::new();
+        rt.block_on(async {
+            let switch = netdev::Netlink::connect().unwrap();
+            let bridge = netdev::underlay::ensure_bridge(&switch, "br0", UNDERLAY_GATEWAY, 24)
+                .await
+                .unwrap();
+            for i in 1..=n {
+                let node =
+                    Node::in_cluster(sb.path(), &format!("node{i}"), &format!("10.{i}.0.0/24"));
+                let ns = netdev::NetNs::open(node.netns.as_ref().unwrap()).unwrap();
+                let nl = netdev::Netlink::connect_in(&ns).unwrap();
+                netdev::underlay::plug_node(
+                    &switch,
+                    &bridge,
+                    &nl,
+                    &ns,
+                    &format!("node{i}"),
+                    node_ip(i),
+                    24,
+                )
+                .await
+                .unwrap();
+                nodes.push(node);
+            }
+        });
+        let kvstore = format!("--kvstore-opt=etcd.address=http://{UNDERLAY_GATEWAY}:2379");
+        for node in &mut nodes {
+            node.agent_args = ["--kvstore=etcd", kvstore.as_str()]
+                .iter()
+                .chain(agent_args)
+                .map(|s| s.to_string())
+                .collect();
+        }
+        Self { nodes, sb }
+    }
+}
+
+/// Polls `f` until it holds or `secs` pass.
+pub fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

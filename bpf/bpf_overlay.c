@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Programs on cilium_vxlan: packets other nodes sent through the overlay. */
+#define SOURCE_FILE SOURCE_FILE_BPF_OVERLAY
+
+#include <linux/if_packet.h>
+
+#include "lib/common.h"
+#include "lib/maps.h"
+#include "lib/metrics.h"
+#include "lib/drop.h"
+#include "lib/eth.h"
+#include "lib/ipv4.h"
+#include "lib/endpoint.h"
+#include "lib/conntrack.h"
+#include "lib/l3.h"
+#include "lib/encap.h"
+
+/* The sender's identity rides in the VNI. A node never sends as host (it
+ * uses remote-node), so a host VNI is forged. For remote-node the ipcache
+ * may know better: a pod the VNI could not name. */
+static __always_inline int overlay_source_identity(struct __sk_buff *ctx,
+						   const struct iphdr *ip4,
+						   __u32 *src_id)
+{
+	struct remote_endpoint_info *info;
+	int ret;
+
+	ret = tunnel_source_identity(ctx, src_id);
+	if (IS_ERR(ret))
+		return ret;
+	if (*src_id == IDENTITY_HOST)
+		return -DROP_INVALID_IDENTITY;
+	if (*src_id == IDENTITY_REMOTE_NODE) {
+		info = lookup_ip4_remote(ip4->saddr);
+		if (info)
+			*src_id = info->sec_identity;
+	}
+	return 0;
+}
+
+static __always_inline int handle_ipv4_from_overlay(struct __sk_buff *ctx)
+{
+	struct endpoint_info *ep = NULL;
+	struct ct_packet pkt;
+	struct ct_state ct = {};
+	struct iphdr *ip4;
+	__u32 src_id = IDENTITY_UNKNOWN;
+	int ret;
+
+	ip4 = ipv4_hdr(ctx);
+	if (!ip4) {
+		ret = -DROP_INVALID;
+		goto drop;
+	}
+	ret = overlay_source_identity(ctx, ip4, &src_id);
+	if (IS_ERR(ret))
+		goto drop;
+	/* The inner destination MAC is the sender's gateway, not ours: without
+	 * this the receiving stack would discard the packet as not for us. */
+	if (bpf_skb_change_type(ctx, PACKET_HOST) < 0) {
+		ret = -DROP_WRITE_ERROR;
+		goto drop;
+	}
+	ep = lookup_ip4_endpoint(ip4->daddr);
+	if (!is_local_pod(ep)) {
+		/* this node's own addresses: the host stack takes it */
+		update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
+		return CTX_ACT_OK;
+	}
+	if (ipv4_is_fragment(ip4)) {
+		ret = -DROP_FRAG_NOSUPPORT;
+		goto drop;
+	}
+	ret = ct_parse4(ctx, ip4, &pkt);
+	if (IS_ERR(ret))
+		goto drop;
+	ret = ct_track4(ctx, &pkt, CT_INGRESS, src_id, (__u16)ep->ifindex, &ct);
+	if (IS_ERR(ret))
+		goto drop;
+	ret = ipv4_local_delivery(ctx, ep, 1);
+	if (IS_ERR(ret))
+		goto drop;
+	update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
+	return ret;
+drop:
+	return send_drop_notify(ctx, src_id, ep ? ep->sec_id : IDENTITY_UNKNOWN,
+				ep ? ep->lxc_id : 0, ret, METRIC_INGRESS, 0);
+}
+
+/* Decapsulated packets (tc ingress of cilium_vxlan). */
+__section_entry
+int cil_from_overlay(struct __sk_buff *ctx)
+{
+	__u16 proto = 0;
+	int ret;
+
+	ret = validate_ethertype(ctx, &proto);
+	if (IS_ERR(ret))
+		return send_drop_notify(ctx, IDENTITY_UNKNOWN, IDENTITY_UNKNOWN, 0,
+					ret, METRIC_INGRESS, 0);
+	if (proto == ETH_P_IP)
+		return handle_ipv4_from_overlay(ctx);
+	return send_drop_notify(ctx, IDENTITY_UNKNOWN, IDENTITY_UNKNOWN, 0,
+				-DROP_UNKNOWN_L3, METRIC_INGRESS, 0);
+}
+
+char __license[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,148 @@
+//! Endpoint IPs shared through the kvstore (Cilium's `pkg/ipcache/kvstore.go`):
+//! each node publishes its endpoints under `ip/v1/default/<ip>` with its
+//! session lease and learns everyone else's into the ipcache, with the
+//! publishing node as the tunnel endpoint.
+
+use crate::daemon::Daemon;
+use crate::endpoint::Endpoint;
+use crate::ipcache::{Entry, SOURCE_KVSTORE};
+use serde::{Deserialize, Serialize};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+/// Cilium's `identity.IPIdentityPair` JSON.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpIdentityPair {
+    #[serde(rename = "IP")]
+    pub ip: String,
+    /// Set for prefixes only; endpoint addresses are hosts.
+    #[serde(rename = "Mask", default)]
+    pub mask: Option<String>,
+    #[serde(rename = "HostIP", default)]
+    pub host_ip: String,
+    #[serde(rename = "ID")]
+    pub id: u32,
+    #[serde(rename = "Key", default)]
+    pub key: u8,
+    #[serde(rename = "Metadata", default)]
+    pub metadata: String,
+    #[serde(
+        rename = "K8sNamespace",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub k8s_namespace: String,
+    #[serde(
+        rename = "K8sPodName",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub k8s_pod_name: String,
+}
+
+/// Announces a local endpoint's address (no-op without a kvstore).
+pub fn publish(d: &Daemon, ep: &Endpoint) {
+    let Some(writer) = &d.kvwriter else { return };
+    let pair = IpIdentityPair {
+        ip: ep.ipv4.to_string(),
+        mask: None,
+        host_ip: d.node_ip.map(|i| i.to_string()).unwrap_or_default(),
+        id: ep.identity,
+        key: 0,
+        metadata: format!("cilium-global:default:{}:{}", d.config.node_name, ep.id),
+        k8s_namespace: ep.k8s_namespace.clone(),
+        k8s_pod_name: ep.k8s_pod_name.clone(),
+    };
+    let body = serde_json::to_vec(&pair).expect("pair serializes");
+    writer.put_leased(kvstore::keys::ip(&pair.ip), body);
+}
+
+pub fn withdraw(d: &Daemon, ip: Ipv4Addr) {
+    if let Some(writer) = &d.kvwriter {
+        writer.delete(kvstore::keys::ip(&ip.to_string()));
+    }
+}
+
+/// Learns the other nodes' endpoints into the ipcache.
+pub fn follow(d: &Arc<Daemon>) {
+    let Some(kv) = &d.kvstore else { return };
+    let mut rx = kv.watch_prefix(&format!("{}/", kvstore::keys::IPS));
+    let d = Arc::clone(d);
+    tokio::spawn(async move {
+        while let Some(ev) = rx.recv().await {
+            match ev {
+                kvstore::Event::Upsert { key, value } => learn(&d, &key, &value),
+                kvstore::Event::Delete { key } => forget(&d, &key),
+                kvstore::Event::ListDone => {
+                    tracing::info!(subsys = "ipcache", "Initial list of endpoint IPs received");
+                }
+            }
+        }
+    });
+}
+
+fn ip_of_key(key: &str) -> Option<Ipv4Addr> {
+    key.rsplit('/').next()?.parse().ok()
+}
+
+fn learn(d: &Daemon, key: &str, value: &[u8]) {
+    let pair: IpIdentityPair = match serde_json::from_slice(value) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(subsys = "ipcache", key = %key, error = %e, "Ignoring malformed IP entry");
+            return;
+        }
+    };
+    let (Ok(ip), Ok(host)) = (
+        pair.ip.parse::<Ipv4Addr>(),
+        pair.host_ip.parse::<Ipv4Addr>(),
+    ) else {
+        tracing::warn!(subsys = "ipcache", key = %key, "Ignoring IP entry without IPv4 addresses");
+        return;
+    };
+    if Some(host) == d.node_ip {
+        return;
+    }
+    let entry = Entry::new(pair.id, SOURCE_KVSTORE).behind(host);
+    match d.ipcache.upsert(ip, 32, entry) {
+        Ok(true) => {
+            tracing::debug!(subsys = "ipcache", ip = %ip, identity = pair.id, hostIP = %host, "Learned remote endpoint")
+        }
+        Ok(false) => {
+            tracing::warn!(subsys = "ipcache", ip = %ip, hostIP = %host, "Remote endpoint claims a local address, ignoring it")
+        }
+        Err(e) => {
+            tracing::warn!(subsys = "ipcache", ip = %ip, error = %e, "Unable to write ipcache entry")
+        }
+    }
+}
+
+fn forget(d: &Daemon, key: &str) {
+    let Some(ip) = ip_of_key(key) else { return };
+    if let Err(e) = d.ipcache.remove(ip, 32, SOURCE_KVSTORE) {
+        tracing::warn!(subsys = "ipcache", ip = %ip, error = %e, "Unable to remove ipcache entry");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_marshal_as_cilium_does() {
+        let pair = IpIdentityPair {
+            ip: "10.1.0.7".into(),
+            mask: None,
+            host_ip: "198.18.0.11".into(),
+            id: 256,
+            key: 0,
+            metadata: "cilium-global:default:node1:12".into(),
+            k8s_namespace: "default".into(),
+            k8s_pod_name: "web".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&pair).unwrap(),
+            r#"{"IP":"10.1.0.7","Mask":null,"HostIP":"198.18.0.11","ID":256,"Key":0,"Metadata":"cilium-global:default:node1:12","K8sNamespace":"default","K8sPodName":"web"}"#
+        );
+    }
+}

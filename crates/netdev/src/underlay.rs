@@ -1,0 +1,51 @@
+//! A node network for the lab and the multi-node tests: a bridge in one
+//! namespace (the "switch"), and each node namespace plugged into it with an
+//! `eth0` carrying the node's address. Nothing here touches the machine's
+//! own network: callers run it inside namespaces they created.
+
+use crate::link::{Link, Netlink};
+use crate::{Error, NetNs};
+use std::net::Ipv4Addr;
+
+/// Creates `name` (or reuses it), gives it `ip/len` and sets it up.
+pub async fn ensure_bridge(nl: &Netlink, name: &str, ip: Ipv4Addr, len: u8) -> Result<Link, Error> {
+    if nl.link_by_name(name).await?.is_none() {
+        let msg = rtnetlink::LinkBridge::new(name).build();
+        nl.handle()
+            .link()
+            .add(msg)
+            .execute()
+            .await
+            .map_err(Error::nl("add bridge", name))?;
+    }
+    let bridge = nl.require_link(name).await?;
+    nl.ensure_ipv4_addr(bridge.index, ip, len).await?;
+    nl.set_up(bridge.index).await?;
+    Ok(bridge)
+}
+
+/// Plugs a node into the bridge: a veth whose `port` end joins the bridge
+/// and whose `eth0` end lives in the node's namespace with `ip/len`.
+pub async fn plug_node(
+    switch: &Netlink,
+    bridge: &Link,
+    node: &Netlink,
+    node_ns: &NetNs,
+    port: &str,
+    ip: Ipv4Addr,
+    len: u8,
+) -> Result<(), Error> {
+    crate::veth::delete_by_name(switch, port).await?;
+    let veth = crate::veth::create_pod_veth(switch, node, node_ns, port, "eth0", 1500).await?;
+    let msg = rtnetlink::LinkUnspec::new_with_index(veth.host_index)
+        .controller(bridge.index)
+        .build();
+    switch
+        .handle()
+        .link()
+        .set(msg)
+        .execute()
+        .await
+        .map_err(Error::nl("attach to bridge", port))?;
+    node.ensure_ipv4_addr(veth.pod_index, ip, len).await
+}

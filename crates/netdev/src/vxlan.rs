@@ -1,0 +1,90 @@
+//! The overlay device: one flow-based VXLAN device whose remote and VNI
+//! every packet brings along (set by the datapath with a tunnel key).
+
+use crate::link::{Link, Netlink};
+use crate::{sysctl, Error};
+
+pub const CILIUM_VXLAN: &str = "cilium_vxlan";
+/// Cilium's default VXLAN port (not IANA's 4789).
+pub const VXLAN_PORT: u16 = 8472;
+/// Outer IPv4 + UDP + VXLAN + inner Ethernet headers.
+pub const TUNNEL_OVERHEAD: u32 = 50;
+
+/// Creates the device when missing (an existing one is kept so a restarted
+/// agent does not interrupt the overlay), then sets MTU, up and sysctls.
+/// A device of the same name with another port is recreated.
+pub async fn ensure_vxlan_device(nl: &Netlink, port: u16, mtu: u32) -> Result<Link, Error> {
+    if let Some(link) = nl.link_by_name(CILIUM_VXLAN).await? {
+        if vxlan_port(nl, link.index).await? != Some(port) {
+            tracing::info!(
+                subsys = "netdev",
+                device = CILIUM_VXLAN,
+                port,
+                "Recreating tunnel device with a new port"
+            );
+            nl.delete_link(link.index).await?;
+        }
+    }
+    if nl.link_by_name(CILIUM_VXLAN).await?.is_none() {
+        let msg = rtnetlink::LinkVxlan::new(CILIUM_VXLAN, 0)
+            .collect_metadata(true)
+            .port(port)
+            .learning(false)
+            .mtu(mtu)
+            .build();
+        nl.handle()
+            .link()
+            .add(msg)
+            .execute()
+            .await
+            .map_err(Error::nl("add vxlan", CILIUM_VXLAN))?;
+        tracing::info!(
+            subsys = "netdev",
+            device = CILIUM_VXLAN,
+            port,
+            "Created tunnel device"
+        );
+    }
+    let link = nl.require_link(CILIUM_VXLAN).await?;
+    let msg = rtnetlink::LinkUnspec::new_with_index(link.index)
+        .mtu(mtu)
+        .up()
+        .build();
+    nl.handle()
+        .link()
+        .set(msg)
+        .execute()
+        .await
+        .map_err(Error::nl("configure", CILIUM_VXLAN))?;
+    sysctl::configure_cilium_device(CILIUM_VXLAN)?;
+    Ok(link)
+}
+
+/// The UDP port of an existing VXLAN device.
+async fn vxlan_port(nl: &Netlink, index: u32) -> Result<Option<u16>, Error> {
+    use futures::TryStreamExt;
+    use netlink_packet_route::link::{InfoData, InfoVxlan, LinkAttribute, LinkInfo};
+    let mut msgs = nl.handle().link().get().match_index(index).execute();
+    while let Some(msg) = msgs
+        .try_next()
+        .await
+        .map_err(Error::nl("get link", CILIUM_VXLAN))?
+    {
+        for attr in &msg.attributes {
+            let LinkAttribute::LinkInfo(infos) = attr else {
+                continue;
+            };
+            for info in infos {
+                let LinkInfo::Data(InfoData::Vxlan(data)) = info else {
+                    continue;
+                };
+                for d in data {
+                    if let InfoVxlan::Port(p) = d {
+                        return Ok(Some(*p));
+                    }
+                }
+            }
+        }
+    }
+    Ok(None)
+}
