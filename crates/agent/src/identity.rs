@@ -239,45 +239,68 @@ impl Identities {
         // A delete of our old reference may still be queued; let it land so
         // the listing below sees the kvstore as this node left it.
         writer.flush().await;
-        let refs_prefix = format!("{}/{key}/", kvstore::keys::IDENTITY_VALUES);
-        for _ in 0..MAX_CLAIMS {
-            let (refs, _) = kv.list_prefix(&refs_prefix).await?;
-            if let Some(id) = refs
-                .iter()
-                .find_map(|(_, v)| std::str::from_utf8(v).ok()?.parse().ok())
-            {
-                return Ok(id);
-            }
-            let (masters, _) = kv
-                .list_prefix(&format!("{}/", kvstore::keys::IDENTITY_IDS))
-                .await?;
-            let mut used = BTreeSet::new();
-            for (k, v) in &masters {
-                let Some(id) = id_of_master(k) else { continue };
-                if v == key.as_bytes() {
-                    return Ok(id);
+        let mut lost = 0;
+        loop {
+            match self.try_claim(kv, key).await {
+                Ok(Some(id)) => return Ok(id),
+                Ok(None) => {
+                    lost += 1;
+                    if lost == MAX_CLAIMS {
+                        return Err(IdentityError::Contended);
+                    }
                 }
-                used.insert(id);
-            }
-            let id = (MIN_GLOBAL..=MAX_GLOBAL)
-                .find(|id| !used.contains(id))
-                .ok_or(IdentityError::Exhausted)?;
-            let reference = self.reference_key(key);
-            if kv
-                .create_with_leased(
-                    &kvstore::keys::identity_id(id),
-                    key.as_bytes(),
-                    &refs_prefix,
-                    &reference,
-                    id.to_string().as_bytes(),
-                )
-                .await?
-            {
-                tracing::info!(subsys = "allocator", identity = id, labels = %key, "Allocated new global identity");
-                return Ok(id);
+                // etcd unreachable: the caller's timeout bounds the wait.
+                Err(IdentityError::Kvstore(e)) => {
+                    tracing::debug!(subsys = "allocator", error = %e, "Kvstore unavailable, retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => return Err(e),
             }
         }
-        Err(IdentityError::Contended)
+    }
+
+    /// One attempt: the ID already given to `key`, or a newly claimed one;
+    /// None when another node claimed the chosen ID first.
+    async fn try_claim(
+        &self,
+        kv: &kvstore::Kvstore,
+        key: &str,
+    ) -> Result<Option<u32>, IdentityError> {
+        let refs_prefix = format!("{}/{key}/", kvstore::keys::IDENTITY_VALUES);
+        let (refs, _) = kv.list_prefix(&refs_prefix).await?;
+        if let Some(id) = refs
+            .iter()
+            .find_map(|(_, v)| std::str::from_utf8(v).ok()?.parse().ok())
+        {
+            return Ok(Some(id));
+        }
+        let (masters, _) = kv
+            .list_prefix(&format!("{}/", kvstore::keys::IDENTITY_IDS))
+            .await?;
+        let mut used = BTreeSet::new();
+        for (k, v) in &masters {
+            let Some(id) = id_of_master(k) else { continue };
+            if v == key.as_bytes() {
+                return Ok(Some(id));
+            }
+            used.insert(id);
+        }
+        let id = (MIN_GLOBAL..=MAX_GLOBAL)
+            .find(|id| !used.contains(id))
+            .ok_or(IdentityError::Exhausted)?;
+        let claimed = kv
+            .create_with_leased(
+                &kvstore::keys::identity_id(id),
+                key.as_bytes(),
+                &refs_prefix,
+                &self.reference_key(key),
+                id.to_string().as_bytes(),
+            )
+            .await?;
+        if claimed {
+            tracing::info!(subsys = "allocator", identity = id, labels = %key, "Allocated new global identity");
+        }
+        Ok(claimed.then_some(id))
     }
 
     /// Every identity this node knows: reserved, the cluster's, its own.

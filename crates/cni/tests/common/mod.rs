@@ -316,6 +316,7 @@ pub fn tcp_exchange(server_ns: PathBuf, client_ns: PathBuf, server_ip: Ipv4Addr,
 pub struct Cluster {
     pub nodes: Vec<Node>,
     pub sb: Sandbox,
+    etcd: Option<usize>,
 }
 
 pub const UNDERLAY_GATEWAY: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -326,9 +327,7 @@ pub fn node_ip(i: usize) -> Ipv4Addr {
 
 impl Cluster {
     pub fn new(n: usize, agent_args: &[&str]) -> Self {
-        let mut sb = Sandbox::enter();
-        let etcd = testsupport::start_etcd(&sb.path().join("etcd"));
-        sb.adopt(etcd);
+        let sb = Sandbox::enter();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -366,7 +365,25 @@ impl Cluster {
                 .map(|s| s.to_string())
                 .collect();
         }
-        Self { nodes, sb }
+        let mut cluster = Self {
+            nodes,
+            sb,
+            etcd: None,
+        };
+        cluster.start_etcd();
+        cluster
+    }
+
+    /// Starts etcd on its data dir (again, after `stop_etcd`).
+    pub fn start_etcd(&mut self) {
+        let etcd = testsupport::start_etcd(&self.sb.path().join("etcd"));
+        self.etcd = Some(self.sb.adopt(etcd));
+    }
+
+    pub fn stop_etcd(&mut self) {
+        let child = self.sb.child(self.etcd.take().expect("etcd running"));
+        child.kill().expect("kill etcd");
+        child.wait().expect("reap etcd");
     }
 }
 
