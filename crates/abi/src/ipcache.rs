@@ -76,3 +76,20 @@ assert_layout!(
     flags = 11
 );
 unsafe impl Plain for RemoteEndpointInfo {}
+
+/// Cilium's rendering, as `bpf ipcache list` and `map get` print it.
+impl std::fmt::Display for RemoteEndpointInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let flags = if self.flags & IPCACHE_F_SKIP_TUNNEL != 0 {
+            "skiptunnel"
+        } else {
+            "<none>"
+        };
+        let (id, key, tunnel) = (self.sec_identity, self.key, self.tunnel_endpoint);
+        write!(
+            f,
+            "identity={id} encryptkey={key} tunnelendpoint={}, flags={flags}",
+            tunnel.ip()
+        )
+    }
+}

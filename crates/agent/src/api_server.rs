@@ -172,6 +172,8 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .route("/v1/ip", get(api_ipam::ip_list))
         .route("/v1/cluster/nodes", get(cluster_nodes))
         .route("/v1/identity", get(crate::api_identity::list))
+        .route("/v1/map", get(crate::api_map::list))
+        .route("/v1/map/{name}", get(crate::api_map::get))
         .route("/v1/identity/{id}", get(crate::api_identity::get))
         .route(
             "/v1/endpoint",

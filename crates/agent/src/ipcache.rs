@@ -41,6 +41,15 @@ impl Entry {
         }
     }
 
+    /// The entry as cilium_ipcache holds it.
+    pub fn value(&self) -> RemoteEndpointInfo {
+        RemoteEndpointInfo {
+            sec_identity: self.identity,
+            tunnel_endpoint: self.tunnel_endpoint.unwrap_or(Ipv4Addr::UNSPECIFIED).into(),
+            ..Default::default()
+        }
+    }
+
     pub fn behind(self, node: Ipv4Addr) -> Self {
         Self {
             tunnel_endpoint: Some(node),

@@ -4,6 +4,7 @@
 pub mod api_endpoint;
 pub mod api_identity;
 pub mod api_ipam;
+pub mod api_map;
 pub mod api_server;
 pub mod controller;
 pub mod daemon;

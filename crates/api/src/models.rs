@@ -363,3 +363,31 @@ pub struct ClusterNodeStatus {
     #[serde(rename = "nodes-added", default)]
     pub nodes_added: Vec<NodeElement>,
 }
+
+/// One entry of a map's userspace cache (`BPFMapEntry`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub struct BpfMapEntry {
+    pub key: String,
+    pub value: String,
+    /// `ok`, `insert` or `delete`: what the agent still has to do.
+    #[serde(default)]
+    pub desired_action: String,
+    #[serde(default)]
+    pub last_error: String,
+}
+
+/// A BPF map with the agent's cache of it (`BPFMap`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct BpfMap {
+    pub path: String,
+    #[serde(default)]
+    pub cache: Vec<BpfMapEntry>,
+}
+
+/// `GET /map` (`BPFMapList`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct BpfMapList {
+    #[serde(default)]
+    pub maps: Vec<BpfMap>,
+}

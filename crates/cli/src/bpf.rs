@@ -131,18 +131,7 @@ fn ipcache(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
         let Some((ip, len)) = k.ipv4_prefix() else {
             continue;
         };
-        let value = format!(
-            "identity={} encryptkey={} tunnelendpoint={}, flags={}",
-            v.sec_identity,
-            v.key,
-            v.tunnel_endpoint.ip(),
-            if v.flags & abi::ipcache::IPCACHE_F_SKIP_TUNNEL != 0 {
-                "skiptunnel"
-            } else {
-                "<none>"
-            }
-        );
-        pairs.push((format!("{ip}/{len}"), value));
+        pairs.push((format!("{ip}/{len}"), v.to_string()));
     }
     kv_listing(args, row!["IP PREFIX/ADDRESS", "IDENTITY"], pairs)
 }

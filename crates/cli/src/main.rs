@@ -5,6 +5,7 @@ mod config;
 mod endpoint;
 mod identity;
 mod ip;
+mod map;
 mod node;
 mod status;
 mod table;
@@ -51,6 +52,9 @@ enum Command {
     /// Manage IP addresses and associated information
     #[command(subcommand)]
     Ip(ip::Command),
+    /// Access userspace cached content of BPF maps
+    #[command(subcommand)]
+    Map(map::Command),
     /// Manage cluster nodes
     #[command(subcommand)]
     Node(node::Command),
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
         Command::Endpoint(cmd) => endpoint::run(&ctx, &cmd),
         Command::Identity(cmd) => identity::run(&ctx, &cmd),
         Command::Ip(cmd) => ip::run(&ctx, &cmd),
+        Command::Map(cmd) => map::run(&ctx, &cmd),
         Command::Node(cmd) => node::run(&ctx, &cmd),
     };
     match result {

@@ -101,6 +101,20 @@ fn pods_on_three_nodes_talk_through_the_overlay() {
         );
     }
     let node1 = &cluster.nodes[0];
+    let cached = node1.cilium_ok(&["map", "get", "cilium_ipcache"]);
+    assert!(
+        cached
+            .lines()
+            .any(|l| l.starts_with(&format!("{}/32", pods[1].2))
+                && l.contains(&format!("tunnelendpoint={}", node_ip(2)))
+                && l.contains("sync")),
+        "{cached}"
+    );
+    assert!(node1.cilium_ok(&["map", "list"]).contains("cilium_ipcache"));
+    assert!(!node1
+        .cilium(&["map", "get", "cilium_nope"])
+        .status
+        .success());
     assert!(node1.links().contains("cilium_vxlan"));
     let tunnels = node1.cilium_ok(&["bpf", "tunnel", "list"]);
     assert!(
