@@ -100,6 +100,17 @@ fn pods_on_three_nodes_talk_through_the_overlay() {
             8080,
         );
     }
+    // The receiving node learned the sender's identity from the VNI.
+    for node in &cluster.nodes {
+        let ct = node.cilium_ok(&["bpf", "ct", "list", "global"]);
+        assert!(
+            ct.lines().any(|l| l.starts_with("TCP IN")
+                && l.contains(":8080 ")
+                && l.contains(&format!("SourceSecurityID={} ", web[0]))),
+            "{}: {ct}",
+            node.name
+        );
+    }
     let node1 = &cluster.nodes[0];
     let cached = node1.cilium_ok(&["map", "get", "cilium_ipcache"]);
     assert!(
