@@ -71,10 +71,18 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
         ipv4_big_tcp: off(),
         ipv6_big_tcp: off(),
         bandwidth_manager: off(),
-        routing: Some(Routing {
-            intra_host_routing_mode: "Legacy".into(),
-            inter_host_routing_mode: "Disabled".into(),
-            tunnel_protocol: String::new(),
+        routing: Some(if d.config.tunneling() {
+            Routing {
+                intra_host_routing_mode: "Legacy".into(),
+                inter_host_routing_mode: "Tunnel".into(),
+                tunnel_protocol: d.config.tunnel_protocol.clone(),
+            }
+        } else {
+            Routing {
+                intra_host_routing_mode: "Legacy".into(),
+                inter_host_routing_mode: "Native".into(),
+                tunnel_protocol: String::new(),
+            }
         }),
         datapath_mode: "veth".into(),
         attach_mode: d.attach_mode.as_str().into(),

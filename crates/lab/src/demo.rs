@@ -1,9 +1,10 @@
 //! Traffic between pods, shown the way a user would check it.
 
 use crate::layout::{self, Layout};
-use anyhow::Context;
+use anyhow::{bail, Context};
 use std::net::Ipv4Addr;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 pub fn ping(l: &Layout, from: &str, to: Ipv4Addr) -> anyhow::Result<bool> {
     println!("\n$ cilium-lab exec {from} -- ping -c 2 {to}");
@@ -15,18 +16,46 @@ pub fn ping(l: &Layout, from: &str, to: Ipv4Addr) -> anyhow::Result<bool> {
     Ok(st.success())
 }
 
+/// Waits until `from` (on the node of `holder`) gets an answer from `to`:
+/// a pod on another node is reachable once that node's agent published it
+/// and this node's agent learned it.
+pub fn wait_reachable(holder: i32, l: &Layout, from: &str, to: Ipv4Addr) -> anyhow::Result<()> {
+    layout::enter_node(holder)?;
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(30) {
+        let answered = Command::new("nsenter")
+            .arg(format!("--net={}", l.netns(from).display()))
+            .args(["ping", "-c", "1", "-W", "1", &to.to_string()])
+            .stdout(Stdio::null())
+            .status()
+            .context("running ping")?
+            .success();
+        if answered {
+            println!("==> {to} reachable from {from} after {:?}", t.elapsed());
+            return Ok(());
+        }
+    }
+    bail!("{to} did not become reachable from {from} within 30s")
+}
+
+/// A pod's network namespace, opened from inside its node (where it is mounted).
+pub fn open_pod(holder: i32, l: &Layout, pod: &str) -> anyhow::Result<netdev::NetNs> {
+    layout::enter_node(holder)?;
+    netdev::NetNs::open(&l.netns(pod)).with_context(|| format!("opening the netns of {pod}"))
+}
+
 /// One TCP request/response from `client` to a listener in `server`.
 pub fn tcp(
-    l: &Layout,
+    client_ns: netdev::NetNs,
     client: &str,
+    server_ns: netdev::NetNs,
     server: &str,
     server_ip: Ipv4Addr,
     port: u16,
 ) -> anyhow::Result<()> {
     println!("\n==> TCP {client} -> {server_ip}:{port} ({server})");
-    let (_, reply) =
-        netdev::netns::tcp_request(&l.netns(server), &l.netns(client), server_ip, port, b"ping")
-            .with_context(|| format!("TCP from {client} to {server_ip}:{port}"))?;
+    let (_, reply) = netdev::netns::tcp_request(server_ns, client_ns, server_ip, port, b"ping")
+        .with_context(|| format!("TCP from {client} to {server_ip}:{port}"))?;
     println!("    reply: {}", String::from_utf8_lossy(&reply));
     Ok(())
 }

@@ -1,6 +1,7 @@
-//! The process that is the node: it owns the node's namespaces and runs the
-//! agent as a supervisor would (a killed agent is started again, as the
-//! kubelet restarts a DaemonSet pod), until SIGTERM.
+//! The processes that are the lab's machines: each owns its namespaces and
+//! runs its daemon as a supervisor would (a killed agent is started again,
+//! as the kubelet restarts a DaemonSet pod), until SIGTERM. A node runs
+//! cilium-agent; the underlay (the switch all nodes plug into) runs etcd.
 
 use crate::layout::{self, Layout};
 use anyhow::Context;
@@ -47,8 +48,9 @@ fn ip(args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the node's world in fresh namespaces.
-fn build_node() -> anyhow::Result<()> {
+/// Builds node `index`'s world in fresh namespaces, plugged into the
+/// underlay's bridge with `eth0`.
+fn build_node(index: usize, underlay: i32) -> anyhow::Result<()> {
     // SAFETY: called while this process has a single thread.
     if unsafe { libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWNS) } != 0 {
         return Err(std::io::Error::last_os_error()).context("unshare (run as root)");
@@ -58,33 +60,75 @@ fn build_node() -> anyhow::Result<()> {
     mount("tmpfs", "/run", "tmpfs", 0)?;
     std::fs::create_dir_all("/run/cilium").context("creating /run/cilium")?;
     ip(&["link", "set", "lo", "up"])?;
-    // The underlay device; until nodes are wired together its peer is a
-    // stub in the same namespace (this kernel has no dummy driver).
-    ip(&[
-        "link",
-        "add",
-        "eth0",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "eth0-stub",
-    ])?;
-    ip(&["addr", "add", layout::NODE_IP, "dev", "eth0"])?;
-    ip(&["link", "set", "eth0-stub", "up"])?;
-    ip(&["link", "set", "eth0", "up"])?;
-    Ok(())
+    let node_ns = netdev::NetNs::current()?;
+    let switch_ns = netdev::NetNs::open(std::path::Path::new(&format!("/proc/{underlay}/ns/net")))?;
+    block_on(async {
+        let switch = netdev::Netlink::connect_in(&switch_ns)?;
+        let bridge = switch.require_link(layout::BRIDGE).await?;
+        let node = netdev::Netlink::connect()?;
+        netdev::underlay::plug_node(
+            &switch,
+            &bridge,
+            &node,
+            &node_ns,
+            &layout::node_name(index),
+            layout::node_ip(index),
+            layout::UNDERLAY_PREFIX,
+        )
+        .await
+    })
+    .context("plugging the node into the underlay")
 }
 
-fn start_agent(l: &Layout) -> anyhow::Result<std::process::Child> {
-    let log = std::fs::OpenOptions::new()
+/// Builds the switch: a namespace with the bridge every node plugs into.
+fn build_underlay() -> anyhow::Result<()> {
+    // SAFETY: called while this process has a single thread.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("unshare (run as root)");
+    }
+    ip(&["link", "set", "lo", "up"])?;
+    block_on(async {
+        let nl = netdev::Netlink::connect()?;
+        netdev::underlay::ensure_bridge(
+            &nl,
+            layout::BRIDGE,
+            layout::UNDERLAY_IP,
+            layout::UNDERLAY_PREFIX,
+        )
+        .await
+        .map(drop)
+    })
+    .context("creating the underlay bridge")
+}
+
+/// Runs netlink work on a runtime that is gone (with its threads) when it
+/// returns, so the process may still change namespaces afterwards.
+fn block_on<T>(
+    f: impl std::future::Future<Output = Result<T, netdev::Error>>,
+) -> anyhow::Result<T> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting a runtime")?;
+    Ok(rt.block_on(f)?)
+}
+
+fn append_log(l: &Layout, name: &str) -> anyhow::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(l.log("agent"))
-        .context("opening agent log")?;
+        .open(l.log(name))
+        .with_context(|| format!("opening {name} log"))
+}
+
+fn start_agent(l: &Layout, index: usize) -> anyhow::Result<std::process::Child> {
+    let log = append_log(l, "agent")?;
     Command::new(layout::sibling("cilium-agent")?)
+        .env("K8S_NODE_NAME", layout::node_name(index))
         .arg(format!("--state-dir={}", l.state_dir().display()))
-        .arg(format!("--ipv4-range={}", layout::POD_CIDR))
+        .arg(format!("--ipv4-range={}", layout::pod_cidr(index)))
+        .arg("--kvstore=etcd")
+        .arg(format!("--kvstore-opt=etcd.address={}", layout::etcd_url()))
         .args([
             "--bpf-ct-global-tcp-max=65536",
             "--bpf-ct-global-any-max=65536",
@@ -103,8 +147,54 @@ fn agent_ready() -> bool {
         .is_some_and(|o| o.status.success())
 }
 
-pub fn run(l: &Layout) -> anyhow::Result<()> {
-    build_node()?;
+fn start_etcd(l: &Layout) -> anyhow::Result<std::process::Child> {
+    let log = append_log(l, "etcd")?;
+    let client = format!("{},http://127.0.0.1:2379", layout::etcd_url());
+    Command::new("etcd")
+        .arg("--data-dir")
+        .arg(layout::root().join("etcd"))
+        .args([
+            "--name=lab",
+            &format!("--listen-client-urls={client}"),
+            &format!("--advertise-client-urls={}", layout::etcd_url()),
+            "--listen-peer-urls=http://127.0.0.1:2380",
+            "--initial-advertise-peer-urls=http://127.0.0.1:2380",
+            "--initial-cluster=lab=http://127.0.0.1:2380",
+        ])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("starting etcd (apt install etcd-server)")
+}
+
+fn etcd_ready() -> bool {
+    std::net::TcpStream::connect_timeout(
+        &(std::net::Ipv4Addr::LOCALHOST, 2379).into(),
+        Duration::from_millis(200),
+    )
+    .is_ok()
+}
+
+/// Node `index`, plugged into the underlay whose holder is `underlay`.
+pub fn run_node(l: &Layout, index: usize, underlay: i32) -> anyhow::Result<()> {
+    build_node(index, underlay)?;
+    supervise(l, "cilium-agent", || start_agent(l, index), agent_ready)
+}
+
+pub fn run_underlay(l: &Layout) -> anyhow::Result<()> {
+    build_underlay()?;
+    supervise(l, "etcd", || start_etcd(l), etcd_ready)
+}
+
+/// Runs `start`'s process until SIGTERM, restarting it when it dies; the
+/// ready file appears once `ready` first holds.
+fn supervise(
+    l: &Layout,
+    name: &str,
+    mut start: impl FnMut() -> anyhow::Result<std::process::Child>,
+    ready: impl Fn() -> bool,
+) -> anyhow::Result<()> {
     // SAFETY: installing a handler that only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
@@ -116,8 +206,8 @@ pub fn run(l: &Layout) -> anyhow::Result<()> {
     )?;
     let mut announced = false;
     while !STOP.load(Ordering::SeqCst) {
-        let mut agent = start_agent(l)?;
-        eprintln!("holder: started cilium-agent pid {}", agent.id());
+        let mut agent = start()?;
+        eprintln!("holder: started {name} pid {}", agent.id());
         let started = Instant::now();
         loop {
             if STOP.load(Ordering::SeqCst) {
@@ -132,10 +222,10 @@ pub fn run(l: &Layout) -> anyhow::Result<()> {
                 return Ok(());
             }
             if let Some(status) = agent.try_wait()? {
-                eprintln!("holder: cilium-agent exited ({status}); restarting");
+                eprintln!("holder: {name} exited ({status}); restarting");
                 break;
             }
-            if !announced && started.elapsed() > Duration::from_millis(50) && agent_ready() {
+            if !announced && started.elapsed() > Duration::from_millis(50) && ready() {
                 layout::write_atomic(&l.ready_file(), b"ready")?;
                 announced = true;
             }

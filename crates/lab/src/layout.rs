@@ -1,18 +1,70 @@
-//! Where a lab node lives on the host: `<lab dir>/<node>/`.
+//! Where the lab lives on the host: `<lab dir>/underlay/` (the switch and
+//! etcd), `<lab dir>/etcd/` (etcd's data) and `<lab dir>/node<i>/`.
 //!
-//! The node's own world (bpffs at /sys/fs/bpf, a tmpfs /run with
-//! /run/cilium) exists only in its mount namespace; this directory holds
-//! what the host must see: pids, logs, the CNI bin and conf dirs, pod
-//! namespace files and the agent's state.
+//! A node's own world (bpffs at /sys/fs/bpf, a tmpfs /run with
+//! /run/cilium, its pods' namespace mounts) exists only in its mount
+//! namespace; its directory holds what the host must see: pids, logs, the
+//! CNI bin and conf dirs, pod namespace files and the agent's state.
 
 use anyhow::{bail, Context};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-pub const NODE: &str = "node1";
-/// The node's pod CIDR (a block of Cilium's default cluster pool).
-pub const POD_CIDR: &str = "10.1.0.0/24";
-/// The node's underlay address.
-pub const NODE_IP: &str = "198.18.0.11/24";
+/// The switch's address on the underlay, where etcd listens.
+pub const UNDERLAY_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+pub const UNDERLAY_PREFIX: u8 = 24;
+pub const UNDERLAY: &str = "underlay";
+pub const BRIDGE: &str = "br0";
+/// Cluster size limit: node addresses are 198.18.0.11 on.
+pub const MAX_NODES: usize = 200;
+
+pub fn root() -> PathBuf {
+    std::env::var_os("CILIUM_LAB_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp/cilium-lab"))
+}
+
+pub fn node_name(index: usize) -> String {
+    format!("node{index}")
+}
+
+/// Node `index` (from 1): its pod CIDR, a block of Cilium's default pool.
+pub fn pod_cidr(index: usize) -> String {
+    format!("10.{index}.0.0/24")
+}
+
+pub fn node_ip(index: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 0, 10 + index as u8)
+}
+
+pub fn etcd_url() -> String {
+    format!("http://{UNDERLAY_IP}:2379")
+}
+
+/// The index of a node name (`node3` is 3).
+pub fn node_index(name: &str) -> Option<usize> {
+    name.strip_prefix("node")?
+        .parse()
+        .ok()
+        .filter(|i| (1..=MAX_NODES).contains(i))
+}
+
+/// Nodes that are up, in order.
+pub fn running_nodes() -> Vec<(usize, Layout, i32)> {
+    let mut nodes: Vec<(usize, Layout, i32)> = std::fs::read_dir(root())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let index = node_index(&e.file_name().to_string_lossy())?;
+            let l = Layout::new(&node_name(index));
+            let pid = l.running_holder()?;
+            Some((index, l, pid))
+        })
+        .collect();
+    nodes.sort_by_key(|(i, _, _)| *i);
+    nodes
+}
 
 pub struct Layout {
     pub dir: PathBuf,
@@ -20,12 +72,17 @@ pub struct Layout {
 
 impl Layout {
     pub fn new(node: &str) -> Self {
-        let root = std::env::var_os("CILIUM_LAB_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/tmp/cilium-lab"));
         Self {
-            dir: root.join(node),
+            dir: root().join(node),
         }
+    }
+
+    /// The node (or `underlay`) this directory is for.
+    pub fn name(&self) -> String {
+        self.dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
     }
 
     pub fn holder_pid_file(&self) -> PathBuf {

@@ -1,9 +1,10 @@
 //! cilium-lab: Cilium nodes as namespaces on this machine.
 //!
-//! `up` starts a node (its own network and mount namespaces, bpffs, /run),
-//! its agent, and pods made through the real cilium-cni, then shows them
-//! talking; the node stays up until `down`. `exec` runs a command in a pod
-//! or in the node itself.
+//! `up` starts an underlay (a bridge in its own namespace, with etcd), N
+//! nodes plugged into it (each with its own network and mount namespaces,
+//! bpffs, /run and agent in kvstore mode), and pods made through the real
+//! cilium-cni, then shows them talking across nodes; the cluster stays up
+//! until `down`. `exec` runs a command in a pod or in a node.
 
 mod demo;
 mod holder;
@@ -29,65 +30,78 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Start the node, its agent and pods, and show them talking
+    /// Start etcd, the nodes, their agents and pods, and show them talking
     Up {
-        /// Pods to create (default: pod-a and pod-b)
+        /// Nodes in the cluster
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=layout::MAX_NODES as i64))]
+        nodes: u16,
+        /// Pods to create, spread over the nodes (default: pod-a, pod-b)
         #[arg(long = "pod")]
         pods: Vec<String>,
     },
-    /// Delete the pods and stop the node
+    /// Delete the pods and stop the nodes and etcd
     Down,
-    /// Run a command in a pod's network namespace (or in the node: node1)
+    /// Run a command in a pod's network namespace (or in a node: node1, ...)
     Exec {
         pod: String,
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
-    /// Add a pod to the running node
-    AddPod { pod: String },
-    /// Delete a pod of the running node
+    /// Add a pod to a running node
+    AddPod {
+        pod: String,
+        /// The node to run it on
+        #[arg(long, default_value = "node1")]
+        node: String,
+        /// Pod labels, e.g. app=web,tier=db
+        #[arg(long, default_value = "")]
+        labels: String,
+    },
+    /// Delete a pod
     DelPod { pod: String },
     #[command(hide = true)]
-    NodeHolder,
+    NodeHolder { index: usize },
+    #[command(hide = true)]
+    UnderlayHolder,
 }
 
-fn running(l: &Layout) -> anyhow::Result<i32> {
-    l.running_holder().with_context(|| {
-        format!(
-            "the lab is not up ({} has no running node); run `cilium-lab up`",
-            l.dir.display()
-        )
-    })
+fn not_up() -> anyhow::Error {
+    anyhow::anyhow!(
+        "the lab is not up ({} has no running node); run `cilium-lab up`",
+        layout::root().display()
+    )
 }
 
-fn start_holder(l: &Layout) -> anyhow::Result<i32> {
+/// Starts a holder (`args` of cilium-lab) detached from our terminal and
+/// waits for its ready file.
+fn start_holder(l: &Layout, args: &[String], what: &str, daemon_log: &str) -> anyhow::Result<i32> {
     std::fs::create_dir_all(&l.dir).with_context(|| format!("creating {}", l.dir.display()))?;
     let _ = std::fs::remove_file(l.ready_file());
     let log = std::fs::File::create(l.log("holder"))?;
     let mut cmd = Command::new(layout::sibling("cilium-lab")?);
-    cmd.arg("node-holder")
+    cmd.args(args)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
-    // SAFETY: setsid is async-signal-safe; it detaches the node from our terminal.
+    // SAFETY: setsid is async-signal-safe; it detaches the holder from our terminal.
     unsafe {
         cmd.pre_exec(|| {
             libc::setsid();
             Ok(())
         });
     }
-    let child = cmd.spawn().context("starting the node")?;
+    let child = cmd.spawn().with_context(|| format!("starting {what}"))?;
     let pid = child.id() as i32;
     let deadline = Instant::now() + Duration::from_secs(60);
     while !l.ready_file().exists() {
         if !layout::alive(pid) || Instant::now() > deadline {
             let log = std::fs::read_to_string(l.log("holder")).unwrap_or_default();
-            let agent = std::fs::read_to_string(l.log("agent")).unwrap_or_default();
-            let tail: Vec<&str> = agent.lines().rev().take(10).collect();
-            // SAFETY: ending the node process we started.
+            let daemon = std::fs::read_to_string(l.log(daemon_log)).unwrap_or_default();
+            let tail: Vec<&str> = daemon.lines().rev().take(10).collect();
+            // SAFETY: ending the holder we started.
             unsafe { libc::kill(pid, libc::SIGTERM) };
             bail!(
-                "node did not come up:\n{log}\nagent log (last lines):\n{}",
+                "{what} did not come up:\n{log}\n{daemon_log} log (last lines):\n{}",
                 tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             );
         }
@@ -98,99 +112,173 @@ fn start_holder(l: &Layout) -> anyhow::Result<i32> {
     Ok(pid)
 }
 
-fn up(pod_names: &[String]) -> anyhow::Result<()> {
-    let l = Layout::new(layout::NODE);
-    if let Some(pid) = l.running_holder() {
-        bail!(
-            "the lab is already up (node {} pid {pid}); run `cilium-lab down` first",
-            layout::NODE
-        );
+fn up(nodes: usize, pod_names: &[String]) -> anyhow::Result<()> {
+    let underlay = Layout::new(layout::UNDERLAY);
+    if underlay.running_holder().is_some() || !layout::running_nodes().is_empty() {
+        bail!("the lab is already up; run `cilium-lab down` first");
     }
     let t0 = Instant::now();
-    pods::install_cni(&l)?;
-    let holder = start_holder(&l)?;
+    let switch = start_holder(
+        &underlay,
+        &["underlay-holder".into()],
+        "the underlay",
+        "etcd",
+    )?;
     println!(
-        "==> {}: namespaces, bpffs and cilium-agent up in {:?} (pid {holder}, dir {})",
-        layout::NODE,
-        t0.elapsed(),
-        l.dir.display()
+        "==> underlay: bridge {} at {}/{} and etcd up in {:?} (pid {switch})",
+        layout::BRIDGE,
+        layout::UNDERLAY_IP,
+        layout::UNDERLAY_PREFIX,
+        t0.elapsed()
     );
-    layout::enter_node(holder)?;
+    let mut holders = Vec::new();
+    for index in 1..=nodes {
+        let t = Instant::now();
+        let l = Layout::new(&layout::node_name(index));
+        pods::install_cni(&l)?;
+        let args = ["node-holder".to_string(), index.to_string()];
+        let holder = start_holder(&l, &args, &layout::node_name(index), "agent")?;
+        println!(
+            "==> {}: {} pods {}, namespaces, bpffs and cilium-agent up in {:?} (pid {holder})",
+            layout::node_name(index),
+            layout::node_ip(index),
+            layout::pod_cidr(index),
+            t.elapsed()
+        );
+        holders.push((l, holder));
+    }
     let names: Vec<String> = if pod_names.is_empty() {
         vec!["pod-a".into(), "pod-b".into()]
     } else {
         pod_names.to_vec()
     };
-    let mut addrs = Vec::new();
-    for pod in &names {
+    let mut placed = Vec::new();
+    for (i, pod) in names.iter().enumerate() {
+        let (l, holder) = &holders[i % holders.len()];
+        layout::enter_node(*holder)?;
         let t = Instant::now();
-        let ip = pods::add(&l, pod)?;
-        println!("==> pod {pod}: {ip} (CNI ADD {:?})", t.elapsed());
-        addrs.push(ip);
+        let ip = pods::add(l, pod, "app=demo")?;
+        println!(
+            "==> pod {pod} on {}: {ip} (CNI ADD {:?})",
+            l.name(),
+            t.elapsed()
+        );
+        placed.push((i % holders.len(), pod.clone(), ip));
     }
     let mut ok = true;
-    if names.len() >= 2 {
-        ok &= demo::ping(&l, &names[0], addrs[1])?;
-        ok &= demo::ping(&l, &names[1], addrs[0])?;
-        demo::tcp(&l, &names[0], &names[1], addrs[1], 8080)?;
+    if placed.len() >= 2 {
+        let (a, b) = (&placed[0], &placed[1]);
+        let (la, ha) = &holders[a.0];
+        let (lb, hb) = &holders[b.0];
+        // Remote pods become reachable once their node's agents learned them.
+        demo::wait_reachable(*ha, la, &a.1, b.2)?;
+        layout::enter_node(*ha)?;
+        ok &= demo::ping(la, &a.1, b.2)?;
+        layout::enter_node(*hb)?;
+        ok &= demo::ping(lb, &b.1, a.2)?;
+        let server = demo::open_pod(*hb, lb, &b.1)?;
+        let client = demo::open_pod(*ha, la, &a.1)?;
+        demo::tcp(client, &a.1, server, &b.1, b.2, 8080)?;
     }
+    layout::enter_node(holders[0].1)?;
     for args in [
         &["status"][..],
+        &["node", "list"],
         &["endpoint", "list"],
+        &["identity", "list"],
+        &["bpf", "ipcache", "list"],
+        &["bpf", "tunnel", "list"],
         &["bpf", "ct", "list", "global"],
         &["bpf", "metrics", "list"],
     ] {
         demo::cilium(args)?;
     }
-    println!("\n==> the lab stays up: `cilium-lab exec {} -- ping {}`, `cilium-lab exec node1 -- cilium status`, `cilium-lab down`", names[0], addrs.last().expect("a pod"));
+    println!("\n==> the lab stays up: `cilium-lab exec {} -- ping {}`, `cilium-lab exec node1 -- cilium status`, `cilium-lab down`", names[0], placed.last().expect("a pod").2);
     if !ok {
         bail!("pods could not reach each other");
     }
     Ok(())
 }
 
-fn down() -> anyhow::Result<()> {
-    let l = Layout::new(layout::NODE);
-    let Some(holder) = l.running_holder() else {
-        println!("==> the lab is not up");
-        let _ = std::fs::remove_dir_all(&l.dir);
-        return Ok(());
-    };
-    layout::enter_node(holder)?;
-    for pod in l.pods() {
-        match pods::delete(&l, &pod) {
-            Ok(()) => println!("==> deleted pod {pod}"),
-            Err(e) => eprintln!("warning: {e:#}"),
-        }
-    }
-    // SAFETY: signalling the node process the lab started.
-    unsafe { libc::kill(holder, libc::SIGTERM) };
+/// SIGTERM, then SIGKILL if the holder is still there after 15 s.
+fn stop_holder(pid: i32) {
+    // SAFETY: signalling a holder the lab started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
     let deadline = Instant::now() + Duration::from_secs(15);
-    while layout::alive(holder) && Instant::now() < deadline {
+    while layout::alive(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    if layout::alive(holder) {
+    if layout::alive(pid) {
         // SAFETY: as above.
-        unsafe { libc::kill(holder, libc::SIGKILL) };
+        unsafe { libc::kill(pid, libc::SIGKILL) };
     }
-    std::fs::remove_dir_all(&l.dir).with_context(|| format!("removing {}", l.dir.display()))?;
-    println!(
-        "==> {} stopped; its namespaces, devices and maps are gone",
-        layout::NODE
-    );
+}
+
+fn down() -> anyhow::Result<()> {
+    let nodes = layout::running_nodes();
+    let underlay = Layout::new(layout::UNDERLAY).running_holder();
+    if nodes.is_empty() && underlay.is_none() {
+        println!("==> the lab is not up");
+        let _ = std::fs::remove_dir_all(layout::root());
+        return Ok(());
+    }
+    for (_, l, holder) in &nodes {
+        layout::enter_node(*holder)?;
+        for pod in l.pods() {
+            match pods::delete(l, &pod) {
+                Ok(()) => println!("==> deleted pod {pod}"),
+                Err(e) => eprintln!("warning: {e:#}"),
+            }
+        }
+        stop_holder(*holder);
+        println!(
+            "==> {} stopped; its namespaces, devices and maps are gone",
+            l.name()
+        );
+    }
+    if let Some(pid) = underlay {
+        stop_holder(pid);
+        println!("==> underlay and etcd stopped");
+    }
+    let root = layout::root();
+    std::fs::remove_dir_all(&root).with_context(|| format!("removing {}", root.display()))?;
     Ok(())
 }
 
-fn exec(pod: &str, command: &[String]) -> anyhow::Result<()> {
-    let l = Layout::new(layout::NODE);
-    let holder = running(&l)?;
-    layout::enter_node(holder)?;
-    if pod != layout::NODE {
-        let ns = l.netns(pod);
-        if !ns.exists() {
-            bail!("no pod named {pod:?}; pods: {}", l.pods().join(", "));
+/// The running node that has `pod`, with its holder.
+fn node_of(pod: &str) -> anyhow::Result<(Layout, i32)> {
+    let nodes = layout::running_nodes();
+    if nodes.is_empty() {
+        return Err(not_up());
+    }
+    let all: Vec<String> = nodes.iter().flat_map(|(_, l, _)| l.pods()).collect();
+    nodes
+        .into_iter()
+        .find(|(_, l, _)| l.netns(pod).exists())
+        .map(|(_, l, h)| (l, h))
+        .with_context(|| format!("no pod named {pod:?}; pods: {}", all.join(", ")))
+}
+
+fn running_node(name: &str) -> anyhow::Result<(Layout, i32)> {
+    let l = Layout::new(name);
+    let holder = l.running_holder().ok_or_else(|| {
+        if layout::running_nodes().is_empty() {
+            not_up()
+        } else {
+            anyhow::anyhow!("no running node named {name:?}")
         }
-        netdev::NetNs::open(&ns)?.enter()?;
+    })?;
+    Ok((l, holder))
+}
+
+fn exec(target: &str, command: &[String]) -> anyhow::Result<()> {
+    if layout::node_index(target).is_some() {
+        let (_, holder) = running_node(target)?;
+        layout::enter_node(holder)?;
+    } else {
+        let (l, holder) = node_of(target)?;
+        layout::enter_node(holder)?;
+        netdev::NetNs::open(&l.netns(target))?.enter()?;
     }
     let path = format!(
         "{}:{}",
@@ -204,29 +292,37 @@ fn exec(pod: &str, command: &[String]) -> anyhow::Result<()> {
     Err(err).with_context(|| format!("running {}", command[0]))
 }
 
-fn pod_cmd(pod: &str, add: bool) -> anyhow::Result<()> {
-    let l = Layout::new(layout::NODE);
-    layout::enter_node(running(&l)?)?;
-    if add {
-        println!("{pod}: {}", pods::add(&l, pod)?);
-    } else {
-        if !l.netns(pod).exists() {
-            bail!("no pod named {pod:?}; pods: {}", l.pods().join(", "));
-        }
-        pods::delete(&l, pod)?;
+fn add_pod(pod: &str, node: &str, labels: &str) -> anyhow::Result<()> {
+    if node_of(pod).is_ok() {
+        bail!("pod {pod} already exists");
     }
+    let (l, holder) = running_node(node)?;
+    layout::enter_node(holder)?;
+    println!("{pod}: {}", pods::add(&l, pod, labels)?);
     Ok(())
+}
+
+fn del_pod(pod: &str) -> anyhow::Result<()> {
+    let (l, holder) = node_of(pod)?;
+    layout::enter_node(holder)?;
+    pods::delete(&l, pod)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Cmd::Up { pods } => up(pods),
+        Cmd::Up { nodes, pods } => up(usize::from(*nodes), pods),
         Cmd::Down => down(),
         Cmd::Exec { pod, command } => exec(pod, command),
-        Cmd::AddPod { pod } => pod_cmd(pod, true),
-        Cmd::DelPod { pod } => pod_cmd(pod, false),
-        Cmd::NodeHolder => holder::run(&Layout::new(layout::NODE)),
+        Cmd::AddPod { pod, node, labels } => add_pod(pod, node, labels),
+        Cmd::DelPod { pod } => del_pod(pod),
+        Cmd::NodeHolder { index } => Layout::new(layout::UNDERLAY)
+            .running_holder()
+            .context("the underlay is not running")
+            .and_then(|underlay| {
+                holder::run_node(&Layout::new(&layout::node_name(*index)), *index, underlay)
+            }),
+        Cmd::UnderlayHolder => holder::run_underlay(&Layout::new(layout::UNDERLAY)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -43,7 +43,7 @@ fn container_id(pod: &str) -> String {
     format!("lab-{pod}")
 }
 
-fn cni(l: &Layout, command: &str, pod: &str) -> anyhow::Result<serde_json::Value> {
+fn cni(l: &Layout, command: &str, pod: &str, labels: &str) -> anyhow::Result<serde_json::Value> {
     let plugin = l.cni_bin_dir().join("cilium-cni");
     let mut child = Command::new(&plugin)
         .env("CNI_COMMAND", command)
@@ -54,7 +54,7 @@ fn cni(l: &Layout, command: &str, pod: &str) -> anyhow::Result<serde_json::Value
         .env(
             "CNI_ARGS",
             format!(
-                "K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID={}",
+                "K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID={};K8S_POD_LABELS={labels}",
                 container_id(pod)
             ),
         )
@@ -91,9 +91,13 @@ fn cni(l: &Layout, command: &str, pod: &str) -> anyhow::Result<serde_json::Value
     Ok(json)
 }
 
-/// Creates a pod; returns its address.
-pub fn add(l: &Layout, pod: &str) -> anyhow::Result<Ipv4Addr> {
-    if pod.is_empty() || pod.contains('/') || pod == layout::NODE {
+/// Creates a pod with `labels` (`app=web,tier=db`); returns its address.
+pub fn add(l: &Layout, pod: &str, labels: &str) -> anyhow::Result<Ipv4Addr> {
+    if pod.is_empty()
+        || pod.contains('/')
+        || layout::node_index(pod).is_some()
+        || pod == layout::UNDERLAY
+    {
         bail!("invalid pod name {pod:?}");
     }
     let ns = l.netns(pod);
@@ -102,7 +106,7 @@ pub fn add(l: &Layout, pod: &str) -> anyhow::Result<Ipv4Addr> {
     }
     std::fs::create_dir_all(l.netns_dir())?;
     netdev::netns::create(&ns).with_context(|| format!("creating the netns of {pod}"))?;
-    match cni(l, "ADD", pod) {
+    match cni(l, "ADD", pod, labels) {
         Ok(result) => {
             let addr = result["ips"][0]["address"].as_str().unwrap_or_default();
             addr.split('/')
@@ -119,7 +123,7 @@ pub fn add(l: &Layout, pod: &str) -> anyhow::Result<Ipv4Addr> {
 
 /// Deletes a pod: CNI DEL, then its namespace.
 pub fn delete(l: &Layout, pod: &str) -> anyhow::Result<()> {
-    cni(l, "DEL", pod)?;
+    cni(l, "DEL", pod, "")?;
     netdev::netns::remove(&l.netns(pod)).with_context(|| format!("removing the netns of {pod}"))?;
     Ok(())
 }

@@ -1,5 +1,6 @@
-//! `cilium-lab up`, `exec`, a kill -9 of the node's agent, and `down`, in a
-//! lab directory of the test's own.
+//! `cilium-lab up` (two nodes on an underlay with etcd), `exec`,
+//! `add-pod`/`del-pod`, a kill -9 of a node's agent, and `down`, in a lab
+//! directory of the test's own.
 
 use std::process::{Command, Output};
 
@@ -42,15 +43,38 @@ fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
     let out = text(&up);
     assert!(up.status.success(), "{out}");
     assert!(out.contains(" 0% packet loss"), "{out}");
-    assert!(out.contains("reply: pong"), "{out}");
+    assert!(out.contains("reply: pong to 10.1.0.2:"), "{out}");
     assert!(
-        out.contains("TCP OUT 10.1.0.2:"),
+        out.contains("TCP OUT 10.1.0.2:") && out.contains("-> 10.2.0.2:8080"),
         "ct entries shown:\n{out}"
     );
     assert!(
-        out.contains("IPAM:                    IPv4: 3/254 allocated from 10.1.0.0/24,"),
+        out.contains("IPAM:                    IPv4: 2/254 allocated from 10.1.0.0/24,"),
         "{out}"
     );
+    assert!(out.contains("Network: Tunnel [vxlan]"), "{out}");
+    assert!(
+        out.contains("node2   198.18.0.12    10.2.0.0/24") && out.contains("kvstore"),
+        "{out}"
+    );
+    assert!(
+        out.contains("10.2.0.2/32         identity=256 encryptkey=0 tunnelendpoint=198.18.0.12"),
+        "{out}"
+    );
+
+    let add = lab.run(&["add-pod", "web", "--node", "node2", "--labels", "app=web"]);
+    assert!(add.status.success(), "{}", text(&add));
+    assert!(text(&add).contains("web: 10.2.0.3"), "{}", text(&add));
+    let nowhere = lab.run(&["add-pod", "x", "--node", "node9"]);
+    assert!(
+        !nowhere.status.success() && text(&nowhere).contains("no running node named \"node9\"")
+    );
+    let dup = lab.run(&["add-pod", "web"]);
+    assert!(!dup.status.success() && text(&dup).contains("already exists"));
+    let ids = lab.run(&["exec", "node1", "--", "cilium", "identity", "list"]);
+    assert!(text(&ids).contains("k8s:app=web"), "{}", text(&ids));
+    let del = lab.run(&["del-pod", "web"]);
+    assert!(del.status.success(), "{}", text(&del));
 
     let again = lab.run(&["up"]);
     assert!(!again.status.success() && text(&again).contains("already up"));
@@ -65,7 +89,7 @@ fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
     // SAFETY: the agent of the node this test started.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let ping = lab.run(&[
-        "exec", "pod-a", "--", "ping", "-c", "1", "-W", "2", "10.1.0.3",
+        "exec", "pod-a", "--", "ping", "-c", "1", "-W", "2", "10.2.0.2",
     ]);
     assert!(
         ping.status.success(),
@@ -75,7 +99,7 @@ fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
 
     let down = lab.run(&["down"]);
     assert!(down.status.success(), "{}", text(&down));
-    assert!(!lab.dir.path().join("node1").exists(), "node dir removed");
+    assert!(!lab.dir.path().exists(), "lab dir removed");
     let after = lab.run(&["exec", "pod-a", "--", "true"]);
     assert!(!after.status.success() && text(&after).contains("not up"));
 }

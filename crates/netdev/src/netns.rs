@@ -156,9 +156,11 @@ fn loopback_up() -> std::io::Result<()> {
 /// One TCP request/response between two namespaces, to show that they can
 /// talk: a listener in `server` answers `pong to <peer>: <request>` to one
 /// client in `client`. Returns the client's local port and the reply.
+/// Taking opened namespaces lets the two live in different mount namespaces
+/// (the lab's nodes each mount their pods' namespaces privately).
 pub fn tcp_request(
-    server: &Path,
-    client: &Path,
+    server: NetNs,
+    client: NetNs,
     server_ip: std::net::Ipv4Addr,
     port: u16,
     request: &[u8],
@@ -166,12 +168,7 @@ pub fn tcp_request(
     use std::io::{Read, Write};
     use std::net::{Shutdown, TcpListener, TcpStream};
     let timeout = std::time::Duration::from_secs(5);
-    let enter = |p: &Path| {
-        NetNs::open(p)
-            .and_then(|ns| ns.enter())
-            .map_err(std::io::Error::other)
-    };
-    let (server, client) = (server.to_owned(), client.to_owned());
+    let enter = |ns: &NetNs| ns.enter().map_err(std::io::Error::other);
     let (tx, rx) = std::sync::mpsc::channel();
     let srv = std::thread::spawn(move || -> std::io::Result<()> {
         enter(&server)?;

@@ -299,9 +299,14 @@ impl Drop for Node {
 }
 
 pub fn tcp_exchange(server_ns: PathBuf, client_ns: PathBuf, server_ip: Ipv4Addr, port: u16) -> u16 {
-    let (sport, reply) =
-        netdev::netns::tcp_request(&server_ns, &client_ns, server_ip, port, b"hello")
-            .expect("TCP exchange through the datapath");
+    let (sport, reply) = netdev::netns::tcp_request(
+        netdev::NetNs::open(&server_ns).expect("server netns"),
+        netdev::NetNs::open(&client_ns).expect("client netns"),
+        server_ip,
+        port,
+        b"hello",
+    )
+    .expect("TCP exchange through the datapath");
     let reply = String::from_utf8_lossy(&reply);
     assert!(
         reply.starts_with("pong to ") && reply.ends_with(": hello"),
