@@ -8,6 +8,8 @@
 //! frees the namespaces with their devices, routes and pins once the last
 //! user is gone, also when the test panicked.
 
+pub mod node;
+
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Child;

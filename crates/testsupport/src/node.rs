@@ -1,0 +1,410 @@
+//! A node with its agent, CLI and CNI plugin, and clusters of them on one
+//! underlay with a real etcd: what the end-to-end tests and the benchmarks
+//! drive. Binaries are the workspace's (see [`crate::bin`]).
+
+use crate::Sandbox;
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The conf a runtime gives cilium-cni (Cilium's default for chaining mode none).
+pub const NETCONF: &str = r#"{"cniVersion":"1.0.0","name":"cilium","type":"cilium-cni"}"#;
+
+/// One node: its agent, CLI and CNI plugin. A single-node test owns its
+/// sandbox; a cluster's nodes share one and each lives in its own netns.
+pub struct Node {
+    pub sb: Option<Sandbox>,
+    /// Holds run/, bpffs/ and the pods' netns files.
+    pub dir: PathBuf,
+    /// The node's network namespace; None = the test thread's.
+    pub netns: Option<PathBuf>,
+    pub name: String,
+    pub range: String,
+    pub agent_args: Vec<String>,
+    agent: Option<Child>,
+}
+
+pub struct CniOutput {
+    pub code: i32,
+    pub json: serde_json::Value,
+}
+
+/// Runs `cmd` inside the network namespace at `netns`.
+pub fn in_netns(cmd: &mut Command, netns: &Path) {
+    let ns = std::fs::File::open(netns).expect("open node netns");
+    // SAFETY: setns only touches the forked child before exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+impl Node {
+    pub fn new(range: &str) -> Self {
+        let sb = Sandbox::enter();
+        let dir = sb.path().to_owned();
+        Self {
+            sb: Some(sb),
+            dir,
+            netns: None,
+            name: "node1".into(),
+            range: range.into(),
+            agent_args: Vec::new(),
+            agent: None,
+        }
+    }
+
+    /// A node of a cluster: its netns and dirs under `dir`, a private
+    /// bpffs mounted in the test's mount namespace.
+    pub fn in_cluster(dir: &Path, name: &str, range: &str) -> Self {
+        let dir = dir.join(name);
+        std::fs::create_dir_all(dir.join("bpffs")).unwrap();
+        std::fs::create_dir_all(dir.join("run")).unwrap();
+        let bpffs = std::ffi::CString::new(dir.join("bpffs").to_str().unwrap()).unwrap();
+        // SAFETY: valid NUL-terminated strings.
+        let rc = unsafe {
+            libc::mount(
+                c"bpffs".as_ptr(),
+                bpffs.as_ptr(),
+                c"bpf".as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "mount bpffs: {}", std::io::Error::last_os_error());
+        let netns = dir.join("netns-node");
+        netdev::netns::create(&netns).expect("create node netns");
+        Self {
+            sb: None,
+            dir,
+            netns: Some(netns),
+            name: name.into(),
+            range: range.into(),
+            agent_args: Vec::new(),
+            agent: None,
+        }
+    }
+
+    pub fn bpffs(&self) -> PathBuf {
+        self.dir.join("bpffs")
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        self.dir.join("run")
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.run_dir().join("cilium.sock")
+    }
+
+    /// A command that runs in the node's network namespace.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        if let Some(ns) = &self.netns {
+            in_netns(&mut cmd, ns);
+        }
+        cmd
+    }
+
+    pub fn start_agent(&mut self) {
+        let child = self
+            .command(crate::bin("cilium-agent"))
+            .env("K8S_NODE_NAME", &self.name)
+            .arg(format!("--bpf-root={}", self.bpffs().display()))
+            .arg(format!(
+                "--state-dir={}",
+                self.run_dir().join("state").display()
+            ))
+            .arg(format!("--socket-path={}", self.socket().display()))
+            .arg(format!("--ipv4-range={}", self.range))
+            .arg("--bpf-ct-global-tcp-max=4096")
+            .arg("--bpf-ct-global-any-max=4096")
+            .args(&self.agent_args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn cilium-agent");
+        self.agent = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.cilium(&["status", "--brief"]).status.success() {
+            assert!(Instant::now() < deadline, "agent did not become ready");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGKILL, as a crash or an OOM kill would end it.
+    pub fn kill_agent(&mut self) {
+        let mut child = self.agent.take().expect("agent running");
+        child.kill().expect("kill -9 agent");
+        child.wait().expect("reap agent");
+    }
+
+    pub fn cilium(&self, args: &[&str]) -> Output {
+        crate::cilium(&self.socket(), &self.bpffs(), args)
+    }
+
+    pub fn cilium_ok(&self, args: &[&str]) -> String {
+        let out = self.cilium(args);
+        assert!(
+            out.status.success(),
+            "cilium {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn netns(&self, pod: &str) -> PathBuf {
+        let dir = self.dir.join("netns");
+        let _ = std::fs::create_dir_all(&dir);
+        dir.join(pod)
+    }
+
+    pub fn create_netns(&self, pod: &str) -> PathBuf {
+        let p = self.netns(pod);
+        netdev::netns::create(&p).expect("create pod netns");
+        p
+    }
+
+    /// Runs cilium-cni as a runtime would: env, stdin, stdout.
+    pub fn cni(&self, env: &[(&str, &str)], stdin: &str) -> CniOutput {
+        let mut cmd = self.command(crate::bin("cilium-cni"));
+        cmd.env_clear()
+            .env("CILIUM_SOCK", self.socket())
+            .env("CNI_PATH", "/opt/cni/bin")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn cilium-cni");
+        // The plugin may refuse its environment before reading stdin.
+        if let Err(e) = child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
+            assert_eq!(
+                e.kind(),
+                std::io::ErrorKind::BrokenPipe,
+                "writing stdin: {e}"
+            );
+        }
+        let out = child.wait_with_output().expect("cilium-cni output");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let json = if text.trim().is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("cilium-cni printed non-JSON {text:?}: {e}"))
+        };
+        CniOutput {
+            code: out.status.code().unwrap_or(-1),
+            json,
+        }
+    }
+
+    pub fn cni_pod(&self, command: &str, pod: &str, netns: &str) -> CniOutput {
+        self.cni_pod_labeled(command, pod, netns, "")
+    }
+
+    /// `labels` as K8S_POD_LABELS (`app=web,tier=db`).
+    pub fn cni_pod_labeled(
+        &self,
+        command: &str,
+        pod: &str,
+        netns: &str,
+        labels: &str,
+    ) -> CniOutput {
+        let args = format!(
+            "K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID=c-{pod};K8S_POD_LABELS={labels}"
+        );
+        self.cni(
+            &[
+                ("CNI_COMMAND", command),
+                ("CNI_CONTAINERID", &format!("c-{pod}")),
+                ("CNI_NETNS", netns),
+                ("CNI_IFNAME", "eth0"),
+                ("CNI_ARGS", &args),
+            ],
+            NETCONF,
+        )
+    }
+
+    /// ADDs a pod in a fresh netns; returns its address.
+    pub fn add_pod(&self, pod: &str) -> Ipv4Addr {
+        self.add_pod_labeled(pod, "")
+    }
+
+    pub fn add_pod_labeled(&self, pod: &str, labels: &str) -> Ipv4Addr {
+        let ns = self.create_netns(pod);
+        let out = self.cni_pod_labeled("ADD", pod, ns.to_str().unwrap(), labels);
+        assert_eq!(out.code, 0, "ADD {pod}: {}", out.json);
+        let addr = out.json["ips"][0]["address"]
+            .as_str()
+            .expect("ips[0].address");
+        addr.split('/').next().unwrap().parse().unwrap()
+    }
+
+    pub fn in_pod(&self, pod: &str, args: &[&str]) -> Output {
+        Command::new("nsenter")
+            .arg(format!("--net={}", self.netns(pod).display()))
+            .args(args)
+            .output()
+            .expect("nsenter")
+    }
+
+    pub fn ping(&self, from: &str, to: Ipv4Addr) -> bool {
+        self.in_pod(from, &["ping", "-c", "1", "-W", "2", &to.to_string()])
+            .status
+            .success()
+    }
+
+    pub fn links(&self) -> String {
+        String::from_utf8_lossy(
+            &self
+                .command("ip")
+                .args(["-o", "link"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .into_owned()
+    }
+}
+
+/// One TCP exchange: a listener in `server`'s netns answers a client in
+/// `client`'s netns. Returns the client's local port.
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.agent.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Ok(entries) = std::fs::read_dir(self.dir.join("netns")) {
+            for e in entries.flatten() {
+                let _ = netdev::netns::remove(&e.path());
+            }
+        }
+        if let Some(ns) = &self.netns {
+            let _ = netdev::netns::remove(ns);
+            let bpffs = std::ffi::CString::new(self.bpffs().to_str().unwrap()).unwrap();
+            // SAFETY: valid path; a non-mount just fails.
+            unsafe { libc::umount2(bpffs.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
+pub fn tcp_exchange(server_ns: PathBuf, client_ns: PathBuf, server_ip: Ipv4Addr, port: u16) -> u16 {
+    let (sport, reply) = netdev::netns::tcp_request(
+        netdev::NetNs::open(&server_ns).expect("server netns"),
+        netdev::NetNs::open(&client_ns).expect("client netns"),
+        server_ip,
+        port,
+        b"hello",
+    )
+    .expect("TCP exchange through the datapath");
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(
+        reply.starts_with("pong to ") && reply.ends_with(": hello"),
+        "reply {reply:?}"
+    );
+    sport
+}
+
+/// Nodes on one bridge, as machines on a switch: node `i` (from 1) has
+/// `eth0` at 198.18.0.(10+i)/24 and the pod CIDR 10.i.0.0/24; etcd runs on
+/// the bridge's 198.18.0.1. Agents run in kvstore mode.
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+    pub sb: Sandbox,
+    etcd: Option<usize>,
+}
+
+pub const UNDERLAY_GATEWAY: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+
+pub fn node_ip(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 0, 10 + i as u8)
+}
+
+impl Cluster {
+    pub fn new(n: usize, agent_args: &[&str]) -> Self {
+        let sb = Sandbox::enter();
+        let mut nodes = Vec::new();
+        for i in 1..=n {
+            let node = Node::in_cluster(sb.path(), &format!("node{i}"), &format!("10.{i}.0.0/24"));
+            plug(
+                node.netns.as_ref().expect("cluster node netns"),
+                &format!("node{i}"),
+                node_ip(i),
+            );
+            nodes.push(node);
+        }
+        let kvstore = format!("--kvstore-opt=etcd.address=http://{UNDERLAY_GATEWAY}:2379");
+        for node in &mut nodes {
+            node.agent_args = ["--kvstore=etcd", kvstore.as_str()]
+                .iter()
+                .chain(agent_args)
+                .map(|s| s.to_string())
+                .collect();
+        }
+        let mut cluster = Self {
+            nodes,
+            sb,
+            etcd: None,
+        };
+        cluster.start_etcd();
+        cluster
+    }
+
+    /// A bare machine on the underlay: a netns at `<sandbox>/<name>` with
+    /// `eth0` at `ip`.
+    pub fn machine(&self, name: &str, ip: Ipv4Addr) -> PathBuf {
+        let path = self.sb.path().join(name);
+        netdev::netns::create(&path).expect("create machine netns");
+        plug(&path, name, ip);
+        path
+    }
+
+    /// Starts etcd on its data dir (again, after `stop_etcd`).
+    pub fn start_etcd(&mut self) {
+        let etcd = crate::start_etcd(&self.sb.path().join("etcd"));
+        self.etcd = Some(self.sb.adopt(etcd));
+    }
+
+    pub fn stop_etcd(&mut self) {
+        let child = self.sb.child(self.etcd.take().expect("etcd running"));
+        child.kill().expect("kill etcd");
+        child.wait().expect("reap etcd");
+    }
+}
+
+/// Plugs the netns at `netns` into the sandbox's bridge (made on first use)
+/// as `eth0` with `ip/24`; `port` names its end on the bridge.
+fn plug(netns: &Path, port: &str, ip: Ipv4Addr) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let switch = netdev::Netlink::connect()?;
+        let bridge = netdev::underlay::ensure_bridge(&switch, "br0", UNDERLAY_GATEWAY, 24).await?;
+        let ns = netdev::NetNs::open(netns)?;
+        let nl = netdev::Netlink::connect_in(&ns)?;
+        netdev::underlay::plug_node(&switch, &bridge, &nl, &ns, port, ip, 24).await
+    })
+    .expect("plug into the underlay bridge");
+}
+
+/// Polls `f` until it holds or `secs` pass.
+pub fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
