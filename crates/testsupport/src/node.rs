@@ -25,6 +25,8 @@ pub struct Node {
     pub name: String,
     pub range: String,
     pub agent_args: Vec<String>,
+    /// Drop the agent's log instead of passing it to the test's stderr.
+    pub quiet: bool,
     agent: Option<Child>,
 }
 
@@ -58,6 +60,7 @@ impl Node {
             name: "node1".into(),
             range: range.into(),
             agent_args: Vec::new(),
+            quiet: false,
             agent: None,
         }
     }
@@ -89,6 +92,7 @@ impl Node {
             name: name.into(),
             range: range.into(),
             agent_args: Vec::new(),
+            quiet: false,
             agent: None,
         }
     }
@@ -129,7 +133,11 @@ impl Node {
             .arg("--bpf-ct-global-any-max=4096")
             .args(&self.agent_args)
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(if self.quiet {
+                Stdio::null()
+            } else {
+                Stdio::inherit()
+            })
             .spawn()
             .expect("spawn cilium-agent");
         self.agent = Some(child);
