@@ -372,6 +372,49 @@ mod tests {
         assert_eq!(ids.get(6), Some(vec!["reserved:remote-node".to_string()]));
     }
 
+    /// Two nodes' allocators on one (in-process) kvstore.
+    fn two_nodes() -> (kvstore::Memory, Arc<Identities>, Arc<Identities>) {
+        let store = kvstore::Memory::new();
+        let node = |suffix: &str| {
+            let kv = kvstore::Kvstore::new(store.session());
+            let writer = KvWriter::start(kv.clone());
+            Identities::new(Some((kv, writer)), suffix.into())
+        };
+        let (a, b) = (node("198.18.0.11"), node("198.18.0.12"));
+        (store, a, b)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn nodes_agree_on_identities_even_when_claiming_at_once() {
+        let (_store, a, b) = two_nodes();
+        let web = vec!["k8s:app=web".to_string()];
+        let db = vec!["k8s:app=db".to_string()];
+        let (ia, ib) = tokio::join!(a.allocate(&web), b.allocate(&web));
+        assert_eq!(ia.unwrap(), ib.unwrap());
+        let (da, db_b) = tokio::join!(a.allocate(&db), b.allocate(&db));
+        let (da, db_b) = (da.unwrap(), db_b.unwrap());
+        assert_eq!(da, db_b);
+        assert_ne!(da, b.allocate(&web).await.unwrap());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_identity_outlives_the_references_of_a_node_that_left() {
+        let (store, a, b) = two_nodes();
+        let web = vec!["k8s:app=web".to_string()];
+        let id = a.allocate(&web).await.unwrap();
+        a.release(&web);
+        if let Some((_, writer)) = &a.kv {
+            writer.flush().await;
+        }
+        store.expire(a.kv.as_ref().unwrap().0.lease_id());
+        assert_eq!(
+            b.allocate(&web).await.unwrap(),
+            id,
+            "the master key still names the labels"
+        );
+        assert_eq!(b.adopt(&["k8s:app=old".to_string()], 300), 300);
+    }
+
     #[test]
     fn keys_are_ciliums_sorted_label_lists() {
         let labels = vec![

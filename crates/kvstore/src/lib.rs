@@ -1,27 +1,24 @@
-//! Cilium's kvstore on etcd v3.
-//!
-//! One session lease per agent (Cilium's `KVstoreLeaseTTL`): keys written
-//! with [`Kvstore::put_leased`] vanish when the agent stops renewing it, and
-//! are written again if the lease was lost while etcd was unreachable.
-//! [`Kvstore::watch_prefix`] lists then watches, and after any break lists
-//! again and reports what changed meanwhile, so a watcher never misses a
-//! deletion.
+//! Cilium's kvstore: one [`Backend`] trait with the operations the agent
+//! needs, the etcd v3 backend ([`Etcd`]) the agent runs with, and an
+//! in-process one ([`Memory`]) for tests that are not about the kvstore.
+//! [`Kvstore`] is a handle to either; [`keys`] is Cilium's key layout.
 
+mod etcd;
 pub mod keys;
+mod memory;
 
-use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, Txn, TxnOp,
-    WatchOptions,
-};
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+pub use etcd::Etcd;
+pub use memory::{Memory, MemorySession};
+
+use futures::future::BoxFuture;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Cilium's default session lease TTL is 15 min; agents here use less so a
 /// dead node disappears quickly (the `kvstore-lease-ttl` knob).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15 * 60);
-const RETRY: Duration = Duration::from_millis(500);
+pub(crate) const RETRY: Duration = Duration::from_millis(500);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -36,11 +33,9 @@ pub enum Error {
         endpoints: Vec<String>,
         source: etcd_client::Error,
     },
-}
-
-fn etcd(op: &'static str, key: &str) -> impl FnOnce(etcd_client::Error) -> Error {
-    let key = key.to_owned();
-    move |source| Error::Etcd { op, key, source }
+    /// The in-process store was told to act unreachable.
+    #[error("kvstore {op} {key}: unavailable")]
+    Unavailable { op: &'static str, key: String },
 }
 
 /// What a watcher sees.
@@ -57,133 +52,78 @@ pub enum Event {
     ListDone,
 }
 
-#[derive(Default)]
-struct Session {
-    lease: i64,
-    /// Leased keys with their values, re-written after a lease loss.
-    leased: BTreeMap<String, Vec<u8>>,
+pub(crate) type Listing = (Vec<(String, Vec<u8>)>, i64);
+
+/// What the agent does with a kvstore. Leased keys live as long as the
+/// backend's session; watches list first, then report changes, and after
+/// any break list again so no deletion is missed.
+pub trait Backend: Send + Sync {
+    fn lease_id(&self) -> i64;
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Vec<u8>>, Error>>;
+    /// All keys under `prefix` and the revision they were read at.
+    fn list_prefix<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Listing, Error>>;
+    fn put<'a>(&'a self, key: &'a str, value: &'a [u8]) -> BoxFuture<'a, Result<(), Error>>;
+    fn put_leased<'a>(&'a self, key: &'a str, value: &'a [u8]) -> BoxFuture<'a, Result<(), Error>>;
+    /// Creates `key` only if it does not exist; false when it did.
+    fn create_only<'a>(
+        &'a self,
+        key: &'a str,
+        value: &'a [u8],
+        leased: bool,
+    ) -> BoxFuture<'a, Result<bool, Error>>;
+    /// Creates `key` (not leased) and the leased `leased_key` together, only
+    /// if `key` does not exist and nothing lives under `absent_prefix`.
+    fn create_with_leased<'a>(
+        &'a self,
+        key: &'a str,
+        value: &'a [u8],
+        absent_prefix: &'a str,
+        leased_key: &'a str,
+        leased_value: &'a [u8],
+    ) -> BoxFuture<'a, Result<bool, Error>>;
+    fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Error>>;
+    /// Lists and watches `prefix` until the receiver is dropped.
+    fn watch_prefix(&self, prefix: &str) -> mpsc::Receiver<Event>;
 }
 
+/// A handle to a kvstore backend, cheap to clone.
 #[derive(Clone)]
-pub struct Kvstore {
-    client: Client,
-    session: Arc<Mutex<Session>>,
-}
+pub struct Kvstore(Arc<dyn Backend>);
 
 impl Kvstore {
-    /// Connects, grants the session lease and keeps it alive in the
-    /// background (a tokio runtime must be running).
+    /// Connects to etcd (see [`Etcd::connect`]).
     pub async fn connect(endpoints: &[String], lease_ttl: Duration) -> Result<Self, Error> {
-        let opts = ConnectOptions::new()
-            .with_connect_timeout(Duration::from_secs(5))
-            .with_timeout(Duration::from_secs(10))
-            .with_keep_alive(Duration::from_secs(5), Duration::from_secs(5));
-        let client = Client::connect(endpoints, Some(opts))
-            .await
-            .map_err(|source| Error::Connect {
-                endpoints: endpoints.to_vec(),
-                source,
-            })?;
-        let ttl = lease_ttl.as_secs().max(2) as i64;
-        let lease = client
-            .clone()
-            .lease_grant(ttl, None)
-            .await
-            .map_err(etcd("granting lease", "session"))?
-            .id();
-        let store = Self {
-            client,
-            session: Arc::new(Mutex::new(Session {
-                lease,
-                leased: BTreeMap::new(),
-            })),
-        };
-        tokio::spawn(store.clone().keep_session(ttl));
-        Ok(store)
+        Ok(Self(Arc::new(Etcd::connect(endpoints, lease_ttl).await?)))
+    }
+
+    pub fn new(backend: impl Backend + 'static) -> Self {
+        Self(Arc::new(backend))
     }
 
     pub fn lease_id(&self) -> i64 {
-        self.session.lock().expect("session lock").lease
+        self.0.lease_id()
     }
 
     pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
-        let resp = self
-            .client
-            .clone()
-            .get(key, None)
-            .await
-            .map_err(etcd("get", key))?;
-        Ok(resp.kvs().first().map(|kv| kv.value().to_vec()))
+        self.0.get(key).await
     }
 
-    /// All keys under `prefix` and the revision they were read at.
-    pub async fn list_prefix(&self, prefix: &str) -> Result<(Vec<(String, Vec<u8>)>, i64), Error> {
-        let resp = self
-            .client
-            .clone()
-            .get(prefix, Some(GetOptions::new().with_prefix()))
-            .await
-            .map_err(etcd("list", prefix))?;
-        let rev = resp.header().map_or(0, |h| h.revision());
-        let kvs = resp
-            .kvs()
-            .iter()
-            .map(|kv| {
-                (
-                    String::from_utf8_lossy(kv.key()).into_owned(),
-                    kv.value().to_vec(),
-                )
-            })
-            .collect();
-        Ok((kvs, rev))
+    pub async fn list_prefix(&self, prefix: &str) -> Result<Listing, Error> {
+        self.0.list_prefix(prefix).await
     }
 
     pub async fn put(&self, key: &str, value: &[u8]) -> Result<(), Error> {
-        self.client
-            .clone()
-            .put(key, value, None)
-            .await
-            .map_err(etcd("put", key))?;
-        Ok(())
+        self.0.put(key, value).await
     }
 
-    /// Writes a key that lives as long as this agent's session.
     pub async fn put_leased(&self, key: &str, value: &[u8]) -> Result<(), Error> {
-        let lease = self.lease_id();
-        self.client
-            .clone()
-            .put(key, value, Some(PutOptions::new().with_lease(lease)))
-            .await
-            .map_err(etcd("put", key))?;
-        let mut s = self.session.lock().expect("session lock");
-        s.leased.insert(key.to_owned(), value.to_vec());
-        Ok(())
+        self.0.put_leased(key, value).await
     }
 
-    /// Creates `key` only if it does not exist; false when it did.
     pub async fn create_only(&self, key: &str, value: &[u8], leased: bool) -> Result<bool, Error> {
-        let opts = leased.then(|| PutOptions::new().with_lease(self.lease_id()));
-        let txn = Txn::new()
-            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key, value, opts)]);
-        let resp = self
-            .client
-            .clone()
-            .txn(txn)
-            .await
-            .map_err(etcd("create", key))?;
-        if resp.succeeded() && leased {
-            let mut s = self.session.lock().expect("session lock");
-            s.leased.insert(key.to_owned(), value.to_vec());
-        }
-        Ok(resp.succeeded())
+        self.0.create_only(key, value, leased).await
     }
 
-    /// Creates `key` (not leased) and the leased `leased_key` in one
-    /// transaction, only if `key` does not exist and nothing lives under
-    /// `absent_prefix`; false otherwise. This is how a new identity is
-    /// claimed: its ID's master key and this node's reference to it, unless
-    /// another node claimed the ID or the labels first.
     pub async fn create_with_leased(
         &self,
         key: &str,
@@ -192,195 +132,16 @@ impl Kvstore {
         leased_key: &str,
         leased_value: &[u8],
     ) -> Result<bool, Error> {
-        let lease = PutOptions::new().with_lease(self.lease_id());
-        let txn = Txn::new()
-            .when([
-                Compare::create_revision(key, CompareOp::Equal, 0),
-                Compare::create_revision(absent_prefix, CompareOp::Equal, 0).with_prefix(),
-            ])
-            .and_then([
-                TxnOp::put(key, value, None),
-                TxnOp::put(leased_key, leased_value, Some(lease)),
-            ]);
-        let resp = self
-            .client
-            .clone()
-            .txn(txn)
+        self.0
+            .create_with_leased(key, value, absent_prefix, leased_key, leased_value)
             .await
-            .map_err(etcd("create", key))?;
-        if resp.succeeded() {
-            let mut s = self.session.lock().expect("session lock");
-            s.leased
-                .insert(leased_key.to_owned(), leased_value.to_vec());
-        }
-        Ok(resp.succeeded())
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), Error> {
-        self.client
-            .clone()
-            .delete(key, None)
-            .await
-            .map_err(etcd("delete", key))?;
-        self.session
-            .lock()
-            .expect("session lock")
-            .leased
-            .remove(key);
-        Ok(())
+        self.0.delete(key).await
     }
 
-    /// Renews the lease; when it was lost (etcd unreachable for longer than
-    /// the TTL), grants a new one and writes the leased keys again.
-    async fn keep_session(self, ttl: i64) {
-        let interval = Duration::from_secs((ttl as u64 / 3).max(1));
-        loop {
-            let lease = self.lease_id();
-            let alive = async {
-                let (mut keeper, mut stream) = self.client.clone().lease_keep_alive(lease).await?;
-                loop {
-                    keeper.keep_alive().await?;
-                    match stream.message().await? {
-                        Some(r) if r.ttl() > 0 => {}
-                        _ => return Ok::<bool, etcd_client::Error>(false),
-                    }
-                    tokio::time::sleep(interval).await;
-                }
-            }
-            .await;
-            match alive {
-                Ok(false) => {
-                    tracing::warn!(
-                        subsys = "kvstore",
-                        lease,
-                        "Session lease expired, renewing the session"
-                    );
-                    if let Err(e) = self.renew_session(ttl).await {
-                        tracing::warn!(subsys = "kvstore", error = %e, "Unable to renew the session");
-                    }
-                }
-                Ok(true) => {}
-                Err(e) => {
-                    tracing::debug!(subsys = "kvstore", error = %e, "Lease keepalive interrupted");
-                }
-            }
-            tokio::time::sleep(RETRY).await;
-        }
-    }
-
-    async fn renew_session(&self, ttl: i64) -> Result<(), Error> {
-        let lease = self
-            .client
-            .clone()
-            .lease_grant(ttl, None)
-            .await
-            .map_err(etcd("granting lease", "session"))?
-            .id();
-        let keys: Vec<(String, Vec<u8>)> = {
-            let mut s = self.session.lock().expect("session lock");
-            s.lease = lease;
-            s.leased
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        };
-        for (k, v) in keys {
-            self.client
-                .clone()
-                .put(k.as_str(), v, Some(PutOptions::new().with_lease(lease)))
-                .await
-                .map_err(etcd("re-put", &k))?;
-        }
-        Ok(())
-    }
-
-    /// Lists and watches `prefix`. After the first listing `ListDone` is
-    /// sent; after a break the prefix is listed again and the differences
-    /// are sent as events. Ends when the receiver is dropped.
     pub fn watch_prefix(&self, prefix: &str) -> mpsc::Receiver<Event> {
-        let (tx, rx) = mpsc::channel(1024);
-        tokio::spawn(self.clone().list_and_watch(prefix.to_owned(), tx));
-        rx
-    }
-
-    async fn list_and_watch(self, prefix: String, tx: mpsc::Sender<Event>) {
-        let mut known: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-        let mut listed_once = false;
-        loop {
-            if tx.is_closed() {
-                return;
-            }
-            let (kvs, rev) = match self.list_prefix(&prefix).await {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::debug!(subsys = "kvstore", prefix = %prefix, error = %e, "List failed, retrying");
-                    tokio::time::sleep(RETRY).await;
-                    continue;
-                }
-            };
-            let fresh: BTreeMap<String, Vec<u8>> = kvs.into_iter().collect();
-            for key in known.keys().filter(|k| !fresh.contains_key(*k)) {
-                if tx.send(Event::Delete { key: key.clone() }).await.is_err() {
-                    return;
-                }
-            }
-            for (key, value) in &fresh {
-                if known.get(key) != Some(value) {
-                    let ev = Event::Upsert {
-                        key: key.clone(),
-                        value: value.clone(),
-                    };
-                    if tx.send(ev).await.is_err() {
-                        return;
-                    }
-                }
-            }
-            known = fresh;
-            if !listed_once {
-                listed_once = true;
-                if tx.send(Event::ListDone).await.is_err() {
-                    return;
-                }
-            }
-            let opts = WatchOptions::new()
-                .with_prefix()
-                .with_start_revision(rev + 1);
-            let mut stream = match self.client.clone().watch(prefix.as_str(), Some(opts)).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::debug!(subsys = "kvstore", prefix = %prefix, error = %e, "Watch failed, relisting");
-                    tokio::time::sleep(RETRY).await;
-                    continue;
-                }
-            };
-            loop {
-                let msg = match stream.message().await {
-                    Ok(Some(m)) if !m.canceled() => m,
-                    _ => break,
-                };
-                for ev in msg.events() {
-                    let Some(kv) = ev.kv() else { continue };
-                    let key = String::from_utf8_lossy(kv.key()).into_owned();
-                    let out = match ev.event_type() {
-                        EventType::Put => {
-                            known.insert(key.clone(), kv.value().to_vec());
-                            Event::Upsert {
-                                key,
-                                value: kv.value().to_vec(),
-                            }
-                        }
-                        EventType::Delete => {
-                            known.remove(&key);
-                            Event::Delete { key }
-                        }
-                    };
-                    if tx.send(out).await.is_err() {
-                        return;
-                    }
-                }
-            }
-            tracing::debug!(subsys = "kvstore", prefix = %prefix, "Watch ended, relisting");
-            tokio::time::sleep(RETRY).await;
-        }
+        self.0.watch_prefix(prefix)
     }
 }
