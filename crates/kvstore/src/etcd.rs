@@ -121,9 +121,14 @@ impl Etcd {
             .put(key, value, Some(PutOptions::new().with_lease(lease)))
             .await
             .map_err(etcd("put", key))?;
+        self.remember_leased(key, value);
+        Ok(())
+    }
+
+    /// Records a leased key so it is written again after a lease loss.
+    fn remember_leased(&self, key: &str, value: &[u8]) {
         let mut s = self.session.lock().expect("session lock");
         s.leased.insert(key.to_owned(), value.to_vec());
-        Ok(())
     }
 
     /// Creates `key` only if it does not exist; false when it did.
@@ -132,15 +137,26 @@ impl Etcd {
         let txn = Txn::new()
             .when([Compare::create_revision(key, CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key, value, opts)]);
+        let leased = leased.then_some((key, value));
+        self.create_txn(txn, key, leased).await
+    }
+
+    /// Runs a create transaction; when it succeeded, `leased` is a key it
+    /// wrote under the session lease.
+    async fn create_txn(
+        &self,
+        txn: Txn,
+        key: &str,
+        leased: Option<(&str, &[u8])>,
+    ) -> Result<bool, Error> {
         let resp = self
             .client
             .clone()
             .txn(txn)
             .await
             .map_err(etcd("create", key))?;
-        if resp.succeeded() && leased {
-            let mut s = self.session.lock().expect("session lock");
-            s.leased.insert(key.to_owned(), value.to_vec());
+        if let (true, Some((k, v))) = (resp.succeeded(), leased) {
+            self.remember_leased(k, v);
         }
         Ok(resp.succeeded())
     }
@@ -168,18 +184,8 @@ impl Etcd {
                 TxnOp::put(key, value, None),
                 TxnOp::put(leased_key, leased_value, Some(lease)),
             ]);
-        let resp = self
-            .client
-            .clone()
-            .txn(txn)
+        self.create_txn(txn, key, Some((leased_key, leased_value)))
             .await
-            .map_err(etcd("create", key))?;
-        if resp.succeeded() {
-            let mut s = self.session.lock().expect("session lock");
-            s.leased
-                .insert(leased_key.to_owned(), leased_value.to_vec());
-        }
-        Ok(resp.succeeded())
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), Error> {

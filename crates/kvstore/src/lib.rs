@@ -99,49 +99,13 @@ impl Kvstore {
     pub fn new(backend: impl Backend + 'static) -> Self {
         Self(Arc::new(backend))
     }
+}
 
-    pub fn lease_id(&self) -> i64 {
-        self.0.lease_id()
-    }
+/// The backend's operations, called on the handle.
+impl std::ops::Deref for Kvstore {
+    type Target = dyn Backend;
 
-    pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
-        self.0.get(key).await
-    }
-
-    pub async fn list_prefix(&self, prefix: &str) -> Result<Listing, Error> {
-        self.0.list_prefix(prefix).await
-    }
-
-    pub async fn put(&self, key: &str, value: &[u8]) -> Result<(), Error> {
-        self.0.put(key, value).await
-    }
-
-    pub async fn put_leased(&self, key: &str, value: &[u8]) -> Result<(), Error> {
-        self.0.put_leased(key, value).await
-    }
-
-    pub async fn create_only(&self, key: &str, value: &[u8], leased: bool) -> Result<bool, Error> {
-        self.0.create_only(key, value, leased).await
-    }
-
-    pub async fn create_with_leased(
-        &self,
-        key: &str,
-        value: &[u8],
-        absent_prefix: &str,
-        leased_key: &str,
-        leased_value: &[u8],
-    ) -> Result<bool, Error> {
-        self.0
-            .create_with_leased(key, value, absent_prefix, leased_key, leased_value)
-            .await
-    }
-
-    pub async fn delete(&self, key: &str) -> Result<(), Error> {
-        self.0.delete(key).await
-    }
-
-    pub fn watch_prefix(&self, prefix: &str) -> mpsc::Receiver<Event> {
-        self.0.watch_prefix(prefix)
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref()
     }
 }

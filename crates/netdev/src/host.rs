@@ -26,12 +26,7 @@ pub async fn ensure_host_devices(
             .mtu(mtu)
             .txqueuelen(1000)
             .build();
-        nl.handle()
-            .link()
-            .add(msg)
-            .execute()
-            .await
-            .map_err(Error::nl("add veth", CILIUM_HOST))?;
+        nl.add_link(msg, "add veth", CILIUM_HOST).await?;
         tracing::info!(
             subsys = "netdev",
             device = CILIUM_HOST,
@@ -46,12 +41,7 @@ pub async fn ensure_host_devices(
             .mtu(mtu)
             .up()
             .build();
-        nl.handle()
-            .link()
-            .set(msg)
-            .execute()
-            .await
-            .map_err(Error::nl("configure", name))?;
+        nl.set_link(msg, "configure", name).await?;
         sysctl::configure_cilium_device(name)?;
     }
     let host = nl.require_link(CILIUM_HOST).await?;

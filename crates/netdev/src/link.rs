@@ -96,12 +96,37 @@ impl Netlink {
 
     pub async fn set_up(&self, index: u32) -> Result<(), Error> {
         let msg = rtnetlink::LinkUnspec::new_with_index(index).up().build();
+        self.set_link(msg, "set up", &index.to_string()).await
+    }
+
+    /// Creates a link; `what` and `name` say which in an error.
+    pub async fn add_link(
+        &self,
+        msg: LinkMessage,
+        what: &'static str,
+        name: &str,
+    ) -> Result<(), Error> {
+        self.handle
+            .link()
+            .add(msg)
+            .execute()
+            .await
+            .map_err(Error::nl(what, name))
+    }
+
+    /// Changes a link's attributes.
+    pub async fn set_link(
+        &self,
+        msg: LinkMessage,
+        what: &'static str,
+        name: &str,
+    ) -> Result<(), Error> {
         self.handle
             .link()
             .set(msg)
             .execute()
             .await
-            .map_err(Error::nl("set up", index.to_string()))
+            .map_err(Error::nl(what, name))
     }
 
     pub async fn delete_link(&self, index: u32) -> Result<(), Error> {

@@ -11,12 +11,7 @@ use std::net::Ipv4Addr;
 pub async fn ensure_bridge(nl: &Netlink, name: &str, ip: Ipv4Addr, len: u8) -> Result<Link, Error> {
     if nl.link_by_name(name).await?.is_none() {
         let msg = rtnetlink::LinkBridge::new(name).build();
-        nl.handle()
-            .link()
-            .add(msg)
-            .execute()
-            .await
-            .map_err(Error::nl("add bridge", name))?;
+        nl.add_link(msg, "add bridge", name).await?;
     }
     let bridge = nl.require_link(name).await?;
     nl.ensure_ipv4_addr(bridge.index, ip, len).await?;
@@ -40,12 +35,6 @@ pub async fn plug_node(
     let msg = rtnetlink::LinkUnspec::new_with_index(veth.host_index)
         .controller(bridge.index)
         .build();
-    switch
-        .handle()
-        .link()
-        .set(msg)
-        .execute()
-        .await
-        .map_err(Error::nl("attach to bridge", port))?;
+    switch.set_link(msg, "attach to bridge", port).await?;
     node.ensure_ipv4_addr(veth.pod_index, ip, len).await
 }

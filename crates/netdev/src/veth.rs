@@ -63,12 +63,7 @@ pub async fn create_pod_veth(
         .address(host_mac.to_vec())
         .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
         .build();
-    host.handle()
-        .link()
-        .add(msg)
-        .execute()
-        .await
-        .map_err(Error::nl("add veth", host_name))?;
+    host.add_link(msg, "add veth", host_name).await?;
     let result = async {
         let host_link = host.require_link(host_name).await?;
         let peer = pod.require_link(pod_name).await?;

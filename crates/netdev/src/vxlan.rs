@@ -32,12 +32,7 @@ pub async fn ensure_vxlan_device(nl: &Netlink, port: u16, mtu: u32) -> Result<Li
             .learning(false)
             .mtu(mtu)
             .build();
-        nl.handle()
-            .link()
-            .add(msg)
-            .execute()
-            .await
-            .map_err(Error::nl("add vxlan", CILIUM_VXLAN))?;
+        nl.add_link(msg, "add vxlan", CILIUM_VXLAN).await?;
         tracing::info!(
             subsys = "netdev",
             device = CILIUM_VXLAN,
@@ -50,12 +45,7 @@ pub async fn ensure_vxlan_device(nl: &Netlink, port: u16, mtu: u32) -> Result<Li
         .mtu(mtu)
         .up()
         .build();
-    nl.handle()
-        .link()
-        .set(msg)
-        .execute()
-        .await
-        .map_err(Error::nl("configure", CILIUM_VXLAN))?;
+    nl.set_link(msg, "configure", CILIUM_VXLAN).await?;
     sysctl::configure_cilium_device(CILIUM_VXLAN)?;
     Ok(link)
 }
