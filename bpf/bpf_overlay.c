@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Programs on cilium_vxlan: packets other nodes sent through the overlay. */
+/* Programs on cilium_vxlan: packets other nodes sent through the overlay,
+ * and packets leaving through it. */
 #define SOURCE_FILE SOURCE_FILE_BPF_OVERLAY
 
 #include <linux/if_packet.h>
@@ -102,6 +103,22 @@ int cil_from_overlay(struct __sk_buff *ctx)
 		return handle_ipv4_from_overlay(ctx);
 	return send_drop_notify(ctx, IDENTITY_UNKNOWN, IDENTITY_UNKNOWN, 0,
 				-DROP_UNKNOWN_L3, METRIC_INGRESS, 0);
+}
+
+/* Packets leaving through cilium_vxlan (tc egress). Only what the datapath
+ * encapsulated carries a tunnel key; the device would silently discard
+ * anything else the stack routed here, so it is dropped here with a reason. */
+__section_entry
+int cil_to_overlay(struct __sk_buff *ctx)
+{
+	__u32 src_id = IDENTITY_UNKNOWN;
+	int ret;
+
+	ret = tunnel_source_identity(ctx, &src_id);
+	if (IS_ERR(ret))
+		return send_drop_notify(ctx, IDENTITY_UNKNOWN, IDENTITY_UNKNOWN,
+					0, ret, METRIC_EGRESS, 0);
+	return CTX_ACT_OK;
 }
 
 char __license[] SEC("license") = "Dual BSD/GPL";

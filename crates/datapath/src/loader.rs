@@ -54,6 +54,7 @@ pub struct Datapath {
 const FROM_CONTAINER: &str = "cil_from_container";
 const FROM_HOST: &str = "cil_from_host";
 const FROM_OVERLAY: &str = "cil_from_overlay";
+const TO_OVERLAY: &str = "cil_to_overlay";
 
 impl Datapath {
     /// Creates or reopens every global map under `<bpffs_root>/tc/globals`
@@ -66,6 +67,7 @@ impl Datapath {
         load_classifier(&mut host, objects::BPF_HOST.name, FROM_HOST)?;
         let mut overlay = load_object(objects::BPF_OVERLAY, &globals, &sizes.overrides())?;
         load_classifier(&mut overlay, objects::BPF_OVERLAY.name, FROM_OVERLAY)?;
+        load_classifier(&mut overlay, objects::BPF_OVERLAY.name, TO_OVERLAY)?;
         Ok(Self {
             bpffs_root: bpffs_root.to_owned(),
             mode: AttachMode::Tcx,
@@ -152,11 +154,16 @@ impl Datapath {
         attach_pinned(prog, FROM_HOST, ifname, Hook::Egress, &links, self.mode)
     }
 
-    /// Attaches `cil_from_overlay` to the ingress of the tunnel device.
+    /// Attaches `cil_from_overlay` and `cil_to_overlay` to the ingress and
+    /// egress of the tunnel device.
     pub fn attach_overlay_device(&mut self, ifname: &str) -> Result<AttachMode, Error> {
         let links = self.device_links(ifname);
-        let prog = load_classifier(&mut self.overlay, objects::BPF_OVERLAY.name, FROM_OVERLAY)?;
-        attach_pinned(prog, FROM_OVERLAY, ifname, Hook::Ingress, &links, self.mode)
+        let mut mode = self.mode;
+        for (symbol, hook) in [(FROM_OVERLAY, Hook::Ingress), (TO_OVERLAY, Hook::Egress)] {
+            let prog = load_classifier(&mut self.overlay, objects::BPF_OVERLAY.name, symbol)?;
+            mode = attach_pinned(prog, symbol, ifname, hook, &links, self.mode)?;
+        }
+        Ok(mode)
     }
 }
 

@@ -130,3 +130,12 @@ fn packets_without_tunnel_metadata_are_dropped_on_the_overlay() {
         1
     );
 }
+
+#[test]
+fn packets_leaving_without_a_tunnel_key_are_dropped_with_a_reason() {
+    let sb = Sandbox::enter();
+    let mut obj = node(&sb, BPF_OVERLAY, 42);
+    let pkt = ipv4(POD_A, REMOTE_POD, 17, &udp(1, 2));
+    assert_eq!(obj.run("cil_to_overlay", &pkt).unwrap().retval, TC_ACT_SHOT);
+    assert_eq!(metric(&obj, abi::drop::DROP_NO_TUNNEL_KEY, DIR_EGRESS).0, 1);
+}

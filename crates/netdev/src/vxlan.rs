@@ -41,6 +41,12 @@ pub async fn ensure_vxlan_device(nl: &Netlink, port: u16, mtu: u32) -> Result<Li
         );
     }
     let link = nl.require_link(CILIUM_VXLAN).await?;
+    // The overlay carries only what the datapath encapsulates; without this
+    // the kernel's own IPv6 chatter (router solicitations, MLD) would try to
+    // leave through it and be dropped by cil_to_overlay.
+    if let Err(e) = sysctl::write(&format!("net.ipv6.conf.{CILIUM_VXLAN}.disable_ipv6"), "1") {
+        tracing::debug!(subsys = "netdev", error = %e, "IPv6 unavailable, nothing to disable");
+    }
     let msg = rtnetlink::LinkUnspec::new_with_index(link.index)
         .mtu(mtu)
         .up()
