@@ -39,6 +39,10 @@ pub struct Running {
     _pid: PidFile,
 }
 
+/// The controller that checks etcd answers; `status` reports its failures.
+pub const KVSTORE_HEALTH: &str = "kvstore-health";
+const KVSTORE_HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// IPAM allocations, relative to the state dir.
 const IPAM_STATE: &str = "ipam-ipv4.json";
 
@@ -305,6 +309,25 @@ fn start_controllers(daemon: &Arc<Daemon>, host_ips: Vec<Ipv4Addr>) {
                     .map_err(|e| e.to_string())
             }
         });
+    if let Some(kv) = daemon.kvstore.clone() {
+        daemon
+            .controllers
+            .spawn(KVSTORE_HEALTH, Duration::from_secs(2), move || {
+                let kv = kv.clone();
+                async move {
+                    match tokio::time::timeout(
+                        KVSTORE_HEALTH_TIMEOUT,
+                        kv.get(kvstore::keys::HEARTBEAT),
+                    )
+                    .await
+                    {
+                        Ok(Ok(_)) => Ok(()),
+                        Ok(Err(e)) => Err(e.to_string()),
+                        Err(_) => Err(format!("no answer within {KVSTORE_HEALTH_TIMEOUT:?}")),
+                    }
+                }
+            });
+    }
     let d = Arc::clone(daemon);
     daemon
         .controllers

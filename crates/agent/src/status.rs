@@ -110,16 +110,30 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
     }
 }
 
-/// Cilium's line: `etcd: 1/1 connected, leases=1, ...: <endpoint>`.
+/// Cilium's line: `etcd: 1/1 connected, leases=1, ...: <endpoint>`, or
+/// `etcd: 0/1 connected: <endpoint> - <error>` while the kvstore-health
+/// controller cannot reach etcd.
 fn kvstore_status(d: &Daemon) -> Status {
-    match (&d.kvstore, &d.config.kvstore) {
-        (Some(kv), Some(kc)) => Status::ok(format!(
-            "etcd: {n}/{n} connected, leases=1, lease-ID={:x}: {}",
-            kv.lease_id(),
-            kc.endpoints.join(", "),
-            n = kc.endpoints.len()
+    let (Some(kv), Some(kc)) = (&d.kvstore, &d.config.kvstore) else {
+        return Status::ok("Disabled");
+    };
+    let n = kc.endpoints.len();
+    let endpoints = kc.endpoints.join(", ");
+    let failing = d.controllers.snapshot().into_iter().find(|c| {
+        c.name == crate::daemon::KVSTORE_HEALTH && c.status.consecutive_failure_count > 0
+    });
+    match failing {
+        Some(c) => Status {
+            state: State::Failure,
+            msg: format!(
+                "etcd: 0/{n} connected: {endpoints} - {}",
+                c.status.last_failure_msg
+            ),
+        },
+        None => Status::ok(format!(
+            "etcd: {n}/{n} connected, leases=1, lease-ID={:x}: {endpoints}",
+            kv.lease_id()
         )),
-        _ => Status::ok("Disabled"),
     }
 }
 

@@ -46,6 +46,16 @@ fn etcd_outage_keeps_traffic_and_agents_resync() {
 
     cluster.stop_etcd();
     keep_pinging(&cluster, "web-1", b, Duration::from_secs(3));
+    // The agents say so: no pretending to be connected.
+    wait_for("status to report etcd unreachable", 20, || {
+        let status = cluster.nodes[0].cilium_ok(&["status"]);
+        status.contains("KVStore:")
+            && status.contains("Failure")
+            && status.contains("etcd: 0/1 connected")
+    });
+    let brief = cluster.nodes[0].cilium(&["status", "--brief"]);
+    assert!(!brief.status.success());
+    assert!(String::from_utf8_lossy(&brief.stdout).contains("kvstore-health"));
     tcp_exchange(
         cluster.nodes[1].netns("web-2"),
         cluster.nodes[0].netns("web-1"),
@@ -69,8 +79,9 @@ fn etcd_outage_keeps_traffic_and_agents_resync() {
         in_ipcache(&cluster.nodes[0], d)
     });
     for node in &cluster.nodes {
-        let status = node.cilium_ok(&["status"]);
-        assert!(status.contains("etcd: 1/1 connected"), "{status}");
+        wait_for("status to report etcd connected", 20, || {
+            node.cilium_ok(&["status"]).contains("etcd: 1/1 connected")
+        });
         let nodes = node.cilium_ok(&["node", "list"]);
         assert!(
             nodes.contains("node1") && nodes.contains("node2"),

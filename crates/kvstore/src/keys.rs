@@ -1,6 +1,8 @@
 //! Cilium's key layout under the `cilium/` base prefix.
 
 pub const BASE: &str = "cilium";
+/// `cilium/.heartbeat`: an RFC3339 time the operator updates.
+pub const HEARTBEAT: &str = "cilium/.heartbeat";
 /// `cilium/state/nodes/v1/<cluster>/<node>`: JSON of the node.
 pub const NODES: &str = "cilium/state/nodes/v1";
 /// `cilium/state/ip/v1/default/<ip>`: JSON `IPIdentityPair`.
