@@ -23,6 +23,7 @@
 #define RUNTIME_CONFIG_SIZE	256
 #define TUNNEL_MAP_SIZE		65536
 #define POLICY_MAP_SIZE		16384
+#define LB_MAP_SIZE		65536
 
 /* ---- Address families as stored in keys ---- */
 #define ENDPOINT_KEY_IPV4	1
@@ -167,6 +168,60 @@ struct ct_entry {
 	__u32 last_tx_report;
 	__u32 last_rx_report;
 };
+
+/* ---- cilium_lb4_services_v2: lb4_key -> lb4_service ---- */
+#define LB_LOOKUP_SCOPE_EXT	0
+#define LB_LOOKUP_SCOPE_INT	1
+
+/* lb4_service.flags */
+#define SVC_FLAG_EXTERNAL_IP	(1 << 0)
+#define SVC_FLAG_NODEPORT	(1 << 1)
+#define SVC_FLAG_EXT_LOCAL_SCOPE (1 << 2)
+#define SVC_FLAG_HOSTPORT	(1 << 3)
+#define SVC_FLAG_AFFINITY	(1 << 4)
+#define SVC_FLAG_LOADBALANCER	(1 << 5)
+#define SVC_FLAG_ROUTABLE	(1 << 6)
+#define SVC_FLAG_SOURCE_RANGE	(1 << 7)
+
+struct lb4_key {
+	__u32 address;		/* VIP, network order */
+	__u16 dport;		/* network order */
+	__u16 backend_slot;	/* 0 = the service entry, 1..N = backends */
+	__u8 proto;		/* always 0 (any) */
+	__u8 scope;
+	__u8 pad[2];
+};
+
+struct lb4_service {
+	__u32 backend_id;	/* slot entries; affinity timeout in the service entry */
+	__u16 count;		/* service entry: active backend slots */
+	__u16 rev_nat_index;	/* network order */
+	__u8 flags;
+	__u8 flags2;
+	__u8 pad[2];
+};
+
+/* ---- cilium_lb4_backends_v3: u32 backend ID -> lb4_backend ---- */
+#define BE_STATE_ACTIVE		0
+#define BE_STATE_TERMINATING	1
+#define BE_STATE_QUARANTINED	2
+#define BE_STATE_MAINTENANCE	3
+
+struct lb4_backend {
+	__u32 address;		/* network order */
+	__u16 port;		/* network order */
+	__u8 proto;
+	__u8 flags;		/* BE_STATE_* */
+	__u16 cluster_id;
+	__u8 zone;
+	__u8 pad;
+};
+
+/* ---- cilium_lb4_reverse_nat: u16 rev-NAT index (network order) -> lb4_reverse_nat ---- */
+struct lb4_reverse_nat {
+	__u32 address;
+	__u16 port;
+} __attribute__((packed));
 
 /* ---- cilium_policy_<EPID>: policy_key (LPM) -> policy_entry ---- */
 struct policy_key {
@@ -327,6 +382,10 @@ ABI_SIZE(struct ipv4_ct_tuple, 14);
 ABI_SIZE(struct ct_entry, 56);
 ABI_SIZE(struct policy_key, 12);
 ABI_SIZE(struct policy_entry, 24);
+ABI_SIZE(struct lb4_key, 12);
+ABI_SIZE(struct lb4_service, 12);
+ABI_SIZE(struct lb4_backend, 12);
+ABI_SIZE(struct lb4_reverse_nat, 6);
 ABI_SIZE(struct metrics_key, 8);
 ABI_SIZE(struct metrics_value, 16);
 ABI_SIZE(struct drop_notify, 36);

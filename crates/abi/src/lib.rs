@@ -12,6 +12,7 @@ pub mod endpoint;
 pub mod events;
 pub mod identity;
 pub mod ipcache;
+pub mod lb;
 pub mod maps;
 pub mod metrics;
 pub mod order;

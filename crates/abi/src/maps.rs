@@ -8,6 +8,9 @@ pub const CT_ANY4_GLOBAL: &str = "cilium_ct_any4_global";
 pub const METRICS: &str = "cilium_metrics";
 pub const RUNTIME_CONFIG: &str = "cilium_runtime_config";
 pub const EVENTS: &str = "cilium_events";
+pub const LB4_SERVICES: &str = "cilium_lb4_services_v2";
+pub const LB4_BACKENDS: &str = "cilium_lb4_backends_v3";
+pub const LB4_REVERSE_NAT: &str = "cilium_lb4_reverse_nat";
 
 pub const ENDPOINTS_MAP_SIZE: u32 = 65535;
 pub const IPCACHE_MAP_SIZE: u32 = 512000;
@@ -17,6 +20,7 @@ pub const METRICS_MAP_SIZE: u32 = 1024;
 pub const RUNTIME_CONFIG_SIZE: u32 = 256;
 pub const TUNNEL_MAP_SIZE: u32 = 65536;
 pub const POLICY_MAP_SIZE: u32 = 16384;
+pub const LB_MAP_SIZE: u32 = 65536;
 
 /// Directory below the bpffs root where global maps are pinned.
 pub const GLOBALS_DIR: &str = "tc/globals";

@@ -1,0 +1,111 @@
+//! The service load-balancing maps: services (frontend and backend slots),
+//! backends and reverse NAT, with Cilium 1.16's layouts.
+
+use crate::{assert_layout, Be16, Be32, Plain};
+use std::net::Ipv4Addr;
+
+pub const LB_LOOKUP_SCOPE_EXT: u8 = 0;
+pub const LB_LOOKUP_SCOPE_INT: u8 = 1;
+
+pub const SVC_FLAG_EXTERNAL_IP: u8 = 1 << 0;
+pub const SVC_FLAG_NODEPORT: u8 = 1 << 1;
+pub const SVC_FLAG_EXT_LOCAL_SCOPE: u8 = 1 << 2;
+pub const SVC_FLAG_HOSTPORT: u8 = 1 << 3;
+pub const SVC_FLAG_AFFINITY: u8 = 1 << 4;
+pub const SVC_FLAG_LOADBALANCER: u8 = 1 << 5;
+pub const SVC_FLAG_ROUTABLE: u8 = 1 << 6;
+pub const SVC_FLAG_SOURCE_RANGE: u8 = 1 << 7;
+
+pub const BE_STATE_ACTIVE: u8 = 0;
+pub const BE_STATE_TERMINATING: u8 = 1;
+pub const BE_STATE_QUARANTINED: u8 = 2;
+pub const BE_STATE_MAINTENANCE: u8 = 3;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Lb4Key {
+    pub address: Be32,
+    pub dport: Be16,
+    pub backend_slot: u16,
+    pub proto: u8,
+    pub scope: u8,
+    pub pad: [u8; 2],
+}
+assert_layout!(
+    Lb4Key,
+    size = 12,
+    address = 0,
+    dport = 4,
+    backend_slot = 6,
+    proto = 8,
+    scope = 9
+);
+unsafe impl Plain for Lb4Key {}
+
+impl Lb4Key {
+    pub fn new(vip: Ipv4Addr, port: u16, slot: u16, scope: u8) -> Self {
+        Self {
+            address: vip.into(),
+            dport: Be16::new(port),
+            backend_slot: slot,
+            scope,
+            ..Default::default()
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lb4Service {
+    /// Backend ID of a slot entry; affinity timeout of the service entry.
+    pub backend_id: u32,
+    /// Service entry: number of active backend slots.
+    pub count: u16,
+    pub rev_nat_index: Be16,
+    pub flags: u8,
+    pub flags2: u8,
+    pub pad: [u8; 2],
+}
+assert_layout!(
+    Lb4Service,
+    size = 12,
+    backend_id = 0,
+    count = 4,
+    rev_nat_index = 6,
+    flags = 8,
+    flags2 = 9
+);
+unsafe impl Plain for Lb4Service {}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lb4Backend {
+    pub address: Be32,
+    pub port: Be16,
+    pub proto: u8,
+    /// `BE_STATE_*`.
+    pub flags: u8,
+    pub cluster_id: u16,
+    pub zone: u8,
+    pub pad: u8,
+}
+assert_layout!(
+    Lb4Backend,
+    size = 12,
+    address = 0,
+    port = 4,
+    proto = 6,
+    flags = 7,
+    cluster_id = 8,
+    zone = 10
+);
+unsafe impl Plain for Lb4Backend {}
+
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lb4ReverseNat {
+    pub address: Be32,
+    pub port: Be16,
+}
+assert_layout!(Lb4ReverseNat, size = 6, address = 0, port = 4);
+unsafe impl Plain for Lb4ReverseNat {}

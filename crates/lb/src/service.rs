@@ -1,0 +1,178 @@
+//! Services as Cilium models them (`pkg/loadbalancer`).
+
+use std::fmt;
+use std::net::Ipv4Addr;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ServiceType {
+    ClusterIP,
+    NodePort,
+    ExternalIPs,
+    HostPort,
+    LoadBalancer,
+    LocalRedirect,
+}
+
+impl ServiceType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceType::ClusterIP => "ClusterIP",
+            ServiceType::NodePort => "NodePort",
+            ServiceType::ExternalIPs => "ExternalIPs",
+            ServiceType::HostPort => "HostPort",
+            ServiceType::LoadBalancer => "LoadBalancer",
+            ServiceType::LocalRedirect => "LocalRedirect",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            ServiceType::ClusterIP,
+            ServiceType::NodePort,
+            ServiceType::ExternalIPs,
+            ServiceType::HostPort,
+            ServiceType::LoadBalancer,
+            ServiceType::LocalRedirect,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum BackendState {
+    #[default]
+    Active,
+    Terminating,
+    Quarantined,
+    Maintenance,
+}
+
+impl BackendState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendState::Active => "active",
+            BackendState::Terminating => "terminating",
+            BackendState::Quarantined => "quarantined",
+            BackendState::Maintenance => "maintenance",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            BackendState::Active,
+            BackendState::Terminating,
+            BackendState::Quarantined,
+            BackendState::Maintenance,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
+    }
+
+    /// The `flags` byte of the backend's map entry.
+    pub fn map_flags(self) -> u8 {
+        match self {
+            BackendState::Active => abi::lb::BE_STATE_ACTIVE,
+            BackendState::Terminating => abi::lb::BE_STATE_TERMINATING,
+            BackendState::Quarantined => abi::lb::BE_STATE_QUARANTINED,
+            BackendState::Maintenance => abi::lb::BE_STATE_MAINTENANCE,
+        }
+    }
+}
+
+/// An address, port and scope clients connect to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Frontend {
+    pub ip: Ipv4Addr,
+    pub port: u16,
+    /// `abi::lb::LB_LOOKUP_SCOPE_*`.
+    pub scope: u8,
+}
+
+impl fmt::Display for Frontend {
+    /// Cilium's `L3n4Addr` form: `IP:port`, `/i` for the internal scope.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.ip, self.port)?;
+        if self.scope == abi::lb::LB_LOOKUP_SCOPE_INT {
+            f.write_str("/i")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Backend {
+    pub id: u32,
+    pub ip: Ipv4Addr,
+    pub port: u16,
+    pub state: BackendState,
+    /// Preferred backends take the first slots (Cilium: local cluster).
+    pub preferred: bool,
+}
+
+impl Backend {
+    /// The name Maglev hashes: `IP:port`.
+    pub fn name(&self) -> String {
+        format!("{}:{}", self.ip, self.port)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Service {
+    /// Also the rev-NAT index.
+    pub id: u16,
+    pub frontend: Frontend,
+    pub kind: ServiceType,
+    /// In slot order: active ones first (preferred, then by ID), others after.
+    pub backends: Vec<Backend>,
+    /// Session affinity timeout in seconds; 0 = no affinity.
+    pub affinity_timeout: u32,
+    /// Backends removed from the service while connections may still use
+    /// them: kept in the backends map as terminating, never in a slot.
+    pub retired: Vec<Backend>,
+}
+
+impl Service {
+    pub fn active(&self) -> impl Iterator<Item = &Backend> {
+        self.backends
+            .iter()
+            .filter(|b| b.state == BackendState::Active)
+    }
+
+    /// `flags` and `flags2` of the service entry.
+    pub fn map_flags(&self) -> (u8, u8) {
+        use abi::lb::*;
+        let mut flags = match self.kind {
+            ServiceType::NodePort => SVC_FLAG_NODEPORT,
+            ServiceType::ExternalIPs => SVC_FLAG_EXTERNAL_IP,
+            ServiceType::HostPort => SVC_FLAG_HOSTPORT,
+            ServiceType::LoadBalancer => SVC_FLAG_LOADBALANCER,
+            ServiceType::ClusterIP | ServiceType::LocalRedirect => 0,
+        };
+        if self.affinity_timeout > 0 {
+            flags |= SVC_FLAG_AFFINITY;
+        }
+        // Routable: neither a ClusterIP nor a wildcard (surrogate) frontend.
+        if self.kind != ServiceType::ClusterIP && !self.frontend.ip.is_unspecified() {
+            flags |= SVC_FLAG_ROUTABLE;
+        }
+        let flags2 = if self.kind == ServiceType::LocalRedirect {
+            1
+        } else {
+            0
+        };
+        (flags, flags2)
+    }
+
+    /// Cilium's `ServiceFlags.String()`: the type, then qualifiers.
+    pub fn flags_string(&self) -> String {
+        let mut s = self.kind.as_str().to_owned();
+        if self.affinity_timeout > 0 {
+            s.push_str(", sessionAffinity");
+        }
+        if self.map_flags().0 & abi::lb::SVC_FLAG_ROUTABLE == 0 {
+            s.push_str(", non-routable");
+        }
+        s
+    }
+}

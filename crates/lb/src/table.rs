@@ -1,0 +1,346 @@
+//! The load balancer's state and the map changes each request makes.
+
+use crate::service::{Backend, BackendState, Frontend, Service, ServiceType};
+use abi::lb::{Lb4Backend, Lb4Key, Lb4ReverseNat, Lb4Service};
+use abi::Be16;
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+/// Retired backends kept per service for connections still using them.
+const MAX_RETIRED: usize = 64;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LbError {
+    #[error("invalid service ID 0")]
+    InvalidId,
+    #[error("invalid frontend {0}: port must not be 0")]
+    InvalidFrontend(String),
+    #[error("frontend {frontend} already belongs to service {owner}")]
+    FrontendTaken { frontend: String, owner: u16 },
+    #[error("service {0} not found")]
+    NotFound(u16),
+}
+
+/// A service as a caller asks for it (Cilium's REST `ServiceSpec`, parsed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceSpec {
+    pub id: u16,
+    pub frontend: Frontend,
+    pub kind: ServiceType,
+    pub backends: Vec<(Ipv4Addr, u16, BackendState)>,
+    pub affinity_timeout: u32,
+}
+
+/// Map changes, to be applied in field order: backends exist before a slot
+/// names them, slots before the service entry counts them, and nothing is
+/// deleted until its replacement is in place.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Update {
+    pub put_backends: Vec<(u32, Lb4Backend)>,
+    pub put_services: Vec<(Lb4Key, Lb4Service)>,
+    pub put_rev_nat: Vec<(Be16, Lb4ReverseNat)>,
+    pub del_services: Vec<Lb4Key>,
+    pub del_rev_nat: Vec<Be16>,
+    pub del_backends: Vec<u32>,
+}
+
+#[derive(Default)]
+pub struct LoadBalancer {
+    services: BTreeMap<u16, Service>,
+    backend_ids: BTreeMap<(Ipv4Addr, u16), u32>,
+    /// Backend IDs only grow, so a conntrack entry never finds its backend
+    /// ID given to another address.
+    next_backend_id: u32,
+}
+
+fn backend_entry(b: &Backend) -> Lb4Backend {
+    Lb4Backend {
+        address: b.ip.into(),
+        port: Be16::new(b.port),
+        flags: b.state.map_flags(),
+        ..Default::default()
+    }
+}
+
+/// Every key a service occupies: its entry and one per backend slot.
+fn keys(svc: &Service) -> Vec<Lb4Key> {
+    let f = svc.frontend;
+    (0..=svc.backends.len() as u16)
+        .map(|slot| Lb4Key::new(f.ip, f.port, slot, f.scope))
+        .collect()
+}
+
+impl LoadBalancer {
+    pub fn new() -> Self {
+        Self {
+            next_backend_id: 1,
+            ..Default::default()
+        }
+    }
+
+    pub fn list(&self) -> Vec<&Service> {
+        self.services.values().collect()
+    }
+
+    pub fn get(&self, id: u16) -> Option<&Service> {
+        self.services.get(&id)
+    }
+
+    fn referenced(&self, id: u32) -> bool {
+        self.services
+            .values()
+            .any(|s| s.backends.iter().chain(&s.retired).any(|b| b.id == id))
+    }
+
+    fn backend_id(&mut self, ip: Ipv4Addr, port: u16) -> u32 {
+        if let Some(id) = self.backend_ids.get(&(ip, port)) {
+            return *id;
+        }
+        let id = self.next_backend_id;
+        self.next_backend_id += 1;
+        self.backend_ids.insert((ip, port), id);
+        id
+    }
+
+    /// Forgets backends no service references any more; returns their IDs.
+    fn collect_backends(&mut self, candidates: &[u32]) -> Vec<u32> {
+        let gone: Vec<u32> = candidates
+            .iter()
+            .copied()
+            .filter(|id| !self.referenced(*id))
+            .collect();
+        self.backend_ids.retain(|_, id| !gone.contains(id));
+        gone
+    }
+
+    /// Creates or replaces a service. Returns the map changes and whether
+    /// the service is new.
+    pub fn upsert(&mut self, spec: &ServiceSpec) -> Result<(Update, bool), LbError> {
+        if spec.id == 0 {
+            return Err(LbError::InvalidId);
+        }
+        if spec.frontend.port == 0 {
+            return Err(LbError::InvalidFrontend(spec.frontend.to_string()));
+        }
+        if let Some(owner) = self
+            .services
+            .values()
+            .find(|s| s.frontend == spec.frontend && s.id != spec.id)
+        {
+            return Err(LbError::FrontendTaken {
+                frontend: spec.frontend.to_string(),
+                owner: owner.id,
+            });
+        }
+        let old = self.services.remove(&spec.id);
+        let mut backends: Vec<Backend> = Vec::new();
+        for (ip, port, state) in &spec.backends {
+            if backends.iter().any(|b| b.ip == *ip && b.port == *port) {
+                continue;
+            }
+            let id = self.backend_id(*ip, *port);
+            backends.push(Backend {
+                id,
+                ip: *ip,
+                port: *port,
+                state: *state,
+                preferred: false,
+            });
+        }
+        backends.sort_by_key(|b| (b.state != BackendState::Active, !b.preferred, b.id));
+
+        let mut retired: Vec<Backend> = Vec::new();
+        if let Some(old) = &old {
+            for b in old.backends.iter().chain(&old.retired) {
+                if !backends.iter().any(|n| n.id == b.id) && !retired.iter().any(|r| r.id == b.id) {
+                    retired.push(Backend {
+                        state: BackendState::Terminating,
+                        ..b.clone()
+                    });
+                }
+            }
+        }
+        let dropped: Vec<u32> = if retired.len() > MAX_RETIRED {
+            retired
+                .drain(..retired.len() - MAX_RETIRED)
+                .map(|b| b.id)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let svc = Service {
+            id: spec.id,
+            frontend: spec.frontend,
+            kind: spec.kind,
+            backends,
+            affinity_timeout: spec.affinity_timeout,
+            retired,
+        };
+
+        let mut up = Update::default();
+        let rev_nat = Be16::new(svc.id);
+        for b in svc.backends.iter().chain(&svc.retired) {
+            up.put_backends.push((b.id, backend_entry(b)));
+        }
+        let f = svc.frontend;
+        for (i, b) in svc.backends.iter().enumerate() {
+            let key = Lb4Key::new(f.ip, f.port, i as u16 + 1, f.scope);
+            let value = Lb4Service {
+                backend_id: b.id,
+                rev_nat_index: rev_nat,
+                ..Default::default()
+            };
+            up.put_services.push((key, value));
+        }
+        let (flags, flags2) = svc.map_flags();
+        let master = Lb4Service {
+            backend_id: svc.affinity_timeout,
+            count: svc.active().count() as u16,
+            rev_nat_index: rev_nat,
+            flags,
+            flags2,
+            ..Default::default()
+        };
+        up.put_services
+            .push((Lb4Key::new(f.ip, f.port, 0, f.scope), master));
+        up.put_rev_nat.push((
+            rev_nat,
+            Lb4ReverseNat {
+                address: f.ip.into(),
+                port: Be16::new(f.port),
+            },
+        ));
+        if let Some(old) = &old {
+            let now = keys(&svc);
+            up.del_services = keys(old).into_iter().filter(|k| !now.contains(k)).collect();
+        }
+        let created = old.is_none();
+        let mut candidates = dropped;
+        if let Some(old) = old {
+            candidates.extend(old.backends.iter().chain(&old.retired).map(|b| b.id));
+        }
+        self.services.insert(svc.id, svc);
+        up.del_backends = self.collect_backends(&candidates);
+        Ok((up, created))
+    }
+
+    pub fn delete(&mut self, id: u16) -> Result<Update, LbError> {
+        let old = self.services.remove(&id).ok_or(LbError::NotFound(id))?;
+        let candidates: Vec<u32> = old
+            .backends
+            .iter()
+            .chain(&old.retired)
+            .map(|b| b.id)
+            .collect();
+        Ok(Update {
+            del_services: keys(&old),
+            del_rev_nat: vec![Be16::new(id)],
+            del_backends: self.collect_backends(&candidates),
+            ..Default::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use abi::lb::LB_LOOKUP_SCOPE_EXT;
+
+    fn ip(s: &str) -> Ipv4Addr {
+        s.parse().unwrap()
+    }
+
+    fn spec(id: u16, backends: &[&str]) -> ServiceSpec {
+        ServiceSpec {
+            id,
+            frontend: Frontend {
+                ip: ip("172.16.16.87"),
+                port: 80,
+                scope: LB_LOOKUP_SCOPE_EXT,
+            },
+            kind: ServiceType::ClusterIP,
+            backends: backends
+                .iter()
+                .map(|b| (ip(b), 8080, BackendState::Active))
+                .collect(),
+            affinity_timeout: 0,
+        }
+    }
+
+    #[test]
+    fn a_service_becomes_slots_a_counted_entry_and_rev_nat() {
+        let mut lb = LoadBalancer::new();
+        let (up, created) = lb.upsert(&spec(5, &["10.2.0.2", "10.3.0.2"])).unwrap();
+        assert!(created);
+        assert_eq!(up.put_backends.len(), 2);
+        assert_eq!(up.put_services.len(), 3);
+        let (key, master) = up.put_services.last().unwrap();
+        assert_eq!(key.backend_slot, 0);
+        assert_eq!(master.count, 2);
+        assert_eq!(master.rev_nat_index, Be16::new(5));
+        assert_eq!(up.put_services[0].1.backend_id, 1);
+        assert_eq!(up.put_services[1].1.backend_id, 2);
+        assert_eq!(
+            up.put_rev_nat,
+            vec![(
+                Be16::new(5),
+                Lb4ReverseNat {
+                    address: ip("172.16.16.87").into(),
+                    port: Be16::new(80)
+                }
+            )]
+        );
+        assert_eq!(lb.get(5).unwrap().flags_string(), "ClusterIP, non-routable");
+    }
+
+    #[test]
+    fn removed_backends_retire_as_terminating_and_stale_slots_go() {
+        let mut lb = LoadBalancer::new();
+        lb.upsert(&spec(5, &["10.2.0.2", "10.3.0.2"])).unwrap();
+        let (up, created) = lb.upsert(&spec(5, &["10.3.0.2"])).unwrap();
+        assert!(!created);
+        let retired = up.put_backends.iter().find(|(id, _)| *id == 1).unwrap();
+        assert_eq!(retired.1.flags, abi::lb::BE_STATE_TERMINATING);
+        assert_eq!(up.put_services.last().unwrap().1.count, 1);
+        assert_eq!(up.put_services[0].1.backend_id, 2);
+        assert_eq!(up.del_services.len(), 1, "slot 2 is gone");
+        assert!(
+            up.del_backends.is_empty(),
+            "kept for established connections"
+        );
+        let up = lb.delete(5).unwrap();
+        assert_eq!(up.del_services.len(), 2);
+        assert_eq!(up.del_backends.len(), 2);
+        assert_eq!(lb.delete(5), Err(LbError::NotFound(5)));
+    }
+
+    #[test]
+    fn shared_backends_keep_one_id_and_frontends_are_exclusive() {
+        let mut lb = LoadBalancer::new();
+        lb.upsert(&spec(1, &["10.2.0.2"])).unwrap();
+        let mut other = spec(2, &["10.2.0.2"]);
+        assert!(matches!(
+            lb.upsert(&other),
+            Err(LbError::FrontendTaken { owner: 1, .. })
+        ));
+        other.frontend.port = 443;
+        let (up, _) = lb.upsert(&other).unwrap();
+        assert_eq!(up.put_backends[0].0, 1, "same address, same backend ID");
+        assert!(
+            lb.delete(1).unwrap().del_backends.is_empty(),
+            "service 2 still uses it"
+        );
+        assert_eq!(lb.upsert(&spec(0, &[])), Err(LbError::InvalidId));
+    }
+
+    #[test]
+    fn inactive_backends_follow_the_active_ones_uncounted() {
+        let mut lb = LoadBalancer::new();
+        let mut s = spec(3, &["10.2.0.2", "10.3.0.2"]);
+        s.backends[0].2 = BackendState::Maintenance;
+        let (up, _) = lb.upsert(&s).unwrap();
+        assert_eq!(up.put_services[0].1.backend_id, 2, "active first");
+        assert_eq!(up.put_services[1].1.backend_id, 1);
+        assert_eq!(up.put_services.last().unwrap().1.count, 1);
+    }
+}
