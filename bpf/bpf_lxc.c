@@ -16,16 +16,18 @@
 #include "lib/arp.h"
 #include "lib/l3.h"
 #include "lib/encap.h"
+#include "lib/lb.h"
 
 static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 {
 	struct endpoint_info *src_ep, *dst_ep;
-	__u32 tunnel_ep;
+	struct ct_state ct = {}, ct_in = {};
+	__u32 tunnel_ep, daddr;
 	struct ct_packet pkt;
-	struct ct_state ct = {};
 	struct iphdr *ip4;
 	__u32 sec_id = IDENTITY_UNKNOWN;
-	int ret;
+	int ret, l4_off;
+	__u8 proto;
 
 	ip4 = ipv4_hdr(ctx);
 	if (!ip4) {
@@ -43,18 +45,29 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 		ret = -DROP_FRAG_NOSUPPORT;
 		goto drop;
 	}
+	l4_off = ipv4_l4_off(ip4);
+	proto = ip4->protocol;
 	ret = ct_parse4(ctx, ip4, &pkt);
+	if (ret < 0)
+		goto drop;
+	/* A service frontend becomes the flow's backend; from here on the
+	 * packet and its tuple name the backend (ip4 is stale). */
+	ret = lb4_local(ctx, l4_off, &pkt, &ct);
 	if (ret < 0)
 		goto drop;
 	ret = ct_track4(ctx, &pkt, CT_EGRESS, sec_id, 0, &ct);
 	if (ret < 0)
 		goto drop;
+	daddr = pkt.tuple.daddr;
 
-	dst_ep = lookup_ip4_endpoint(ip4->daddr);
+	dst_ep = lookup_ip4_endpoint(daddr);
 	if (is_local_pod(dst_ep)) {
 		/* the destination pod's side of the same packet */
 		ret = ct_track4(ctx, &pkt, CT_INGRESS, sec_id,
-				(__u16)dst_ep->ifindex, &ct);
+				(__u16)dst_ep->ifindex, &ct_in);
+		if (ret < 0)
+			goto drop;
+		ret = lb4_rev_nat_ingress(ctx, l4_off, proto, &ct_in);
 		if (ret < 0)
 			goto drop;
 		update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
@@ -65,7 +78,7 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 		return ret;
 	}
 
-	tunnel_ep = tunnel_endpoint4(ip4->daddr, lookup_ip4_remote(ip4->daddr));
+	tunnel_ep = tunnel_endpoint4(daddr, lookup_ip4_remote(daddr));
 	if (tunnel_ep) {
 		ret = encap_and_redirect4(ctx, tunnel_ep, sec_id);
 		if (ret < 0)

@@ -15,6 +15,7 @@
 #include "lib/conntrack.h"
 #include "lib/l3.h"
 #include "lib/encap.h"
+#include "lib/lb.h"
 
 /* The sender's identity rides in the VNI. A node never sends as host (it
  * uses remote-node), so a host VNI is forged. For remote-node the ipcache
@@ -76,6 +77,9 @@ static __always_inline int handle_ipv4_from_overlay(struct __sk_buff *ctx)
 	if (IS_ERR(ret))
 		goto drop;
 	ret = ct_track4(ctx, &pkt, CT_INGRESS, src_id, (__u16)ep->ifindex, &ct);
+	if (IS_ERR(ret))
+		goto drop;
+	ret = lb4_rev_nat_ingress(ctx, ipv4_l4_off(ip4), ip4->protocol, &ct);
 	if (IS_ERR(ret))
 		goto drop;
 	ret = ipv4_local_delivery(ctx, ep, 1);

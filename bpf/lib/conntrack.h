@@ -24,6 +24,8 @@
 struct ct_state {
 	__u8 status;		/* CT_NEW, CT_ESTABLISHED, CT_REPLY, CT_RELATED */
 	__u8 tcp_flags;
+	/* of the entry that matched; given for the entry a new flow gets */
+	__u16 rev_nat_index;	/* network order; 0 = not load-balanced */
 	__u32 src_sec_id;	/* of the entry that matched */
 };
 
@@ -162,6 +164,7 @@ static __always_inline void ct_lookup4(struct __sk_buff *ctx, int dir,
 			state->status = (tuple->flags & TUPLE_F_RELATED) ? CT_RELATED :
 					reply ? CT_REPLY : CT_ESTABLISHED;
 			state->src_sec_id = entry->src_sec_id;
+			state->rev_nat_index = entry->rev_nat_index;
 			ct_update(entry, tuple->nexthdr, state->tcp_flags, reply, ctx->len);
 			return;
 		}
@@ -185,6 +188,7 @@ static __always_inline int ct_create4(struct __sk_buff *ctx,
 		.bytes = ctx->len,
 		.tx_flags_seen = state->tcp_flags,
 		.last_tx_report = now,
+		.rev_nat_index = state->rev_nat_index,
 	};
 
 	if (tuple->nexthdr == IPPROTO_TCP && !(state->tcp_flags & TCP_FLAG_SYN))

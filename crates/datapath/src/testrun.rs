@@ -38,6 +38,11 @@ impl TestObject {
         })
     }
 
+    /// Where the object's maps are pinned.
+    pub fn pin_dir(&self) -> &Path {
+        &self.pin_dir
+    }
+
     /// Opens one of the object's pinned maps to seed or inspect state.
     pub fn map(&self, name: &str) -> Result<PinnedMap, Error> {
         PinnedMap::open(&self.pin_dir.join(name), name)

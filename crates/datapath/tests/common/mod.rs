@@ -104,3 +104,42 @@ pub fn metric(obj: &TestObject, reason: u8, dir: u8) -> (u64, Option<MetricsKey>
     }
     (total, found)
 }
+
+/// The TCP or UDP checksum of an Ethernet + IPv4 frame, computed over the
+/// pseudo header; 0 when the stored one is right.
+pub fn l4_checksum(frame: &[u8]) -> u16 {
+    let ip = &frame[14..];
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    let l4 = &ip[ihl..];
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&ip[12..20]);
+    pseudo.extend_from_slice(&[0, ip[9]]);
+    pseudo.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+    pseudo.extend_from_slice(l4);
+    if pseudo.len() % 2 == 1 {
+        pseudo.push(0);
+    }
+    ipv4_checksum(&pseudo)
+}
+
+/// Stores a valid TCP (or UDP) checksum in the frame.
+pub fn with_l4_checksum(mut frame: Vec<u8>) -> Vec<u8> {
+    let ihl = usize::from(frame[14] & 0x0f) * 4;
+    let off = 14 + ihl + if frame[14 + 9] == 6 { 16 } else { 6 };
+    frame[off..off + 2].copy_from_slice(&[0, 0]);
+    let sum = l4_checksum(&frame);
+    frame[off..off + 2].copy_from_slice(&sum.to_be_bytes());
+    frame
+}
+
+/// Addresses of a frame: (source, destination, source port, destination port).
+pub fn addrs(frame: &[u8]) -> (Ipv4Addr, Ipv4Addr, u16, u16) {
+    let ip = &frame[14..];
+    let l4 = &ip[usize::from(ip[0] & 0x0f) * 4..];
+    (
+        Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
+        Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+        u16::from_be_bytes([l4[0], l4[1]]),
+        u16::from_be_bytes([l4[2], l4[3]]),
+    )
+}

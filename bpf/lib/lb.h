@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Service load balancing for IPv4 (Cilium's lb4_local): look the frontend
+ * up, keep each flow on the backend it first got (a SERVICE conntrack entry
+ * holding the backend ID), DNAT to it, and turn replies back into the
+ * frontend's address (reverse NAT by the rev-NAT index conntrack carries).
+ */
+#ifndef __LIB_LB_H_
+#define __LIB_LB_H_
+
+#include <stddef.h>
+#include <linux/in.h>
+#include "common.h"
+#include "maps.h"
+#include "conntrack.h"
+
+struct lb4_target {
+	__u32 address;		/* network order */
+	__u16 port;		/* network order; 0 = keep the packet's */
+	__u16 rev_nat_index;	/* network order */
+};
+
+/* The service entry of address:port (network order), if any. */
+static __always_inline struct lb4_service *lb4_lookup_service(__u32 address, __u16 port)
+{
+	struct lb4_key key = {
+		.address = address,
+		.dport = port,
+		.scope = LB_LOOKUP_SCOPE_EXT,
+	};
+
+	return bpf_map_lookup_elem(&cilium_lb4_services_v2, &key);
+}
+
+static __always_inline struct lb4_backend *lb4_backend_of_slot(__u32 address, __u16 port,
+								__u16 slot, __u32 *id)
+{
+	struct lb4_key key = {
+		.address = address,
+		.dport = port,
+		.backend_slot = slot,
+		.scope = LB_LOOKUP_SCOPE_EXT,
+	};
+	struct lb4_service *entry = bpf_map_lookup_elem(&cilium_lb4_services_v2, &key);
+
+	if (!entry)
+		return NULL;
+	*id = entry->backend_id;
+	return bpf_map_lookup_elem(&cilium_lb4_backends_v3, id);
+}
+
+/*
+ * Picks the backend of a load-balanced flow whose original (pre-DNAT)
+ * tuple is pkt. The flow's SERVICE entry keeps its backend while that
+ * backend exists; a terminating one still carries the flow's later packets
+ * but never a new connection. Returns 0, or -DROP_NO_SERVICE when the
+ * service has no backend to give.
+ */
+static __always_inline int lb4_select(struct __sk_buff *ctx, const struct ct_packet *pkt,
+				      const struct lb4_service *svc,
+				      struct lb4_target *target)
+{
+	struct ipv4_ct_tuple key = pkt->tuple;
+	void *map = ct_map_for(key.nexthdr);
+	struct lb4_backend *backend = NULL;
+	struct ct_entry *entry;
+	__u32 id = 0;
+	int syn = (pkt->tcp_flags & TCP_FLAG_SYN) && !(pkt->tcp_flags & 0x10);
+
+	key.flags = TUPLE_F_SERVICE;
+	entry = bpf_map_lookup_elem(map, &key);
+	if (entry) {
+		id = (__u32)entry->backend_id;
+		backend = bpf_map_lookup_elem(&cilium_lb4_backends_v3, &id);
+		if (backend && backend->flags != BE_STATE_ACTIVE && syn)
+			backend = NULL;
+		if (backend)
+			ct_update(entry, key.nexthdr, pkt->tcp_flags, 0, ctx->len);
+	}
+	if (!backend) {
+		if (svc->count == 0)
+			return -DROP_NO_SERVICE;
+		backend = lb4_backend_of_slot(key.daddr, key.sport,
+					      (__u16)(bpf_get_prandom_u32() % svc->count) + 1,
+					      &id);
+		if (!backend)
+			return -DROP_NO_SERVICE;
+		struct ct_entry fresh = {
+			.backend_id = id,
+			.rev_nat_index = svc->rev_nat_index,
+			.packets = 1,
+			.bytes = ctx->len,
+			.tx_flags_seen = pkt->tcp_flags,
+		};
+		fresh.lifetime = ct_now() + ct_lifetime(&fresh, key.nexthdr);
+		if (bpf_map_update_elem(map, &key, &fresh, BPF_ANY) < 0)
+			return -DROP_CT_CREATE_FAILED;
+	}
+	target->address = backend->address;
+	target->port = backend->port;
+	target->rev_nat_index = svc->rev_nat_index;
+	return 0;
+}
+
+/* Rewrites the destination (dst) or source address and port of a TCP/UDP
+ * packet, with the L3 and L4 checksums. port 0 keeps the port. */
+static __always_inline int lb4_xlate(struct __sk_buff *ctx, int l4_off, __u8 proto,
+				     int dst, __u32 address, __u16 port)
+{
+	int addr_off = ETH_HLEN + (dst ? offsetof(struct iphdr, daddr) :
+					 offsetof(struct iphdr, saddr));
+	int port_off = l4_off + (dst ? 2 : 0);
+	int csum_off = l4_off + (proto == IPPROTO_TCP ? 16 : 6);
+	/* a UDP checksum of 0 means none, and must stay so */
+	__u64 mangled = proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+	__u32 old_addr;
+	__u16 old_port;
+
+	if (bpf_skb_load_bytes(ctx, addr_off, &old_addr, 4) < 0 ||
+	    bpf_skb_load_bytes(ctx, port_off, &old_port, 2) < 0)
+		return -DROP_INVALID;
+	if (old_addr != address) {
+		if (bpf_l4_csum_replace(ctx, csum_off, old_addr, address,
+					mangled | BPF_F_PSEUDO_HDR | 4) < 0 ||
+		    bpf_l3_csum_replace(ctx, ETH_HLEN + offsetof(struct iphdr, check),
+					old_addr, address, 4) < 0 ||
+		    bpf_skb_store_bytes(ctx, addr_off, &address, 4, 0) < 0)
+			return -DROP_WRITE_ERROR;
+	}
+	if (port && old_port != port) {
+		if (bpf_l4_csum_replace(ctx, csum_off, old_port, port, mangled | 2) < 0 ||
+		    bpf_skb_store_bytes(ctx, port_off, &port, 2, 0) < 0)
+			return -DROP_WRITE_ERROR;
+	}
+	return 0;
+}
+
+static __always_inline int lb4_is_balanced_proto(__u8 proto)
+{
+	return proto == IPPROTO_TCP || proto == IPPROTO_UDP;
+}
+
+/*
+ * Load-balances a packet leaving a pod: when its destination is a service
+ * frontend, DNATs it to the flow's backend and updates pkt to the new
+ * tuple; state->rev_nat_index tells the flow's conntrack entry how to undo
+ * it for replies. Returns 0 (also when there is no service) or a negative
+ * drop reason.
+ */
+static __always_inline int lb4_local(struct __sk_buff *ctx, int l4_off,
+				     struct ct_packet *pkt, struct ct_state *state)
+{
+	struct lb4_target target = {};
+	struct lb4_service *svc;
+	int ret;
+
+	state->rev_nat_index = 0;
+	if (!lb4_is_balanced_proto(pkt->tuple.nexthdr))
+		return 0;
+	/* the tuple keeps the packet's destination port in sport */
+	svc = lb4_lookup_service(pkt->tuple.daddr, pkt->tuple.sport);
+	if (!svc)
+		return 0;
+	ret = lb4_select(ctx, pkt, svc, &target);
+	if (IS_ERR(ret))
+		return ret;
+	ret = lb4_xlate(ctx, l4_off, pkt->tuple.nexthdr, 1, target.address, target.port);
+	if (IS_ERR(ret))
+		return ret;
+	pkt->tuple.daddr = target.address;
+	if (target.port)
+		pkt->tuple.sport = target.port;
+	state->rev_nat_index = target.rev_nat_index;
+	return 0;
+}
+
+/* Turns a reply of a load-balanced flow back into one from the frontend. */
+static __always_inline int lb4_rev_nat(struct __sk_buff *ctx, int l4_off, __u8 proto,
+				       __u16 rev_nat_index)
+{
+	struct lb4_reverse_nat *nat;
+
+	nat = bpf_map_lookup_elem(&cilium_lb4_reverse_nat, &rev_nat_index);
+	if (!nat)
+		return 0;	/* the service is gone; nothing to restore */
+	return lb4_xlate(ctx, l4_off, proto, 0, nat->address, nat->port);
+}
+
+/* After tracking a packet into a local pod: a reply to a load-balanced
+ * connection of that pod gets the frontend back as its source. */
+static __always_inline int lb4_rev_nat_ingress(struct __sk_buff *ctx, int l4_off, __u8 proto,
+					       const struct ct_state *state)
+{
+	if (state->status != CT_REPLY || !state->rev_nat_index)
+		return 0;
+	return lb4_rev_nat(ctx, l4_off, proto, state->rev_nat_index);
+}
+
+#endif /* __LIB_LB_H_ */

@@ -1,0 +1,35 @@
+//! Writes the load balancer's map changes into the pinned LB maps, in the
+//! order `lb::Update` lists them so the datapath never sees a slot without
+//! its backend or a counted service without its slots.
+
+use crate::{Error, PinnedMap};
+use std::path::Path;
+
+/// Applies `up` to the maps pinned under `pin_dir` (`<bpffs>/tc/globals`).
+pub fn apply(pin_dir: &Path, up: &lb::Update) -> Result<(), Error> {
+    let open = |name: &str| PinnedMap::open(&pin_dir.join(name), name);
+    let (services, backends, rev_nat) = (
+        open(abi::maps::LB4_SERVICES)?,
+        open(abi::maps::LB4_BACKENDS)?,
+        open(abi::maps::LB4_REVERSE_NAT)?,
+    );
+    for (id, b) in &up.put_backends {
+        backends.put(id, b)?;
+    }
+    for (k, v) in &up.put_services {
+        services.put(k, v)?;
+    }
+    for (k, v) in &up.put_rev_nat {
+        rev_nat.put(k, v)?;
+    }
+    for k in &up.del_services {
+        services.remove(k)?;
+    }
+    for k in &up.del_rev_nat {
+        rev_nat.remove(k)?;
+    }
+    for id in &up.del_backends {
+        backends.remove(id)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,134 @@
+//! ClusterIP load balancing in cil_from_container on crafted packets, with
+//! the LB maps written from `lb`'s own entries: DNAT to a backend with valid
+//! checksums, the flow kept on its backend, replies turned back into the
+//! frontend, terminating backends, and services without backends.
+
+mod common;
+
+use abi::endpoint::EndpointInfo;
+use abi::metrics::DIR_EGRESS;
+use common::*;
+use datapath::objects::BPF_LXC;
+use datapath::testrun::TestObject;
+use lb::{BackendState, Frontend, LoadBalancer, ServiceSpec, ServiceType};
+use std::net::Ipv4Addr;
+use testsupport::Sandbox;
+
+const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 5);
+const BACKEND_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 6);
+const BACKEND_B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 7);
+const VIP: Ipv4Addr = Ipv4Addr::new(172, 16, 16, 87);
+
+fn pods(sb: &Sandbox) -> TestObject {
+    let obj = load(sb, BPF_LXC);
+    for (i, ip) in [CLIENT, BACKEND_A, BACKEND_B].into_iter().enumerate() {
+        let mac = [2, 0, 0, 0, 0, i as u8 + 1];
+        let lxc = [2, 0, 0, 0, 1, i as u8 + 1];
+        add_endpoint(
+            &obj,
+            ip,
+            EndpointInfo::pod(TEST_IFINDEX, 11 + i as u16, mac, lxc, 1000),
+        );
+    }
+    obj
+}
+
+fn service(obj: &TestObject, lb: &mut LoadBalancer, backends: &[(Ipv4Addr, BackendState)]) {
+    let spec = ServiceSpec {
+        id: 5,
+        frontend: Frontend {
+            ip: VIP,
+            port: 80,
+            scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
+        },
+        kind: ServiceType::ClusterIP,
+        backends: backends.iter().map(|(ip, st)| (*ip, 8080, *st)).collect(),
+        affinity_timeout: 0,
+    };
+    let (up, _) = lb.upsert(&spec).unwrap();
+    datapath::lbmap::apply(obj.pin_dir(), &up).unwrap();
+}
+
+fn syn(sport: u16) -> Vec<u8> {
+    with_l4_checksum(ipv4(CLIENT, VIP, 6, &tcp(sport, 80, 0x02)))
+}
+
+fn setup(sb: &Sandbox) -> (TestObject, LoadBalancer) {
+    (pods(sb), LoadBalancer::new())
+}
+
+#[test]
+fn clusterip_flows_are_dnated_kept_on_their_backend_and_replies_come_from_the_frontend() {
+    let sb = Sandbox::enter();
+    let (mut obj, mut lb) = setup(&sb);
+    service(
+        &obj,
+        &mut lb,
+        &[
+            (BACKEND_A, BackendState::Active),
+            (BACKEND_B, BackendState::Active),
+        ],
+    );
+
+    let out = obj.run("cil_from_container", &syn(40000)).unwrap();
+    assert_eq!(out.retval, TC_ACT_REDIRECT);
+    let (src, dst, sport, dport) = addrs(&out.packet);
+    assert_eq!((src, sport, dport), (CLIENT, 40000, 8080));
+    assert!(dst == BACKEND_A || dst == BACKEND_B, "{dst}");
+    assert_eq!(ipv4_checksum(&out.packet[14..34]), 0);
+    assert_eq!(l4_checksum(&out.packet), 0, "TCP checksum follows the DNAT");
+
+    // Later packets of the flow go to the same backend.
+    for _ in 0..8 {
+        let ack = with_l4_checksum(ipv4(CLIENT, VIP, 6, &tcp(40000, 80, 0x10)));
+        let again = obj.run("cil_from_container", &ack).unwrap();
+        assert_eq!(addrs(&again.packet).1, dst);
+    }
+
+    // The backend's reply reaches the client from the frontend.
+    let reply = with_l4_checksum(ipv4(dst, CLIENT, 6, &tcp(8080, 40000, 0x12)));
+    let back = obj.run("cil_from_container", &reply).unwrap();
+    assert_eq!(back.retval, TC_ACT_REDIRECT);
+    assert_eq!(addrs(&back.packet), (VIP, CLIENT, 80, 40000));
+    assert_eq!(ipv4_checksum(&back.packet[14..34]), 0);
+    assert_eq!(l4_checksum(&back.packet), 0);
+
+    // Both backends get flows.
+    let mut seen = std::collections::BTreeSet::new();
+    for sport in 41000..41064 {
+        seen.insert(addrs(&obj.run("cil_from_container", &syn(sport)).unwrap().packet).1);
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+}
+
+#[test]
+fn a_removed_backend_keeps_its_flow_but_gets_no_new_one() {
+    let sb = Sandbox::enter();
+    let (mut obj, mut lb) = setup(&sb);
+    service(&obj, &mut lb, &[(BACKEND_A, BackendState::Active)]);
+    let first = obj.run("cil_from_container", &syn(40000)).unwrap();
+    assert_eq!(addrs(&first.packet).1, BACKEND_A);
+
+    service(&obj, &mut lb, &[(BACKEND_B, BackendState::Active)]);
+    let ack = with_l4_checksum(ipv4(CLIENT, VIP, 6, &tcp(40000, 80, 0x10)));
+    assert_eq!(
+        addrs(&obj.run("cil_from_container", &ack).unwrap().packet).1,
+        BACKEND_A
+    );
+    for sport in 42000..42016 {
+        assert_eq!(
+            addrs(&obj.run("cil_from_container", &syn(sport)).unwrap().packet).1,
+            BACKEND_B
+        );
+    }
+}
+
+#[test]
+fn a_service_without_backends_drops_with_a_reason() {
+    let sb = Sandbox::enter();
+    let (mut obj, mut lb) = setup(&sb);
+    service(&obj, &mut lb, &[]);
+    let out = obj.run("cil_from_container", &syn(40000)).unwrap();
+    assert_eq!(out.retval, TC_ACT_SHOT);
+    assert_eq!(metric(&obj, abi::drop::DROP_NO_SERVICE, DIR_EGRESS).0, 1);
+}
