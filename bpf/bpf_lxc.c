@@ -17,6 +17,7 @@
 #include "lib/l3.h"
 #include "lib/encap.h"
 #include "lib/lb.h"
+#include "lib/reject.h"
 
 static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 {
@@ -26,7 +27,7 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 	struct ct_packet pkt;
 	struct iphdr *ip4;
 	__u32 sec_id = IDENTITY_UNKNOWN;
-	int ret, l4_off;
+	int ret, l4_off, verdict;
 	__u8 proto;
 
 	ip4 = ipv4_hdr(ctx);
@@ -91,8 +92,15 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 	update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
 	return CTX_ACT_OK;
 drop:
-	return send_drop_notify(ctx, sec_id, IDENTITY_UNKNOWN, 0, ret,
-				METRIC_EGRESS, 0);
+	verdict = send_drop_notify(ctx, sec_id, IDENTITY_UNKNOWN, 0, ret,
+				   METRIC_EGRESS, 0);
+	/* A connection to a service without backends is refused at once. */
+	if (ret == -DROP_NO_SERVICE) {
+		ret = tcp_reject4(ctx);
+		if (ret)
+			return ret;
+	}
+	return verdict;
 }
 
 /* Packets leaving the pod (tc ingress of the host-side veth). */

@@ -173,6 +173,13 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .route("/v1/cluster/nodes", get(cluster_nodes))
         .route("/v1/identity", get(crate::api_identity::list))
         .route("/v1/map", get(crate::api_map::list))
+        .route("/v1/service", get(crate::api_service::list))
+        .route(
+            "/v1/service/{id}",
+            get(crate::api_service::get)
+                .put(crate::api_service::put)
+                .delete(crate::api_service::delete),
+        )
         .route("/v1/map/{name}", get(crate::api_map::get))
         .route("/v1/identity/{id}", get(crate::api_identity::get))
         .route(

@@ -30,6 +30,7 @@ pub struct Daemon {
     pub kvwriter: Option<crate::kvwriter::KvWriter>,
     pub node_ip: Option<Ipv4Addr>,
     pub netlink: netdev::Netlink,
+    pub services: crate::services::Services,
     pub started: Instant,
 }
 
@@ -186,6 +187,7 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         kvwriter,
         node_ip,
         netlink: nl,
+        services: crate::services::Services::new(&config.bpf_root),
         started: t0,
         config,
     });
@@ -196,6 +198,7 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     }
     crate::nodes::follow(&daemon);
     crate::ipsync::follow(&daemon);
+    crate::services::follow(&daemon);
     start_controllers(&daemon, host_ips);
     tracing::info!(subsys = "daemon", bootstrapTime = ?t0.elapsed(), "Daemon initialization completed");
     Ok(Running { daemon, _pid: pid })

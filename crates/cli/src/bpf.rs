@@ -51,6 +51,9 @@ pub enum Command {
     /// Runtime config map (cilium_runtime_config)
     #[command(subcommand)]
     Config(ListOnly),
+    /// Load-balancing maps (cilium_lb4_*)
+    #[command(subcommand)]
+    Lb(ListOnly),
 }
 
 fn open(ctx: &Ctx, name: &str) -> anyhow::Result<PinnedMap> {
@@ -134,6 +137,71 @@ fn ipcache(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
         pairs.push((format!("{ip}/{len}"), v.to_string()));
     }
     kv_listing(args, row!["IP PREFIX/ADDRESS", "IDENTITY"], pairs)
+}
+
+/// `cilium bpf lb list`: per frontend, its service entry (`0.0.0.0:0
+/// (<revnat>) (0) [<flags>]`) and each backend slot.
+fn lb_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    use abi::lb::{Lb4Backend, Lb4Key, Lb4Service};
+    let services = open(ctx, maps::LB4_SERVICES)?.entries::<Lb4Key, Lb4Service>()?;
+    let backends: std::collections::BTreeMap<u32, Lb4Backend> = open(ctx, maps::LB4_BACKENDS)?
+        .entries::<u32, Lb4Backend>()?
+        .into_iter()
+        .collect();
+    let mut by_frontend: std::collections::BTreeMap<(u32, u16, u8), Vec<(u16, String)>> =
+        Default::default();
+    for (k, v) in &services {
+        let frontend = (k.address.get(), k.dport.get(), k.scope);
+        let revnat = v.rev_nat_index.get();
+        let line = if k.backend_slot == 0 {
+            format!(
+                "0.0.0.0:0 ({revnat}) (0) [{}]",
+                lb::flags_string(v.flags, v.flags2)
+            )
+        } else {
+            let id = v.backend_id;
+            let addr = backends.get(&id).map_or_else(
+                || format!("<backend {id} missing>"),
+                |b| format!("{}:{}", b.address.ip(), b.port.get()),
+            );
+            format!("{addr} ({revnat}) ({})", k.backend_slot)
+        };
+        by_frontend
+            .entry(frontend)
+            .or_default()
+            .push((k.backend_slot, line));
+    }
+    let mut json = serde_json::Map::new();
+    let mut all = vec![row![
+        "SERVICE ADDRESS",
+        "BACKEND ADDRESS (REVNAT_ID) (SLOT)"
+    ]];
+    for ((ip, port, scope), mut lines) in by_frontend {
+        lines.sort();
+        let suffix = if scope == abi::lb::LB_LOOKUP_SCOPE_INT {
+            "/i"
+        } else {
+            ""
+        };
+        let name = format!("{}:{port}{suffix}", Ipv4Addr::from(ip));
+        json.insert(
+            name.clone(),
+            lines
+                .iter()
+                .map(|(_, l)| l.clone())
+                .collect::<Vec<_>>()
+                .into(),
+        );
+        for (i, (_, line)) in lines.into_iter().enumerate() {
+            all.push(row![if i == 0 { name.as_str() } else { "" }, line]);
+        }
+    }
+    if args.output.is_some() {
+        print_json(&serde_json::Value::Object(json))?;
+    } else {
+        print(&all);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// One `cilium bpf ct list global` line, in the original direction.
@@ -256,5 +324,6 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::Metrics(ListOnly::List(a)) => metrics(ctx, a),
         Command::Tunnel(ListOnly::List(a)) => tunnel(ctx, a),
         Command::Config(ListOnly::List(a)) => runtime_config(ctx, a),
+        Command::Lb(ListOnly::List(a)) => lb_list(ctx, a),
     }
 }

@@ -7,6 +7,7 @@ mod identity;
 mod ip;
 mod map;
 mod node;
+mod service;
 mod status;
 mod table;
 
@@ -58,6 +59,9 @@ enum Command {
     /// Manage cluster nodes
     #[command(subcommand)]
     Node(node::Command),
+    /// Manage services & loadbalancers
+    #[command(subcommand)]
+    Service(service::Command),
     /// Direct access to local BPF maps
     #[command(subcommand)]
     Bpf(bpf::Command),
@@ -99,6 +103,7 @@ fn main() -> ExitCode {
         Command::Ip(cmd) => ip::run(&ctx, &cmd),
         Command::Map(cmd) => map::run(&ctx, &cmd),
         Command::Node(cmd) => node::run(&ctx, &cmd),
+        Command::Service(cmd) => service::run(&ctx, &cmd),
     };
     match result {
         Ok(code) => code,

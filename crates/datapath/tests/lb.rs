@@ -128,7 +128,24 @@ fn a_service_without_backends_drops_with_a_reason() {
     let sb = Sandbox::enter();
     let (mut obj, mut lb) = setup(&sb);
     service(&obj, &mut lb, &[]);
+    // A SYN is answered with a RST from the frontend, so connect() fails at once.
     let out = obj.run("cil_from_container", &syn(40000)).unwrap();
-    assert_eq!(out.retval, TC_ACT_SHOT);
+    assert_eq!(out.retval, TC_ACT_REDIRECT);
+    assert_eq!(out.packet.len(), 14 + 40);
+    assert_eq!(addrs(&out.packet), (VIP, CLIENT, 80, 40000));
+    assert_eq!(out.packet[14 + 20 + 13], 0x14, "RST|ACK");
+    assert_eq!(
+        &out.packet[14 + 28..14 + 32],
+        &2u32.to_be_bytes(),
+        "acks the SYN (seq 1)"
+    );
+    assert_eq!(ipv4_checksum(&out.packet[14..34]), 0);
+    assert_eq!(l4_checksum(&out.packet), 0);
     assert_eq!(metric(&obj, abi::drop::DROP_NO_SERVICE, DIR_EGRESS).0, 1);
+    // Anything else is dropped.
+    let udp_pkt = ipv4(CLIENT, VIP, 17, &udp(5000, 80));
+    assert_eq!(
+        obj.run("cil_from_container", &udp_pkt).unwrap().retval,
+        TC_ACT_SHOT
+    );
 }

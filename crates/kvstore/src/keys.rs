@@ -12,6 +12,15 @@ pub const IDENTITY_IDS: &str = "cilium/state/identities/v1/id";
 /// `cilium/state/identities/v1/value/<labels>/<node suffix>`: the ID, leased.
 pub const IDENTITY_VALUES: &str = "cilium/state/identities/v1/value";
 
+/// `cilium/state/services/v1/<cluster>/rest/<id>`: a service made through
+/// the REST API, as its `ServiceSpec` JSON (Cilium keeps k8s services of
+/// other clusters here under their namespace and name).
+pub const SERVICES: &str = "cilium/state/services/v1";
+
+pub fn service(cluster: &str, id: u16) -> String {
+    format!("{SERVICES}/{cluster}/rest/{id}")
+}
+
 pub fn node(cluster: &str, name: &str) -> String {
     format!("{NODES}/{cluster}/{name}")
 }

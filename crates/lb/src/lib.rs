@@ -9,5 +9,5 @@ mod murmur3;
 mod service;
 mod table;
 
-pub use service::{Backend, BackendState, Frontend, Service, ServiceType};
+pub use service::{flags_string, Backend, BackendState, Frontend, Service, ServiceType};
 pub use table::{LbError, LoadBalancer, ServiceSpec, Update};

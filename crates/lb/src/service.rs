@@ -164,15 +164,38 @@ impl Service {
         (flags, flags2)
     }
 
-    /// Cilium's `ServiceFlags.String()`: the type, then qualifiers.
     pub fn flags_string(&self) -> String {
-        let mut s = self.kind.as_str().to_owned();
-        if self.affinity_timeout > 0 {
-            s.push_str(", sessionAffinity");
-        }
-        if self.map_flags().0 & abi::lb::SVC_FLAG_ROUTABLE == 0 {
-            s.push_str(", non-routable");
-        }
-        s
+        let (flags, flags2) = self.map_flags();
+        flags_string(flags, flags2)
     }
+}
+
+/// Cilium's `ServiceFlags.String()` of a service entry's flag bytes: the
+/// type, then qualifiers.
+pub fn flags_string(flags: u8, flags2: u8) -> String {
+    use abi::lb::*;
+    let kind = if flags2 & 1 != 0 {
+        ServiceType::LocalRedirect
+    } else if flags & SVC_FLAG_NODEPORT != 0 {
+        ServiceType::NodePort
+    } else if flags & SVC_FLAG_EXTERNAL_IP != 0 {
+        ServiceType::ExternalIPs
+    } else if flags & SVC_FLAG_HOSTPORT != 0 {
+        ServiceType::HostPort
+    } else if flags & SVC_FLAG_LOADBALANCER != 0 {
+        ServiceType::LoadBalancer
+    } else {
+        ServiceType::ClusterIP
+    };
+    let mut s = kind.as_str().to_owned();
+    if flags & SVC_FLAG_EXT_LOCAL_SCOPE != 0 {
+        s.push_str(", Local");
+    }
+    if flags & SVC_FLAG_AFFINITY != 0 {
+        s.push_str(", sessionAffinity");
+    }
+    if flags & SVC_FLAG_ROUTABLE == 0 {
+        s.push_str(", non-routable");
+    }
+    s
 }

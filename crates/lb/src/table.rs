@@ -78,6 +78,13 @@ impl LoadBalancer {
         }
     }
 
+    /// Takes back a backend ID found in the maps of a previous run, so
+    /// flows pinned to it keep their backend.
+    pub fn seed_backend(&mut self, id: u32, ip: Ipv4Addr, port: u16) {
+        self.backend_ids.entry((ip, port)).or_insert(id);
+        self.next_backend_id = self.next_backend_id.max(id + 1);
+    }
+
     pub fn list(&self) -> Vec<&Service> {
         self.services.values().collect()
     }

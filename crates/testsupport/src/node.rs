@@ -416,3 +416,93 @@ pub fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Opens a TCP connection from inside the netns at `netns` (the socket
+/// belongs to that namespace; the stream works from any thread).
+pub fn connect_in(netns: &Path, ip: Ipv4Addr, port: u16) -> std::io::Result<std::net::TcpStream> {
+    let ns = netdev::NetNs::open(netns).map_err(std::io::Error::other)?;
+    std::thread::spawn(move || {
+        ns.enter().map_err(std::io::Error::other)?;
+        let s = std::net::TcpStream::connect_timeout(&(ip, port).into(), Duration::from_secs(5))?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        Ok(s)
+    })
+    .join()
+    .map_err(|_| std::io::Error::other("connect thread panicked"))?
+}
+
+/// Sends one line and reads one line back.
+pub fn exchange(stream: &mut std::net::TcpStream, line: &str) -> std::io::Result<String> {
+    use std::io::{BufRead, BufReader};
+    stream.write_all(format!("{line}\n").as_bytes())?;
+    let mut reply = String::new();
+    BufReader::new(stream.try_clone()?).read_line(&mut reply)?;
+    Ok(reply.trim_end().to_owned())
+}
+
+/// A line server in a pod: every line is answered with `<name>: <line>`,
+/// on as many connections as come, until the server is dropped.
+pub struct LineServer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl LineServer {
+    pub fn start(netns: &Path, port: u16, name: &str) -> std::io::Result<Self> {
+        use std::io::{BufRead, BufReader};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let ns = netdev::NetNs::open(netns).map_err(std::io::Error::other)?;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (flag, name) = (stop.clone(), name.to_owned());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let listener = ns
+                .enter()
+                .map_err(std::io::Error::other)
+                .and_then(|()| std::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)))
+                .and_then(|l| l.set_nonblocking(true).map(|()| l));
+            let listener = match listener {
+                Ok(l) => {
+                    let _ = tx.send(Ok(()));
+                    l
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            while !flag.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let name = name.clone();
+                        std::thread::spawn(move || {
+                            let _ = stream.set_nonblocking(false);
+                            let mut out = match stream.try_clone() {
+                                Ok(s) => s,
+                                Err(_) => return,
+                            };
+                            for line in BufReader::new(stream).lines() {
+                                let Ok(line) = line else { return };
+                                if out
+                                    .write_all(format!("{name}: {line}\n").as_bytes())
+                                    .is_err()
+                                {
+                                    return;
+                                }
+                            }
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        rx.recv()
+            .map_err(|_| std::io::Error::other("server thread died"))??;
+        Ok(Self { stop })
+    }
+}
+
+impl Drop for LineServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}

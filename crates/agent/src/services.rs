@@ -1,0 +1,267 @@
+//! Services: the REST API's `ServiceSpec`, checked into an `lb` service,
+//! applied to the LB maps, and shared through the kvstore so every node
+//! balances the same way. In kvstore mode each agent applies what it reads
+//! from `cilium/state/services/v1/<cluster>/rest/`; the agent that took the
+//! request applies it first, so its answer reflects the datapath.
+
+use crate::daemon::Daemon;
+use api::service::{BackendAddress, FrontendAddress, Service, ServiceSpec, ServiceStatus};
+use lb::{BackendState, Frontend, LoadBalancer, ServiceType};
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("invalid frontend: {0}")]
+    Frontend(String),
+    #[error("invalid backend: {0}")]
+    Backend(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("service {0} not found")]
+    NotFound(u16),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl ServiceError {
+    /// Cilium's answers: 460 invalid frontend, 461 invalid backend.
+    pub fn status(&self) -> u16 {
+        match self {
+            ServiceError::Frontend(_) => 460,
+            ServiceError::Backend(_) => 461,
+            ServiceError::Invalid(_) => 400,
+            ServiceError::NotFound(_) => 404,
+            ServiceError::Failed(_) => 500,
+        }
+    }
+}
+
+/// The service ID of a path or spec: 1..65535.
+pub fn parse_id(raw: i64) -> Result<u16, ServiceError> {
+    u16::try_from(raw)
+        .ok()
+        .filter(|id| *id != 0)
+        .ok_or_else(|| {
+            ServiceError::Invalid(format!("invalid service ID {raw}: expected 1..65535"))
+        })
+}
+
+fn ipv4(s: &str, what: &str) -> Result<Ipv4Addr, String> {
+    s.parse()
+        .map_err(|_| format!("{what} {s:?} is not an IPv4 address"))
+}
+
+/// Checks a spec into what the load balancer takes.
+pub fn parse(spec: &ServiceSpec) -> Result<lb::ServiceSpec, ServiceError> {
+    let id = parse_id(spec.id)?;
+    let f = &spec.frontend_address;
+    let ip = ipv4(&f.ip, "address").map_err(ServiceError::Frontend)?;
+    if f.port == 0 {
+        return Err(ServiceError::Frontend(format!(
+            "{}: port must not be 0",
+            f.ip
+        )));
+    }
+    if !matches!(f.protocol.as_str(), "" | "TCP" | "UDP" | "ANY") {
+        return Err(ServiceError::Frontend(format!(
+            "unknown protocol {:?}",
+            f.protocol
+        )));
+    }
+    let scope = match f.scope.as_str() {
+        "" | "external" => abi::lb::LB_LOOKUP_SCOPE_EXT,
+        "internal" => abi::lb::LB_LOOKUP_SCOPE_INT,
+        s => {
+            return Err(ServiceError::Frontend(format!(
+                "unknown scope {s:?}: expected external or internal"
+            )))
+        }
+    };
+    let kind = match spec.flags.as_ref().map(|f| f.kind.as_str()).unwrap_or("") {
+        "" => ServiceType::ClusterIP,
+        t => ServiceType::parse(t)
+            .ok_or_else(|| ServiceError::Invalid(format!("unknown service type {t:?}")))?,
+    };
+    let mut backends = Vec::new();
+    for b in &spec.backend_addresses {
+        let ip = ipv4(&b.ip, "backend address").map_err(ServiceError::Backend)?;
+        let state = match b.state.as_str() {
+            "" => BackendState::Active,
+            s => BackendState::parse(s).ok_or_else(|| {
+                ServiceError::Backend(format!(
+                    "{}: unknown state {s:?}: expected active, terminating, quarantined or maintenance",
+                    b.ip
+                ))
+            })?,
+        };
+        backends.push((ip, b.port, state));
+    }
+    Ok(lb::ServiceSpec {
+        id,
+        frontend: Frontend {
+            ip,
+            port: f.port,
+            scope,
+        },
+        kind,
+        backends,
+        affinity_timeout: spec.session_affinity_timeout,
+    })
+}
+
+/// The spec the datapath realizes for a service, as the API shows it.
+fn realized(svc: &lb::Service) -> ServiceSpec {
+    ServiceSpec {
+        id: i64::from(svc.id),
+        frontend_address: FrontendAddress {
+            ip: svc.frontend.ip.to_string(),
+            port: svc.frontend.port,
+            protocol: "ANY".into(),
+            scope: if svc.frontend.scope == abi::lb::LB_LOOKUP_SCOPE_INT {
+                "internal".into()
+            } else {
+                "external".into()
+            },
+        },
+        backend_addresses: svc
+            .backends
+            .iter()
+            .map(|b| BackendAddress {
+                ip: b.ip.to_string(),
+                port: b.port,
+                state: b.state.as_str().into(),
+                preferred: b.preferred,
+                ..Default::default()
+            })
+            .collect(),
+        flags: Some(api::service::ServiceSpecFlags {
+            kind: svc.kind.as_str().into(),
+            ..Default::default()
+        }),
+        session_affinity_timeout: svc.affinity_timeout,
+        ..Default::default()
+    }
+}
+
+pub struct Services {
+    pin_dir: PathBuf,
+    lb: Mutex<LoadBalancer>,
+    /// What each service was asked to be.
+    specs: Mutex<BTreeMap<u16, ServiceSpec>>,
+}
+
+impl Services {
+    /// Starts from the backend IDs a previous run left in the maps, so the
+    /// flows conntrack pins to them keep their backends.
+    pub fn new(bpf_root: &std::path::Path) -> Self {
+        let pin_dir = bpf_root.join(abi::maps::GLOBALS_DIR);
+        let mut lb = LoadBalancer::new();
+        if let Ok(map) = datapath::PinnedMap::open(
+            &pin_dir.join(abi::maps::LB4_BACKENDS),
+            abi::maps::LB4_BACKENDS,
+        ) {
+            for (id, b) in map
+                .entries::<u32, abi::lb::Lb4Backend>()
+                .unwrap_or_default()
+            {
+                lb.seed_backend(id, b.address.ip(), b.port.get());
+            }
+        }
+        Self {
+            pin_dir,
+            lb: Mutex::new(lb),
+            specs: Mutex::default(),
+        }
+    }
+
+    /// Realizes a spec; true when the service is new.
+    pub fn apply(&self, spec: &ServiceSpec) -> Result<bool, ServiceError> {
+        let parsed = parse(spec)?;
+        let mut lb = self.lb.lock().expect("lb lock");
+        let (update, created) = lb.upsert(&parsed).map_err(|e| match e {
+            lb::LbError::InvalidFrontend(m) => ServiceError::Frontend(m),
+            e => ServiceError::Failed(e.to_string()),
+        })?;
+        datapath::lbmap::apply(&self.pin_dir, &update)
+            .map_err(|e| ServiceError::Failed(format!("writing the LB maps: {e}")))?;
+        self.specs
+            .lock()
+            .expect("specs lock")
+            .insert(parsed.id, spec.clone());
+        tracing::info!(subsys = "service", serviceID = parsed.id, frontend = %parsed.frontend, backends = parsed.backends.len(), created, "Service upserted");
+        Ok(created)
+    }
+
+    pub fn remove(&self, id: u16) -> Result<(), ServiceError> {
+        let mut lb = self.lb.lock().expect("lb lock");
+        let update = lb.delete(id).map_err(|_| ServiceError::NotFound(id))?;
+        datapath::lbmap::apply(&self.pin_dir, &update)
+            .map_err(|e| ServiceError::Failed(format!("writing the LB maps: {e}")))?;
+        self.specs.lock().expect("specs lock").remove(&id);
+        tracing::info!(subsys = "service", serviceID = id, "Service deleted");
+        Ok(())
+    }
+
+    pub fn get(&self, id: u16) -> Option<Service> {
+        let lb = self.lb.lock().expect("lb lock");
+        let svc = lb.get(id)?;
+        let spec = self.specs.lock().expect("specs lock").get(&id).cloned();
+        let realized = realized(svc);
+        Some(Service {
+            spec: spec.unwrap_or_else(|| realized.clone()),
+            status: ServiceStatus { realized },
+        })
+    }
+
+    pub fn list(&self) -> Vec<Service> {
+        let ids: Vec<u16> = self
+            .lb
+            .lock()
+            .expect("lb lock")
+            .list()
+            .iter()
+            .map(|s| s.id)
+            .collect();
+        ids.into_iter().filter_map(|id| self.get(id)).collect()
+    }
+}
+
+/// Applies the cluster's services as the kvstore has them.
+pub fn follow(d: &Arc<Daemon>) {
+    let Some(kv) = &d.kvstore else { return };
+    let prefix = format!(
+        "{}/{}/rest/",
+        kvstore::keys::SERVICES,
+        d.config.cluster_name
+    );
+    let mut rx = kv.watch_prefix(&prefix);
+    let d = Arc::clone(d);
+    tokio::spawn(async move {
+        while let Some(ev) = rx.recv().await {
+            match ev {
+                kvstore::Event::Upsert { key, value } => {
+                    let applied = serde_json::from_slice::<ServiceSpec>(&value)
+                        .map_err(|e| e.to_string())
+                        .and_then(|spec| d.services.apply(&spec).map_err(|e| e.to_string()));
+                    if let Err(e) = applied {
+                        tracing::warn!(subsys = "service", key = %key, error = %e, "Unable to apply service from kvstore");
+                    }
+                }
+                kvstore::Event::Delete { key } => {
+                    let Some(id) = key.rsplit('/').next().and_then(|s| s.parse().ok()) else {
+                        continue;
+                    };
+                    if let Err(ServiceError::Failed(e)) = d.services.remove(id) {
+                        tracing::warn!(subsys = "service", serviceID = id, error = %e, "Unable to delete service");
+                    }
+                }
+                kvstore::Event::ListDone => {
+                    tracing::info!(subsys = "service", "Initial service list received");
+                }
+            }
+        }
+    });
+}

@@ -1,0 +1,164 @@
+//! Seed 004's walk on a 3-node cluster: a pod on node1 reaches a ClusterIP
+//! whose backends run on node2 and node3; connections spread over them,
+//! replies come from the ClusterIP, every node learns the service through
+//! the kvstore, and removing a backend moves new connections away while an
+//! established one keeps working.
+
+mod common;
+
+use common::{connect_in, exchange, wait_for, Cluster, LineServer};
+use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, SocketAddr};
+
+const VIP: Ipv4Addr = Ipv4Addr::new(172, 16, 16, 87);
+
+#[test]
+fn a_pod_reaches_a_clusterip_with_backends_on_other_nodes() {
+    let mut cluster = Cluster::new(3, &[]);
+    for node in &mut cluster.nodes {
+        node.start_agent();
+    }
+    let client = cluster.nodes[0].add_pod_labeled("client", "app=client");
+    let web2 = cluster.nodes[1].add_pod_labeled("web-2", "app=web");
+    let web3 = cluster.nodes[2].add_pod_labeled("web-3", "app=web");
+    let _s2 = LineServer::start(&cluster.nodes[1].netns("web-2"), 8080, "web-2").unwrap();
+    let _s3 = LineServer::start(&cluster.nodes[2].netns("web-3"), 8080, "web-3").unwrap();
+    for (n, ip) in [(0, web2), (0, web3), (1, client)] {
+        wait_for("pods known across nodes", 30, || {
+            cluster.nodes[n]
+                .cilium_ok(&["bpf", "ipcache", "list"])
+                .contains(&format!("{ip}/32"))
+        });
+    }
+
+    let backends = format!("{web2}:8080,{web3}:8080");
+    let out = cluster.nodes[0].cilium_ok(&[
+        "service",
+        "update",
+        "--id",
+        "5",
+        "--frontend",
+        &format!("{VIP}:80"),
+        "--backends",
+        &backends,
+        "--k8s-cluster-ip",
+    ]);
+    assert!(
+        out.contains("Creating new service with id '5'") && out.contains("Added 2 backends"),
+        "{out}"
+    );
+    for node in &cluster.nodes {
+        wait_for("every node to learn the service", 30, || {
+            let list = node.cilium_ok(&["service", "list"]);
+            list.contains(&format!("{VIP}:80"))
+                && list.contains(&format!("2 => {web3}:8080 (active)"))
+        });
+        let lb = node.cilium_ok(&["bpf", "lb", "list"]);
+        assert!(
+            lb.contains("0.0.0.0:0 (5) (0) [ClusterIP, non-routable]"),
+            "{}: {lb}",
+            node.name
+        );
+        assert!(lb.contains(&format!("{web2}:8080 (5) (1)")), "{lb}");
+    }
+
+    let client_ns = cluster.nodes[0].netns("client");
+    let mut answered = BTreeSet::new();
+    for i in 0..24 {
+        let mut conn = connect_in(&client_ns, VIP, 80).expect("connect to the ClusterIP");
+        assert_eq!(
+            conn.peer_addr().unwrap(),
+            SocketAddr::from((VIP, 80)),
+            "replies come from the ClusterIP"
+        );
+        let reply = exchange(&mut conn, &format!("hello {i}")).unwrap();
+        answered.insert(reply.split(':').next().unwrap().to_owned());
+    }
+    assert_eq!(
+        answered,
+        BTreeSet::from(["web-2".to_owned(), "web-3".to_owned()])
+    );
+
+    // An established connection to web-2 survives web-2 leaving the service.
+    let mut held = loop {
+        let mut c = connect_in(&client_ns, VIP, 80).unwrap();
+        if exchange(&mut c, "who").unwrap().starts_with("web-2") {
+            break c;
+        }
+    };
+    let out = cluster.nodes[1].cilium_ok(&[
+        "service",
+        "update",
+        "--id",
+        "5",
+        "--frontend",
+        &format!("{VIP}:80"),
+        "--backends",
+        &format!("{web3}:8080"),
+    ]);
+    assert!(
+        out.contains("Updating existing service with id '5'"),
+        "{out}"
+    );
+    wait_for("node1 to drop web-2 from the service", 30, || {
+        !cluster.nodes[0]
+            .cilium_ok(&["service", "list"])
+            .contains(&format!("{web2}:8080"))
+    });
+    for i in 0..12 {
+        let mut conn = connect_in(&client_ns, VIP, 80).unwrap();
+        let reply = exchange(&mut conn, &format!("again {i}")).unwrap();
+        assert!(reply.starts_with("web-3"), "{reply}");
+    }
+    assert_eq!(
+        exchange(&mut held, "still there?").unwrap(),
+        "web-2: still there?"
+    );
+
+    // No backends: the connection fails instead of hanging forever.
+    cluster.nodes[2].cilium_ok(&[
+        "service",
+        "update",
+        "--id",
+        "5",
+        "--frontend",
+        &format!("{VIP}:80"),
+        "--backends",
+        "",
+    ]);
+    wait_for("node1 to see the empty service", 30, || {
+        !cluster.nodes[0]
+            .cilium_ok(&["service", "list"])
+            .contains(&format!("{web3}:8080"))
+    });
+    let t = std::time::Instant::now();
+    let refused = connect_in(&client_ns, VIP, 80).expect_err("no backend to connect to");
+    assert_eq!(
+        refused.kind(),
+        std::io::ErrorKind::ConnectionRefused,
+        "{refused}: {}",
+        cluster.nodes[0].cilium_ok(&["bpf", "metrics", "list"])
+    );
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(1),
+        "refused at once, not after retries"
+    );
+    let metrics = cluster.nodes[0].cilium_ok(&["bpf", "metrics", "list"]);
+    assert!(metrics.contains("Service backend not found"), "{metrics}");
+
+    cluster.nodes[0].cilium_ok(&["service", "delete", "5"]);
+    for node in &cluster.nodes {
+        wait_for("the service to leave every node", 30, || {
+            !node
+                .cilium_ok(&["bpf", "lb", "list"])
+                .contains(&VIP.to_string())
+        });
+    }
+    let bad = cluster.nodes[0].cilium(&["service", "update", "--id", "6", "--frontend", "nope:80"]);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("460"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
