@@ -38,6 +38,25 @@ pub fn wait_reachable(holder: i32, l: &Layout, from: &str, to: Ipv4Addr) -> anyh
     bail!("{to} did not become reachable from {from} within 30s")
 }
 
+/// Waits until the node of `holder` balances `vip` to `backend` (the
+/// service reached it through the kvstore).
+pub fn wait_service(holder: i32, vip: Ipv4Addr, backend: Ipv4Addr) -> anyhow::Result<()> {
+    layout::enter_node(holder)?;
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(30) {
+        let out = Command::new(layout::sibling("cilium")?)
+            .args(["bpf", "lb", "list"])
+            .output()
+            .context("running cilium")?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if text.contains(&vip.to_string()) && text.contains(&backend.to_string()) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!("service {vip} never reached this node")
+}
+
 /// A pod's network namespace, opened from inside its node (where it is mounted).
 pub fn open_pod(holder: i32, l: &Layout, pod: &str) -> anyhow::Result<netdev::NetNs> {
     layout::enter_node(holder)?;

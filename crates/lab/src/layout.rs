@@ -15,6 +15,8 @@ pub const UNDERLAY_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 pub const UNDERLAY_PREFIX: u8 = 24;
 pub const UNDERLAY: &str = "underlay";
 pub const BRIDGE: &str = "br0";
+/// The demo's ClusterIP (in Cilium's default service CIDR style).
+pub const DEMO_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
 /// Cluster size limit: node addresses are 198.18.0.11 on.
 pub const MAX_NODES: usize = 200;
 

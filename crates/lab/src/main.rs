@@ -179,10 +179,30 @@ fn up(nodes: usize, pod_names: &[String]) -> anyhow::Result<()> {
         let server = demo::open_pod(*hb, lb, &b.1)?;
         let client = demo::open_pod(*ha, la, &a.1)?;
         demo::tcp(client, &a.1, server, &b.1, b.2, 8080)?;
+
+        // A ClusterIP in front of the second pod, reached from the first.
+        layout::enter_node(holders[0].1)?;
+        demo::cilium(&[
+            "service",
+            "update",
+            "--id",
+            "1",
+            "--frontend",
+            &format!("{}:80", layout::DEMO_SERVICE_IP),
+            "--backends",
+            &format!("{}:80", b.2),
+            "--k8s-cluster-ip",
+        ])?;
+        let server = demo::open_pod(*hb, lb, &b.1)?;
+        let client = demo::open_pod(*ha, la, &a.1)?;
+        demo::wait_service(*ha, layout::DEMO_SERVICE_IP, b.2)?;
+        demo::tcp(client, &a.1, server, &b.1, layout::DEMO_SERVICE_IP, 80)?;
     }
     layout::enter_node(holders[0].1)?;
     for args in [
-        &["status"][..],
+        &["service", "list"][..],
+        &["bpf", "lb", "list"],
+        &["status"],
         &["node", "list"],
         &["endpoint", "list"],
         &["identity", "list"],
