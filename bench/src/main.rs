@@ -6,11 +6,13 @@
 //! - agent RSS with 0 and N endpoints, against the 30 MB target;
 //! - pod-to-pod TCP throughput (iperf3) through our programs, against two
 //!   namespaces joined by plain veths and host routes, no BPF;
-//! - the multi-node targets (see `overlay`).
+//! - the multi-node targets (see `overlay`);
+//! - the service targets (see `services`).
 //!
 //! Everything runs in private network + mount namespaces.
 
 mod overlay;
+mod services;
 
 use anyhow::{bail, Context};
 use std::io::Write;
@@ -252,7 +254,8 @@ fn main() -> anyhow::Result<()> {
     anyhow::ensure!((2..=200).contains(&pods), "pods must be in 2..200");
     one_node(pods, secs)?;
     // Issue 5 asks for reachability over 50 pods.
-    overlay::run_bench(pods.min(50), secs)
+    overlay::run_bench(pods.min(50), secs)?;
+    services::run_bench(secs)
 }
 
 /// The single-node targets, in a sandbox of their own.

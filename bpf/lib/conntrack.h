@@ -20,6 +20,7 @@
 #define TCP_FLAG_FIN	0x01
 #define TCP_FLAG_SYN	0x02
 #define TCP_FLAG_RST	0x04
+#define TCP_FLAG_ACK	0x10
 
 struct ct_state {
 	__u8 status;		/* CT_NEW, CT_ESTABLISHED, CT_REPLY, CT_RELATED */
@@ -119,6 +120,14 @@ static __always_inline void ct_update(struct ct_entry *entry, __u8 nexthdr,
 	__sync_fetch_and_add(&entry->packets, 1);
 	__sync_fetch_and_add(&entry->bytes, len);
 	if (nexthdr == IPPROTO_TCP) {
+		/* A new connection on the tuple of a closed one (Cilium's
+		 * CT_REOPENED): the entry starts over. */
+		if ((tcp_flags & TCP_FLAG_SYN) && !(tcp_flags & TCP_FLAG_ACK) &&
+		    (entry->flags & (CT_F_RX_CLOSING | CT_F_TX_CLOSING))) {
+			entry->flags &= ~(CT_F_RX_CLOSING | CT_F_TX_CLOSING | CT_F_SEEN_NON_SYN);
+			entry->rx_flags_seen = 0;
+			entry->tx_flags_seen = 0;
+		}
 		if (reply)
 			entry->rx_flags_seen |= tcp_flags;
 		else
@@ -153,6 +162,8 @@ static __always_inline void ct_lookup4(struct __sk_buff *ctx, int dir,
 				       struct ipv4_ct_tuple *tuple,
 				       struct ct_state *state)
 {
+	/* the load balancer's decision for this packet, made before lookup */
+	__u16 rev_nat_index = state->rev_nat_index;
 	struct ct_entry *entry;
 	void *map = ct_map_for(tuple->nexthdr);
 
@@ -164,6 +175,11 @@ static __always_inline void ct_lookup4(struct __sk_buff *ctx, int dir,
 			state->status = (tuple->flags & TUPLE_F_RELATED) ? CT_RELATED :
 					reply ? CT_REPLY : CT_ESTABLISHED;
 			state->src_sec_id = entry->src_sec_id;
+			/* A flow's own packets carry the translation made for them
+			 * now: the tuple may have served another (closed) flow
+			 * that went through a different service, or none. */
+			if (!reply && dir == CT_EGRESS)
+				entry->rev_nat_index = rev_nat_index;
 			state->rev_nat_index = entry->rev_nat_index;
 			ct_update(entry, tuple->nexthdr, state->tcp_flags, reply, ctx->len);
 			return;

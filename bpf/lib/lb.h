@@ -65,7 +65,7 @@ static __always_inline int lb4_select(struct __sk_buff *ctx, const struct ct_pac
 	struct lb4_backend *backend = NULL;
 	struct ct_entry *entry;
 	__u32 id = 0;
-	int syn = (pkt->tcp_flags & TCP_FLAG_SYN) && !(pkt->tcp_flags & 0x10);
+	int syn = (pkt->tcp_flags & TCP_FLAG_SYN) && !(pkt->tcp_flags & TCP_FLAG_ACK);
 
 	key.flags = TUPLE_F_SERVICE;
 	entry = bpf_map_lookup_elem(map, &key);

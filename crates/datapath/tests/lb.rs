@@ -149,3 +149,25 @@ fn a_service_without_backends_drops_with_a_reason() {
         TC_ACT_SHOT
     );
 }
+
+#[test]
+fn a_direct_flow_on_the_tuple_of_a_balanced_one_is_not_reverse_translated() {
+    let sb = Sandbox::enter();
+    let (mut obj, mut lb) = setup(&sb);
+    service(&obj, &mut lb, &[(BACKEND_A, BackendState::Active)]);
+    obj.run("cil_from_container", &syn(40000)).unwrap();
+    let fin = with_l4_checksum(ipv4(CLIENT, VIP, 6, &tcp(40000, 80, 0x11)));
+    obj.run("cil_from_container", &fin).unwrap();
+    let fin_back = with_l4_checksum(ipv4(BACKEND_A, CLIENT, 6, &tcp(8080, 40000, 0x11)));
+    obj.run("cil_from_container", &fin_back).unwrap();
+
+    // The client reuses its port to reach the backend directly.
+    let direct = with_l4_checksum(ipv4(CLIENT, BACKEND_A, 6, &tcp(40000, 8080, 0x02)));
+    assert_eq!(
+        addrs(&obj.run("cil_from_container", &direct).unwrap().packet).1,
+        BACKEND_A
+    );
+    let reply = with_l4_checksum(ipv4(BACKEND_A, CLIENT, 6, &tcp(8080, 40000, 0x12)));
+    let back = obj.run("cil_from_container", &reply).unwrap();
+    assert_eq!(addrs(&back.packet), (BACKEND_A, CLIENT, 8080, 40000));
+}

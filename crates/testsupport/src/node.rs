@@ -471,6 +471,17 @@ impl LineServer {
                 }
             };
             while !flag.load(Ordering::SeqCst) {
+                // Wait for a connection without spinning, but look at the
+                // stop flag now and then.
+                let mut pfd = libc::pollfd {
+                    fd: std::os::fd::AsRawFd::as_raw_fd(&listener),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd for the listener we own.
+                if unsafe { libc::poll(&mut pfd, 1, 100) } <= 0 {
+                    continue;
+                }
                 match listener.accept() {
                     Ok((stream, _)) => {
                         let name = name.clone();
@@ -491,7 +502,7 @@ impl LineServer {
                             }
                         });
                     }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    Err(_) => continue,
                 }
             }
         });

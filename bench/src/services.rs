@@ -1,0 +1,303 @@
+//! The service targets, on one node with real agent, CNI and pods:
+//!
+//! - pod-to-ClusterIP TCP throughput and connection rate, against the same
+//!   pods talking to the backend's address directly;
+//! - connection rate with 10, 1k and 5k services installed, against a
+//!   kube-proxy-style iptables setup (one DNAT rule per service, the one
+//!   used last) between two plain namespaces on the same machine;
+//! - how long a `cilium service update` takes until every node of a
+//!   3-node cluster balances to the new backend.
+
+use crate::{iperf, latency_line, run, verdict, THROUGHPUT_TARGET};
+use anyhow::Context;
+use std::io::{BufRead, BufReader, Write};
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use testsupport::node::{Cluster, LineServer, Node};
+
+const VIP: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 10);
+const SCALES: [usize; 3] = [10, 1000, 5000];
+const SCALE_TARGET: f64 = 1.5;
+/// The plain pods' gateway: an address of the node's namespace.
+const PLAIN_GW: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 1);
+
+/// Makes close() send a RST instead of leaving the socket in TIME_WAIT:
+/// thousands of connections a second would otherwise use up the client's
+/// ports and measure port search, not the path.
+fn abort_on_close(s: &std::net::TcpStream) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket and a linger struct of the right size.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(s),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Connections per second from the netns at `client` to ip:port for
+/// `secs`, one line each way; closed with a RST so the client's ports do
+/// not run out.
+fn conn_rate(client: &Path, ip: Ipv4Addr, port: u16, secs: f64) -> anyhow::Result<f64> {
+    let ns = netdev::NetNs::open(client)?;
+    std::thread::spawn(move || -> anyhow::Result<f64> {
+        ns.enter()?;
+        let t = Instant::now();
+        let mut n = 0u64;
+        while t.elapsed().as_secs_f64() < secs {
+            let mut s =
+                std::net::TcpStream::connect_timeout(&(ip, port).into(), Duration::from_secs(2))
+                    .with_context(|| format!("connecting to {ip}:{port}"))?;
+            s.write_all(b"x\n")?;
+            let mut line = String::new();
+            BufReader::new(&s).read_line(&mut line)?;
+            abort_on_close(&s);
+            n += 1;
+        }
+        Ok(n as f64 / t.elapsed().as_secs_f64())
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("client thread panicked"))?
+}
+
+fn service(
+    node: &Node,
+    id: u16,
+    vip: Ipv4Addr,
+    port: u16,
+    backend: Ipv4Addr,
+    bport: u16,
+) -> anyhow::Result<()> {
+    let spec = api::service::ServiceSpec {
+        id: i64::from(id),
+        frontend_address: api::service::FrontendAddress {
+            ip: vip.to_string(),
+            port,
+            ..Default::default()
+        },
+        backend_addresses: vec![api::service::BackendAddress {
+            ip: backend.to_string(),
+            port: bport,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let body = serde_json::to_vec(&spec)?;
+    api::Client::new(&node.socket()).call("PUT", &format!("/service/{id}"), &[], Some(&body))?;
+    Ok(())
+}
+
+/// Runs `ip` (or another command) inside the netns at `ns`.
+fn in_ns(ns: &Path, program: &str, args: &[&str]) -> anyhow::Result<String> {
+    run(Command::new("nsenter")
+        .arg(format!("--net={}", ns.display()))
+        .arg(program)
+        .args(args))
+}
+
+/// A plain pod for the iptables baseline: a netns on a veth into `router`,
+/// a namespace of its own (no agent, no BPF), routed both ways.
+fn plain_pod(
+    node: &Node,
+    router: &Path,
+    name: &str,
+    ip: Ipv4Addr,
+) -> anyhow::Result<std::path::PathBuf> {
+    let ns = node.create_netns(name);
+    let host = format!("plain{}", ip.octets()[3]);
+    let router_path = router.display().to_string();
+    let pod = |args: &[&str]| in_ns(&ns, "ip", args);
+    pod(&[
+        "link",
+        "add",
+        "eth0",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &host,
+        "netns",
+        &router_path,
+    ])?;
+    pod(&["addr", "add", &format!("{ip}/32"), "dev", "eth0"])?;
+    pod(&["link", "set", "eth0", "up"])?;
+    pod(&[
+        "route",
+        "add",
+        &format!("{PLAIN_GW}/32"),
+        "dev",
+        "eth0",
+        "scope",
+        "link",
+    ])?;
+    pod(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        &PLAIN_GW.to_string(),
+        "dev",
+        "eth0",
+    ])?;
+    in_ns(router, "ip", &["link", "set", &host, "up"])?;
+    in_ns(
+        router,
+        "ip",
+        &["route", "add", &format!("{ip}/32"), "dev", &host],
+    )?;
+    Ok(ns)
+}
+
+/// Loads `n` DNAT rules (kube-proxy's shape: match VIP and port, DNAT to
+/// the backend) with the measured service's last.
+fn iptables_services(router: &Path, n: usize, backend: Ipv4Addr) -> anyhow::Result<()> {
+    let mut rules = String::from(
+        "*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n-A PREROUTING -j KUBE-SERVICES\n",
+    );
+    for i in 1..n {
+        rules.push_str(&format!(
+            "-A KUBE-SERVICES -d 172.21.{}.{}/32 -p tcp --dport 80 -j DNAT --to-destination 10.250.0.9:8080\n",
+            i / 250,
+            i % 250 + 1
+        ));
+    }
+    rules.push_str(&format!(
+        "-A KUBE-SERVICES -d {VIP}/32 -p tcp --dport 80 -j DNAT --to-destination {backend}:8080\nCOMMIT\n"
+    ));
+    let mut child = Command::new("nsenter")
+        .arg(format!("--net={}", router.display()))
+        .arg("iptables-restore")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .context("running iptables-restore (apt install iptables)")?;
+    child
+        .stdin
+        .take()
+        .context("stdin")?
+        .write_all(rules.as_bytes())?;
+    anyhow::ensure!(child.wait()?.success(), "iptables-restore failed");
+    Ok(())
+}
+
+pub fn run_bench(secs: u32) -> anyhow::Result<()> {
+    let mut node = Node::new("10.5.0.0/24");
+    node.quiet = true;
+    node.start_agent();
+    let client = node.add_pod("client");
+    let server = node.add_pod("server");
+    let _lines = LineServer::start(&node.netns("server"), 8080, "server")?;
+    service(&node, 1, VIP, 5201, server, 5201)?;
+    service(&node, 2, VIP, 80, server, 8080)?;
+    let (cns, sns) = (node.netns("client"), node.netns("server"));
+    let _ = client;
+
+    let via_vip = iperf(&sns, &cns, VIP, secs)?;
+    let direct = iperf(&sns, &cns, server, secs)?;
+    println!("pod-to-ClusterIP TCP throughput (iperf3, {secs} s):");
+    println!(
+        "  to the ClusterIP             {:7.2} Gbit/s",
+        via_vip / 1e9
+    );
+    println!("  baseline: to the backend IP  {:7.2} Gbit/s", direct / 1e9);
+    println!(
+        "  ratio {:.2}x   target >= {THROUGHPUT_TARGET}x: {}",
+        via_vip / direct,
+        verdict(via_vip / direct >= THROUGHPUT_TARGET)
+    );
+    let rate_secs = 2.0;
+    let vip_rate = conn_rate(&cns, VIP, 80, rate_secs)?;
+    let direct_rate = conn_rate(&cns, server, 8080, rate_secs)?;
+    println!("pod-to-ClusterIP connection rate (connect, one line each way, close):");
+    println!("  to the ClusterIP             {vip_rate:9.0} conn/s");
+    println!("  baseline: to the backend IP  {direct_rate:9.0} conn/s");
+    println!(
+        "  ratio {:.2}x   target >= {THROUGHPUT_TARGET}x: {}",
+        vip_rate / direct_rate,
+        verdict(vip_rate / direct_rate >= THROUGHPUT_TARGET)
+    );
+
+    // The iptables baseline: two plain pods, kube-proxy-style DNAT rules.
+    let (pc, ps) = (Ipv4Addr::new(10, 250, 0, 2), Ipv4Addr::new(10, 250, 0, 3));
+    let router = node.create_netns("plain-router");
+    in_ns(
+        &router,
+        "ip",
+        &["addr", "add", &format!("{PLAIN_GW}/32"), "dev", "lo"],
+    )?;
+    in_ns(&router, "sysctl", &["-qw", "net.ipv4.ip_forward=1"])?;
+    let plain_client = plain_pod(&node, &router, "plain-client", pc)?;
+    let plain_server = plain_pod(&node, &router, "plain-server", ps)?;
+    let _plain_lines = LineServer::start(&plain_server, 8080, "plain")?;
+    println!("connection rate with N services installed (ours: BPF maps; baseline: iptables DNAT rules):");
+    let mut installed = 2u16;
+    let mut first = None;
+    for n in SCALES {
+        while usize::from(installed) < n {
+            installed += 1;
+            let i = usize::from(installed);
+            let vip = Ipv4Addr::new(172, 22, (i / 250) as u8, (i % 250 + 1) as u8);
+            service(&node, installed, vip, 80, server, 8080)?;
+        }
+        iptables_services(&router, n, ps)?;
+        let ours = conn_rate(&cns, VIP, 80, rate_secs)?;
+        let theirs = conn_rate(&plain_client, VIP, 80, rate_secs)?;
+        let base = *first.get_or_insert(ours);
+        println!(
+            "  {n:>5} services   ours {ours:7.0} conn/s ({:.2}x of ours at {})   iptables {theirs:7.0} conn/s   ratio {:.2}x{}",
+            ours / base,
+            SCALES[0],
+            ours / theirs,
+            if n == 5000 {
+                format!("   target >= {SCALE_TARGET}x at 5k: {}", verdict(ours / theirs >= SCALE_TARGET))
+            } else {
+                String::new()
+            }
+        );
+    }
+    drop(node);
+    propagation()
+}
+
+/// `cilium service update` on node1 until each node's LB map names the new
+/// backend.
+fn propagation() -> anyhow::Result<()> {
+    let mut cluster = Cluster::new(3, &[]);
+    for node in &mut cluster.nodes {
+        node.quiet = true;
+        node.start_agent();
+    }
+    let mut samples = Vec::new();
+    for round in 0..20u8 {
+        let backend = Ipv4Addr::new(10, 9, 0, round + 1);
+        let t = Instant::now();
+        service(&cluster.nodes[0], 7, VIP, 80, backend, 80)?;
+        for node in &cluster.nodes {
+            let map = datapath::PinnedMap::open_global(&node.bpffs(), abi::maps::LB4_BACKENDS)?;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !map
+                .entries::<u32, abi::lb::Lb4Backend>()?
+                .iter()
+                .any(|(_, b)| b.address.ip() == backend && b.flags == abi::lb::BE_STATE_ACTIVE)
+            {
+                anyhow::ensure!(
+                    Instant::now() < deadline,
+                    "{} never got {backend}",
+                    node.name
+                );
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        samples.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    println!("service update propagation (REST update on node1 until all 3 nodes' LB maps have the new backend, 20 updates):");
+    latency_line("all 3 nodes updated", &mut samples);
+    Ok(())
+}
