@@ -12,6 +12,8 @@
 #include "lib/conntrack.h"
 #include "lib/l3.h"
 #include "lib/encap.h"
+#include "lib/nodeport.h"
+#include "lib/reject.h"
 
 /* The node's own packets to a pod on another node go through the overlay
  * as Cilium's LOCAL_NODE_ID, which the far side sees as remote-node. */
@@ -74,6 +76,34 @@ int cil_from_host(struct __sk_buff *ctx)
 		return send_drop_notify(ctx, IDENTITY_HOST, ep->sec_id, ep->lxc_id,
 					ret, METRIC_EGRESS, 0);
 	update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
+	return ret;
+}
+
+/* Packets arriving on the node's native device (tc ingress): NodePort
+ * connections and their backends' replies; the rest is the stack's. */
+__section_entry
+int cil_from_netdev(struct __sk_buff *ctx)
+{
+	__u16 proto = 0;
+	int ret, verdict;
+
+	ret = validate_ethertype(ctx, &proto);
+	if (IS_ERR(ret) || proto != ETH_P_IP)
+		return CTX_ACT_OK;
+	ret = nodeport_lb4(ctx);
+	if (IS_ERR(ret)) {
+		verdict = send_drop_notify(ctx, IDENTITY_WORLD, IDENTITY_UNKNOWN, 0,
+					   ret, METRIC_INGRESS, 0);
+		/* A NodePort without backends refuses the connection at once. */
+		if (ret == -DROP_NO_SERVICE) {
+			ret = tcp_reject4(ctx);
+			if (ret)
+				return ret;
+		}
+		return verdict;
+	}
+	if (ret != CTX_ACT_OK)
+		update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
 	return ret;
 }
 

@@ -18,6 +18,7 @@
 #include "lib/encap.h"
 #include "lib/lb.h"
 #include "lib/reject.h"
+#include "lib/nodeport.h"
 
 static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 {
@@ -86,6 +87,22 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 			goto drop;
 		update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
 		return ret;
+	}
+
+	/* A local backend's reply to a NodePort client goes straight back out
+	 * of the native device, translated back. */
+	if (is_node_address(daddr)) {
+		struct ipv4_nat_entry *nat;
+
+		nat = nodeport_reply_nat(pkt.tuple.saddr, daddr, pkt.tuple.dport,
+					 pkt.tuple.sport, proto);
+		if (nat) {
+			ret = nodeport_reply(ctx, l4_off, proto, daddr, nat);
+			if (ret < 0)
+				goto drop;
+			update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
+			return ret;
+		}
 	}
 
 	/* The node itself or beyond it: the host stack routes it. */

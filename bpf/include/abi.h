@@ -24,6 +24,7 @@
 #define TUNNEL_MAP_SIZE		65536
 #define POLICY_MAP_SIZE		16384
 #define LB_MAP_SIZE		65536
+#define NAT_MAP_SIZE		131072
 
 /* ---- Address families as stored in keys ---- */
 #define ENDPOINT_KEY_IPV4	1
@@ -223,6 +224,22 @@ struct lb4_reverse_nat {
 	__u16 port;
 } __attribute__((packed));
 
+/* ---- cilium_snat_v4_external: ipv4_ct_tuple -> ipv4_nat_entry ---- */
+/* Keys are tuples with their real source and destination ports (not CT's
+ * skewed order) and the direction in flags. */
+#define NAT_DIR_EGRESS		0
+#define NAT_DIR_INGRESS		1
+
+struct ipv4_nat_entry {
+	__u64 created;
+	__u64 needs_ct;
+	__u64 pad1;
+	__u64 pad2;
+	__u32 to_addr;		/* egress: new source; ingress: new destination */
+	__u16 to_port;
+	__u16 rev_port;		/* NodePort: the other side's port (Cilium: pad) */
+};
+
 /* ---- cilium_policy_<EPID>: policy_key (LPM) -> policy_entry ---- */
 struct policy_key {
 	__u32 prefixlen;
@@ -267,6 +284,8 @@ struct metrics_value {
 #define RUNTIME_CONFIG_ENCAP_IFINDEX	2
 /* the pod CIDR mask (network order) the tunnel map is keyed by */
 #define RUNTIME_CONFIG_IPV4_MASK	3
+/* ifindex of the node's native device (NodePort replies leave through it) */
+#define RUNTIME_CONFIG_NATIVE_IFINDEX	4
 
 /* ---- cilium_events records ---- */
 #define CILIUM_NOTIFY_UNSPEC		0
@@ -360,6 +379,7 @@ struct trace_notify {
 #define DROP_HOST_UNREACHABLE	164
 #define DROP_NO_CONFIG		165
 #define DROP_UNSUPPORTED_L2	166
+#define DROP_NAT_NO_MAPPING	167
 #define DROP_NO_FIB		169
 #define DROP_INVALID_IDENTITY	171
 #define DROP_UNKNOWN_SENDER	172
@@ -386,6 +406,7 @@ ABI_SIZE(struct lb4_key, 12);
 ABI_SIZE(struct lb4_service, 12);
 ABI_SIZE(struct lb4_backend, 12);
 ABI_SIZE(struct lb4_reverse_nat, 6);
+ABI_SIZE(struct ipv4_nat_entry, 40);
 ABI_SIZE(struct metrics_key, 8);
 ABI_SIZE(struct metrics_value, 16);
 ABI_SIZE(struct drop_notify, 36);

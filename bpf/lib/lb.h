@@ -57,7 +57,7 @@ static __always_inline struct lb4_backend *lb4_backend_of_slot(__u32 address, __
  * service has no backend to give.
  */
 static __always_inline int lb4_select(struct __sk_buff *ctx, const struct ct_packet *pkt,
-				      const struct lb4_service *svc,
+				      const struct lb4_service *svc, __u32 frontend,
 				      struct lb4_target *target)
 {
 	struct ipv4_ct_tuple key = pkt->tuple;
@@ -80,7 +80,7 @@ static __always_inline int lb4_select(struct __sk_buff *ctx, const struct ct_pac
 	if (!backend) {
 		if (svc->count == 0)
 			return -DROP_NO_SERVICE;
-		backend = lb4_backend_of_slot(key.daddr, key.sport,
+		backend = lb4_backend_of_slot(frontend, key.sport,
 					      (__u16)(bpf_get_prandom_u32() % svc->count) + 1,
 					      &id);
 		if (!backend)
@@ -161,7 +161,7 @@ static __always_inline int lb4_local(struct __sk_buff *ctx, int l4_off,
 	svc = lb4_lookup_service(pkt->tuple.daddr, pkt->tuple.sport);
 	if (!svc)
 		return 0;
-	ret = lb4_select(ctx, pkt, svc, &target);
+	ret = lb4_select(ctx, pkt, svc, pkt->tuple.daddr, &target);
 	if (IS_ERR(ret))
 		return ret;
 	ret = lb4_xlate(ctx, l4_off, pkt->tuple.nexthdr, 1, target.address, target.port);

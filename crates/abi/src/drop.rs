@@ -41,6 +41,7 @@ drop_reasons! {
     DROP_HOST_UNREACHABLE = 164, "Local host is unreachable";
     DROP_NO_CONFIG = 165, "No configuration available to perform policy decision";
     DROP_UNSUPPORTED_L2 = 166, "Unsupported L2 protocol";
+    DROP_NAT_NO_MAPPING = 167, "No mapping for NAT masquerade";
     DROP_NO_FIB = 169, "FIB lookup failed";
     DROP_INVALID_IDENTITY = 171, "Invalid identity";
     DROP_UNKNOWN_SENDER = 172, "Unknown sender";

@@ -109,3 +109,29 @@ pub struct Lb4ReverseNat {
 }
 assert_layout!(Lb4ReverseNat, size = 6, address = 0, port = 4);
 unsafe impl Plain for Lb4ReverseNat {}
+
+pub const NAT_DIR_EGRESS: u8 = 0;
+pub const NAT_DIR_INGRESS: u8 = 1;
+
+/// `cilium_snat_v4_external` value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ipv4NatEntry {
+    pub created: u64,
+    pub needs_ct: u64,
+    pub pad1: u64,
+    pub pad2: u64,
+    /// Egress: the new source; ingress: the new destination.
+    pub to_addr: Be32,
+    pub to_port: Be16,
+    /// NodePort: the other side's port (padding in Cilium).
+    pub rev_port: Be16,
+}
+assert_layout!(
+    Ipv4NatEntry,
+    size = 40,
+    to_addr = 32,
+    to_port = 36,
+    rev_port = 38
+);
+unsafe impl Plain for Ipv4NatEntry {}

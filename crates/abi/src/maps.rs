@@ -11,6 +11,7 @@ pub const EVENTS: &str = "cilium_events";
 pub const LB4_SERVICES: &str = "cilium_lb4_services_v2";
 pub const LB4_BACKENDS: &str = "cilium_lb4_backends_v3";
 pub const LB4_REVERSE_NAT: &str = "cilium_lb4_reverse_nat";
+pub const SNAT4_EXTERNAL: &str = "cilium_snat_v4_external";
 
 pub const ENDPOINTS_MAP_SIZE: u32 = 65535;
 pub const IPCACHE_MAP_SIZE: u32 = 512000;

@@ -6,6 +6,8 @@ pub const AGENT_LIVENESS: u32 = 1;
 pub const ENCAP_IFINDEX: u32 = 2;
 /// The pod CIDR mask (network order) the tunnel map is keyed by.
 pub const IPV4_MASK: u32 = 3;
+/// ifindex of the node's native device (NodePort replies leave through it).
+pub const NATIVE_IFINDEX: u32 = 4;
 
 /// Name Cilium's CLI prints for an index.
 pub fn index_name(index: u32) -> Option<&'static str> {
@@ -14,6 +16,7 @@ pub fn index_name(index: u32) -> Option<&'static str> {
         AGENT_LIVENESS => Some("AgentLiveness"),
         ENCAP_IFINDEX => Some("EncapIfindex"),
         IPV4_MASK => Some("IPv4Mask"),
+        NATIVE_IFINDEX => Some("NativeIfindex"),
         _ => None,
     }
 }

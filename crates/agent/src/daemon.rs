@@ -31,6 +31,8 @@ pub struct Daemon {
     pub node_ip: Option<Ipv4Addr>,
     pub netlink: netdev::Netlink,
     pub services: crate::services::Services,
+    /// The device cil_from_netdev serves NodePorts on, when enabled.
+    pub native_device: Option<String>,
     pub started: Instant,
 }
 
@@ -134,6 +136,11 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         "Node addressing"
     );
 
+    let native_device = if config.enable_node_port {
+        Some(setup_node_port(&nl, &mut dp, &config, node_ip).await?)
+    } else {
+        None
+    };
     let host_ips: Vec<Ipv4Addr> = std::iter::once(config.router_ip).chain(node_ip).collect();
     let ipcache = crate::ipcache::IpCache::new(config.bpf_root.clone());
     crate::hostips::sync(&config.bpf_root, &ipcache, &host_ips)
@@ -188,6 +195,7 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         node_ip,
         netlink: nl,
         services: crate::services::Services::new(&config.bpf_root),
+        native_device,
         started: t0,
         config,
     });
@@ -202,6 +210,36 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     start_controllers(&daemon, host_ips);
     tracing::info!(subsys = "daemon", bootstrapTime = ?t0.elapsed(), "Daemon initialization completed");
     Ok(Running { daemon, _pid: pid })
+}
+
+/// cil_from_netdev on the device that carries the node's address, which
+/// NodePort replies leave through.
+async fn setup_node_port(
+    nl: &netdev::Netlink,
+    dp: &mut datapath::Datapath,
+    config: &DaemonConfig,
+    node_ip: Option<Ipv4Addr>,
+) -> anyhow::Result<String> {
+    let ip = node_ip.context("NodePort needs a node IPv4 address (none found; set ipv4-node)")?;
+    let index = nl
+        .ipv4_addrs(None)
+        .await?
+        .into_iter()
+        .find(|(_, a, _)| *a == ip)
+        .map(|(i, _, _)| i)
+        .with_context(|| format!("no device carries the node address {ip}"))?;
+    let link = nl
+        .links()
+        .await?
+        .into_iter()
+        .find(|l| l.index == index)
+        .with_context(|| format!("device {index} vanished"))?;
+    dp.attach_native_device(&link.name)
+        .with_context(|| format!("attaching cil_from_netdev to {}", link.name))?;
+    let map = datapath::PinnedMap::open_global(&config.bpf_root, abi::maps::RUNTIME_CONFIG)?;
+    map.put(&abi::runtime_config::NATIVE_IFINDEX, &u64::from(index))?;
+    tracing::info!(subsys = "datapath", device = %link.name, "NodePort enabled on native device");
+    Ok(link.name)
 }
 
 /// cilium_vxlan with cil_from_overlay on it, and the facts the datapath

@@ -53,9 +53,18 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
             state: State::Disabled,
             ..Default::default()
         }),
-        kube_proxy_replacement: Some(KubeProxyReplacement {
-            mode: "False".into(),
-            devices: vec![],
+        kube_proxy_replacement: Some(match &d.native_device {
+            Some(dev) => KubeProxyReplacement {
+                mode: "True".into(),
+                devices: vec![format!(
+                    "{dev}   {}",
+                    d.node_ip.map(|i| i.to_string()).unwrap_or_default()
+                )],
+            },
+            None => KubeProxyReplacement {
+                mode: "False".into(),
+                devices: vec![],
+            },
         }),
         host_firewall: Some(ModeStatus {
             mode: "Disabled".into(),

@@ -79,7 +79,14 @@ pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> Strin
         push("Kubernetes", state_line(k.state, &k.msg));
     }
     if let Some(k) = &s.kube_proxy_replacement {
-        push("KubeProxyReplacement", k.mode.clone());
+        if k.devices.is_empty() {
+            push("KubeProxyReplacement", k.mode.clone());
+        } else {
+            push(
+                "KubeProxyReplacement",
+                format!("{}   [{}]", k.mode, k.devices.join(", ")),
+            );
+        }
     }
     if let Some(h) = &s.host_firewall {
         push("Host firewall", h.mode.clone());

@@ -162,3 +162,68 @@ fn a_pod_reaches_a_clusterip_with_backends_on_other_nodes() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+#[test]
+fn nodeport_reaches_backends_from_the_underlay() {
+    let mut cluster = Cluster::new(2, &["--kube-proxy-replacement=true"]);
+    for node in &mut cluster.nodes {
+        node.start_agent();
+    }
+    let status = cluster.nodes[0].cilium_ok(&["status"]);
+    assert!(
+        status.contains("KubeProxyReplacement:    True   [eth0   198.18.0.11]"),
+        "{status}"
+    );
+    let web2 = cluster.nodes[1].add_pod_labeled("web-2", "app=web");
+    let _s2 = LineServer::start(&cluster.nodes[1].netns("web-2"), 8080, "web-2").unwrap();
+    wait_for("node1 to learn web-2", 30, || {
+        cluster.nodes[0]
+            .cilium_ok(&["bpf", "ipcache", "list"])
+            .contains(&format!("{web2}/32"))
+    });
+    cluster.nodes[0].cilium_ok(&[
+        "service",
+        "update",
+        "--id",
+        "9",
+        "--frontend",
+        "0.0.0.0:30080",
+        "--backends",
+        &format!("{web2}:8080"),
+        "--k8s-node-port",
+    ]);
+    for node in &cluster.nodes {
+        wait_for("the NodePort on every node", 30, || {
+            node.cilium_ok(&["bpf", "lb", "list"])
+                .contains("0.0.0.0:30080")
+        });
+    }
+    let lb = cluster.nodes[0].cilium_ok(&["bpf", "lb", "list"]);
+    assert!(lb.contains("[NodePort, non-routable]"), "{lb}");
+
+    // A machine on the underlay, through node1 (backend remote) and node2
+    // (backend local); replies come from the address it connected to.
+    let outside = cluster.machine("outside", Ipv4Addr::new(198, 18, 0, 50));
+    for (i, node_ip) in [common::node_ip(1), common::node_ip(2)]
+        .into_iter()
+        .enumerate()
+    {
+        for round in 0..3 {
+            let mut conn = connect_in(&outside, node_ip, 30080).unwrap_or_else(|e| {
+                panic!(
+                    "NodePort via node{}: {e}\n{}",
+                    i + 1,
+                    cluster.nodes[i].cilium_ok(&["bpf", "metrics", "list"])
+                )
+            });
+            assert_eq!(
+                conn.peer_addr().unwrap(),
+                SocketAddr::from((node_ip, 30080))
+            );
+            assert_eq!(
+                exchange(&mut conn, &format!("hi {round}")).unwrap(),
+                format!("web-2: hi {round}")
+            );
+        }
+    }
+}

@@ -53,6 +53,7 @@ pub struct Datapath {
 
 const FROM_CONTAINER: &str = "cil_from_container";
 const FROM_HOST: &str = "cil_from_host";
+const FROM_NETDEV: &str = "cil_from_netdev";
 const FROM_OVERLAY: &str = "cil_from_overlay";
 const TO_OVERLAY: &str = "cil_to_overlay";
 
@@ -65,6 +66,7 @@ impl Datapath {
         load_classifier(&mut lxc, objects::BPF_LXC.name, FROM_CONTAINER)?;
         let mut host = load_object(objects::BPF_HOST, &globals, &sizes.overrides())?;
         load_classifier(&mut host, objects::BPF_HOST.name, FROM_HOST)?;
+        load_classifier(&mut host, objects::BPF_HOST.name, FROM_NETDEV)?;
         let mut overlay = load_object(objects::BPF_OVERLAY, &globals, &sizes.overrides())?;
         load_classifier(&mut overlay, objects::BPF_OVERLAY.name, FROM_OVERLAY)?;
         load_classifier(&mut overlay, objects::BPF_OVERLAY.name, TO_OVERLAY)?;
@@ -152,6 +154,13 @@ impl Datapath {
         let links = self.device_links(ifname);
         let prog = load_classifier(&mut self.host, objects::BPF_HOST.name, FROM_HOST)?;
         attach_pinned(prog, FROM_HOST, ifname, Hook::Egress, &links, self.mode)
+    }
+
+    /// Attaches `cil_from_netdev` to the ingress of the node's native device.
+    pub fn attach_native_device(&mut self, ifname: &str) -> Result<AttachMode, Error> {
+        let links = self.device_links(ifname);
+        let prog = load_classifier(&mut self.host, objects::BPF_HOST.name, FROM_NETDEV)?;
+        attach_pinned(prog, FROM_NETDEV, ifname, Hook::Ingress, &links, self.mode)
     }
 
     /// Attaches `cil_from_overlay` and `cil_to_overlay` to the ingress and

@@ -40,6 +40,9 @@ pub struct DaemonConfig {
     pub cni_chaining_mode: String,
     /// Attach with tcx links (else legacy tc clsact filters).
     pub enable_tcx: bool,
+    /// NodePort on the native device (`enable-node-port`, or
+    /// `kube-proxy-replacement=true`).
+    pub enable_node_port: bool,
     pub bpf_map_dynamic_size_ratio: f64,
     /// Every key with its effective value (`daemonConfigurationMap`).
     pub all: BTreeMap<String, String>,
@@ -200,6 +203,8 @@ impl DaemonConfig {
             ipam_mode: l.get("ipam").to_ascii_lowercase(),
             cni_chaining_mode: l.get("cni-chaining-mode").to_owned(),
             enable_tcx: boolean("enable-tcx"),
+            enable_node_port: boolean("enable-node-port")
+                || matches!(l.get("kube-proxy-replacement"), "true" | "strict"),
             bpf_map_dynamic_size_ratio: l
                 .get("bpf-map-dynamic-size-ratio")
                 .parse()

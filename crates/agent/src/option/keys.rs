@@ -174,7 +174,7 @@ pub const KEYS: &[Key] = &[
     later("enable-l2-neigh-discovery", Bool, "true"),
     later("enable-l7-proxy", Bool, "true"),
     later("enable-local-redirect-policy", Bool, "false"),
-    later("enable-node-port", Bool, "false"),
+    k("enable-node-port", Bool, "false"),
     later("enable-remote-node-identity", Bool, "true"),
     later("enable-sctp", Bool, "false"),
     later("enable-svc-source-range-check", Bool, "true"),

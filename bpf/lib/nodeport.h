@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * NodePort on the node's native device. A connection to a node address and
+ * a NodePort is DNATed to a backend and SNATed to that node address with a
+ * port of its own, so the backend's replies come back to this node wherever
+ * the backend runs; the two NAT entries (cilium_snat_v4_external) undo both
+ * translations for the replies, which then leave through the native device
+ * towards the client.
+ */
+#ifndef __LIB_NODEPORT_H_
+#define __LIB_NODEPORT_H_
+
+#include "common.h"
+#include "maps.h"
+#include "endpoint.h"
+#include "conntrack.h"
+#include "lb.h"
+#include "encap.h"
+#include "l3.h"
+#include "runtime_config.h"
+
+#define NAT_PORT_MIN	32768
+#define NAT_PORT_TRIES	16
+
+static __always_inline int is_node_address(__u32 addr)
+{
+	struct endpoint_info *ep = lookup_ip4_endpoint(addr);
+
+	return ep && (ep->flags & ENDPOINT_F_HOST);
+}
+
+/* The NodePort service for address:port: its own frontend, else the
+ * surrogate 0.0.0.0:port that stands for every node address. */
+static __always_inline struct lb4_service *nodeport_lookup(__u32 addr, __u16 port,
+							    __u32 *frontend)
+{
+	struct lb4_service *svc = lb4_lookup_service(addr, port);
+
+	if (svc && (svc->flags & SVC_FLAG_NODEPORT)) {
+		*frontend = addr;
+		return svc;
+	}
+	svc = lb4_lookup_service(0, port);
+	if (svc && (svc->flags & SVC_FLAG_NODEPORT)) {
+		*frontend = 0;
+		return svc;
+	}
+	return NULL;
+}
+
+/* A port of this node for the flow towards backend: the client's own if
+ * free, else a random one. Ports are network order. */
+static __always_inline int nodeport_nat_port(__u32 backend, __u16 bport, __u32 node,
+					     __u16 sport, __u8 proto, __u16 *port)
+{
+	struct ipv4_ct_tuple key = {
+		.saddr = backend,
+		.daddr = node,
+		.sport = bport,
+		.nexthdr = proto,
+		.flags = NAT_DIR_INGRESS,
+	};
+	__u16 candidate = sport;
+
+	for (int i = 0; i < NAT_PORT_TRIES; i++) {
+		key.dport = candidate;
+		if (!bpf_map_lookup_elem(&cilium_snat_v4_external, &key)) {
+			*port = candidate;
+			return 0;
+		}
+		candidate = bpf_htons(NAT_PORT_MIN + bpf_get_prandom_u32() % NAT_PORT_MIN);
+	}
+	return -DROP_NAT_NO_MAPPING;
+}
+
+/* A backend's reply: back to the client, from the node address and the
+ * NodePort it connected to, out of the native device. */
+static __always_inline int nodeport_reply(struct __sk_buff *ctx, int l4_off, __u8 proto,
+					  __u32 node, const struct ipv4_nat_entry *nat)
+{
+	__u32 ifindex = (__u32)runtime_config(RUNTIME_CONFIG_NATIVE_IFINDEX);
+	__u32 to_addr = nat->to_addr;
+	__u16 to_port = nat->to_port, rev_port = nat->rev_port;
+	int ret;
+
+	if (!ifindex)
+		return -DROP_NO_FIB;
+	ret = lb4_xlate(ctx, l4_off, proto, 0, node, rev_port);
+	if (IS_ERR(ret))
+		return ret;
+	ret = lb4_xlate(ctx, l4_off, proto, 1, to_addr, to_port);
+	if (IS_ERR(ret))
+		return ret;
+	return bpf_redirect_neigh(ifindex, NULL, 0, 0);
+}
+
+/* The NAT entry of a backend's reply to node:port, if it is one. Ports are
+ * network order. */
+static __always_inline struct ipv4_nat_entry *nodeport_reply_nat(__u32 saddr, __u32 daddr,
+								 __u16 sport, __u16 dport,
+								 __u8 proto)
+{
+	struct ipv4_ct_tuple key = {
+		.saddr = saddr,
+		.daddr = daddr,
+		.sport = sport,
+		.dport = dport,
+		.nexthdr = proto,
+		.flags = NAT_DIR_INGRESS,
+	};
+
+	return bpf_map_lookup_elem(&cilium_snat_v4_external, &key);
+}
+
+/*
+ * Handles a packet arriving on the native device: a reply of a NodePort
+ * flow, or a packet to a NodePort. Returns CTX_ACT_OK for anything else
+ * (the stack's), a redirect verdict, or a negative drop reason.
+ */
+static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
+{
+	struct ipv4_nat_entry *nat, fwd = {}, rev = {};
+	struct ipv4_ct_tuple key = {};
+	struct lb4_target target = {};
+	struct endpoint_info *ep;
+	struct ct_state ct = {};
+	struct lb4_service *svc;
+	struct ct_packet pkt;
+	__u32 saddr, daddr, backend, frontend = 0, tunnel_ep;
+	__u16 sport, dport, bport, natport = 0;
+	struct iphdr *ip4;
+	int ret, l4_off;
+	__u8 proto;
+
+	ip4 = ipv4_hdr(ctx);
+	if (!ip4 || !lb4_is_balanced_proto(ip4->protocol) || ipv4_is_fragment(ip4))
+		return CTX_ACT_OK;
+	l4_off = ipv4_l4_off(ip4);
+	proto = ip4->protocol;
+	if (ct_parse4(ctx, ip4, &pkt) < 0)
+		return CTX_ACT_OK;
+	saddr = pkt.tuple.saddr;
+	daddr = pkt.tuple.daddr;
+	/* the CT tuple keeps the source port in dport and vice versa */
+	sport = pkt.tuple.dport;
+	dport = pkt.tuple.sport;
+
+	nat = nodeport_reply_nat(saddr, daddr, sport, dport, proto);
+	if (nat)
+		return nodeport_reply(ctx, l4_off, proto, daddr, nat);
+
+	if (!is_node_address(daddr))
+		return CTX_ACT_OK;
+	svc = nodeport_lookup(daddr, dport, &frontend);
+	if (!svc)
+		return CTX_ACT_OK;
+
+	key.saddr = saddr;
+	key.daddr = daddr;
+	key.sport = sport;
+	key.dport = dport;
+	key.nexthdr = proto;
+	key.flags = NAT_DIR_EGRESS;
+	nat = bpf_map_lookup_elem(&cilium_snat_v4_external, &key);
+	if (nat) {
+		backend = nat->to_addr;
+		bport = nat->to_port;
+		natport = nat->rev_port;
+	} else {
+		ret = lb4_select(ctx, &pkt, svc, frontend, &target);
+		if (IS_ERR(ret))
+			return ret;
+		backend = target.address;
+		bport = target.port ? target.port : dport;
+		ret = nodeport_nat_port(backend, bport, daddr, sport, proto, &natport);
+		if (IS_ERR(ret))
+			return ret;
+		fwd.created = ct_now();
+		fwd.to_addr = backend;
+		fwd.to_port = bport;
+		fwd.rev_port = natport;
+		rev.created = fwd.created;
+		rev.to_addr = saddr;
+		rev.to_port = sport;
+		rev.rev_port = dport;
+		if (bpf_map_update_elem(&cilium_snat_v4_external, &key, &fwd, BPF_ANY) < 0)
+			return -DROP_NAT_NO_MAPPING;
+		key.saddr = backend;
+		key.daddr = daddr;
+		key.sport = bport;
+		key.dport = natport;
+		key.flags = NAT_DIR_INGRESS;
+		if (bpf_map_update_elem(&cilium_snat_v4_external, &key, &rev, BPF_ANY) < 0)
+			return -DROP_NAT_NO_MAPPING;
+	}
+	ret = lb4_xlate(ctx, l4_off, proto, 1, backend, bport);
+	if (IS_ERR(ret))
+		return ret;
+	ret = lb4_xlate(ctx, l4_off, proto, 0, daddr, natport);
+	if (IS_ERR(ret))
+		return ret;
+
+	ep = lookup_ip4_endpoint(backend);
+	if (is_local_pod(ep)) {
+		pkt.tuple.daddr = backend;
+		pkt.tuple.saddr = daddr;
+		pkt.tuple.sport = bport;
+		pkt.tuple.dport = natport;
+		ret = ct_track4(ctx, &pkt, CT_INGRESS, IDENTITY_WORLD, (__u16)ep->ifindex, &ct);
+		if (IS_ERR(ret))
+			return ret;
+		return ipv4_local_delivery(ctx, ep, 1);
+	}
+	tunnel_ep = tunnel_endpoint4(backend, lookup_ip4_remote(backend));
+	if (tunnel_ep)
+		return encap_and_redirect4(ctx, tunnel_ep, IDENTITY_WORLD);
+	return CTX_ACT_OK;
+}
+
+#endif /* __LIB_NODEPORT_H_ */
