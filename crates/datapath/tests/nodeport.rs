@@ -1,0 +1,113 @@
+//! cil_from_netdev on crafted packets: a NodePort connection is DNATed to
+//! its backend and SNATed to the node address, both NAT entries exist, and
+//! the backend's reply is turned back into one from the node's NodePort.
+
+mod common;
+
+use abi::ct::Ipv4CtTuple;
+use abi::endpoint::{EndpointInfo, EndpointKey};
+use abi::lb::{Ipv4NatEntry, NAT_DIR_EGRESS, NAT_DIR_INGRESS};
+use abi::metrics::DIR_INGRESS;
+use abi::Be16;
+use common::*;
+use datapath::objects::BPF_HOST;
+use lb::{BackendState, Frontend, LoadBalancer, ServiceSpec, ServiceType};
+use std::net::Ipv4Addr;
+use testsupport::Sandbox;
+
+const NODE: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 11);
+const CLIENT: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 50);
+const BACKEND: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 6);
+
+fn nat_key(saddr: Ipv4Addr, daddr: Ipv4Addr, sport: u16, dport: u16, dir: u8) -> Ipv4CtTuple {
+    Ipv4CtTuple {
+        saddr: saddr.into(),
+        daddr: daddr.into(),
+        sport: Be16::new(sport),
+        dport: Be16::new(dport),
+        nexthdr: 6,
+        flags: dir,
+    }
+}
+
+#[test]
+fn nodeport_flows_are_translated_both_ways() {
+    let sb = Sandbox::enter();
+    let mut obj = load(&sb, BPF_HOST);
+    obj.map(abi::maps::LXC)
+        .unwrap()
+        .put(&EndpointKey::v4(NODE), &EndpointInfo::host())
+        .unwrap();
+    add_endpoint(
+        &obj,
+        BACKEND,
+        EndpointInfo::pod(
+            TEST_IFINDEX,
+            12,
+            [2, 0, 0, 0, 0, 6],
+            [2, 0, 0, 0, 1, 6],
+            1000,
+        ),
+    );
+    obj.map(abi::maps::RUNTIME_CONFIG)
+        .unwrap()
+        .put(
+            &abi::runtime_config::NATIVE_IFINDEX,
+            &u64::from(TEST_IFINDEX),
+        )
+        .unwrap();
+    let spec = ServiceSpec {
+        id: 9,
+        frontend: Frontend {
+            ip: Ipv4Addr::UNSPECIFIED,
+            port: 30080,
+            scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
+        },
+        kind: ServiceType::NodePort,
+        backends: vec![(BACKEND, 8080, BackendState::Active)],
+        affinity_timeout: 0,
+    };
+    let (up, _) = LoadBalancer::new().upsert(&spec).unwrap();
+    datapath::lbmap::apply(obj.pin_dir(), &up).unwrap();
+
+    let syn = with_l4_checksum(ipv4(CLIENT, NODE, 6, &tcp(45000, 30080, 0x02)));
+    let out = obj.run("cil_from_netdev", &syn).unwrap();
+    assert_eq!(
+        out.retval, TC_ACT_REDIRECT,
+        "delivered to the local backend"
+    );
+    let (src, dst, sport, dport) = addrs(&out.packet);
+    assert_eq!((src, dst, dport), (NODE, BACKEND, 8080));
+    assert_eq!(sport, 45000, "the client's port is kept when free");
+    assert_eq!(ipv4_checksum(&out.packet[14..34]), 0);
+    assert_eq!(l4_checksum(&out.packet), 0);
+
+    let nat = obj.map(abi::maps::SNAT4_EXTERNAL).unwrap();
+    let fwd: Ipv4NatEntry = nat
+        .get(&nat_key(CLIENT, NODE, 45000, 30080, NAT_DIR_EGRESS))
+        .unwrap()
+        .expect("egress entry");
+    assert_eq!((fwd.to_addr.ip(), fwd.to_port.get()), (BACKEND, 8080));
+    let rev: Ipv4NatEntry = nat
+        .get(&nat_key(BACKEND, NODE, 8080, 45000, NAT_DIR_INGRESS))
+        .unwrap()
+        .expect("ingress entry");
+    assert_eq!(
+        (rev.to_addr.ip(), rev.to_port.get(), rev.rev_port.get()),
+        (CLIENT, 45000, 30080)
+    );
+
+    let reply = with_l4_checksum(ipv4(BACKEND, NODE, 6, &tcp(8080, 45000, 0x12)));
+    let back = obj.run("cil_from_netdev", &reply).unwrap();
+    assert_eq!(back.retval, TC_ACT_REDIRECT);
+    assert_eq!(addrs(&back.packet), (NODE, CLIENT, 30080, 45000));
+    assert_eq!(l4_checksum(&back.packet), 0);
+    assert_eq!(metric(&obj, 0, DIR_INGRESS).0, 2);
+
+    // Not a NodePort: the stack's.
+    let other = ipv4(CLIENT, NODE, 17, &udp(1, 53));
+    assert_eq!(
+        obj.run("cil_from_netdev", &other).unwrap().retval,
+        TC_ACT_OK
+    );
+}
