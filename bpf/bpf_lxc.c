@@ -62,14 +62,16 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 		goto drop;
 	daddr = pkt.tuple.daddr;
 
-	dst_ep = lookup_ip4_endpoint(daddr);
+	/* a hairpin reply goes back into the pod it came from */
+	dst_ep = daddr == IPV4_LOOPBACK ? src_ep : lookup_ip4_endpoint(daddr);
 	if (is_local_pod(dst_ep)) {
 		/* the destination pod's side of the same packet */
 		ret = ct_track4(ctx, &pkt, CT_INGRESS, sec_id,
 				(__u16)dst_ep->ifindex, &ct_in);
 		if (ret < 0)
 			goto drop;
-		ret = lb4_rev_nat_ingress(ctx, l4_off, proto, &ct_in);
+		ret = lb4_rev_nat_ingress(ctx, l4_off, proto, &ct_in,
+					  daddr == IPV4_LOOPBACK ? pkt.tuple.saddr : daddr);
 		if (ret < 0)
 			goto drop;
 		update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);

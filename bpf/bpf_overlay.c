@@ -79,7 +79,7 @@ static __always_inline int handle_ipv4_from_overlay(struct __sk_buff *ctx)
 	ret = ct_track4(ctx, &pkt, CT_INGRESS, src_id, (__u16)ep->ifindex, &ct);
 	if (IS_ERR(ret))
 		goto drop;
-	ret = lb4_rev_nat_ingress(ctx, ipv4_l4_off(ip4), ip4->protocol, &ct);
+	ret = lb4_rev_nat_ingress(ctx, ipv4_l4_off(ip4), ip4->protocol, &ct, ip4->daddr);
 	if (IS_ERR(ret))
 		goto drop;
 	ret = ipv4_local_delivery(ctx, ep, 1);

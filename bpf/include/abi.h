@@ -171,6 +171,10 @@ struct ct_entry {
 };
 
 /* ---- cilium_lb4_services_v2: lb4_key -> lb4_service ---- */
+/* A pod reaching itself through a service is SNATed to this address
+ * (Cilium's IPV4_LOOPBACK), so its own stack accepts the packet. */
+#define IPV4_LOOPBACK		0x012afea9	/* 169.254.42.1 in network order, as a little-endian host reads it */
+
 #define LB_LOOKUP_SCOPE_EXT	0
 #define LB_LOOKUP_SCOPE_INT	1
 

@@ -27,6 +27,7 @@ struct ct_state {
 	__u8 tcp_flags;
 	/* of the entry that matched; given for the entry a new flow gets */
 	__u16 rev_nat_index;	/* network order; 0 = not load-balanced */
+	__u8 loopback;		/* hairpin flow: source is IPV4_LOOPBACK */
 	__u32 src_sec_id;	/* of the entry that matched */
 };
 
@@ -181,6 +182,7 @@ static __always_inline void ct_lookup4(struct __sk_buff *ctx, int dir,
 			if (!reply && dir == CT_EGRESS)
 				entry->rev_nat_index = rev_nat_index;
 			state->rev_nat_index = entry->rev_nat_index;
+			state->loopback = !!(entry->flags & CT_F_LB_LOOPBACK);
 			ct_update(entry, tuple->nexthdr, state->tcp_flags, reply, ctx->len);
 			return;
 		}
@@ -209,6 +211,8 @@ static __always_inline int ct_create4(struct __sk_buff *ctx,
 
 	if (tuple->nexthdr == IPPROTO_TCP && !(state->tcp_flags & TCP_FLAG_SYN))
 		entry.flags |= CT_F_SEEN_NON_SYN;
+	if (state->loopback)
+		entry.flags |= CT_F_LB_LOOPBACK;
 	entry.lifetime = now + ct_lifetime(&entry, tuple->nexthdr);
 	if (bpf_map_update_elem(ct_map_for(tuple->nexthdr), tuple, &entry, BPF_ANY) < 0)
 		return -DROP_CT_CREATE_FAILED;

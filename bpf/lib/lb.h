@@ -155,6 +155,7 @@ static __always_inline int lb4_local(struct __sk_buff *ctx, int l4_off,
 	int ret;
 
 	state->rev_nat_index = 0;
+	state->loopback = 0;
 	if (!lb4_is_balanced_proto(pkt->tuple.nexthdr))
 		return 0;
 	/* the tuple keeps the packet's destination port in sport */
@@ -167,6 +168,15 @@ static __always_inline int lb4_local(struct __sk_buff *ctx, int l4_off,
 	ret = lb4_xlate(ctx, l4_off, pkt->tuple.nexthdr, 1, target.address, target.port);
 	if (IS_ERR(ret))
 		return ret;
+	/* Hairpin: the pod is its own backend. From its own address the
+	 * packet would be a martian to it, so it comes from IPV4_LOOPBACK. */
+	if (target.address == pkt->tuple.saddr) {
+		ret = lb4_xlate(ctx, l4_off, pkt->tuple.nexthdr, 0, IPV4_LOOPBACK, 0);
+		if (IS_ERR(ret))
+			return ret;
+		pkt->tuple.saddr = IPV4_LOOPBACK;
+		state->loopback = 1;
+	}
 	pkt->tuple.daddr = target.address;
 	if (target.port)
 		pkt->tuple.sport = target.port;
@@ -186,14 +196,20 @@ static __always_inline int lb4_rev_nat(struct __sk_buff *ctx, int l4_off, __u8 p
 	return lb4_xlate(ctx, l4_off, proto, 0, nat->address, nat->port);
 }
 
-/* After tracking a packet into a local pod: a reply to a load-balanced
- * connection of that pod gets the frontend back as its source. */
+/* After tracking a packet into a local pod (own_addr): a reply to a
+ * load-balanced connection of that pod gets the frontend back as its
+ * source, and a hairpin reply the pod's own address as destination. */
 static __always_inline int lb4_rev_nat_ingress(struct __sk_buff *ctx, int l4_off, __u8 proto,
-					       const struct ct_state *state)
+					       const struct ct_state *state, __u32 own_addr)
 {
+	int ret;
+
 	if (state->status != CT_REPLY || !state->rev_nat_index)
 		return 0;
-	return lb4_rev_nat(ctx, l4_off, proto, state->rev_nat_index);
+	ret = lb4_rev_nat(ctx, l4_off, proto, state->rev_nat_index);
+	if (IS_ERR(ret) || !state->loopback)
+		return ret;
+	return lb4_xlate(ctx, l4_off, proto, 1, own_addr, 0);
 }
 
 #endif /* __LIB_LB_H_ */

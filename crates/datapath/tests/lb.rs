@@ -171,3 +171,21 @@ fn a_direct_flow_on_the_tuple_of_a_balanced_one_is_not_reverse_translated() {
     let back = obj.run("cil_from_container", &reply).unwrap();
     assert_eq!(addrs(&back.packet), (BACKEND_A, CLIENT, 8080, 40000));
 }
+
+#[test]
+fn a_pod_reaching_itself_through_a_service_is_hairpinned() {
+    let sb = Sandbox::enter();
+    let (mut obj, mut lb) = setup(&sb);
+    service(&obj, &mut lb, &[(CLIENT, BackendState::Active)]);
+    let loopback = Ipv4Addr::new(169, 254, 42, 1);
+    let out = obj.run("cil_from_container", &syn(40000)).unwrap();
+    assert_eq!(out.retval, TC_ACT_REDIRECT);
+    assert_eq!(addrs(&out.packet), (loopback, CLIENT, 40000, 8080));
+    assert_eq!(l4_checksum(&out.packet), 0);
+    let reply = with_l4_checksum(ipv4(CLIENT, loopback, 6, &tcp(8080, 40000, 0x12)));
+    let back = obj.run("cil_from_container", &reply).unwrap();
+    assert_eq!(back.retval, TC_ACT_REDIRECT);
+    assert_eq!(addrs(&back.packet), (VIP, CLIENT, 80, 40000));
+    assert_eq!(ipv4_checksum(&back.packet[14..34]), 0);
+    assert_eq!(l4_checksum(&back.packet), 0);
+}
