@@ -228,6 +228,29 @@ struct lb4_reverse_nat {
 	__u16 port;
 } __attribute__((packed));
 
+/* ---- cilium_lb4_affinity: lb4_affinity_key -> lb_affinity_val (LRU) ---- */
+struct lb4_affinity_key {
+	__u64 client_id;	/* client IPv4 (network order) in the low bytes, or a netns cookie */
+	__u16 rev_nat_id;	/* network order */
+	__u8 netns_cookie;	/* bit0: client_id is a netns cookie */
+	__u8 pad1;
+	__u32 pad2;
+} __attribute__((packed));
+
+struct lb_affinity_val {
+	__u64 last_used;	/* monotonic seconds */
+	__u32 backend_id;
+	__u32 pad;
+} __attribute__((packed));
+
+/* ---- cilium_lb_affinity_match: lb_affinity_match -> u8 ----
+ * Presence means the backend still belongs to the service. */
+struct lb_affinity_match {
+	__u32 backend_id;
+	__u16 rev_nat_id;	/* network order */
+	__u16 pad;
+} __attribute__((packed));
+
 /* ---- cilium_snat_v4_external: ipv4_ct_tuple -> ipv4_nat_entry ---- */
 /* Keys are tuples with their real source and destination ports (not CT's
  * skewed order) and the direction in flags. */
@@ -411,6 +434,9 @@ ABI_SIZE(struct lb4_service, 12);
 ABI_SIZE(struct lb4_backend, 12);
 ABI_SIZE(struct lb4_reverse_nat, 6);
 ABI_SIZE(struct ipv4_nat_entry, 40);
+ABI_SIZE(struct lb4_affinity_key, 16);
+ABI_SIZE(struct lb_affinity_val, 16);
+ABI_SIZE(struct lb_affinity_match, 8);
 ABI_SIZE(struct metrics_key, 8);
 ABI_SIZE(struct metrics_value, 16);
 ABI_SIZE(struct drop_notify, 36);

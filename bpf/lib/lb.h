@@ -49,6 +49,50 @@ static __always_inline struct lb4_backend *lb4_backend_of_slot(__u32 address, __
 	return bpf_map_lookup_elem(&cilium_lb4_backends_v3, id);
 }
 
+/* Session affinity: the backend this client had for the service, if it
+ * was used within the service's timeout and still belongs to it. */
+static __always_inline struct lb4_backend *lb4_affinity_backend(__u32 client,
+								const struct lb4_service *svc,
+								__u32 *id)
+{
+	struct lb4_affinity_key key = {
+		.client_id = client,
+		.rev_nat_id = svc->rev_nat_index,
+	};
+	struct lb_affinity_match match = {
+		.rev_nat_id = svc->rev_nat_index,
+	};
+	struct lb_affinity_val *val;
+	struct lb4_backend *backend;
+
+	val = bpf_map_lookup_elem(&cilium_lb4_affinity, &key);
+	if (!val || val->last_used + svc->backend_id < ct_now())
+		return NULL;
+	match.backend_id = val->backend_id;
+	if (!bpf_map_lookup_elem(&cilium_lb_affinity_match, &match))
+		return NULL;
+	*id = val->backend_id;
+	backend = bpf_map_lookup_elem(&cilium_lb4_backends_v3, id);
+	if (!backend || backend->flags != BE_STATE_ACTIVE)
+		return NULL;
+	return backend;
+}
+
+static __always_inline void lb4_affinity_update(__u32 client, const struct lb4_service *svc,
+						__u32 id)
+{
+	struct lb4_affinity_key key = {
+		.client_id = client,
+		.rev_nat_id = svc->rev_nat_index,
+	};
+	struct lb_affinity_val val = {
+		.last_used = ct_now(),
+		.backend_id = id,
+	};
+
+	bpf_map_update_elem(&cilium_lb4_affinity, &key, &val, BPF_ANY);
+}
+
 /*
  * Picks the backend of a load-balanced flow whose original (pre-DNAT)
  * tuple is pkt. The flow's SERVICE entry keeps its backend while that
@@ -80,11 +124,16 @@ static __always_inline int lb4_select(struct __sk_buff *ctx, const struct ct_pac
 	if (!backend) {
 		if (svc->count == 0)
 			return -DROP_NO_SERVICE;
-		backend = lb4_backend_of_slot(frontend, key.sport,
-					      (__u16)(bpf_get_prandom_u32() % svc->count) + 1,
-					      &id);
+		if (svc->flags & SVC_FLAG_AFFINITY)
+			backend = lb4_affinity_backend(key.saddr, svc, &id);
+		if (!backend)
+			backend = lb4_backend_of_slot(frontend, key.sport,
+						      (__u16)(bpf_get_prandom_u32() % svc->count) + 1,
+						      &id);
 		if (!backend)
 			return -DROP_NO_SERVICE;
+		if (svc->flags & SVC_FLAG_AFFINITY)
+			lb4_affinity_update(key.saddr, svc, id);
 		struct ct_entry fresh = {
 			.backend_id = id,
 			.rev_nat_index = svc->rev_nat_index,

@@ -135,3 +135,15 @@ assert_layout!(
     rev_port = 38
 );
 unsafe impl Plain for Ipv4NatEntry {}
+
+/// `cilium_lb_affinity_match` key: presence means the backend still
+/// belongs to the service (value: u8, unused).
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LbAffinityMatch {
+    pub backend_id: u32,
+    pub rev_nat_id: Be16,
+    pub pad: u16,
+}
+assert_layout!(LbAffinityMatch, size = 8, backend_id = 0, rev_nat_id = 4);
+unsafe impl Plain for LbAffinityMatch {}

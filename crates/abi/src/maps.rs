@@ -12,6 +12,8 @@ pub const LB4_SERVICES: &str = "cilium_lb4_services_v2";
 pub const LB4_BACKENDS: &str = "cilium_lb4_backends_v3";
 pub const LB4_REVERSE_NAT: &str = "cilium_lb4_reverse_nat";
 pub const SNAT4_EXTERNAL: &str = "cilium_snat_v4_external";
+pub const LB4_AFFINITY: &str = "cilium_lb4_affinity";
+pub const LB_AFFINITY_MATCH: &str = "cilium_lb_affinity_match";
 
 pub const ENDPOINTS_MAP_SIZE: u32 = 65535;
 pub const IPCACHE_MAP_SIZE: u32 = 512000;

@@ -8,10 +8,11 @@ use std::path::Path;
 /// Applies `up` to the maps pinned under `pin_dir` (`<bpffs>/tc/globals`).
 pub fn apply(pin_dir: &Path, up: &lb::Update) -> Result<(), Error> {
     let open = |name: &str| PinnedMap::open(&pin_dir.join(name), name);
-    let (services, backends, rev_nat) = (
+    let (services, backends, rev_nat, affinity) = (
         open(abi::maps::LB4_SERVICES)?,
         open(abi::maps::LB4_BACKENDS)?,
         open(abi::maps::LB4_REVERSE_NAT)?,
+        open(abi::maps::LB_AFFINITY_MATCH)?,
     );
     for (id, b) in &up.put_backends {
         backends.put(id, b)?;
@@ -21,6 +22,12 @@ pub fn apply(pin_dir: &Path, up: &lb::Update) -> Result<(), Error> {
     }
     for (k, v) in &up.put_rev_nat {
         rev_nat.put(k, v)?;
+    }
+    for m in &up.put_affinity_match {
+        affinity.put(m, &0u8)?;
+    }
+    for m in &up.del_affinity_match {
+        affinity.remove(m)?;
     }
     for k in &up.del_services {
         services.remove(k)?;

@@ -189,3 +189,33 @@ fn a_pod_reaching_itself_through_a_service_is_hairpinned() {
     assert_eq!(ipv4_checksum(&back.packet[14..34]), 0);
     assert_eq!(l4_checksum(&back.packet), 0);
 }
+
+#[test]
+fn session_affinity_keeps_a_client_on_one_backend() {
+    let sb = Sandbox::enter();
+    let (mut obj, mut lb) = setup(&sb);
+    let spec = ServiceSpec {
+        id: 6,
+        frontend: Frontend {
+            ip: VIP,
+            port: 80,
+            scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
+        },
+        kind: ServiceType::ClusterIP,
+        backends: vec![
+            (BACKEND_A, 8080, BackendState::Active),
+            (BACKEND_B, 8080, BackendState::Active),
+        ],
+        affinity_timeout: 60,
+    };
+    let (up, _) = lb.upsert(&spec).unwrap();
+    datapath::lbmap::apply(obj.pin_dir(), &up).unwrap();
+    let first = addrs(&obj.run("cil_from_container", &syn(43000)).unwrap().packet).1;
+    for sport in 43001..43032 {
+        let next = addrs(&obj.run("cil_from_container", &syn(sport)).unwrap().packet).1;
+        assert_eq!(
+            next, first,
+            "every new connection of the client goes to {first}"
+        );
+    }
+}

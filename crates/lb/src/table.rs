@@ -1,7 +1,7 @@
 //! The load balancer's state and the map changes each request makes.
 
 use crate::service::{Backend, BackendState, Frontend, Service, ServiceType};
-use abi::lb::{Lb4Backend, Lb4Key, Lb4ReverseNat, Lb4Service};
+use abi::lb::{Lb4Backend, Lb4Key, Lb4ReverseNat, Lb4Service, LbAffinityMatch};
 use abi::Be16;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -39,9 +39,26 @@ pub struct Update {
     pub put_backends: Vec<(u32, Lb4Backend)>,
     pub put_services: Vec<(Lb4Key, Lb4Service)>,
     pub put_rev_nat: Vec<(Be16, Lb4ReverseNat)>,
+    pub put_affinity_match: Vec<LbAffinityMatch>,
     pub del_services: Vec<Lb4Key>,
     pub del_rev_nat: Vec<Be16>,
+    pub del_affinity_match: Vec<LbAffinityMatch>,
     pub del_backends: Vec<u32>,
+}
+
+/// The affinity-match entries of a service with session affinity: one per
+/// active backend.
+fn affinity_matches(svc: &Service) -> Vec<LbAffinityMatch> {
+    if svc.affinity_timeout == 0 {
+        return Vec::new();
+    }
+    svc.active()
+        .map(|b| LbAffinityMatch {
+            backend_id: b.id,
+            rev_nat_id: Be16::new(svc.id),
+            pad: 0,
+        })
+        .collect()
 }
 
 #[derive(Default)]
@@ -217,9 +234,14 @@ impl LoadBalancer {
                 port: Be16::new(f.port),
             },
         ));
+        up.put_affinity_match = affinity_matches(&svc);
         if let Some(old) = &old {
             let now = keys(&svc);
             up.del_services = keys(old).into_iter().filter(|k| !now.contains(k)).collect();
+            up.del_affinity_match = affinity_matches(old)
+                .into_iter()
+                .filter(|m| !up.put_affinity_match.contains(m))
+                .collect();
         }
         let created = old.is_none();
         let mut candidates = dropped;
@@ -242,6 +264,7 @@ impl LoadBalancer {
         Ok(Update {
             del_services: keys(&old),
             del_rev_nat: vec![Be16::new(id)],
+            del_affinity_match: affinity_matches(&old),
             del_backends: self.collect_backends(&candidates),
             ..Default::default()
         })
@@ -338,6 +361,30 @@ mod tests {
             "service 2 still uses it"
         );
         assert_eq!(lb.upsert(&spec(0, &[])), Err(LbError::InvalidId));
+    }
+
+    #[test]
+    fn session_affinity_matches_follow_the_active_backends() {
+        let mut lb = LoadBalancer::new();
+        let mut s = spec(4, &["10.2.0.2", "10.3.0.2"]);
+        s.affinity_timeout = 30;
+        let (up, _) = lb.upsert(&s).unwrap();
+        assert_eq!(up.put_affinity_match.len(), 2);
+        assert_eq!(
+            up.put_services.last().unwrap().1.backend_id,
+            30,
+            "timeout in the service entry"
+        );
+        assert_eq!(
+            lb.get(4).unwrap().flags_string(),
+            "ClusterIP, sessionAffinity, non-routable"
+        );
+        s.backends.pop();
+        let (up, _) = lb.upsert(&s).unwrap();
+        assert_eq!(up.del_affinity_match.len(), 1);
+        let gone = up.del_affinity_match[0].backend_id;
+        assert_eq!(gone, 2);
+        assert_eq!(lb.delete(4).unwrap().del_affinity_match.len(), 1);
     }
 
     #[test]
