@@ -22,6 +22,22 @@
 #define NAT_PORT_MIN	32768
 #define NAT_PORT_TRIES	16
 
+/* A NAT key: real ports (network order), direction in flags. */
+static __always_inline struct ipv4_ct_tuple nat_key(__u32 saddr, __u32 daddr, __u16 sport,
+						    __u16 dport, __u8 proto, __u8 dir)
+{
+	struct ipv4_ct_tuple key = {
+		.saddr = saddr,
+		.daddr = daddr,
+		.sport = sport,
+		.dport = dport,
+		.nexthdr = proto,
+		.flags = dir,
+	};
+
+	return key;
+}
+
 static __always_inline int is_node_address(__u32 addr)
 {
 	struct endpoint_info *ep = lookup_ip4_endpoint(addr);
@@ -53,13 +69,7 @@ static __always_inline struct lb4_service *nodeport_lookup(__u32 addr, __u16 por
 static __always_inline int nodeport_nat_port(__u32 backend, __u16 bport, __u32 node,
 					     __u16 sport, __u8 proto, __u16 *port)
 {
-	struct ipv4_ct_tuple key = {
-		.saddr = backend,
-		.daddr = node,
-		.sport = bport,
-		.nexthdr = proto,
-		.flags = NAT_DIR_INGRESS,
-	};
+	struct ipv4_ct_tuple key = nat_key(backend, node, bport, 0, proto, NAT_DIR_INGRESS);
 	__u16 candidate = sport;
 
 	for (int i = 0; i < NAT_PORT_TRIES; i++) {
@@ -100,14 +110,7 @@ static __always_inline struct ipv4_nat_entry *nodeport_reply_nat(__u32 saddr, __
 								 __u16 sport, __u16 dport,
 								 __u8 proto)
 {
-	struct ipv4_ct_tuple key = {
-		.saddr = saddr,
-		.daddr = daddr,
-		.sport = sport,
-		.dport = dport,
-		.nexthdr = proto,
-		.flags = NAT_DIR_INGRESS,
-	};
+	struct ipv4_ct_tuple key = nat_key(saddr, daddr, sport, dport, proto, NAT_DIR_INGRESS);
 
 	return bpf_map_lookup_elem(&cilium_snat_v4_external, &key);
 }
@@ -155,12 +158,7 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 	if (!svc)
 		return CTX_ACT_OK;
 
-	key.saddr = saddr;
-	key.daddr = daddr;
-	key.sport = sport;
-	key.dport = dport;
-	key.nexthdr = proto;
-	key.flags = NAT_DIR_EGRESS;
+	key = nat_key(saddr, daddr, sport, dport, proto, NAT_DIR_EGRESS);
 	nat = bpf_map_lookup_elem(&cilium_snat_v4_external, &key);
 	if (nat) {
 		backend = nat->to_addr;
@@ -185,11 +183,7 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 		rev.rev_port = dport;
 		if (bpf_map_update_elem(&cilium_snat_v4_external, &key, &fwd, BPF_ANY) < 0)
 			return -DROP_NAT_NO_MAPPING;
-		key.saddr = backend;
-		key.daddr = daddr;
-		key.sport = bport;
-		key.dport = natport;
-		key.flags = NAT_DIR_INGRESS;
+		key = nat_key(backend, daddr, bport, natport, proto, NAT_DIR_INGRESS);
 		if (bpf_map_update_elem(&cilium_snat_v4_external, &key, &rev, BPF_ANY) < 0)
 			return -DROP_NAT_NO_MAPPING;
 	}

@@ -2,6 +2,8 @@
 //! under the agent's session lease, the others are learned by watching
 //! `cilium/state/nodes/v1/`. A node whose agent dies leaves with its lease.
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -33,7 +35,7 @@ impl IpNet {
             .to_be_bytes();
         Self {
             ip: net.to_string(),
-            mask: base64(&mask),
+            mask: STANDARD.encode(mask),
         }
     }
 
@@ -46,7 +48,9 @@ impl IpNet {
     }
 
     fn prefix_len(&self) -> u8 {
-        unbase64(&self.mask)
+        STANDARD
+            .decode(&self.mask)
+            .unwrap_or_default()
             .iter()
             .map(|b| b.count_ones() as u8)
             .sum()
@@ -55,48 +59,6 @@ impl IpNet {
     pub fn ipv4_prefix(&self) -> Option<(Ipv4Addr, u8)> {
         Some((self.ip.parse().ok()?, self.prefix_len()))
     }
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |acc, (i, b)| acc | u32::from(*b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-fn unbase64(s: &str) -> Vec<u8> {
-    let val = |c: u8| match c {
-        b'A'..=b'Z' => Some(c - b'A'),
-        b'a'..=b'z' => Some(c - b'a' + 26),
-        b'0'..=b'9' => Some(c - b'0' + 52),
-        b'+' => Some(62),
-        b'/' => Some(63),
-        _ => None,
-    };
-    let mut out = Vec::new();
-    for chunk in s.as_bytes().chunks(4) {
-        let digits: Vec<u8> = chunk.iter().filter_map(|c| val(*c)).collect();
-        let n = digits
-            .iter()
-            .enumerate()
-            .fold(0u32, |acc, (i, d)| acc | u32::from(*d) << (18 - 6 * i));
-        for i in 0..digits.len().saturating_sub(1) {
-            out.push((n >> (16 - 8 * i)) as u8);
-        }
-    }
-    out
 }
 
 /// Cilium's `nodeTypes.Node` JSON (the fields this agent fills).

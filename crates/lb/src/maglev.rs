@@ -5,6 +5,7 @@
 //! slots when a backend comes or goes.
 
 use crate::murmur3;
+use base64::Engine;
 
 /// Table sizes Cilium accepts (`bpf-lb-maglev-table-size`): primes.
 pub const TABLE_SIZES: [u64; 10] = [
@@ -31,36 +32,11 @@ pub struct Seeds {
     pub hash6: u32,
 }
 
-fn base64(s: &str) -> Option<Vec<u8>> {
-    let val = |c: u8| match c {
-        b'A'..=b'Z' => Some(c - b'A'),
-        b'a'..=b'z' => Some(c - b'a' + 26),
-        b'0'..=b'9' => Some(c - b'0' + 52),
-        b'+' => Some(62),
-        b'/' => Some(63),
-        _ => None,
-    };
-    let digits: Vec<u8> = s
-        .trim_end_matches('=')
-        .bytes()
-        .map(val)
-        .collect::<Option<_>>()?;
-    let mut out = Vec::new();
-    for chunk in digits.chunks(4) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |acc, (i, d)| acc | u32::from(*d) << (18 - 6 * i));
-        for i in 0..chunk.len().saturating_sub(1) {
-            out.push((n >> (16 - 8 * i)) as u8);
-        }
-    }
-    Some(out)
-}
-
 impl Seeds {
     pub fn parse(seed: &str) -> Result<Self, MaglevError> {
-        let bytes = base64(seed)
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(seed)
+            .ok()
             .filter(|b| b.len() == 12)
             .ok_or_else(|| MaglevError::Seed(seed.to_owned()))?;
         let word = |i: usize| u32::from_be_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
