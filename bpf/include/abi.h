@@ -25,6 +25,9 @@
 #define POLICY_MAP_SIZE		16384
 #define LB_MAP_SIZE		65536
 #define NAT_MAP_SIZE		131072
+/* Maglev lookup table size (bpf-lb-maglev-table-size): compiled in, as in
+ * Cilium, since it is the inner map's value size. */
+#define LB_MAGLEV_LUT_SIZE	16381
 
 /* ---- Address families as stored in keys ---- */
 #define ENDPOINT_KEY_IPV4	1
@@ -313,6 +316,12 @@ struct metrics_value {
 #define RUNTIME_CONFIG_IPV4_MASK	3
 /* ifindex of the node's native device (NodePort replies leave through it) */
 #define RUNTIME_CONFIG_NATIVE_IFINDEX	4
+/* NodePort backend selection: 0 random, 1 maglev (bpf-lb-algorithm) */
+#define RUNTIME_CONFIG_LB_ALGORITHM	5
+/* the IPv4 flow-hash seed Maglev uses (from bpf-lb-maglev-hash-seed) */
+#define RUNTIME_CONFIG_MAGLEV_SEED4	6
+#define LB_ALGORITHM_RANDOM		0
+#define LB_ALGORITHM_MAGLEV		1
 
 /* ---- cilium_events records ---- */
 #define CILIUM_NOTIFY_UNSPEC		0

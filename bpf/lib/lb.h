@@ -13,6 +13,8 @@
 #include "common.h"
 #include "maps.h"
 #include "conntrack.h"
+#include "hash.h"
+#include "runtime_config.h"
 
 struct lb4_target {
 	__u32 address;		/* network order */
@@ -46,6 +48,30 @@ static __always_inline struct lb4_backend *lb4_backend_of_slot(__u32 address, __
 	if (!entry)
 		return NULL;
 	*id = entry->backend_id;
+	return bpf_map_lookup_elem(&cilium_lb4_backends_v3, id);
+}
+
+/* Maglev: the backend the service's lookup table gives this flow, or
+ * NULL when the service has no table (then selection is random). */
+static __always_inline struct lb4_backend *lb4_maglev_backend(const struct ipv4_ct_tuple *tuple,
+							      const struct lb4_service *svc,
+							      __u32 *id)
+{
+	__u16 rev_nat = svc->rev_nat_index;
+	struct lb4_maglev_lut *lut;
+	__u32 seed, index;
+
+	lut = bpf_map_lookup_elem(&cilium_lb4_maglev, &rev_nat);
+	if (!lut)
+		return NULL;
+	seed = (__u32)runtime_config(RUNTIME_CONFIG_MAGLEV_SEED4);
+	index = hash_from_tuple_v4(tuple, seed) % LB_MAGLEV_LUT_SIZE;
+	/* clang turns the modulo into arithmetic the verifier cannot bound;
+	 * an opaque copy and an explicit check give it the bound back */
+	asm volatile("" : "+r"(index));
+	if (index >= LB_MAGLEV_LUT_SIZE)
+		return NULL;
+	*id = lut->backend_ids[index];
 	return bpf_map_lookup_elem(&cilium_lb4_backends_v3, id);
 }
 
@@ -101,7 +127,7 @@ static __always_inline void lb4_affinity_update(__u32 client, const struct lb4_s
  * service has no backend to give.
  */
 static __always_inline int lb4_select(struct __sk_buff *ctx, const struct ct_packet *pkt,
-				      const struct lb4_service *svc, __u32 frontend,
+				      const struct lb4_service *svc, __u32 frontend, int maglev,
 				      struct lb4_target *target)
 {
 	struct ipv4_ct_tuple key = pkt->tuple;
@@ -126,6 +152,8 @@ static __always_inline int lb4_select(struct __sk_buff *ctx, const struct ct_pac
 			return -DROP_NO_SERVICE;
 		if (svc->flags & SVC_FLAG_AFFINITY)
 			backend = lb4_affinity_backend(key.saddr, svc, &id);
+		if (!backend && maglev)
+			backend = lb4_maglev_backend(&pkt->tuple, svc, &id);
 		if (!backend)
 			backend = lb4_backend_of_slot(frontend, key.sport,
 						      (__u16)(bpf_get_prandom_u32() % svc->count) + 1,
@@ -211,7 +239,8 @@ static __always_inline int lb4_local(struct __sk_buff *ctx, int l4_off,
 	svc = lb4_lookup_service(pkt->tuple.daddr, pkt->tuple.sport);
 	if (!svc)
 		return 0;
-	ret = lb4_select(ctx, pkt, svc, pkt->tuple.daddr, &target);
+	/* pods always pick at random, as Cilium's bpf_lxc does */
+	ret = lb4_select(ctx, pkt, svc, pkt->tuple.daddr, 0, &target);
 	if (IS_ERR(ret))
 		return ret;
 	ret = lb4_xlate(ctx, l4_off, pkt->tuple.nexthdr, 1, target.address, target.port);

@@ -59,6 +59,22 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_lb4_reverse_nat SEC(".maps");
 
+/* One Maglev table per service, by rev-NAT index (network order). Cilium
+ * keeps each table in an inner array of a HASH_OF_MAPS; here the tables are
+ * the hash's values (same key, same contents), allocated per service. */
+struct lb4_maglev_lut {
+	__u32 backend_ids[LB_MAGLEV_LUT_SIZE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u16);
+	__type(value, struct lb4_maglev_lut);
+	__uint(max_entries, LB_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_lb4_maglev SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__type(key, struct lb4_affinity_key);

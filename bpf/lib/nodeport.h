@@ -165,7 +165,9 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 		bport = nat->to_port;
 		natport = nat->rev_port;
 	} else {
-		ret = lb4_select(ctx, &pkt, svc, frontend, &target);
+		ret = lb4_select(ctx, &pkt, svc, frontend,
+				 runtime_config(RUNTIME_CONFIG_LB_ALGORITHM) == LB_ALGORITHM_MAGLEV,
+				 &target);
 		if (IS_ERR(ret))
 			return ret;
 		backend = target.address;

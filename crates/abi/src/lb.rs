@@ -147,3 +147,15 @@ pub struct LbAffinityMatch {
 }
 assert_layout!(LbAffinityMatch, size = 8, backend_id = 0, rev_nat_id = 4);
 unsafe impl Plain for LbAffinityMatch {}
+
+/// Slots of a Maglev table (`LB_MAGLEV_LUT_SIZE`, compiled into the datapath).
+pub const LB_MAGLEV_LUT_SIZE: usize = 16381;
+
+/// `cilium_lb4_maglev` value: a service's Maglev table of backend IDs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaglevLut {
+    pub backend_ids: [u32; LB_MAGLEV_LUT_SIZE],
+}
+assert_layout!(MaglevLut, size = 65524, backend_ids = 0);
+unsafe impl Plain for MaglevLut {}

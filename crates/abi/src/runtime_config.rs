@@ -8,6 +8,12 @@ pub const ENCAP_IFINDEX: u32 = 2;
 pub const IPV4_MASK: u32 = 3;
 /// ifindex of the node's native device (NodePort replies leave through it).
 pub const NATIVE_IFINDEX: u32 = 4;
+/// NodePort backend selection: 0 random, 1 maglev.
+pub const LB_ALGORITHM: u32 = 5;
+/// The IPv4 flow-hash seed Maglev selects with.
+pub const MAGLEV_SEED4: u32 = 6;
+pub const LB_ALGORITHM_RANDOM: u64 = 0;
+pub const LB_ALGORITHM_MAGLEV: u64 = 1;
 
 /// Name Cilium's CLI prints for an index.
 pub fn index_name(index: u32) -> Option<&'static str> {
@@ -17,6 +23,8 @@ pub fn index_name(index: u32) -> Option<&'static str> {
         ENCAP_IFINDEX => Some("EncapIfindex"),
         IPV4_MASK => Some("IPv4Mask"),
         NATIVE_IFINDEX => Some("NativeIfindex"),
+        LB_ALGORITHM => Some("LBAlgorithm"),
+        MAGLEV_SEED4 => Some("MaglevSeed4"),
         _ => None,
     }
 }

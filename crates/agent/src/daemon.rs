@@ -153,6 +153,7 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     )
     .context("opening IPAM")?;
     write_utime_offset(&config.bpf_root)?;
+    write_lb_config(&config)?;
 
     let node = local_node(&config, node_ip);
     let kv = match &config.kvstore {
@@ -194,7 +195,7 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         kvwriter,
         node_ip,
         netlink: nl,
-        services: crate::services::Services::new(&config.bpf_root),
+        services: crate::services::Services::new(&config.bpf_root, config.maglev),
         native_device,
         started: t0,
         config,
@@ -311,6 +312,20 @@ async fn connect_kvstore(
             Err(e) => return Err(anyhow::anyhow!(e).context("connecting to the kvstore")),
         }
     }
+}
+
+/// How NodePort picks backends, for the datapath.
+fn write_lb_config(config: &DaemonConfig) -> anyhow::Result<()> {
+    use abi::runtime_config::*;
+    let map = datapath::PinnedMap::open_global(&config.bpf_root, abi::maps::RUNTIME_CONFIG)?;
+    let algorithm = if config.maglev.is_some() {
+        LB_ALGORITHM_MAGLEV
+    } else {
+        LB_ALGORITHM_RANDOM
+    };
+    map.put(&LB_ALGORITHM, &algorithm)?;
+    map.put(&MAGLEV_SEED4, &u64::from(config.maglev_seeds.hash4))?;
+    Ok(())
 }
 
 /// Lets the datapath turn its monotonic timestamps into wall-clock time.

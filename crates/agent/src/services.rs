@@ -156,9 +156,12 @@ pub struct Services {
 impl Services {
     /// Starts from the backend IDs a previous run left in the maps, so the
     /// flows conntrack pins to them keep their backends.
-    pub fn new(bpf_root: &std::path::Path) -> Self {
+    pub fn new(bpf_root: &std::path::Path, maglev: Option<lb::MaglevConfig>) -> Self {
         let pin_dir = bpf_root.join(abi::maps::GLOBALS_DIR);
-        let mut lb = LoadBalancer::new();
+        let mut lb = match maglev {
+            Some(m) => LoadBalancer::with_maglev(m),
+            None => LoadBalancer::new(),
+        };
         if let Ok(map) = datapath::PinnedMap::open(
             &pin_dir.join(abi::maps::LB4_BACKENDS),
             abi::maps::LB4_BACKENDS,

@@ -165,7 +165,10 @@ fn a_pod_reaches_a_clusterip_with_backends_on_other_nodes() {
 
 #[test]
 fn nodeport_reaches_backends_from_the_underlay() {
-    let mut cluster = Cluster::new(2, &["--kube-proxy-replacement=true"]);
+    let mut cluster = Cluster::new(
+        2,
+        &["--kube-proxy-replacement=true", "--bpf-lb-algorithm=maglev"],
+    );
     for node in &mut cluster.nodes {
         node.start_agent();
     }

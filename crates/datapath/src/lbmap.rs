@@ -29,6 +29,29 @@ pub fn apply(pin_dir: &Path, up: &lb::Update) -> Result<(), Error> {
     for m in &up.del_affinity_match {
         affinity.remove(m)?;
     }
+    if !up.put_maglev.is_empty() || !up.del_maglev.is_empty() {
+        let maglev = open(abi::maps::LB4_MAGLEV)?;
+        for (k, table) in &up.put_maglev {
+            let mut lut = Box::new(abi::lb::MaglevLut {
+                backend_ids: [0; abi::lb::LB_MAGLEV_LUT_SIZE],
+            });
+            if table.len() != lut.backend_ids.len() {
+                return Err(Error::Map {
+                    map: abi::maps::LB4_MAGLEV.into(),
+                    message: format!(
+                        "maglev table of {} slots; the datapath is built for {}",
+                        table.len(),
+                        lut.backend_ids.len()
+                    ),
+                });
+            }
+            lut.backend_ids.copy_from_slice(table);
+            maglev.put(k, lut.as_ref())?;
+        }
+        for k in &up.del_maglev {
+            maglev.remove(k)?;
+        }
+    }
     for k in &up.del_services {
         services.remove(k)?;
     }

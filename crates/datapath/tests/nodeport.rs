@@ -111,3 +111,63 @@ fn nodeport_flows_are_translated_both_ways() {
         TC_ACT_OK
     );
 }
+
+#[test]
+fn with_maglev_nodeport_backends_come_from_the_service_table() {
+    let sb = Sandbox::enter();
+    let mut obj = load(&sb, BPF_HOST);
+    obj.map(abi::maps::LXC)
+        .unwrap()
+        .put(&EndpointKey::v4(NODE), &EndpointInfo::host())
+        .unwrap();
+    let other = Ipv4Addr::new(10, 0, 0, 7);
+    for (ip, id) in [(BACKEND, 12), (other, 13)] {
+        let mac = [2, 0, 0, 0, 0, id as u8];
+        add_endpoint(
+            &obj,
+            ip,
+            EndpointInfo::pod(TEST_IFINDEX, id, mac, mac, 1000),
+        );
+    }
+    let config = obj.map(abi::maps::RUNTIME_CONFIG).unwrap();
+    config
+        .put(
+            &abi::runtime_config::LB_ALGORITHM,
+            &abi::runtime_config::LB_ALGORITHM_MAGLEV,
+        )
+        .unwrap();
+    let spec = ServiceSpec {
+        id: 9,
+        frontend: Frontend {
+            ip: Ipv4Addr::UNSPECIFIED,
+            port: 30080,
+            scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
+        },
+        kind: ServiceType::NodePort,
+        backends: vec![
+            (BACKEND, 8080, BackendState::Active),
+            (other, 8080, BackendState::Active),
+        ],
+        affinity_timeout: 0,
+    };
+    let mut lb = LoadBalancer::with_maglev(lb::MaglevConfig {
+        table_size: abi::lb::LB_MAGLEV_LUT_SIZE as u64,
+        seed: 0x24b7_ef82,
+    });
+    let (mut up, _) = lb.upsert(&spec).unwrap();
+    assert_eq!(up.put_maglev.len(), 1);
+    // Every slot names the second backend: random selection would not.
+    let second = up
+        .put_backends
+        .iter()
+        .find(|(_, b)| b.address.ip() == other)
+        .unwrap()
+        .0;
+    up.put_maglev[0].1.iter_mut().for_each(|id| *id = second);
+    datapath::lbmap::apply(obj.pin_dir(), &up).unwrap();
+    for sport in 46000..46024 {
+        let syn = with_l4_checksum(ipv4(CLIENT, NODE, 6, &tcp(sport, 30080, 0x02)));
+        let out = obj.run("cil_from_netdev", &syn).unwrap();
+        assert_eq!(addrs(&out.packet).1, other);
+    }
+}

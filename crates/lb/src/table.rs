@@ -40,6 +40,9 @@ pub struct Update {
     pub put_services: Vec<(Lb4Key, Lb4Service)>,
     pub put_rev_nat: Vec<(Be16, Lb4ReverseNat)>,
     pub put_affinity_match: Vec<LbAffinityMatch>,
+    /// Maglev tables by rev-NAT index (services reached from outside).
+    pub put_maglev: Vec<(Be16, Vec<u32>)>,
+    pub del_maglev: Vec<Be16>,
     pub del_services: Vec<Lb4Key>,
     pub del_rev_nat: Vec<Be16>,
     pub del_affinity_match: Vec<LbAffinityMatch>,
@@ -61,9 +64,18 @@ fn affinity_matches(svc: &Service) -> Vec<LbAffinityMatch> {
         .collect()
 }
 
+/// How Maglev tables are built: their size and murmur3 seed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaglevConfig {
+    pub table_size: u64,
+    pub seed: u32,
+}
+
 #[derive(Default)]
 pub struct LoadBalancer {
     services: BTreeMap<u16, Service>,
+    /// Build Maglev tables for services reached from outside the cluster.
+    maglev: Option<MaglevConfig>,
     backend_ids: BTreeMap<(Ipv4Addr, u16), u32>,
     /// Backend IDs only grow, so a conntrack entry never finds its backend
     /// ID given to another address.
@@ -93,6 +105,30 @@ impl LoadBalancer {
             next_backend_id: 1,
             ..Default::default()
         }
+    }
+
+    /// A load balancer that also keeps Maglev tables (`bpf-lb-algorithm=maglev`).
+    pub fn with_maglev(maglev: MaglevConfig) -> Self {
+        Self {
+            maglev: Some(maglev),
+            ..Self::new()
+        }
+    }
+
+    /// The service's Maglev table, when it gets one: with Maglev on, for a
+    /// service reached from outside (as in Cilium, ClusterIPs are picked at
+    /// random by the pods' datapath) that has active backends.
+    fn maglev_table(&self, svc: &Service) -> Option<Vec<u32>> {
+        let cfg = self.maglev?;
+        if svc.kind == ServiceType::ClusterIP || svc.active().next().is_none() {
+            return None;
+        }
+        let named: Vec<(String, u32)> = svc.active().map(|b| (b.name(), b.id)).collect();
+        Some(crate::maglev::lookup_table(
+            &named,
+            cfg.table_size,
+            cfg.seed,
+        ))
     }
 
     /// Takes back a backend ID found in the maps of a previous run, so
@@ -235,6 +271,11 @@ impl LoadBalancer {
             },
         ));
         up.put_affinity_match = affinity_matches(&svc);
+        match self.maglev_table(&svc) {
+            Some(table) => up.put_maglev.push((rev_nat, table)),
+            None if self.maglev.is_some() => up.del_maglev.push(rev_nat),
+            None => {}
+        }
         if let Some(old) = &old {
             let now = keys(&svc);
             up.del_services = keys(old).into_iter().filter(|k| !now.contains(k)).collect();
@@ -265,6 +306,11 @@ impl LoadBalancer {
             del_services: keys(&old),
             del_rev_nat: vec![Be16::new(id)],
             del_affinity_match: affinity_matches(&old),
+            del_maglev: if self.maglev.is_some() {
+                vec![Be16::new(id)]
+            } else {
+                Vec::new()
+            },
             del_backends: self.collect_backends(&candidates),
             ..Default::default()
         })
@@ -385,6 +431,31 @@ mod tests {
         let gone = up.del_affinity_match[0].backend_id;
         assert_eq!(gone, 2);
         assert_eq!(lb.delete(4).unwrap().del_affinity_match.len(), 1);
+    }
+
+    #[test]
+    fn maglev_tables_are_kept_for_services_reached_from_outside() {
+        let mut lb = LoadBalancer::with_maglev(MaglevConfig {
+            table_size: 251,
+            seed: 7,
+        });
+        let (up, _) = lb.upsert(&spec(1, &["10.2.0.2"])).unwrap();
+        assert!(
+            up.put_maglev.is_empty(),
+            "ClusterIP: random in the pods' datapath"
+        );
+        let mut np = spec(2, &["10.2.0.2", "10.3.0.2"]);
+        np.kind = ServiceType::NodePort;
+        np.frontend.port = 30080;
+        let (up, _) = lb.upsert(&np).unwrap();
+        let (key, table) = &up.put_maglev[0];
+        assert_eq!(*key, Be16::new(2));
+        assert_eq!(table.len(), 251);
+        assert!(table.iter().all(|id| [1, 2].contains(id)));
+        np.backends.clear();
+        let (up, _) = lb.upsert(&np).unwrap();
+        assert_eq!(up.del_maglev, vec![Be16::new(2)], "no backends, no table");
+        assert_eq!(lb.delete(2).unwrap().del_maglev, vec![Be16::new(2)]);
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub struct DaemonConfig {
     /// NodePort on the native device (`enable-node-port`, or
     /// `kube-proxy-replacement=true`).
     pub enable_node_port: bool,
+    /// `bpf-lb-algorithm=maglev`: NodePort backends by Maglev table.
+    pub maglev: Option<lb::MaglevConfig>,
+    /// Seeds from `bpf-lb-maglev-hash-seed`.
+    pub maglev_seeds: lb::maglev::Seeds,
     pub bpf_map_dynamic_size_ratio: f64,
     /// Every key with its effective value (`daemonConfigurationMap`).
     pub all: BTreeMap<String, String>,
@@ -171,6 +175,31 @@ impl DaemonConfig {
                 why: "only vxlan is supported".into(),
             });
         }
+        let maglev_seeds =
+            lb::maglev::Seeds::parse(l.get("bpf-lb-maglev-hash-seed")).map_err(|e| {
+                ConfigError::BadValue {
+                    key: "bpf-lb-maglev-hash-seed".into(),
+                    value: l.get("bpf-lb-maglev-hash-seed").into(),
+                    why: e.to_string(),
+                }
+            })?;
+        let table_size = num("bpf-lb-maglev-table-size");
+        let bad_size = |why: String| ConfigError::BadValue {
+            key: "bpf-lb-maglev-table-size".into(),
+            value: table_size.to_string(),
+            why,
+        };
+        lb::maglev::check_table_size(table_size).map_err(|e| bad_size(e.to_string()))?;
+        if table_size as usize != abi::lb::LB_MAGLEV_LUT_SIZE {
+            return Err(bad_size(format!(
+                "this datapath is built with a table size of {}",
+                abi::lb::LB_MAGLEV_LUT_SIZE
+            )));
+        }
+        let maglev = (l.get("bpf-lb-algorithm") == "maglev").then_some(lb::MaglevConfig {
+            table_size,
+            seed: maglev_seeds.murmur,
+        });
         let tunnel_port = match num("tunnel-port") as u16 {
             0 => netdev::vxlan::VXLAN_PORT,
             p => p,
@@ -205,6 +234,8 @@ impl DaemonConfig {
             enable_tcx: boolean("enable-tcx"),
             enable_node_port: boolean("enable-node-port")
                 || matches!(l.get("kube-proxy-replacement"), "true" | "strict"),
+            maglev,
+            maglev_seeds,
             bpf_map_dynamic_size_ratio: l
                 .get("bpf-map-dynamic-size-ratio")
                 .parse()
@@ -253,6 +284,14 @@ mod tests {
         assert!(e.to_string().contains("enable-ipv6"), "{e}");
         let e = cfg(&["--mtu=100"]).unwrap_err();
         assert!(e.to_string().contains("mtu"), "{e}");
+        let e = cfg(&["--bpf-lb-maglev-table-size=1021"]).unwrap_err();
+        assert!(e.to_string().contains("16381"), "{e}");
+        let e = cfg(&["--bpf-lb-maglev-hash-seed=short"]).unwrap_err();
+        assert!(e.to_string().contains("bpf-lb-maglev-hash-seed"), "{e}");
+        assert!(cfg(&["--bpf-lb-algorithm=maglev"])
+            .unwrap()
+            .maglev
+            .is_some());
         let e = cfg(&["--ipv4-node=nope"]).unwrap_err();
         assert!(e.to_string().contains("ipv4-node"), "{e}");
     }
