@@ -54,6 +54,9 @@ pub enum Command {
     /// Load-balancing maps (cilium_lb4_*)
     #[command(subcommand)]
     Lb(ListOnly),
+    /// NAT mapping tables (cilium_snat_v4_external)
+    #[command(subcommand)]
+    Nat(ListOnly),
 }
 
 fn open(ctx: &Ctx, name: &str) -> anyhow::Result<PinnedMap> {
@@ -251,6 +254,57 @@ fn ct_line(k: &Ipv4CtTuple, v: &CtEntry) -> String {
     )
 }
 
+/// Seconds of CLOCK_MONOTONIC, the clock the datapath stamps entries with.
+fn mono_secs() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64
+}
+
+/// `cilium bpf nat list`: `<PROTO> <OUT|IN> <src> -> <dst> XLATE_...`.
+/// A NodePort flow's OUT entry turns the client's packets towards the
+/// backend (XLATE_DST) from the node's port (XLATE_SRC); its IN entry turns
+/// the backend's replies back to the client from the NodePort.
+fn nat_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    use abi::lb::{Ipv4NatEntry, NAT_DIR_EGRESS};
+    let now = mono_secs();
+    let mut lines = Vec::new();
+    for (k, v) in open(ctx, maps::SNAT4_EXTERNAL)?.entries::<Ipv4CtTuple, Ipv4NatEntry>()? {
+        let proto = match k.nexthdr {
+            6 => "TCP".to_string(),
+            17 => "UDP".to_string(),
+            p => p.to_string(),
+        };
+        let (dir, created) = (k.flags, v.created);
+        let (src, dst) = (k.saddr.ip(), k.daddr.ip());
+        let (sport, dport) = (k.sport.get(), k.dport.get());
+        let (to, to_port, rev) = (v.to_addr.ip(), v.to_port.get(), v.rev_port.get());
+        let line = if dir == NAT_DIR_EGRESS {
+            format!("{proto} OUT {src}:{sport} -> {dst}:{dport} XLATE_DST {to}:{to_port} XLATE_SRC {dst}:{rev}")
+        } else {
+            format!("{proto} IN {src}:{sport} -> {dst}:{dport} XLATE_DST {to}:{to_port} XLATE_SRC {dst}:{rev}")
+        };
+        let needs_ct = v.needs_ct & 1;
+        lines.push(format!(
+            "{line} Created={}sec ago NeedsCT={needs_ct}",
+            now.saturating_sub(created)
+        ));
+    }
+    lines.sort();
+    if args.output.is_some() {
+        print_json(&lines)?;
+    } else {
+        for l in lines {
+            println!("{l}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn ct(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     let mut lines = Vec::new();
     for name in [maps::CT4_GLOBAL, maps::CT_ANY4_GLOBAL] {
@@ -325,5 +379,6 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::Tunnel(ListOnly::List(a)) => tunnel(ctx, a),
         Command::Config(ListOnly::List(a)) => runtime_config(ctx, a),
         Command::Lb(ListOnly::List(a)) => lb_list(ctx, a),
+        Command::Nat(ListOnly::List(a)) => nat_list(ctx, a),
     }
 }
