@@ -294,6 +294,11 @@ fn nat_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
             now.saturating_sub(created)
         ));
     }
+    print_lines(args, lines)
+}
+
+/// Line listings (`ct`, `nat`): sorted lines, or a JSON array of them.
+fn print_lines(args: &ListArgs, mut lines: Vec<String>) -> anyhow::Result<ExitCode> {
     lines.sort();
     if args.output.is_some() {
         print_json(&lines)?;
@@ -312,15 +317,7 @@ fn ct(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
             lines.push(ct_line(&k, &v));
         }
     }
-    lines.sort();
-    if args.output.is_some() {
-        print_json(&lines)?;
-    } else {
-        for l in lines {
-            println!("{l}");
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+    print_lines(args, lines)
 }
 
 fn metrics(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {

@@ -19,6 +19,24 @@ const NODE: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 11);
 const CLIENT: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 50);
 const BACKEND: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 6);
 
+/// NodePort 30080 on every node address, to `backends` port 8080.
+fn nodeport(backends: &[Ipv4Addr]) -> ServiceSpec {
+    ServiceSpec {
+        id: 9,
+        frontend: Frontend {
+            ip: Ipv4Addr::UNSPECIFIED,
+            port: 30080,
+            scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
+        },
+        kind: ServiceType::NodePort,
+        backends: backends
+            .iter()
+            .map(|ip| (*ip, 8080, BackendState::Active))
+            .collect(),
+        affinity_timeout: 0,
+    }
+}
+
 fn nat_key(saddr: Ipv4Addr, daddr: Ipv4Addr, sport: u16, dport: u16, dir: u8) -> Ipv4CtTuple {
     Ipv4CtTuple {
         saddr: saddr.into(),
@@ -56,18 +74,7 @@ fn nodeport_flows_are_translated_both_ways() {
             &u64::from(TEST_IFINDEX),
         )
         .unwrap();
-    let spec = ServiceSpec {
-        id: 9,
-        frontend: Frontend {
-            ip: Ipv4Addr::UNSPECIFIED,
-            port: 30080,
-            scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
-        },
-        kind: ServiceType::NodePort,
-        backends: vec![(BACKEND, 8080, BackendState::Active)],
-        affinity_timeout: 0,
-    };
-    let (up, _) = LoadBalancer::new().upsert(&spec).unwrap();
+    let (up, _) = LoadBalancer::new().upsert(&nodeport(&[BACKEND])).unwrap();
     datapath::lbmap::apply(obj.pin_dir(), &up).unwrap();
 
     let syn = with_l4_checksum(ipv4(CLIENT, NODE, 6, &tcp(45000, 30080, 0x02)));
@@ -136,20 +143,7 @@ fn with_maglev_nodeport_backends_come_from_the_service_table() {
             &abi::runtime_config::LB_ALGORITHM_MAGLEV,
         )
         .unwrap();
-    let spec = ServiceSpec {
-        id: 9,
-        frontend: Frontend {
-            ip: Ipv4Addr::UNSPECIFIED,
-            port: 30080,
-            scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
-        },
-        kind: ServiceType::NodePort,
-        backends: vec![
-            (BACKEND, 8080, BackendState::Active),
-            (other, 8080, BackendState::Active),
-        ],
-        affinity_timeout: 0,
-    };
+    let spec = nodeport(&[BACKEND, other]);
     let mut lb = LoadBalancer::with_maglev(lb::MaglevConfig {
         table_size: abi::lb::LB_MAGLEV_LUT_SIZE as u64,
         seed: 0x24b7_ef82,
