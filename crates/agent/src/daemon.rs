@@ -46,6 +46,9 @@ pub struct Running {
 pub const KVSTORE_HEALTH: &str = "kvstore-health";
 const KVSTORE_HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Services of an agent without kvstore, relative to the state dir.
+const SERVICES_STATE: &str = "services.json";
+
 /// IPAM allocations, relative to the state dir.
 const IPAM_STATE: &str = "ipam-ipv4.json";
 
@@ -195,7 +198,14 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         kvwriter,
         node_ip,
         netlink: nl,
-        services: crate::services::Services::new(&config.bpf_root, config.maglev),
+        services: crate::services::Services::new(
+            &config.bpf_root,
+            config.maglev,
+            config
+                .kvstore
+                .is_none()
+                .then(|| config.state_dir.join(SERVICES_STATE)),
+        ),
         native_device,
         started: t0,
         config,
@@ -204,6 +214,10 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         let mut eps = daemon.endpoints.lock().expect("endpoints lock");
         let (restored, removed) = eps.restore(&daemon);
         tracing::info!(subsys = "daemon", restored, removed, "Endpoints restored");
+    }
+    let restored = daemon.services.restore();
+    if restored > 0 {
+        tracing::info!(subsys = "service", restored, "Services restored");
     }
     crate::nodes::follow(&daemon);
     crate::ipsync::follow(&daemon);

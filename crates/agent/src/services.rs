@@ -148,6 +148,9 @@ fn realized(svc: &lb::Service) -> ServiceSpec {
 
 pub struct Services {
     pin_dir: PathBuf,
+    /// Without a kvstore the agent itself must remember its services:
+    /// `<state-dir>/services.json`, rewritten (write, rename) on each change.
+    state_file: Option<PathBuf>,
     lb: Mutex<LoadBalancer>,
     /// What each service was asked to be.
     specs: Mutex<BTreeMap<u16, ServiceSpec>>,
@@ -156,7 +159,11 @@ pub struct Services {
 impl Services {
     /// Starts from the backend IDs a previous run left in the maps, so the
     /// flows conntrack pins to them keep their backends.
-    pub fn new(bpf_root: &std::path::Path, maglev: Option<lb::MaglevConfig>) -> Self {
+    pub fn new(
+        bpf_root: &std::path::Path,
+        maglev: Option<lb::MaglevConfig>,
+        state_file: Option<PathBuf>,
+    ) -> Self {
         let pin_dir = bpf_root.join(abi::maps::GLOBALS_DIR);
         let mut lb = match maglev {
             Some(m) => LoadBalancer::with_maglev(m),
@@ -175,9 +182,50 @@ impl Services {
         }
         Self {
             pin_dir,
+            state_file,
             lb: Mutex::new(lb),
             specs: Mutex::default(),
         }
+    }
+
+    /// Takes back the services a previous run saved; returns how many.
+    pub fn restore(&self) -> usize {
+        let Some(path) = &self.state_file else {
+            return 0;
+        };
+        let specs: Vec<ServiceSpec> = match std::fs::read(path) {
+            Ok(raw) => match serde_json::from_slice(&raw) {
+                Ok(specs) => specs,
+                Err(e) => {
+                    tracing::warn!(subsys = "service", path = %path.display(), error = %e, "Ignoring corrupt service state");
+                    return 0;
+                }
+            },
+            Err(_) => return 0,
+        };
+        specs
+            .iter()
+            .filter(|spec| match self.apply(spec) {
+                Ok(_) => true,
+                Err(e) => {
+                    tracing::warn!(subsys = "service", serviceID = spec.id, error = %e, "Unable to restore service");
+                    false
+                }
+            })
+            .count()
+    }
+
+    /// Saves what the services were asked to be (no-op with a kvstore).
+    fn save(&self, specs: &BTreeMap<u16, ServiceSpec>) -> Result<(), ServiceError> {
+        let Some(path) = &self.state_file else {
+            return Ok(());
+        };
+        let body = serde_json::to_vec_pretty(&specs.values().collect::<Vec<_>>())
+            .expect("specs serialize");
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, body)
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|e| ServiceError::Failed(format!("saving {}: {e}", path.display())))
     }
 
     /// Realizes a spec; true when the service is new.
@@ -190,10 +238,10 @@ impl Services {
         })?;
         datapath::lbmap::apply(&self.pin_dir, &update)
             .map_err(|e| ServiceError::Failed(format!("writing the LB maps: {e}")))?;
-        self.specs
-            .lock()
-            .expect("specs lock")
-            .insert(parsed.id, spec.clone());
+        let mut specs = self.specs.lock().expect("specs lock");
+        specs.insert(parsed.id, spec.clone());
+        self.save(&specs)?;
+        drop(specs);
         tracing::info!(subsys = "service", serviceID = parsed.id, frontend = %parsed.frontend, backends = parsed.backends.len(), created, "Service upserted");
         Ok(created)
     }
@@ -203,7 +251,10 @@ impl Services {
         let update = lb.delete(id).map_err(|_| ServiceError::NotFound(id))?;
         datapath::lbmap::apply(&self.pin_dir, &update)
             .map_err(|e| ServiceError::Failed(format!("writing the LB maps: {e}")))?;
-        self.specs.lock().expect("specs lock").remove(&id);
+        let mut specs = self.specs.lock().expect("specs lock");
+        specs.remove(&id);
+        self.save(&specs)?;
+        drop(specs);
         tracing::info!(subsys = "service", serviceID = id, "Service deleted");
         Ok(())
     }

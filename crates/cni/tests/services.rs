@@ -230,3 +230,48 @@ fn nodeport_reaches_backends_from_the_underlay() {
         }
     }
 }
+
+#[test]
+fn without_a_kvstore_services_survive_an_agent_restart() {
+    let mut node = common::Node::new("10.0.20.0/24");
+    node.start_agent();
+    node.add_pod("client");
+    let server = node.add_pod("server");
+    let _s = LineServer::start(&node.netns("server"), 8080, "server").unwrap();
+    node.cilium_ok(&[
+        "service",
+        "update",
+        "--id",
+        "3",
+        "--frontend",
+        &format!("{VIP}:80"),
+        "--backends",
+        &format!("{server}:8080"),
+    ]);
+    let lb_before = node.cilium_ok(&["bpf", "lb", "list"]);
+    let mut held = connect_in(&node.netns("client"), VIP, 80).unwrap();
+    assert_eq!(exchange(&mut held, "one").unwrap(), "server: one");
+
+    node.kill_agent();
+    assert_eq!(
+        exchange(&mut held, "two").unwrap(),
+        "server: two",
+        "the datapath keeps serving"
+    );
+    node.start_agent();
+    let list = node.cilium_ok(&["service", "list"]);
+    assert!(
+        list.contains(&format!(
+            "3    {VIP}:80   ClusterIP      1 => {server}:8080 (active)"
+        )),
+        "{list}"
+    );
+    assert_eq!(
+        node.cilium_ok(&["bpf", "lb", "list"]),
+        lb_before,
+        "same entries, same backend ID"
+    );
+    let mut conn = connect_in(&node.netns("client"), VIP, 80).unwrap();
+    assert_eq!(exchange(&mut conn, "three").unwrap(), "server: three");
+    assert_eq!(exchange(&mut held, "four").unwrap(), "server: four");
+}
