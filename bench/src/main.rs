@@ -156,41 +156,62 @@ impl Bench {
     /// The same wiring with plain ip commands (no agent, no BPF).
     fn ip_add(&self, i: usize) -> anyhow::Result<Duration> {
         let ns = self.netns(&format!("base{i}"));
-        let net = format!("--net={}", ns.display());
         let host = format!("lxcb{i}");
         let ip = Ipv4Addr::new(10, 4, (i / 200) as u8, (i % 200 + 2) as u8);
         let me = std::process::id().to_string();
         let t = Instant::now();
-        let pod = |args: &[&str]| run(Command::new("nsenter").arg(&net).arg("ip").args(args));
-        pod(&[
-            "link", "add", "eth0", "type", "veth", "peer", "name", &host, "netns", &me,
-        ])?;
-        pod(&["addr", "add", &format!("{ip}/32"), "dev", "eth0"])?;
-        pod(&["link", "set", "eth0", "up"])?;
+        plain_veth(&ns, &host, &me, ip, BASE_GW)?;
         run(Command::new("ip").args(["link", "set", &host, "up"]))?;
-        pod(&[
-            "route",
-            "add",
-            &format!("{BASE_GW}/32"),
-            "dev",
-            "eth0",
-            "scope",
-            "link",
-        ])?;
-        pod(&[
-            "route",
-            "add",
-            "default",
-            "via",
-            &BASE_GW.to_string(),
-            "dev",
-            "eth0",
-        ])?;
         let took = t.elapsed();
         // Host route so the baseline pods reach each other (not timed).
         run(Command::new("ip").args(["route", "add", &format!("{ip}/32"), "dev", &host]))?;
         Ok(took)
     }
+}
+
+/// Runs `program` inside the netns at `ns`.
+pub(crate) fn in_ns(ns: &Path, program: &str, args: &[&str]) -> anyhow::Result<String> {
+    run(Command::new("nsenter")
+        .arg(format!("--net={}", ns.display()))
+        .arg(program)
+        .args(args))
+}
+
+/// The baselines' pod wiring, no agent and no BPF: `eth0` with `ip`/32 in
+/// the netns at `pod`, its peer `host` moved into `host_ns` (a pid or a
+/// netns path, as iproute2 takes them), and a default route via `gw`.
+pub(crate) fn plain_veth(
+    pod: &Path,
+    host: &str,
+    host_ns: &str,
+    ip: Ipv4Addr,
+    gw: Ipv4Addr,
+) -> anyhow::Result<()> {
+    let ip_cmd = |args: &[&str]| in_ns(pod, "ip", args);
+    ip_cmd(&[
+        "link", "add", "eth0", "type", "veth", "peer", "name", host, "netns", host_ns,
+    ])?;
+    ip_cmd(&["addr", "add", &format!("{ip}/32"), "dev", "eth0"])?;
+    ip_cmd(&["link", "set", "eth0", "up"])?;
+    ip_cmd(&[
+        "route",
+        "add",
+        &format!("{gw}/32"),
+        "dev",
+        "eth0",
+        "scope",
+        "link",
+    ])?;
+    ip_cmd(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        &gw.to_string(),
+        "dev",
+        "eth0",
+    ])?;
+    Ok(())
 }
 
 pub(crate) fn latency_line(name: &str, samples: &mut [f64]) -> (f64, f64) {
@@ -308,9 +329,7 @@ fn one_node(pods: usize, secs: u32) -> anyhow::Result<()> {
     );
 
     let ip_of = |ns: &Path| -> anyhow::Result<Ipv4Addr> {
-        let out = run(Command::new("nsenter")
-            .arg(format!("--net={}", ns.display()))
-            .args(["ip", "-4", "-o", "addr", "show", "dev", "eth0"]))?;
+        let out = in_ns(ns, "ip", &["-4", "-o", "addr", "show", "dev", "eth0"])?;
         out.split_whitespace()
             .skip_while(|w| *w != "inet")
             .nth(1)

@@ -7,12 +7,10 @@
 //!   other machines on the same underlay joined by a plain kernel VXLAN
 //!   device and routes.
 
-use crate::{iperf, latency_line, run, verdict, THROUGHPUT_TARGET};
+use crate::{in_ns, iperf, latency_line, verdict, THROUGHPUT_TARGET};
 use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
 use anyhow::{bail, Context};
 use std::net::Ipv4Addr;
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use testsupport::node::{Cluster, Node};
 
@@ -30,14 +28,6 @@ fn until_in_ipcache(node: &Node, ip: Ipv4Addr) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `ip` inside the netns at `ns`.
-fn ip_in(ns: &Path, args: &[&str]) -> anyhow::Result<String> {
-    run(Command::new("nsenter")
-        .arg(format!("--net={}", ns.display()))
-        .arg("ip")
-        .args(args))
-}
-
 /// A machine with a kernel VXLAN device towards `peer`, and a pod behind it
 /// at 10.20<n>.0.2 reached through a plain veth; the other side's pods are
 /// routed over the VXLAN with the same route MTU Cilium's pods use.
@@ -52,7 +42,7 @@ fn plain_vxlan_node(
     netdev::netns::create(&pod)?;
     let (transit, other) = (format!("10.200.0.{n}/24"), 3 - n);
     let pod_ip = Ipv4Addr::new(10, 200 + n, 0, 2);
-    let m = |args: &[&str]| ip_in(&machine, args);
+    let m = |args: &[&str]| in_ns(&machine, "ip", args);
     m(&[
         "link",
         "add",
@@ -83,9 +73,7 @@ fn plain_vxlan_node(
         "mtu",
         "1450",
     ])?;
-    run(Command::new("nsenter")
-        .arg(format!("--net={}", machine.display()))
-        .args(["sysctl", "-qw", "net.ipv4.ip_forward=1"]))?;
+    in_ns(&machine, "sysctl", &["-qw", "net.ipv4.ip_forward=1"])?;
     m(&[
         "link",
         "add",
@@ -106,7 +94,7 @@ fn plain_vxlan_node(
         "veth0",
     ])?;
     m(&["link", "set", "veth0", "up"])?;
-    let p = |args: &[&str]| ip_in(&pod, args);
+    let p = |args: &[&str]| in_ns(&pod, "ip", args);
     p(&["addr", "add", &format!("{pod_ip}/24"), "dev", "eth0"])?;
     p(&["link", "set", "eth0", "up"])?;
     p(&[

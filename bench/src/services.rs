@@ -8,7 +8,7 @@
 //! - how long a `cilium service update` takes until every node of a
 //!   3-node cluster balances to the new backend.
 
-use crate::{iperf, latency_line, run, verdict, THROUGHPUT_TARGET};
+use crate::{in_ns, iperf, latency_line, plain_veth, verdict, THROUGHPUT_TARGET};
 use anyhow::Context;
 use std::io::{BufRead, BufReader, Write};
 use std::net::Ipv4Addr;
@@ -95,14 +95,6 @@ fn service(
     Ok(())
 }
 
-/// Runs `ip` (or another command) inside the netns at `ns`.
-fn in_ns(ns: &Path, program: &str, args: &[&str]) -> anyhow::Result<String> {
-    run(Command::new("nsenter")
-        .arg(format!("--net={}", ns.display()))
-        .arg(program)
-        .args(args))
-}
-
 /// A plain pod for the iptables baseline: a netns on a veth into `router`,
 /// a namespace of its own (no agent, no BPF), routed both ways.
 fn plain_pod(
@@ -113,40 +105,7 @@ fn plain_pod(
 ) -> anyhow::Result<std::path::PathBuf> {
     let ns = node.create_netns(name);
     let host = format!("plain{}", ip.octets()[3]);
-    let router_path = router.display().to_string();
-    let pod = |args: &[&str]| in_ns(&ns, "ip", args);
-    pod(&[
-        "link",
-        "add",
-        "eth0",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        &host,
-        "netns",
-        &router_path,
-    ])?;
-    pod(&["addr", "add", &format!("{ip}/32"), "dev", "eth0"])?;
-    pod(&["link", "set", "eth0", "up"])?;
-    pod(&[
-        "route",
-        "add",
-        &format!("{PLAIN_GW}/32"),
-        "dev",
-        "eth0",
-        "scope",
-        "link",
-    ])?;
-    pod(&[
-        "route",
-        "add",
-        "default",
-        "via",
-        &PLAIN_GW.to_string(),
-        "dev",
-        "eth0",
-    ])?;
+    plain_veth(&ns, &host, &router.display().to_string(), ip, PLAIN_GW)?;
     in_ns(router, "ip", &["link", "set", &host, "up"])?;
     in_ns(
         router,
