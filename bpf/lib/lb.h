@@ -212,6 +212,17 @@ static __always_inline int lb4_xlate(struct __sk_buff *ctx, int l4_off, __u8 pro
 	return 0;
 }
 
+/* Rewrites both ends of a TCP/UDP packet (NAT in both directions). */
+static __always_inline int lb4_xlate_both(struct __sk_buff *ctx, int l4_off, __u8 proto,
+					  __u32 saddr, __u16 sport, __u32 daddr, __u16 dport)
+{
+	int ret = lb4_xlate(ctx, l4_off, proto, 1, daddr, dport);
+
+	if (IS_ERR(ret))
+		return ret;
+	return lb4_xlate(ctx, l4_off, proto, 0, saddr, sport);
+}
+
 static __always_inline int lb4_is_balanced_proto(__u8 proto)
 {
 	return proto == IPPROTO_TCP || proto == IPPROTO_UDP;

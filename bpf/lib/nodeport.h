@@ -95,10 +95,7 @@ static __always_inline int nodeport_reply(struct __sk_buff *ctx, int l4_off, __u
 
 	if (!ifindex)
 		return -DROP_NO_FIB;
-	ret = lb4_xlate(ctx, l4_off, proto, 0, node, rev_port);
-	if (IS_ERR(ret))
-		return ret;
-	ret = lb4_xlate(ctx, l4_off, proto, 1, to_addr, to_port);
+	ret = lb4_xlate_both(ctx, l4_off, proto, node, rev_port, to_addr, to_port);
 	if (IS_ERR(ret))
 		return ret;
 	return bpf_redirect_neigh(ifindex, NULL, 0, 0);
@@ -138,6 +135,10 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 	ip4 = ipv4_hdr(ctx);
 	if (!ip4 || !lb4_is_balanced_proto(ip4->protocol) || ipv4_is_fragment(ip4))
 		return CTX_ACT_OK;
+	/* NodePort connections and the replies to their SNAT both go to a
+	 * node address; passing traffic needs no parsing or lookups. */
+	if (!is_node_address(ip4->daddr))
+		return CTX_ACT_OK;
 	l4_off = ipv4_l4_off(ip4);
 	proto = ip4->protocol;
 	if (ct_parse4(ctx, ip4, &pkt) < 0)
@@ -152,8 +153,6 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 	if (nat)
 		return nodeport_reply(ctx, l4_off, proto, daddr, nat);
 
-	if (!is_node_address(daddr))
-		return CTX_ACT_OK;
 	svc = nodeport_lookup(daddr, dport, &frontend);
 	if (!svc)
 		return CTX_ACT_OK;
@@ -189,10 +188,7 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 		if (bpf_map_update_elem(&cilium_snat_v4_external, &key, &rev, BPF_ANY) < 0)
 			return -DROP_NAT_NO_MAPPING;
 	}
-	ret = lb4_xlate(ctx, l4_off, proto, 1, backend, bport);
-	if (IS_ERR(ret))
-		return ret;
-	ret = lb4_xlate(ctx, l4_off, proto, 0, daddr, natport);
+	ret = lb4_xlate_both(ctx, l4_off, proto, daddr, natport, backend, bport);
 	if (IS_ERR(ret))
 		return ret;
 
