@@ -11,6 +11,7 @@ use abi::metrics::DIR_INGRESS;
 use abi::Be16;
 use common::*;
 use datapath::objects::BPF_HOST;
+use datapath::testrun::TestObject;
 use lb::{BackendState, Frontend, LoadBalancer, ServiceSpec, ServiceType};
 use std::net::Ipv4Addr;
 use testsupport::Sandbox;
@@ -37,6 +38,16 @@ fn nodeport(backends: &[Ipv4Addr]) -> ServiceSpec {
     }
 }
 
+/// bpf_host loaded for a node whose address is NODE.
+fn node(sb: &Sandbox) -> TestObject {
+    let obj = load(sb, BPF_HOST);
+    obj.map(abi::maps::LXC)
+        .unwrap()
+        .put(&EndpointKey::v4(NODE), &EndpointInfo::host())
+        .unwrap();
+    obj
+}
+
 fn nat_key(saddr: Ipv4Addr, daddr: Ipv4Addr, sport: u16, dport: u16, dir: u8) -> Ipv4CtTuple {
     Ipv4CtTuple {
         saddr: saddr.into(),
@@ -51,11 +62,7 @@ fn nat_key(saddr: Ipv4Addr, daddr: Ipv4Addr, sport: u16, dport: u16, dir: u8) ->
 #[test]
 fn nodeport_flows_are_translated_both_ways() {
     let sb = Sandbox::enter();
-    let mut obj = load(&sb, BPF_HOST);
-    obj.map(abi::maps::LXC)
-        .unwrap()
-        .put(&EndpointKey::v4(NODE), &EndpointInfo::host())
-        .unwrap();
+    let mut obj = node(&sb);
     add_endpoint(
         &obj,
         BACKEND,
@@ -122,11 +129,7 @@ fn nodeport_flows_are_translated_both_ways() {
 #[test]
 fn with_maglev_nodeport_backends_come_from_the_service_table() {
     let sb = Sandbox::enter();
-    let mut obj = load(&sb, BPF_HOST);
-    obj.map(abi::maps::LXC)
-        .unwrap()
-        .put(&EndpointKey::v4(NODE), &EndpointInfo::host())
-        .unwrap();
+    let mut obj = node(&sb);
     let other = Ipv4Addr::new(10, 0, 0, 7);
     for (ip, id) in [(BACKEND, 12), (other, 13)] {
         let mac = [2, 0, 0, 0, 0, id as u8];
