@@ -232,6 +232,11 @@ impl Services {
     pub fn apply(&self, spec: &ServiceSpec) -> Result<bool, ServiceError> {
         let parsed = parse(spec)?;
         let mut lb = self.lb.lock().expect("lb lock");
+        // The agent that took a request applied it already; the kvstore
+        // then hands the same spec back (and again after each relist).
+        if self.specs.lock().expect("specs lock").get(&parsed.id) == Some(spec) {
+            return Ok(false);
+        }
         let (update, created) = lb.upsert(&parsed).map_err(|e| match e {
             lb::LbError::InvalidFrontend(m) => ServiceError::Frontend(m),
             e => ServiceError::Failed(e.to_string()),
