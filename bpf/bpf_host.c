@@ -94,13 +94,7 @@ int cil_from_netdev(struct __sk_buff *ctx)
 	if (IS_ERR(ret)) {
 		verdict = send_drop_notify(ctx, IDENTITY_WORLD, IDENTITY_UNKNOWN, 0,
 					   ret, METRIC_INGRESS, 0);
-		/* A NodePort without backends refuses the connection at once. */
-		if (ret == -DROP_NO_SERVICE) {
-			ret = tcp_reject4(ctx);
-			if (ret)
-				return ret;
-		}
-		return verdict;
+		return reject_no_service(ctx, ret, verdict);
 	}
 	if (ret != CTX_ACT_OK)
 		update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);

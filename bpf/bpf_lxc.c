@@ -113,13 +113,7 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 drop:
 	verdict = send_drop_notify(ctx, sec_id, IDENTITY_UNKNOWN, 0, ret,
 				   METRIC_EGRESS, 0);
-	/* A connection to a service without backends is refused at once. */
-	if (ret == -DROP_NO_SERVICE) {
-		ret = tcp_reject4(ctx);
-		if (ret)
-			return ret;
-	}
-	return verdict;
+	return reject_no_service(ctx, ret, verdict);
 }
 
 /* Packets leaving the pod (tc ingress of the host-side veth). */

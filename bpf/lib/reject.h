@@ -92,4 +92,16 @@ static __always_inline int tcp_reject4(struct __sk_buff *ctx)
 	return bpf_redirect(ctx->ifindex, 0);
 }
 
+/* After a drop was reported with verdict: a connection to a service
+ * without backends (reason -DROP_NO_SERVICE) is refused at once instead. */
+static __always_inline int reject_no_service(struct __sk_buff *ctx, int reason, int verdict)
+{
+	int ret;
+
+	if (reason != -DROP_NO_SERVICE)
+		return verdict;
+	ret = tcp_reject4(ctx);
+	return ret ? ret : verdict;
+}
+
 #endif /* __LIB_REJECT_H_ */
