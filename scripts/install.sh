@@ -8,10 +8,10 @@ if ! command -v clang >/dev/null || ! command -v etcd >/dev/null || ! [ -f /usr/
     || ! command -v curl >/dev/null || ! command -v iperf3 >/dev/null || ! command -v ip >/dev/null \
     || ! command -v ping >/dev/null || ! command -v nsenter >/dev/null \
     || ! command -v protoc >/dev/null || ! [ -f /usr/include/google/protobuf/descriptor.proto ] \
-    || ! command -v iptables >/dev/null; then
+    || ! command -v iptables >/dev/null || ! command -v python3 >/dev/null; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends \
-        clang llvm libbpf-dev linux-libc-dev iproute2 etcd-server curl iperf3 iputils-ping util-linux protobuf-compiler libprotobuf-dev iptables ca-certificates >/dev/null
+        clang llvm libbpf-dev linux-libc-dev iproute2 etcd-server curl iperf3 iputils-ping util-linux protobuf-compiler libprotobuf-dev iptables python3 ca-certificates >/dev/null
 fi
 
 if ! command -v cargo >/dev/null; then

@@ -25,6 +25,7 @@
 #define POLICY_MAP_SIZE		16384
 #define LB_MAP_SIZE		65536
 #define NAT_MAP_SIZE		131072
+#define LB_REVERSE_SK_MAP_SIZE	262144
 /* Maglev lookup table size (bpf-lb-maglev-table-size): compiled in, as in
  * Cilium, since it is the inner map's value size. */
 #define LB_MAGLEV_LUT_SIZE	16381
@@ -254,6 +255,23 @@ struct lb_affinity_match {
 	__u16 pad;
 } __attribute__((packed));
 
+/* ---- cilium_lb4_reverse_sk: ipv4_revnat_tuple -> ipv4_revnat_entry (LRU) ----
+ * Socket LB: what a socket connected to (the frontend), by the socket and
+ * the backend it was sent to, so getpeername() and recvmsg() show the
+ * frontend again. */
+struct ipv4_revnat_tuple {
+	__u64 cookie;		/* socket cookie */
+	__u32 address;		/* backend, network order */
+	__u16 port;		/* backend, network order */
+	__u16 pad;
+};
+
+struct ipv4_revnat_entry {
+	__u32 address;		/* frontend, network order */
+	__u16 port;		/* frontend, network order */
+	__u16 rev_nat_index;	/* network order */
+};
+
 /* ---- cilium_snat_v4_external: ipv4_ct_tuple -> ipv4_nat_entry ---- */
 /* Keys are tuples with their real source and destination ports (not CT's
  * skewed order) and the direction in flags. */
@@ -320,6 +338,11 @@ struct metrics_value {
 #define RUNTIME_CONFIG_LB_ALGORITHM	5
 /* the IPv4 flow-hash seed Maglev uses (from bpf-lb-maglev-hash-seed) */
 #define RUNTIME_CONFIG_MAGLEV_SEED4	6
+/* NodePort range (node-port-range): first port << 16 | last port; 0 =
+ * Cilium's default 30000-32767 */
+#define RUNTIME_CONFIG_NODEPORT_RANGE	7
+#define NODEPORT_PORT_MIN_DEFAULT	30000
+#define NODEPORT_PORT_MAX_DEFAULT	32767
 #define LB_ALGORITHM_RANDOM		0
 #define LB_ALGORITHM_MAGLEV		1
 
@@ -388,6 +411,7 @@ struct trace_notify {
 #define SOURCE_FILE_BPF_HOST	1
 #define SOURCE_FILE_BPF_LXC	2
 #define SOURCE_FILE_BPF_OVERLAY	3
+#define SOURCE_FILE_BPF_SOCK	5
 
 /* ---- Drop reasons (positive; the datapath returns them negated) ---- */
 #define DROP_INVALID_SIP	132
@@ -425,6 +449,11 @@ struct trace_notify {
 
 /* Metric reason for forwarded packets */
 #define REASON_FORWARDED	0
+/* Socket LB outcomes, counted like drops but not drops */
+#define REASON_LB_NO_BACKEND_SLOT	5
+#define REASON_LB_NO_BACKEND		6
+#define REASON_LB_REVNAT_UPDATE		7
+#define REASON_LB_REVNAT_STALE		8
 
 /* The Rust mirrors in crates/abi check the same sizes. */
 #define ABI_SIZE(type, size) _Static_assert(sizeof(type) == (size), #type " layout changed")
@@ -446,6 +475,8 @@ ABI_SIZE(struct ipv4_nat_entry, 40);
 ABI_SIZE(struct lb4_affinity_key, 16);
 ABI_SIZE(struct lb_affinity_val, 16);
 ABI_SIZE(struct lb_affinity_match, 8);
+ABI_SIZE(struct ipv4_revnat_tuple, 16);
+ABI_SIZE(struct ipv4_revnat_entry, 8);
 ABI_SIZE(struct metrics_key, 8);
 ABI_SIZE(struct metrics_value, 16);
 ABI_SIZE(struct drop_notify, 36);

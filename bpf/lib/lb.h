@@ -76,14 +76,16 @@ static __always_inline struct lb4_backend *lb4_maglev_backend(const struct ipv4_
 }
 
 /* Session affinity: the backend this client had for the service, if it
- * was used within the service's timeout and still belongs to it. */
-static __always_inline struct lb4_backend *lb4_affinity_backend(__u32 client,
+ * was used within the service's timeout and still belongs to it. The
+ * client is an IPv4 address, or a netns cookie (is_cookie) for socket LB. */
+static __always_inline struct lb4_backend *lb4_affinity_backend(__u64 client, __u8 is_cookie,
 								const struct lb4_service *svc,
 								__u32 *id)
 {
 	struct lb4_affinity_key key = {
 		.client_id = client,
 		.rev_nat_id = svc->rev_nat_index,
+		.netns_cookie = is_cookie,
 	};
 	struct lb_affinity_match match = {
 		.rev_nat_id = svc->rev_nat_index,
@@ -104,12 +106,13 @@ static __always_inline struct lb4_backend *lb4_affinity_backend(__u32 client,
 	return backend;
 }
 
-static __always_inline void lb4_affinity_update(__u32 client, const struct lb4_service *svc,
-						__u32 id)
+static __always_inline void lb4_affinity_update(__u64 client, __u8 is_cookie,
+						const struct lb4_service *svc, __u32 id)
 {
 	struct lb4_affinity_key key = {
 		.client_id = client,
 		.rev_nat_id = svc->rev_nat_index,
+		.netns_cookie = is_cookie,
 	};
 	struct lb_affinity_val val = {
 		.last_used = ct_now(),
@@ -151,7 +154,7 @@ static __always_inline int lb4_select(struct __sk_buff *ctx, const struct ct_pac
 		if (svc->count == 0)
 			return -DROP_NO_SERVICE;
 		if (svc->flags & SVC_FLAG_AFFINITY)
-			backend = lb4_affinity_backend(key.saddr, svc, &id);
+			backend = lb4_affinity_backend(key.saddr, 0, svc, &id);
 		if (!backend && maglev)
 			backend = lb4_maglev_backend(&pkt->tuple, svc, &id);
 		if (!backend)
@@ -161,7 +164,7 @@ static __always_inline int lb4_select(struct __sk_buff *ctx, const struct ct_pac
 		if (!backend)
 			return -DROP_NO_SERVICE;
 		if (svc->flags & SVC_FLAG_AFFINITY)
-			lb4_affinity_update(key.saddr, svc, id);
+			lb4_affinity_update(key.saddr, 0, svc, id);
 		struct ct_entry fresh = {
 			.backend_id = id,
 			.rev_nat_index = svc->rev_nat_index,

@@ -94,6 +94,14 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct ipv4_revnat_tuple);
+	__type(value, struct ipv4_revnat_entry);
+	__uint(max_entries, LB_REVERSE_SK_MAP_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_lb4_reverse_sk SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__type(key, struct ipv4_ct_tuple);
 	__type(value, struct ipv4_nat_entry);
 	__uint(max_entries, NAT_MAP_SIZE);

@@ -45,6 +45,17 @@ static __always_inline int is_node_address(__u32 addr)
 	return ep && (ep->flags & ENDPOINT_F_HOST);
 }
 
+/* Whether port (network order) is in the node-port-range. */
+static __always_inline int nodeport_port_in_range(__u16 port)
+{
+	__u64 range = runtime_config(RUNTIME_CONFIG_NODEPORT_RANGE);
+	__u16 min = range ? (__u16)(range >> 16) : NODEPORT_PORT_MIN_DEFAULT;
+	__u16 max = range ? (__u16)range : NODEPORT_PORT_MAX_DEFAULT;
+	__u16 p = bpf_ntohs(port);
+
+	return p >= min && p <= max;
+}
+
 /* The NodePort service for address:port: its own frontend, else the
  * surrogate 0.0.0.0:port that stands for every node address. */
 static __always_inline struct lb4_service *nodeport_lookup(__u32 addr, __u16 port,

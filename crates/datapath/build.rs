@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const OBJECTS: &[&str] = &["bpf_lxc", "bpf_host", "bpf_overlay"];
+const OBJECTS: &[&str] = &["bpf_lxc", "bpf_host", "bpf_overlay", "bpf_sock"];
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bpf");

@@ -148,6 +148,42 @@ pub struct LbAffinityMatch {
 assert_layout!(LbAffinityMatch, size = 8, backend_id = 0, rev_nat_id = 4);
 unsafe impl Plain for LbAffinityMatch {}
 
+/// `cilium_lb4_reverse_sk` key: a socket (by cookie) and the backend
+/// socket LB sent it to.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Ipv4RevnatTuple {
+    pub cookie: u64,
+    pub address: Be32,
+    pub port: Be16,
+    pub pad: u16,
+}
+assert_layout!(
+    Ipv4RevnatTuple,
+    size = 16,
+    cookie = 0,
+    address = 8,
+    port = 12
+);
+unsafe impl Plain for Ipv4RevnatTuple {}
+
+/// `cilium_lb4_reverse_sk` value: the frontend the socket asked for.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ipv4RevnatEntry {
+    pub address: Be32,
+    pub port: Be16,
+    pub rev_nat_index: Be16,
+}
+assert_layout!(
+    Ipv4RevnatEntry,
+    size = 8,
+    address = 0,
+    port = 4,
+    rev_nat_index = 6
+);
+unsafe impl Plain for Ipv4RevnatEntry {}
+
 /// Slots of a Maglev table (`LB_MAGLEV_LUT_SIZE`, compiled into the datapath).
 pub const LB_MAGLEV_LUT_SIZE: usize = 16381;
 

@@ -7,6 +7,11 @@ pub const DIR_EGRESS: u8 = 2;
 pub const DIR_SERVICE: u8 = 3;
 
 pub const REASON_FORWARDED: u8 = 0;
+/// Socket LB outcomes (counted, not drops).
+pub const REASON_LB_NO_BACKEND_SLOT: u8 = 5;
+pub const REASON_LB_NO_BACKEND: u8 = 6;
+pub const REASON_LB_REVNAT_UPDATE: u8 = 7;
+pub const REASON_LB_REVNAT_STALE: u8 = 8;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -52,10 +57,10 @@ pub fn reason_text(reason: u8) -> String {
         0 => "Success".into(),
         3 => "Interface".into(),
         4 => "Interface Decrypted".into(),
-        5 => "LB, sock cgroup: No backend slot entry found".into(),
-        6 => "LB, sock cgroup: No backend entry found".into(),
-        7 => "LB, sock cgroup: Reverse entry update failed".into(),
-        8 => "LB, sock cgroup: Reverse entry stale".into(),
+        REASON_LB_NO_BACKEND_SLOT => "LB, sock cgroup: No backend slot entry found".into(),
+        REASON_LB_NO_BACKEND => "LB, sock cgroup: No backend entry found".into(),
+        REASON_LB_REVNAT_UPDATE => "LB, sock cgroup: Reverse entry update failed".into(),
+        REASON_LB_REVNAT_STALE => "LB, sock cgroup: Reverse entry stale".into(),
         9 => "Fragmented packet".into(),
         10 => "Fragmented packet entry update failed".into(),
         11 => "Missed tail call to custom program".into(),

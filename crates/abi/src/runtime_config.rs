@@ -12,6 +12,8 @@ pub const NATIVE_IFINDEX: u32 = 4;
 pub const LB_ALGORITHM: u32 = 5;
 /// The IPv4 flow-hash seed Maglev selects with.
 pub const MAGLEV_SEED4: u32 = 6;
+/// node-port-range: first port << 16 | last port (0 = 30000-32767).
+pub const NODEPORT_RANGE: u32 = 7;
 pub const LB_ALGORITHM_RANDOM: u64 = 0;
 pub const LB_ALGORITHM_MAGLEV: u64 = 1;
 
@@ -25,6 +27,7 @@ pub fn index_name(index: u32) -> Option<&'static str> {
         NATIVE_IFINDEX => Some("NativeIfindex"),
         LB_ALGORITHM => Some("LBAlgorithm"),
         MAGLEV_SEED4 => Some("MaglevSeed4"),
+        NODEPORT_RANGE => Some("NodePortRange"),
         _ => None,
     }
 }

@@ -24,3 +24,9 @@ pub const BPF_OVERLAY: Object = Object {
     name: "bpf_overlay.o",
     bytes: aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/bpf_overlay.o")),
 };
+
+/// Socket LB on the node's cgroup: `cil_sock4_connect`, ...
+pub const BPF_SOCK: Object = Object {
+    name: "bpf_sock.o",
+    bytes: aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/bpf_sock.o")),
+};

@@ -8,6 +8,7 @@ const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
+const BPF_LINK_UPDATE: libc::c_long = 30;
 
 #[repr(C)]
 #[derive(Default)]
@@ -20,16 +21,16 @@ struct MapElemAttr {
 }
 
 fn bpf(cmd: libc::c_long, attr: &mut MapElemAttr) -> io::Result<()> {
-    // SAFETY: attr is a valid, fully initialised bpf_attr prefix for the
-    // map element commands, and the size passed matches it.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd,
-            attr as *mut MapElemAttr,
-            std::mem::size_of::<MapElemAttr>(),
-        )
-    };
+    bpf_attr(cmd, attr)
+}
+
+/// bpf(2) with `attr`, a `#[repr(C)]` prefix of `union bpf_attr` that the
+/// command reads.
+fn bpf_attr<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<()> {
+    // SAFETY: callers pass a fully initialised repr(C) bpf_attr prefix for
+    // cmd, and the size passed is that prefix's.
+    let ret =
+        unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>()) };
     if ret < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -170,32 +171,28 @@ pub fn obj_get(path: &std::path::Path) -> io::Result<std::os::fd::OwnedFd> {
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(ret as i32) })
 }
 
-/// Reads a map's type, sizes and flags.
-pub fn map_meta(fd: BorrowedFd<'_>) -> io::Result<MapMeta> {
+/// BPF_OBJ_GET_INFO_BY_FD into `info` (the kernel fills what fits).
+fn obj_info(fd: BorrowedFd<'_>, info: &mut [u32]) -> io::Result<()> {
     #[repr(C)]
     struct InfoAttr {
         bpf_fd: u32,
         info_len: u32,
         info: u64,
     }
+    bpf_attr(
+        BPF_OBJ_GET_INFO_BY_FD,
+        &mut InfoAttr {
+            bpf_fd: fd.as_raw_fd() as u32,
+            info_len: std::mem::size_of_val(info) as u32,
+            info: info.as_mut_ptr() as u64,
+        },
+    )
+}
+
+/// Reads a map's type, sizes and flags.
+pub fn map_meta(fd: BorrowedFd<'_>) -> io::Result<MapMeta> {
     let mut info = [0u32; 20];
-    let mut attr = InfoAttr {
-        bpf_fd: fd.as_raw_fd() as u32,
-        info_len: std::mem::size_of_val(&info) as u32,
-        info: info.as_mut_ptr() as u64,
-    };
-    // SAFETY: attr points at a buffer of info_len bytes that lives across the call.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_OBJ_GET_INFO_BY_FD,
-            &mut attr as *mut InfoAttr,
-            std::mem::size_of::<InfoAttr>(),
-        )
-    };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    obj_info(fd, &mut info)?;
     // struct bpf_map_info: type, id, key_size, value_size, max_entries, map_flags, ...
     Ok(MapMeta {
         map_type: info[0],
@@ -204,4 +201,36 @@ pub fn map_meta(fd: BorrowedFd<'_>) -> io::Result<MapMeta> {
         max_entries: info[4],
         map_flags: info[5],
     })
+}
+
+/// The cgroup ID (its directory's inode) a cgroup link is attached to; 0
+/// once that cgroup is gone.
+pub fn link_cgroup_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    // struct bpf_link_info: type, id, prog_id, then (8-aligned) the
+    // cgroup variant: cgroup_id u64, attach_type u32.
+    let mut info = [0u32; 8];
+    obj_info(fd, &mut info)?;
+    Ok(u64::from(info[4]) | u64::from(info[5]) << 32)
+}
+
+#[repr(C)]
+struct LinkUpdateAttr {
+    link_fd: u32,
+    new_prog_fd: u32,
+    flags: u32,
+    old_prog_fd: u32,
+}
+
+/// Swaps the program of a live link in one step (BPF_LINK_UPDATE), so
+/// the hook is never without a program.
+pub fn link_update(link: BorrowedFd<'_>, prog: BorrowedFd<'_>) -> io::Result<()> {
+    bpf_attr(
+        BPF_LINK_UPDATE,
+        &mut LinkUpdateAttr {
+            link_fd: link.as_raw_fd() as u32,
+            new_prog_fd: prog.as_raw_fd() as u32,
+            flags: 0,
+            old_prog_fd: 0,
+        },
+    )
 }

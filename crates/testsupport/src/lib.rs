@@ -8,6 +8,7 @@
 //! frees the namespaces with their devices, routes and pins once the last
 //! user is gone, also when the test panicked.
 
+pub mod client;
 pub mod node;
 
 use std::io;
@@ -17,6 +18,7 @@ use std::process::Child;
 pub struct Sandbox {
     dir: tempfile::TempDir,
     children: Vec<Child>,
+    cgroup: std::cell::OnceCell<PathBuf>,
 }
 
 fn check(ret: libc::c_int, what: &str) -> io::Result<()> {
@@ -84,6 +86,7 @@ impl Sandbox {
         Ok(Self {
             dir,
             children: Vec::new(),
+            cgroup: std::cell::OnceCell::new(),
         })
     }
 
@@ -110,6 +113,35 @@ impl Sandbox {
         self.dir.path().join("config")
     }
 
+    /// The sandbox's own cgroup v2 subtree, for socket LB: cgroup2 is
+    /// mounted at `<sandbox>/cgroup2` (in the private mount namespace) and
+    /// the subtree is a fresh child of its root, so programs attached there
+    /// see only processes the test puts in it.
+    pub fn cgroup(&self) -> PathBuf {
+        self.cgroup
+            .get_or_init(|| {
+                let mnt = self.dir.path().join("cgroup2");
+                std::fs::create_dir_all(&mnt).expect("cgroup2 mount point");
+                let target = cstr(&mnt);
+                // SAFETY: valid NUL-terminated strings.
+                let rc = unsafe {
+                    libc::mount(
+                        c"cgroup2".as_ptr(),
+                        target.as_ptr(),
+                        c"cgroup2".as_ptr(),
+                        0,
+                        std::ptr::null(),
+                    )
+                };
+                check(rc, "mounting cgroup2").expect("cgroup v2");
+                let name = self.dir.path().file_name().expect("temp dir name");
+                let sub = mnt.join(name);
+                std::fs::create_dir_all(&sub).expect("creating the test cgroup");
+                sub
+            })
+            .clone()
+    }
+
     /// Hands a spawned process to the sandbox, which kills it on drop.
     pub fn adopt(&mut self, child: Child) -> usize {
         self.children.push(child);
@@ -126,6 +158,14 @@ impl Drop for Sandbox {
         for child in &mut self.children {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        if let Some(sub) = self.cgroup.get() {
+            remove_cgroup(sub);
+            let p = cstr(&self.dir.path().join("cgroup2"));
+            // SAFETY: valid path.
+            unsafe {
+                libc::umount2(p.as_ptr(), libc::MNT_DETACH);
+            }
         }
         // Pod namespaces are bind mounts; unmount them so the dir can go.
         if let Ok(entries) = std::fs::read_dir(self.dir.path().join("netns")) {
@@ -145,6 +185,50 @@ impl Drop for Sandbox {
                 libc::umount2(p.as_ptr(), libc::MNT_DETACH);
             }
         }
+    }
+}
+
+/// Removes a cgroup and the cgroups below it, once their processes are
+/// gone (killed ones take a moment to leave).
+fn remove_cgroup(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_cgroup(&e.path());
+            }
+        }
+    }
+    for _ in 0..50 {
+        match std::fs::remove_dir(dir) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            _ => return,
+        }
+    }
+}
+
+/// Makes `cmd` start inside the cgroup at `cgroup`.
+pub fn in_cgroup(cmd: &mut std::process::Command, cgroup: &Path) {
+    use std::os::unix::process::CommandExt;
+    let procs = cstr(&cgroup.join("cgroup.procs"));
+    // SAFETY: only async-signal-safe syscalls in the forked child; the path
+    // was allocated before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+            let err = io::Error::last_os_error();
+            libc::close(fd);
+            if ok {
+                Ok(())
+            } else {
+                Err(err)
+            }
+        });
     }
 }
 

@@ -1,0 +1,147 @@
+//! Socket LB: bpf_sock's programs on the node's cgroup v2 root.
+//!
+//! Each program is held by a link pinned at
+//! `<bpffs>/cilium/socketlb/links/cgroup/<program>` (Cilium's layout), so
+//! connect() keeps being balanced while the agent is down. A new agent swaps
+//! its programs into the same links in one step; a link left on another
+//! cgroup (cgroup-root changed) or on a removed one is replaced.
+
+use crate::loader::load_object;
+use crate::objects;
+use crate::{sys, Error};
+use aya::programs::links::{CgroupAttachMode, FdLink};
+use aya::programs::CgroupSockAddr;
+use aya::Ebpf;
+use std::os::fd::AsFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// bpf_sock's programs, in the order they are attached.
+pub const PROGRAMS: [&str; 4] = [
+    "cil_sock4_connect",
+    "cil_sock4_sendmsg",
+    "cil_sock4_recvmsg",
+    "cil_sock4_getpeername",
+];
+
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+
+/// `<bpffs>/cilium/socketlb/links/cgroup`.
+pub fn links_dir(bpffs_root: &Path) -> PathBuf {
+    bpffs_root.join("cilium/socketlb/links/cgroup")
+}
+
+/// bpf_sock, loaded and verified, with its maps shared through the pins
+/// under `globals`.
+pub struct SocketLb {
+    ebpf: Ebpf,
+}
+
+impl SocketLb {
+    pub fn load(globals: &Path) -> Result<Self, Error> {
+        let mut ebpf = load_object(objects::BPF_SOCK, globals, &[])?;
+        for name in PROGRAMS {
+            program(&mut ebpf, name)?
+                .load()
+                .map_err(|e| program_error(name, e))?;
+        }
+        Ok(Self { ebpf })
+    }
+
+    /// Attaches every program to `cgroup` (a cgroup v2 directory).
+    pub fn attach(&mut self, bpffs_root: &Path, cgroup: &Path) -> Result<(), Error> {
+        let fail = |program: &str, message: String| Error::Attach {
+            program: program.to_owned(),
+            device: cgroup.display().to_string(),
+            message,
+        };
+        check_cgroup2(cgroup).map_err(|m| fail(PROGRAMS[0], m))?;
+        let cgroup_dir =
+            std::fs::File::open(cgroup).map_err(|e| Error::io("opening", cgroup, e))?;
+        let cgroup_id = cgroup_dir
+            .metadata()
+            .map_err(|e| Error::io("reading", cgroup, e))?
+            .ino();
+        let dir = links_dir(bpffs_root);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", &dir, e))?;
+        for name in PROGRAMS {
+            let prog = program(&mut self.ebpf, name)?;
+            let pin = dir.join(name);
+            if replace_pinned(prog, &pin, cgroup_id) {
+                continue;
+            }
+            let _ = std::fs::remove_file(&pin);
+            let id = prog
+                .attach(&cgroup_dir, CgroupAttachMode::default())
+                .map_err(|e| fail(name, e.to_string()))?;
+            let link: FdLink = prog
+                .take_link(id)
+                .map_err(|e| fail(name, e.to_string()))?
+                .try_into()
+                .map_err(|e: aya::programs::links::LinkError| fail(name, e.to_string()))?;
+            link.pin(&pin)
+                .map_err(|e| fail(name, format!("pinning link at {}: {e}", pin.display())))?;
+        }
+        Ok(())
+    }
+}
+
+/// Removes the pinned links, which detaches the programs (bpf-lb-sock
+/// turned off, or cleanup).
+pub fn detach(bpffs_root: &Path) {
+    crate::attach::remove_links(&links_dir(bpffs_root));
+}
+
+fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut CgroupSockAddr, Error> {
+    ebpf.program_mut(name)
+        .ok_or_else(|| Error::NoProgram {
+            object: objects::BPF_SOCK.name,
+            program: name.to_owned(),
+        })?
+        .try_into()
+        .map_err(|e| program_error(name, e))
+}
+
+fn program_error(name: &str, e: aya::programs::ProgramError) -> Error {
+    Error::Program {
+        object: objects::BPF_SOCK.name,
+        program: name.to_owned(),
+        source: Box::new(e),
+    }
+}
+
+/// Swaps `prog` into the link pinned at `pin` if that link is live and on
+/// the cgroup `cgroup_id`; false when there is no such link to reuse.
+fn replace_pinned(prog: &CgroupSockAddr, pin: &Path, cgroup_id: u64) -> bool {
+    let Ok(link) = sys::obj_get(pin) else {
+        return false;
+    };
+    match sys::link_cgroup_id(link.as_fd()) {
+        Ok(id) if id == cgroup_id => {}
+        _ => return false,
+    }
+    let Ok(prog_fd) = prog.fd() else {
+        return false;
+    };
+    match sys::link_update(link.as_fd(), prog_fd.as_fd()) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(subsys = "socketlb", pin = %pin.display(), error = %e, "pinned link is stale");
+            false
+        }
+    }
+}
+
+fn check_cgroup2(path: &Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let cpath = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: statfs writes into the zeroed struct we own; cpath outlives it.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(cpath.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error().to_string());
+    }
+    if st.f_type as i64 != CGROUP2_SUPER_MAGIC {
+        return Err("not a cgroup v2 directory (mount cgroup2 there first)".into());
+    }
+    Ok(())
+}

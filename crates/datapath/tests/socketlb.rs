@@ -1,0 +1,222 @@
+//! Socket LB (bpf_sock) on a cgroup of the sandbox, driven by real socket
+//! calls of a client process: connect() and sendmsg() to a frontend reach a
+//! backend, getpeername() and recvfrom() still show the frontend, NodePort
+//! is found through any node address, a service without backends fails
+//! fast, processes outside the cgroup are left alone, and a second agent
+//! swaps its programs into the pinned links.
+
+mod common;
+
+use abi::metrics::{DIR_EGRESS, REASON_LB_NO_BACKEND_SLOT};
+use datapath::socketlb::{self, SocketLb};
+use lb::{BackendState, Frontend, LoadBalancer, ServiceSpec, ServiceType};
+use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, UdpSocket};
+use std::path::{Path, PathBuf};
+use testsupport::client::{self, Placement, Proto};
+use testsupport::node::LineServer;
+use testsupport::Sandbox;
+
+const VIP: Ipv4Addr = Ipv4Addr::new(172, 16, 16, 87);
+const EMPTY_VIP: Ipv4Addr = Ipv4Addr::new(172, 16, 16, 88);
+const NODE: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 10);
+const BACKEND: Ipv4Addr = Ipv4Addr::LOCALHOST;
+
+fn spec(id: u16, ip: Ipv4Addr, port: u16, kind: ServiceType, ports: &[u16]) -> ServiceSpec {
+    ServiceSpec {
+        id,
+        frontend: Frontend {
+            ip,
+            port,
+            scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
+        },
+        kind,
+        backends: ports
+            .iter()
+            .map(|p| (BACKEND, *p, BackendState::Active))
+            .collect(),
+        affinity_timeout: 0,
+    }
+}
+
+fn globals(sb: &Sandbox) -> PathBuf {
+    sb.bpffs().join(abi::maps::GLOBALS_DIR)
+}
+
+fn attach(sb: &Sandbox) {
+    let mut sock = SocketLb::load(&globals(sb)).expect("load bpf_sock");
+    sock.attach(&sb.bpffs(), &sb.cgroup())
+        .expect("attach to the cgroup");
+}
+
+fn services(globals: &Path) {
+    let mut lb = LoadBalancer::new();
+    for s in [
+        spec(1, VIP, 80, ServiceType::ClusterIP, &[8081, 8082]),
+        spec(2, VIP, 53, ServiceType::ClusterIP, &[5353]),
+        spec(
+            3,
+            Ipv4Addr::UNSPECIFIED,
+            30080,
+            ServiceType::NodePort,
+            &[8082],
+        ),
+        spec(4, EMPTY_VIP, 80, ServiceType::ClusterIP, &[]),
+    ] {
+        let (up, _) = lb.upsert(&s).unwrap();
+        datapath::lbmap::apply(globals, &up).unwrap();
+    }
+    datapath::PinnedMap::open(&globals.join(abi::maps::IPCACHE), abi::maps::IPCACHE)
+        .unwrap()
+        .put(
+            &abi::ipcache::IpcacheKey::v4(NODE, 32),
+            &abi::ipcache::RemoteEndpointInfo {
+                sec_identity: abi::identity::HOST,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+}
+
+fn udp_echo(name: &'static str) -> u16 {
+    let sock = UdpSocket::bind((BACKEND, 5353)).unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1500];
+        while let Ok((_, from)) = sock.recv_from(&mut buf) {
+            let _ = sock.send_to(format!("{name}\n").as_bytes(), from);
+        }
+    });
+    5353
+}
+
+fn in_cgroup(sb: &Sandbox, proto: Proto, ip: Ipv4Addr, port: u16, n: u32) -> Vec<String> {
+    let cg = sb.cgroup();
+    client::run(
+        Placement {
+            netns: None,
+            cgroup: Some(&cg),
+        },
+        proto,
+        ip,
+        port,
+        n,
+    )
+}
+
+#[test]
+fn socket_calls_to_frontends_reach_backends_and_still_see_the_frontend() {
+    let sb = Sandbox::enter();
+    let here = Path::new("/proc/thread-self/ns/net");
+    let _a = LineServer::start(here, 8081, "a").unwrap();
+    let _b = LineServer::start(here, 8082, "b").unwrap();
+    udp_echo("u");
+    attach(&sb);
+    services(&globals(&sb));
+
+    let lines = in_cgroup(&sb, Proto::Tcp, VIP, 80, 24);
+    let mut seen = BTreeSet::new();
+    for line in &lines {
+        let rest = line
+            .strip_prefix(&format!("peer={VIP}:80 reply="))
+            .unwrap_or_else(|| panic!("getpeername must show the frontend: {line}"));
+        seen.insert(rest.split(':').next().unwrap().to_owned());
+    }
+    assert_eq!(seen, BTreeSet::from(["a".into(), "b".into()]), "{lines:?}");
+
+    assert_eq!(
+        in_cgroup(&sb, Proto::Udp, VIP, 53, 2),
+        vec![format!("peer={VIP}:53 reply=u"); 2],
+        "recvfrom must show the frontend"
+    );
+    assert_eq!(
+        in_cgroup(&sb, Proto::Tcp, NODE, 30080, 2),
+        vec![format!("peer={NODE}:30080 reply=b: hello"); 2],
+        "NodePort through a node address"
+    );
+    let rev = datapath::PinnedMap::open(
+        &globals(&sb).join(abi::maps::LB4_REVERSE_SK),
+        abi::maps::LB4_REVERSE_SK,
+    )
+    .unwrap();
+    let entries = rev
+        .entries::<abi::lb::Ipv4RevnatTuple, abi::lb::Ipv4RevnatEntry>()
+        .unwrap();
+    assert!(
+        entries
+            .iter()
+            .any(|(k, v)| k.port.get() == 8081 && v.address == VIP.into() && v.port.get() == 80),
+        "reverse entries: {entries:?}"
+    );
+}
+
+#[test]
+fn a_service_without_backends_fails_fast() {
+    let sb = Sandbox::enter();
+    attach(&sb);
+    services(&globals(&sb));
+    let t = std::time::Instant::now();
+    assert_eq!(
+        in_cgroup(&sb, Proto::Tcp, EMPTY_VIP, 80, 1),
+        vec!["error=EHOSTUNREACH"]
+    );
+    assert!(t.elapsed() < std::time::Duration::from_secs(2));
+    let metrics =
+        datapath::PinnedMap::open(&globals(&sb).join(abi::maps::METRICS), abi::maps::METRICS)
+            .unwrap();
+    let counted: u64 = metrics
+        .percpu_entries::<abi::metrics::MetricsKey, abi::metrics::MetricsValue>()
+        .unwrap()
+        .into_iter()
+        .filter(|(k, _)| k.reason == REASON_LB_NO_BACKEND_SLOT && k.dir == DIR_EGRESS)
+        .flat_map(|(_, v)| v)
+        .map(|v| v.count)
+        .sum();
+    assert_eq!(counted, 1);
+}
+
+#[test]
+fn processes_outside_the_cgroup_are_not_balanced() {
+    let sb = Sandbox::enter();
+    let here = Path::new("/proc/thread-self/ns/net");
+    let _a = LineServer::start(here, 8081, "a").unwrap();
+    attach(&sb);
+    services(&globals(&sb));
+    // No route to the VIP in the sandbox: untranslated, connect() fails.
+    assert_eq!(
+        client::run(Placement::default(), Proto::Tcp, VIP, 80, 1),
+        vec!["error=ENETUNREACH"]
+    );
+}
+
+#[test]
+fn a_new_agent_swaps_its_programs_into_the_pinned_links() {
+    let sb = Sandbox::enter();
+    let here = Path::new("/proc/thread-self/ns/net");
+    let _a = LineServer::start(here, 8081, "a").unwrap();
+    let _b = LineServer::start(here, 8082, "b").unwrap();
+    attach(&sb);
+    services(&globals(&sb));
+    let links = socketlb::links_dir(&sb.bpffs());
+    let before: Vec<_> = std::fs::read_dir(&links)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(before.len(), socketlb::PROGRAMS.len());
+    attach(&sb);
+    let after: Vec<_> = std::fs::read_dir(&links)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(before.len(), after.len());
+    for line in in_cgroup(&sb, Proto::Tcp, VIP, 80, 4) {
+        assert!(line.starts_with(&format!("peer={VIP}:80 reply=")), "{line}");
+    }
+    socketlb::detach(&sb.bpffs());
+    assert!(!links.exists());
+    assert_eq!(
+        in_cgroup(&sb, Proto::Tcp, VIP, 80, 1),
+        vec!["error=ENETUNREACH"]
+    );
+}
