@@ -157,6 +157,7 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     .context("opening IPAM")?;
     write_utime_offset(&config.bpf_root)?;
     write_lb_config(&config)?;
+    setup_socket_lb(&config, &sizes)?;
 
     let node = local_node(&config, node_ip);
     let kv = match &config.kvstore {
@@ -339,6 +340,29 @@ fn write_lb_config(config: &DaemonConfig) -> anyhow::Result<()> {
     };
     map.put(&LB_ALGORITHM, &algorithm)?;
     map.put(&MAGLEV_SEED4, &u64::from(config.maglev_seeds.hash4))?;
+    let (first, last) = config.node_port_range;
+    map.put(&NODEPORT_RANGE, &(u64::from(first) << 16 | u64::from(last)))?;
+    Ok(())
+}
+
+/// bpf_sock on the cgroup root, or no socket LB links left from an
+/// earlier run that had it.
+fn setup_socket_lb(config: &DaemonConfig, sizes: &datapath::MapSizes) -> anyhow::Result<()> {
+    if !config.socket_lb {
+        datapath::socketlb::detach(&config.bpf_root);
+        return Ok(());
+    }
+    let globals = config.bpf_root.join(abi::maps::GLOBALS_DIR);
+    let mut sock =
+        datapath::socketlb::SocketLb::load(&globals, sizes).context("loading bpf_sock")?;
+    sock.attach(&config.bpf_root, &config.cgroup_root)
+        .with_context(|| {
+            format!(
+                "attaching socket LB to cgroup-root {}",
+                config.cgroup_root.display()
+            )
+        })?;
+    tracing::info!(subsys = "socketlb", cgroupRoot = %config.cgroup_root.display(), "Socket LB enabled");
     Ok(())
 }
 

@@ -9,8 +9,10 @@ mod common;
 use common::{connect_in, exchange, wait_for, Cluster, LineServer};
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr};
+use testsupport::client::{self, Placement, Proto};
 
 const VIP: Ipv4Addr = Ipv4Addr::new(172, 16, 16, 87);
+const SOCK_VIP: Ipv4Addr = Ipv4Addr::new(172, 16, 16, 90);
 
 #[test]
 fn a_pod_reaches_a_clusterip_with_backends_on_other_nodes() {
@@ -229,6 +231,47 @@ fn nodeport_reaches_backends_from_the_underlay() {
             );
         }
     }
+
+    // Socket LB (on with kube-proxy-replacement): a process of a pod on
+    // node1, in the node's cgroup, is given the backend at connect(); it
+    // still sees the frontend it asked for.
+    cluster.nodes[0].add_pod("client");
+    cluster.nodes[0].cilium_ok(&[
+        "service",
+        "update",
+        "--id",
+        "10",
+        "--frontend",
+        &format!("{SOCK_VIP}:80"),
+        "--backends",
+        &format!("{web2}:8080"),
+        "--k8s-cluster-ip",
+    ]);
+    wait_for("node1 to learn the ClusterIP", 30, || {
+        cluster.nodes[0]
+            .cilium_ok(&["service", "list"])
+            .contains(&format!("{SOCK_VIP}:80"))
+    });
+    let pod_ns = cluster.nodes[0].netns("client");
+    let in_pod = || Placement {
+        netns: Some(&pod_ns),
+        cgroup: Some(&cluster.nodes[0].cgroup),
+    };
+    assert_eq!(
+        client::run(in_pod(), Proto::Tcp, SOCK_VIP, 80, 3),
+        vec![format!("peer={SOCK_VIP}:80 reply=web-2: hello"); 3]
+    );
+    let node2 = common::node_ip(2);
+    assert_eq!(
+        client::run(in_pod(), Proto::Tcp, node2, 30080, 2),
+        vec![format!("peer={node2}:30080 reply=web-2: hello"); 2],
+        "a NodePort through another node's address"
+    );
+    // Translated before any packet: no SERVICE conntrack entry names the
+    // frontend, as the per-packet path would have made.
+    let ct = cluster.nodes[0].cilium_ok(&["bpf", "ct", "list", "global"]);
+    assert!(!ct.contains(&SOCK_VIP.to_string()), "{ct}");
+    assert!(!ct.contains(&format!("{node2}:30080")), "{ct}");
 }
 
 #[test]

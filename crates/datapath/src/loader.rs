@@ -34,7 +34,7 @@ impl Default for MapSizes {
 }
 
 impl MapSizes {
-    fn overrides(&self) -> [(&'static str, u32); 2] {
+    pub(crate) fn overrides(&self) -> [(&'static str, u32); 2] {
         [
             (abi::maps::CT4_GLOBAL, self.ct_tcp),
             (abi::maps::CT_ANY4_GLOBAL, self.ct_any),

@@ -6,7 +6,7 @@
 //! its programs into the same links in one step; a link left on another
 //! cgroup (cgroup-root changed) or on a removed one is replaced.
 
-use crate::loader::load_object;
+use crate::loader::{load_object, MapSizes};
 use crate::objects;
 use crate::{sys, Error};
 use aya::programs::links::{CgroupAttachMode, FdLink};
@@ -38,8 +38,10 @@ pub struct SocketLb {
 }
 
 impl SocketLb {
-    pub fn load(globals: &Path) -> Result<Self, Error> {
-        let mut ebpf = load_object(objects::BPF_SOCK, globals, &[])?;
+    /// `sizes` must be the node's: a map sized otherwise would count as
+    /// incompatible and replace the pinned one (and its contents).
+    pub fn load(globals: &Path, sizes: &MapSizes) -> Result<Self, Error> {
+        let mut ebpf = load_object(objects::BPF_SOCK, globals, &sizes.overrides())?;
         for name in PROGRAMS {
             program(&mut ebpf, name)?
                 .load()

@@ -44,7 +44,8 @@ fn globals(sb: &Sandbox) -> PathBuf {
 }
 
 fn attach(sb: &Sandbox) {
-    let mut sock = SocketLb::load(&globals(sb)).expect("load bpf_sock");
+    let mut sock =
+        SocketLb::load(&globals(sb), &datapath::MapSizes::default()).expect("load bpf_sock");
     sock.attach(&sb.bpffs(), &sb.cgroup())
         .expect("attach to the cgroup");
 }
@@ -218,5 +219,32 @@ fn a_new_agent_swaps_its_programs_into_the_pinned_links() {
     assert_eq!(
         in_cgroup(&sb, Proto::Tcp, VIP, 80, 1),
         vec!["error=ENETUNREACH"]
+    );
+}
+
+#[test]
+fn loading_bpf_sock_keeps_the_nodes_resized_maps() {
+    let sb = Sandbox::enter();
+    let sizes = datapath::MapSizes {
+        ct_tcp: 4096,
+        ct_any: 4096,
+    };
+    let _dp = datapath::Datapath::init(&sb.bpffs(), &sizes).unwrap();
+    let ct = || {
+        datapath::PinnedMap::open(
+            &globals(&sb).join(abi::maps::CT4_GLOBAL),
+            abi::maps::CT4_GLOBAL,
+        )
+        .unwrap()
+    };
+    let key = abi::ct::Ipv4CtTuple {
+        nexthdr: 6,
+        ..Default::default()
+    };
+    ct().put(&key, &abi::ct::CtEntry::default()).unwrap();
+    SocketLb::load(&globals(&sb), &sizes).unwrap();
+    assert!(
+        ct().get::<_, abi::ct::CtEntry>(&key).unwrap().is_some(),
+        "the CT map was replaced"
     );
 }

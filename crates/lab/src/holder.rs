@@ -59,6 +59,7 @@ fn build_node(index: usize, underlay: i32) -> anyhow::Result<()> {
     mount("bpffs", "/sys/fs/bpf", "bpf", 0)?;
     mount("tmpfs", "/run", "tmpfs", 0)?;
     std::fs::create_dir_all("/run/cilium").context("creating /run/cilium")?;
+    make_node_cgroup(index)?;
     ip(&["link", "set", "lo", "up"])?;
     let node_ns = netdev::NetNs::current()?;
     let switch_ns = netdev::NetNs::open(std::path::Path::new(&format!("/proc/{underlay}/ns/net")))?;
@@ -78,6 +79,47 @@ fn build_node(index: usize, underlay: i32) -> anyhow::Result<()> {
         .await
     })
     .context("plugging the node into the underlay")
+}
+
+/// Where a node holder sees the host's cgroup v2 tree (its own mount).
+const HOST_CGROUP: &str = "/run/cilium/cgroup-host";
+
+/// A cgroup of the node's own under the host's cgroup v2 root, bound at
+/// `layout::NODE_CGROUP`: the node's cgroup-root, as a machine's whole
+/// cgroup tree is a real agent's.
+fn make_node_cgroup(index: usize) -> anyhow::Result<()> {
+    std::fs::create_dir_all(HOST_CGROUP).context("creating the cgroup2 mount point")?;
+    mount("cgroup2", HOST_CGROUP, "cgroup2", 0)?;
+    let own = std::path::Path::new(HOST_CGROUP).join(layout::node_cgroup_name(index));
+    std::fs::create_dir_all(&own).with_context(|| format!("creating cgroup {}", own.display()))?;
+    std::fs::create_dir_all(layout::NODE_CGROUP).context("creating the cgroup-root")?;
+    mount(
+        own.to_str().context("cgroup path")?,
+        layout::NODE_CGROUP,
+        "",
+        libc::MS_BIND,
+    )
+}
+
+/// Removes the node's cgroup once its processes are gone.
+fn remove_node_cgroup(index: usize) {
+    let own = std::path::Path::new(HOST_CGROUP).join(layout::node_cgroup_name(index));
+    for _ in 0..50 {
+        match std::fs::remove_dir(&own) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                eprintln!("holder: removing cgroup {}: {e}", own.display());
+                return;
+            }
+            _ => return,
+        }
+    }
+    eprintln!(
+        "holder: cgroup {} still has processes; left in place",
+        own.display()
+    );
 }
 
 /// Builds the switch: a namespace with the bridge every node plugs into.
@@ -128,6 +170,7 @@ fn start_agent(l: &Layout, index: usize) -> anyhow::Result<std::process::Child> 
         .arg(format!("--state-dir={}", l.state_dir().display()))
         .arg(format!("--ipv4-range={}", layout::pod_cidr(index)))
         .arg("--kvstore=etcd")
+        .arg("--kube-proxy-replacement=true")
         .arg(format!("--kvstore-opt=etcd.address={}", layout::etcd_url()))
         .args([
             "--bpf-ct-global-tcp-max=65536",
@@ -179,7 +222,9 @@ fn etcd_ready() -> bool {
 /// Node `index`, plugged into the underlay whose holder is `underlay`.
 pub fn run_node(l: &Layout, index: usize, underlay: i32) -> anyhow::Result<()> {
     build_node(index, underlay)?;
-    supervise(l, "cilium-agent", || start_agent(l, index), agent_ready)
+    let supervised = supervise(l, "cilium-agent", || start_agent(l, index), agent_ready);
+    remove_node_cgroup(index);
+    supervised
 }
 
 pub fn run_underlay(l: &Layout) -> anyhow::Result<()> {

@@ -26,6 +26,27 @@ pub fn root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/tmp/cilium-lab"))
 }
 
+/// Inside a node: the node's own cgroup, bound where Cilium's cgroup-root
+/// defaults to, so its agent attaches socket LB there and nowhere else.
+pub const NODE_CGROUP: &str = "/run/cilium/cgroupv2";
+
+/// Moves this process into the cgroup of the node whose mount namespace it
+/// is in (see `enter_node`), as a pod's processes are: socket LB applies to
+/// its connect() calls from then on.
+pub fn join_node_cgroup() -> anyhow::Result<()> {
+    let procs = Path::new(NODE_CGROUP).join("cgroup.procs");
+    std::fs::write(&procs, "0").with_context(|| format!("joining {}", procs.display()))
+}
+
+/// The node's cgroup in the host's cgroup v2 tree: one per lab dir and node,
+/// so two labs never share one.
+pub fn node_cgroup_name(index: usize) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    root().hash(&mut h);
+    format!("cilium-lab-{:08x}-{}", h.finish() as u32, node_name(index))
+}
+
 pub fn node_name(index: usize) -> String {
     format!("node{index}")
 }

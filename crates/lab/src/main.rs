@@ -197,6 +197,16 @@ fn up(nodes: usize, pod_names: &[String]) -> anyhow::Result<()> {
         let client = demo::open_pod(*ha, la, &a.1)?;
         demo::wait_service(*ha, layout::DEMO_SERVICE_IP, b.2)?;
         demo::tcp(client, &a.1, server, &b.1, layout::DEMO_SERVICE_IP, 80)?;
+        // Again as a process of the node (in its cgroup): now connect()
+        // itself is balanced by socket LB, and no packet needs DNAT.
+        let server = demo::open_pod(*hb, lb, &b.1)?;
+        let client = demo::open_pod(*ha, la, &a.1)?;
+        layout::join_node_cgroup()?;
+        println!(
+            "\n==> the same from {}'s cgroup: socket LB (bpf_sock) picks the backend at connect()",
+            la.name()
+        );
+        demo::tcp(client, &a.1, server, &b.1, layout::DEMO_SERVICE_IP, 80)?;
     }
     layout::enter_node(holders[0].1)?;
     for args in [
@@ -299,6 +309,7 @@ fn exec(target: &str, command: &[String]) -> anyhow::Result<()> {
         let (l, holder) = node_of(target)?;
         layout::enter_node(holder)?;
         netdev::NetNs::open(&l.netns(target))?.enter()?;
+        layout::join_node_cgroup()?;
     }
     let path = format!(
         "{}:{}",

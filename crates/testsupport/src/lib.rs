@@ -177,13 +177,11 @@ impl Drop for Sandbox {
                 }
             }
         }
-        for sub in ["bpffs"] {
-            let p = cstr(&self.dir.path().join(sub));
-            // SAFETY: valid path; failure only leaves a mount in a namespace
-            // that dies with this thread.
-            unsafe {
-                libc::umount2(p.as_ptr(), libc::MNT_DETACH);
-            }
+        let p = cstr(&self.bpffs());
+        // SAFETY: valid path; failure only leaves a mount in a namespace
+        // that dies with this thread.
+        unsafe {
+            libc::umount2(p.as_ptr(), libc::MNT_DETACH);
         }
     }
 }

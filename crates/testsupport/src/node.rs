@@ -27,6 +27,9 @@ pub struct Node {
     pub agent_args: Vec<String>,
     /// Drop the agent's log instead of passing it to the test's stderr.
     pub quiet: bool,
+    /// The node's cgroup v2 subtree: its `cgroup-root`, and where pod
+    /// processes run.
+    pub cgroup: PathBuf,
     agent: Option<Child>,
 }
 
@@ -53,6 +56,7 @@ impl Node {
     pub fn new(range: &str) -> Self {
         let sb = Sandbox::enter();
         let dir = sb.path().to_owned();
+        let cgroup = node_cgroup(&sb, "node1");
         Self {
             sb: Some(sb),
             dir,
@@ -61,14 +65,16 @@ impl Node {
             range: range.into(),
             agent_args: Vec::new(),
             quiet: false,
+            cgroup,
             agent: None,
         }
     }
 
     /// A node of a cluster: its netns and dirs under `dir`, a private
     /// bpffs mounted in the test's mount namespace.
-    pub fn in_cluster(dir: &Path, name: &str, range: &str) -> Self {
-        let dir = dir.join(name);
+    pub fn in_cluster(sb: &Sandbox, name: &str, range: &str) -> Self {
+        let cgroup = node_cgroup(sb, name);
+        let dir = sb.path().join(name);
         std::fs::create_dir_all(dir.join("bpffs")).unwrap();
         std::fs::create_dir_all(dir.join("run")).unwrap();
         let bpffs = std::ffi::CString::new(dir.join("bpffs").to_str().unwrap()).unwrap();
@@ -93,6 +99,7 @@ impl Node {
             range: range.into(),
             agent_args: Vec::new(),
             quiet: false,
+            cgroup,
             agent: None,
         }
     }
@@ -129,6 +136,7 @@ impl Node {
             ))
             .arg(format!("--socket-path={}", self.socket().display()))
             .arg(format!("--ipv4-range={}", self.range))
+            .arg(format!("--cgroup-root={}", self.cgroup.display()))
             .arg("--bpf-ct-global-tcp-max=4096")
             .arg("--bpf-ct-global-any-max=4096")
             .args(&self.agent_args)
@@ -258,12 +266,14 @@ impl Node {
         addr.split('/').next().unwrap().parse().unwrap()
     }
 
+    /// Runs a command in a pod: its network namespace, the node's cgroup.
     pub fn in_pod(&self, pod: &str, args: &[&str]) -> Output {
-        Command::new("nsenter")
-            .arg(format!("--net={}", self.netns(pod).display()))
-            .args(args)
-            .output()
-            .expect("nsenter")
+        let mut cmd = Command::new(args[0]);
+        cmd.args(&args[1..]);
+        in_netns(&mut cmd, &self.netns(pod));
+        crate::in_cgroup(&mut cmd, &self.cgroup);
+        cmd.output()
+            .unwrap_or_else(|e| panic!("running {} in pod {pod}: {e}", args[0]))
     }
 
     pub fn ping(&self, from: &str, to: Ipv4Addr) -> bool {
@@ -324,6 +334,13 @@ pub fn tcp_exchange(server_ns: PathBuf, client_ns: PathBuf, server_ip: Ipv4Addr,
     sport
 }
 
+/// `<sandbox cgroup>/<node>`, made if missing.
+fn node_cgroup(sb: &Sandbox, name: &str) -> PathBuf {
+    let dir = sb.cgroup().join(name);
+    std::fs::create_dir_all(&dir).expect("creating the node's cgroup");
+    dir
+}
+
 /// Nodes on one bridge, as machines on a switch: node `i` (from 1) has
 /// `eth0` at 198.18.0.(10+i)/24 and the pod CIDR 10.i.0.0/24; etcd runs on
 /// the bridge's 198.18.0.1. Agents run in kvstore mode.
@@ -344,7 +361,7 @@ impl Cluster {
         let sb = Sandbox::enter();
         let mut nodes = Vec::new();
         for i in 1..=n {
-            let node = Node::in_cluster(sb.path(), &format!("node{i}"), &format!("10.{i}.0.0/24"));
+            let node = Node::in_cluster(&sb, &format!("node{i}"), &format!("10.{i}.0.0/24"));
             plug(
                 node.netns.as_ref().expect("cluster node netns"),
                 &format!("node{i}"),

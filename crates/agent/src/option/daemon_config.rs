@@ -43,6 +43,13 @@ pub struct DaemonConfig {
     /// NodePort on the native device (`enable-node-port`, or
     /// `kube-proxy-replacement=true`).
     pub enable_node_port: bool,
+    /// First and last port of `node-port-range`.
+    pub node_port_range: (u16, u16),
+    /// Socket LB on `cgroup_root` (`bpf-lb-sock`, or
+    /// `kube-proxy-replacement=true`).
+    pub socket_lb: bool,
+    /// The cgroup v2 directory socket LB attaches to (`cgroup-root`).
+    pub cgroup_root: PathBuf,
     /// `bpf-lb-algorithm=maglev`: NodePort backends by Maglev table.
     pub maglev: Option<lb::MaglevConfig>,
     /// Seeds from `bpf-lb-maglev-hash-seed`.
@@ -69,6 +76,26 @@ impl DaemonConfig {
             self.mtu
         }
     }
+}
+
+/// `node-port-range`: "first,last" (Cilium also takes "first-last").
+fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
+    let (first, last) = s
+        .split_once(',')
+        .or_else(|| s.split_once('-'))
+        .ok_or("expected \"<first>,<last>\", e.g. 30000,32767")?;
+    let port = |p: &str| {
+        p.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or(format!("{p:?} is not a port (1-65535)"))
+    };
+    let (first, last) = (port(first)?, port(last)?);
+    if first > last {
+        return Err(format!("first port {first} is above last port {last}"));
+    }
+    Ok((first, last))
 }
 
 /// Cilium's node name: `K8S_NODE_NAME`, else the hostname.
@@ -200,6 +227,13 @@ impl DaemonConfig {
             table_size,
             seed: maglev_seeds.murmur,
         });
+        let node_port_range =
+            parse_port_range(l.get("node-port-range")).map_err(|why| ConfigError::BadValue {
+                key: "node-port-range".into(),
+                value: l.get("node-port-range").into(),
+                why,
+            })?;
+        let kube_proxy_replacement = matches!(l.get("kube-proxy-replacement"), "true" | "strict");
         let tunnel_port = match num("tunnel-port") as u16 {
             0 => netdev::vxlan::VXLAN_PORT,
             p => p,
@@ -232,8 +266,10 @@ impl DaemonConfig {
             ipam_mode: l.get("ipam").to_ascii_lowercase(),
             cni_chaining_mode: l.get("cni-chaining-mode").to_owned(),
             enable_tcx: boolean("enable-tcx"),
-            enable_node_port: boolean("enable-node-port")
-                || matches!(l.get("kube-proxy-replacement"), "true" | "strict"),
+            enable_node_port: boolean("enable-node-port") || kube_proxy_replacement,
+            node_port_range,
+            socket_lb: boolean("bpf-lb-sock") || kube_proxy_replacement,
+            cgroup_root: PathBuf::from(l.get("cgroup-root")),
             maglev,
             maglev_seeds,
             bpf_map_dynamic_size_ratio: l
@@ -294,5 +330,25 @@ mod tests {
             .is_some());
         let e = cfg(&["--ipv4-node=nope"]).unwrap_err();
         assert!(e.to_string().contains("ipv4-node"), "{e}");
+        for bad in ["30000", "32767,30000", "0,100", "a,b", "1,70000"] {
+            let e = cfg(&[&format!("--node-port-range={bad}")]).unwrap_err();
+            assert!(e.to_string().contains("node-port-range"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn kube_proxy_replacement_brings_node_port_and_socket_lb() {
+        let c = cfg(&[]).unwrap();
+        assert!(!c.socket_lb && !c.enable_node_port);
+        assert_eq!(c.node_port_range, (30000, 32767));
+        assert_eq!(c.cgroup_root, PathBuf::from("/run/cilium/cgroupv2"));
+        let c = cfg(&[
+            "--kube-proxy-replacement=true",
+            "--node-port-range=20000-20100",
+        ])
+        .unwrap();
+        assert!(c.socket_lb && c.enable_node_port);
+        assert_eq!(c.node_port_range, (20000, 20100));
+        assert!(cfg(&["--bpf-lb-sock=true"]).unwrap().socket_lb);
     }
 }
