@@ -256,6 +256,21 @@ pub(crate) fn iperf(
 }
 
 fn main() -> anyhow::Result<()> {
+    // The connection-rate client runs as a process of its own, so it can
+    // be placed in a cgroup (socket LB) or left out of it.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("conn-rate") {
+        let usage = "usage: cilium-bench conn-rate <ip> <port> <secs>";
+        let ip = args.get(2).context(usage)?.parse()?;
+        let port = args.get(3).context(usage)?.parse()?;
+        let secs = args.get(4).context(usage)?.parse()?;
+        println!("{}", services::conn_rate_here(ip, port, secs)?);
+        return Ok(());
+    }
+    if args.get(1).map(String::as_str) == Some("services") {
+        let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
+        return services::run_bench(secs);
+    }
     let pods: usize = std::env::args()
         .nth(1)
         .map(|a| {
