@@ -52,8 +52,9 @@ pub fn conn_rate_here(ip: Ipv4Addr, port: u16, secs: f64) -> anyhow::Result<f64>
     let t = Instant::now();
     let mut n = 0u64;
     while t.elapsed().as_secs_f64() < secs {
-        let mut s = std::net::TcpStream::connect_timeout(&(ip, port).into(), Duration::from_secs(2))
-            .with_context(|| format!("connecting to {ip}:{port}"))?;
+        let mut s =
+            std::net::TcpStream::connect_timeout(&(ip, port).into(), Duration::from_secs(2))
+                .with_context(|| format!("connecting to {ip}:{port}"))?;
         s.write_all(b"x\n")?;
         let mut line = String::new();
         BufReader::new(&s).read_line(&mut line)?;
@@ -73,7 +74,12 @@ fn conn_rate(
     secs: f64,
 ) -> anyhow::Result<f64> {
     let mut cmd = Command::new(std::env::current_exe()?);
-    cmd.args(["conn-rate", &ip.to_string(), &port.to_string(), &secs.to_string()]);
+    cmd.args([
+        "conn-rate",
+        &ip.to_string(),
+        &port.to_string(),
+        &secs.to_string(),
+    ]);
     testsupport::node::in_netns(&mut cmd, client);
     if let Some(cg) = cgroup {
         testsupport::in_cgroup(&mut cmd, cg);

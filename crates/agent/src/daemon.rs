@@ -220,6 +220,10 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     if restored > 0 {
         tracing::info!(subsys = "service", restored, "Services restored");
     }
+    if daemon.kvstore.is_none() {
+        // with a kvstore, the initial list is the desired state
+        daemon.services.sweep();
+    }
     crate::nodes::follow(&daemon);
     crate::ipsync::follow(&daemon);
     crate::services::follow(&daemon);

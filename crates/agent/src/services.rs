@@ -251,6 +251,32 @@ impl Services {
         Ok(created)
     }
 
+    /// Removes from the LB maps what none of the current services occupies:
+    /// services deleted while no agent ran. Called once the desired
+    /// services are all applied (restore, or the kvstore's initial list).
+    pub fn sweep(&self) {
+        let mut lb = self.lb.lock().expect("lb lock");
+        let swept = datapath::lbmap::keys(&self.pin_dir).and_then(|found| {
+            let update = lb.stale(&found);
+            datapath::lbmap::apply(&self.pin_dir, &update).map(|()| update)
+        });
+        match swept {
+            Ok(up) if !up.del_rev_nat.is_empty() || !up.del_services.is_empty() => {
+                tracing::info!(
+                    subsys = "service",
+                    services = up.del_rev_nat.len(),
+                    entries = up.del_services.len(),
+                    backends = up.del_backends.len(),
+                    "Removed stale service entries"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(subsys = "service", error = %e, "Unable to remove stale service entries")
+            }
+        }
+    }
+
     pub fn remove(&self, id: u16) -> Result<(), ServiceError> {
         let mut lb = self.lb.lock().expect("lb lock");
         let update = lb.delete(id).map_err(|_| ServiceError::NotFound(id))?;
@@ -319,6 +345,7 @@ pub fn follow(d: &Arc<Daemon>) {
                 }
                 kvstore::Event::ListDone => {
                     tracing::info!(subsys = "service", "Initial service list received");
+                    d.services.sweep();
                 }
             }
         }

@@ -272,6 +272,22 @@ fn nodeport_reaches_backends_from_the_underlay() {
     let ct = cluster.nodes[0].cilium_ok(&["bpf", "ct", "list", "global"]);
     assert!(!ct.contains(&SOCK_VIP.to_string()), "{ct}");
     assert!(!ct.contains(&format!("{node2}:30080")), "{ct}");
+
+    // A service deleted while node1's agent is down leaves node1's maps
+    // when the agent is back; the others stay.
+    cluster.nodes[0].kill_agent();
+    cluster.nodes[1].cilium_ok(&["service", "delete", "10"]);
+    cluster.nodes[0].start_agent();
+    wait_for("node1 to drop the service deleted meanwhile", 30, || {
+        !cluster.nodes[0]
+            .cilium_ok(&["bpf", "lb", "list"])
+            .contains(&SOCK_VIP.to_string())
+    });
+    let lb = cluster.nodes[0].cilium_ok(&["bpf", "lb", "list"]);
+    assert!(
+        lb.contains("0.0.0.0:30080") && lb.contains(&format!("{web2}:8080")),
+        "{lb}"
+    );
 }
 
 #[test]

@@ -63,3 +63,15 @@ pub fn apply(pin_dir: &Path, up: &lb::Update) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// Every key in the LB maps pinned under `pin_dir`.
+pub fn keys(pin_dir: &Path) -> Result<lb::MapKeys, Error> {
+    let open = |name: &str| PinnedMap::open(&pin_dir.join(name), name);
+    Ok(lb::MapKeys {
+        services: open(abi::maps::LB4_SERVICES)?.keys()?,
+        rev_nat: open(abi::maps::LB4_REVERSE_NAT)?.keys()?,
+        maglev: open(abi::maps::LB4_MAGLEV)?.keys()?,
+        affinity_match: open(abi::maps::LB_AFFINITY_MATCH)?.keys()?,
+        backends: open(abi::maps::LB4_BACKENDS)?.keys()?,
+    })
+}

@@ -10,4 +10,4 @@ mod service;
 mod table;
 
 pub use service::{flags_string, Backend, BackendState, Frontend, Service, ServiceType};
-pub use table::{LbError, LoadBalancer, MaglevConfig, ServiceSpec, Update};
+pub use table::{LbError, LoadBalancer, MaglevConfig, MapKeys, ServiceSpec, Update};

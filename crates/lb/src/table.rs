@@ -315,6 +315,77 @@ impl LoadBalancer {
             ..Default::default()
         })
     }
+
+    /// The deletions that leave in the maps only what this load balancer's
+    /// services occupy: entries a previous run left for services that went
+    /// away while no agent was watching. Backend IDs of those are forgotten
+    /// too, but never handed out again.
+    pub fn stale(&mut self, found: &MapKeys) -> Update {
+        use std::collections::HashSet;
+        let svcs: Vec<&Service> = self.services.values().collect();
+        let owned_keys: HashSet<Lb4Key> = svcs.iter().flat_map(|s| keys(s)).collect();
+        let owned_ids: HashSet<Be16> = svcs.iter().map(|s| Be16::new(s.id)).collect();
+        let owned_maglev: HashSet<Be16> = svcs
+            .iter()
+            .filter(|s| self.maglev_table(s).is_some())
+            .map(|s| Be16::new(s.id))
+            .collect();
+        let owned_matches: HashSet<LbAffinityMatch> =
+            svcs.iter().flat_map(|s| affinity_matches(s)).collect();
+        let owned_backends: HashSet<u32> = svcs
+            .iter()
+            .flat_map(|s| s.backends.iter().chain(&s.retired))
+            .map(|b| b.id)
+            .collect();
+        let mut update = Update {
+            del_services: found
+                .services
+                .iter()
+                .filter(|k| !owned_keys.contains(k))
+                .copied()
+                .collect(),
+            del_rev_nat: found
+                .rev_nat
+                .iter()
+                .filter(|k| !owned_ids.contains(k))
+                .copied()
+                .collect(),
+            del_maglev: found
+                .maglev
+                .iter()
+                .filter(|k| !owned_maglev.contains(k))
+                .copied()
+                .collect(),
+            del_affinity_match: found
+                .affinity_match
+                .iter()
+                .filter(|k| !owned_matches.contains(k))
+                .copied()
+                .collect(),
+            del_backends: found
+                .backends
+                .iter()
+                .filter(|id| !owned_backends.contains(id))
+                .copied()
+                .collect(),
+            ..Default::default()
+        };
+        // a service entry goes before its slots, so the datapath never
+        // counts a slot that is gone
+        update.del_services.sort_by_key(|k| k.backend_slot);
+        self.backend_ids.retain(|_, id| owned_backends.contains(id));
+        update
+    }
+}
+
+/// The keys found in the LB maps, for [`LoadBalancer::stale`].
+#[derive(Clone, Debug, Default)]
+pub struct MapKeys {
+    pub services: Vec<Lb4Key>,
+    pub rev_nat: Vec<Be16>,
+    pub maglev: Vec<Be16>,
+    pub affinity_match: Vec<LbAffinityMatch>,
+    pub backends: Vec<u32>,
 }
 
 #[cfg(test)]
@@ -467,5 +538,50 @@ mod tests {
         assert_eq!(up.put_services[0].1.backend_id, 2, "active first");
         assert_eq!(up.put_services[1].1.backend_id, 1);
         assert_eq!(up.put_services.last().unwrap().1.count, 1);
+    }
+
+    #[test]
+    fn stale_removes_what_no_service_occupies_and_keeps_ids_growing() {
+        // A previous run had services 1 and 2; only 1 came back.
+        let mut before = LoadBalancer::new();
+        let (a, _) = before.upsert(&spec(1, &["10.0.0.1", "10.0.0.2"])).unwrap();
+        let mut other = spec(2, &["10.0.0.3"]);
+        other.frontend.ip = ip("172.16.16.88");
+        let (b, _) = before.upsert(&other).unwrap();
+        let found = MapKeys {
+            services: a
+                .put_services
+                .iter()
+                .chain(&b.put_services)
+                .map(|(k, _)| *k)
+                .collect(),
+            rev_nat: a
+                .put_rev_nat
+                .iter()
+                .chain(&b.put_rev_nat)
+                .map(|(k, _)| *k)
+                .collect(),
+            backends: a
+                .put_backends
+                .iter()
+                .chain(&b.put_backends)
+                .map(|(id, _)| *id)
+                .collect(),
+            ..Default::default()
+        };
+        let mut lb = LoadBalancer::new();
+        for (&(ip, port), &id) in &before.backend_ids {
+            lb.seed_backend(id, ip, port);
+        }
+        lb.upsert(&spec(1, &["10.0.0.1", "10.0.0.2"])).unwrap();
+        let up = lb.stale(&found);
+        assert_eq!(up.del_services, keys(before.get(2).unwrap()));
+        assert_eq!(up.del_rev_nat, vec![Be16::new(2)]);
+        assert_eq!(up.del_backends, vec![3]);
+        assert!(up.put_services.is_empty() && up.put_backends.is_empty());
+        // 10.0.0.3 comes back later: a new ID, not the one conntrack may
+        // still hold for the deleted service.
+        let (again, _) = lb.upsert(&other).unwrap();
+        assert_eq!(again.put_backends[0].0, 4);
     }
 }
