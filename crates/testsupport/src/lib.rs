@@ -30,6 +30,23 @@ fn check(ret: libc::c_int, what: &str) -> io::Result<()> {
     }
 }
 
+/// Mounts a fresh filesystem of type `fstype` (bpf, cgroup2) at `target`,
+/// in this thread's mount namespace.
+pub fn mount_fs(fstype: &std::ffi::CStr, target: &Path) -> io::Result<()> {
+    let t = cstr(target);
+    // SAFETY: valid NUL-terminated strings.
+    let rc = unsafe {
+        libc::mount(
+            fstype.as_ptr(),
+            t.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    check(rc, &format!("mounting {fstype:?} at {}", target.display()))
+}
+
 fn cstr(p: &Path) -> std::ffi::CString {
     use std::os::unix::ffi::OsStrExt;
     std::ffi::CString::new(p.as_os_str().as_bytes()).expect("path without NUL")
@@ -63,20 +80,7 @@ impl Sandbox {
         for sub in ["bpffs", "run", "state", "config"] {
             std::fs::create_dir_all(dir.path().join(sub))?;
         }
-        let bpffs = cstr(&dir.path().join("bpffs"));
-        // SAFETY: valid NUL-terminated strings.
-        unsafe {
-            check(
-                libc::mount(
-                    c"bpffs".as_ptr(),
-                    bpffs.as_ptr(),
-                    c"bpf".as_ptr(),
-                    0,
-                    std::ptr::null(),
-                ),
-                "mounting bpffs",
-            )?;
-        }
+        mount_fs(c"bpf", &dir.path().join("bpffs"))?;
         let status = std::process::Command::new("ip")
             .args(["link", "set", "lo", "up"])
             .status()?;
@@ -122,18 +126,7 @@ impl Sandbox {
             .get_or_init(|| {
                 let mnt = self.dir.path().join("cgroup2");
                 std::fs::create_dir_all(&mnt).expect("cgroup2 mount point");
-                let target = cstr(&mnt);
-                // SAFETY: valid NUL-terminated strings.
-                let rc = unsafe {
-                    libc::mount(
-                        c"cgroup2".as_ptr(),
-                        target.as_ptr(),
-                        c"cgroup2".as_ptr(),
-                        0,
-                        std::ptr::null(),
-                    )
-                };
-                check(rc, "mounting cgroup2").expect("cgroup v2");
+                mount_fs(c"cgroup2", &mnt).expect("cgroup v2");
                 let name = self.dir.path().file_name().expect("temp dir name");
                 let sub = mnt.join(name);
                 std::fs::create_dir_all(&sub).expect("creating the test cgroup");

@@ -77,18 +77,7 @@ impl Node {
         let dir = sb.path().join(name);
         std::fs::create_dir_all(dir.join("bpffs")).unwrap();
         std::fs::create_dir_all(dir.join("run")).unwrap();
-        let bpffs = std::ffi::CString::new(dir.join("bpffs").to_str().unwrap()).unwrap();
-        // SAFETY: valid NUL-terminated strings.
-        let rc = unsafe {
-            libc::mount(
-                c"bpffs".as_ptr(),
-                bpffs.as_ptr(),
-                c"bpf".as_ptr(),
-                0,
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(rc, 0, "mount bpffs: {}", std::io::Error::last_os_error());
+        crate::mount_fs(c"bpf", &dir.join("bpffs")).expect("mount bpffs");
         let netns = dir.join("netns-node");
         netdev::netns::create(&netns).expect("create node netns");
         Self {
