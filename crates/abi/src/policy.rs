@@ -43,3 +43,8 @@ assert_layout!(
     bytes = 16
 );
 unsafe impl Plain for PolicyEntry {}
+
+/// `policy_entry.flags`.
+pub const POLICY_FLAG_DENY: u8 = 1 << 0;
+pub const POLICY_FLAG_WILDCARD_PROTOCOL: u8 = 1 << 1;
+pub const POLICY_FLAG_WILDCARD_DPORT: u8 = 1 << 2;

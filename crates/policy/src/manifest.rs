@@ -1,0 +1,437 @@
+//! The YAML/JSON shapes users write, checked while they are read so every
+//! error names its field path and line: CiliumNetworkPolicy,
+//! CiliumClusterwideNetworkPolicy, networking.k8s.io/v1 NetworkPolicy, and
+//! Cilium's bare rules (a JSON/YAML list, as `cilium policy import` takes).
+
+use crate::rule::{Cidr, Entity, PortProtocol, Protocol};
+use crate::selector::{Operator, Requirement, Selector};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    pub name: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub uid: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CiliumPolicy {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: Metadata,
+    #[serde(default)]
+    pub spec: Option<RuleSpec>,
+    #[serde(default)]
+    pub specs: Option<Vec<RuleSpec>>,
+    #[serde(default, rename = "status")]
+    pub _status: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleSpec {
+    #[serde(default)]
+    pub endpoint_selector: Option<SelectorSpec>,
+    #[serde(default)]
+    pub ingress: Option<Vec<IngressSpec>>,
+    #[serde(default)]
+    pub ingress_deny: Option<Vec<IngressSpec>>,
+    #[serde(default)]
+    pub egress: Option<Vec<EgressSpec>>,
+    #[serde(default)]
+    pub egress_deny: Option<Vec<EgressSpec>>,
+    #[serde(default)]
+    pub labels: Option<Vec<LabelSpec>>,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// A rule label as Cilium's JSON writes it: `{"key": ..., "value": ...,
+/// "source": ...}`, or a plain `source:key=value` string.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum LabelSpec {
+    Text(String),
+    Object {
+        key: String,
+        #[serde(default)]
+        value: String,
+        #[serde(default)]
+        source: Option<String>,
+    },
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SelectorSpec {
+    #[serde(default)]
+    pub match_labels: Option<MatchLabels>,
+    #[serde(default)]
+    pub match_expressions: Option<Vec<ExpressionSpec>>,
+}
+
+/// A checked `matchExpressions` entry.
+#[derive(Deserialize)]
+#[serde(try_from = "RawExpression")]
+pub struct ExpressionSpec(pub Requirement);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawExpression {
+    pub key: String,
+    pub operator: OperatorSpec,
+    #[serde(default)]
+    pub values: Option<Vec<String>>,
+}
+
+impl TryFrom<RawExpression> for ExpressionSpec {
+    type Error = String;
+    fn try_from(e: RawExpression) -> Result<Self, String> {
+        check_key(&e.key)?;
+        let values = e.values.unwrap_or_default();
+        match e.operator.0 {
+            Operator::In | Operator::NotIn if values.is_empty() => {
+                Err(format!("key {:?}: In and NotIn need values", e.key))
+            }
+            Operator::Exists | Operator::DoesNotExist if !values.is_empty() => Err(format!(
+                "key {:?}: Exists and DoesNotExist take no values",
+                e.key
+            )),
+            op => Ok(Self(Requirement::new(&e.key, op, values))),
+        }
+    }
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(try_from = "String")]
+pub struct OperatorSpec(pub Operator);
+
+impl TryFrom<String> for OperatorSpec {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Ok(Self(match s.as_str() {
+            "In" => Operator::In,
+            "NotIn" => Operator::NotIn,
+            "Exists" => Operator::Exists,
+            "DoesNotExist" => Operator::DoesNotExist,
+            _ => {
+                return Err(format!(
+                    "unknown operator {s:?}: expected In, NotIn, Exists or DoesNotExist"
+                ))
+            }
+        }))
+    }
+}
+
+impl SelectorSpec {
+    pub fn to_selector(&self) -> Selector {
+        let labels = self
+            .match_labels
+            .iter()
+            .flat_map(|m| &m.0)
+            .map(|(k, v)| Requirement::new(k, Operator::In, vec![v.clone()]));
+        let exprs = self.match_expressions.iter().flatten().map(|e| e.0.clone());
+        Selector {
+            requirements: labels.chain(exprs).collect(),
+        }
+    }
+}
+
+/// `matchLabels` with checked keys.
+#[derive(Deserialize)]
+#[serde(try_from = "BTreeMap<String, String>")]
+pub struct MatchLabels(pub BTreeMap<String, String>);
+
+impl TryFrom<BTreeMap<String, String>> for MatchLabels {
+    type Error = String;
+    fn try_from(m: BTreeMap<String, String>) -> Result<Self, String> {
+        for k in m.keys() {
+            check_key(k)?;
+        }
+        Ok(Self(m))
+    }
+}
+
+fn check_key(key: &str) -> Result<(), String> {
+    if key.is_empty() || key.chars().any(|c| c.is_whitespace()) {
+        return Err(format!("invalid label key {key:?}"));
+    }
+    Ok(())
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(try_from = "String")]
+pub struct CidrSpec(pub Cidr);
+
+impl TryFrom<String> for CidrSpec {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Cidr::parse(&s).map(Self)
+    }
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(try_from = "String")]
+pub struct EntitySpec(pub Entity);
+
+impl TryFrom<String> for EntitySpec {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Entity::parse(&s).map(Self).ok_or_else(|| {
+            format!(
+                "unknown entity {s:?}: expected one of {}",
+                Entity::NAMES.join(", ")
+            )
+        })
+    }
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(try_from = "String")]
+pub struct ProtocolSpec(pub Protocol);
+
+impl TryFrom<String> for ProtocolSpec {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Protocol::parse(&s)
+            .map(Self)
+            .ok_or_else(|| format!("unknown protocol {s:?}: expected TCP, UDP, SCTP or ANY"))
+    }
+}
+
+/// A port number, written as a number or a string; named ports are not
+/// supported (no pod specs to look them up in).
+#[derive(Deserialize, Clone, Copy)]
+#[serde(try_from = "PortValue")]
+pub struct PortSpec(pub u16);
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum PortValue {
+    Number(i64),
+    Text(String),
+}
+
+impl TryFrom<PortValue> for PortSpec {
+    type Error = String;
+    fn try_from(v: PortValue) -> Result<Self, String> {
+        let n = match v {
+            PortValue::Number(n) => n,
+            PortValue::Text(s) => s.trim().parse::<i64>().map_err(|_| {
+                format!("port {s:?} is not a number (named ports are not supported)")
+            })?,
+        };
+        u16::try_from(n)
+            .map(Self)
+            .map_err(|_| format!("port {n} out of range (0-65535)"))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CidrSetSpec {
+    pub cidr: CidrSpec,
+    #[serde(default)]
+    pub except: Option<Vec<CidrSpec>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PortRuleSpec {
+    #[serde(default)]
+    pub ports: Option<Vec<PortProtocolSpec>>,
+}
+
+/// A checked port entry of `toPorts`.
+#[derive(Deserialize)]
+#[serde(try_from = "RawPortProtocol")]
+pub struct PortProtocolSpec(pub PortProtocol);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawPortProtocol {
+    pub port: PortSpec,
+    #[serde(default)]
+    pub end_port: Option<PortSpec>,
+    #[serde(default)]
+    pub protocol: Option<ProtocolSpec>,
+}
+
+impl TryFrom<RawPortProtocol> for PortProtocolSpec {
+    type Error = String;
+    fn try_from(p: RawPortProtocol) -> Result<Self, String> {
+        port_protocol(
+            Some(p.port.0),
+            p.end_port.map(|e| e.0),
+            p.protocol.map_or(Protocol::Any, |p| p.0),
+        )
+        .map(Self)
+    }
+}
+
+/// A port or range, checked: an end port needs a start at or below it.
+fn port_protocol(
+    port: Option<u16>,
+    end_port: Option<u16>,
+    protocol: Protocol,
+) -> Result<PortProtocol, String> {
+    let port = port.unwrap_or(0);
+    let end_port = end_port.unwrap_or(0);
+    if end_port != 0 && (port == 0 || end_port < port) {
+        return Err(format!(
+            "endPort {end_port} needs a port at or below it (port is {port})"
+        ));
+    }
+    Ok(PortProtocol {
+        port,
+        end_port,
+        protocol,
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IngressSpec {
+    #[serde(default)]
+    pub from_endpoints: Option<Vec<SelectorSpec>>,
+    #[serde(default, rename = "fromCIDR")]
+    pub from_cidr: Option<Vec<CidrSpec>>,
+    #[serde(default, rename = "fromCIDRSet")]
+    pub from_cidr_set: Option<Vec<CidrSetSpec>>,
+    #[serde(default)]
+    pub from_entities: Option<Vec<EntitySpec>>,
+    #[serde(default)]
+    pub to_ports: Option<Vec<PortRuleSpec>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EgressSpec {
+    #[serde(default)]
+    pub to_endpoints: Option<Vec<SelectorSpec>>,
+    #[serde(default, rename = "toCIDR")]
+    pub to_cidr: Option<Vec<CidrSpec>>,
+    #[serde(default, rename = "toCIDRSet")]
+    pub to_cidr_set: Option<Vec<CidrSetSpec>>,
+    #[serde(default)]
+    pub to_entities: Option<Vec<EntitySpec>>,
+    #[serde(default)]
+    pub to_ports: Option<Vec<PortRuleSpec>>,
+}
+
+// ---- networking.k8s.io/v1 NetworkPolicy ----
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkPolicy {
+    pub api_version: String,
+    #[serde(rename = "kind")]
+    pub _kind: String,
+    pub metadata: Metadata,
+    pub spec: NetworkPolicySpec,
+    #[serde(default, rename = "status")]
+    pub _status: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkPolicySpec {
+    pub pod_selector: SelectorSpec,
+    #[serde(default)]
+    pub policy_types: Option<Vec<PolicyTypeSpec>>,
+    #[serde(default)]
+    pub ingress: Option<Vec<NetworkPolicyIngress>>,
+    #[serde(default)]
+    pub egress: Option<Vec<NetworkPolicyEgress>>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(try_from = "String")]
+pub enum PolicyTypeSpec {
+    Ingress,
+    Egress,
+}
+
+impl TryFrom<String> for PolicyTypeSpec {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        match s.as_str() {
+            "Ingress" => Ok(Self::Ingress),
+            "Egress" => Ok(Self::Egress),
+            _ => Err(format!(
+                "unknown policy type {s:?}: expected Ingress or Egress"
+            )),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkPolicyIngress {
+    #[serde(default)]
+    pub from: Option<Vec<NetworkPolicyPeer>>,
+    #[serde(default)]
+    pub ports: Option<Vec<NetworkPolicyPort>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkPolicyEgress {
+    #[serde(default)]
+    pub to: Option<Vec<NetworkPolicyPeer>>,
+    #[serde(default)]
+    pub ports: Option<Vec<NetworkPolicyPort>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkPolicyPeer {
+    #[serde(default)]
+    pub pod_selector: Option<SelectorSpec>,
+    #[serde(default)]
+    pub namespace_selector: Option<SelectorSpec>,
+    #[serde(default)]
+    pub ip_block: Option<IpBlockSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IpBlockSpec {
+    pub cidr: CidrSpec,
+    #[serde(default)]
+    pub except: Option<Vec<CidrSpec>>,
+}
+
+/// A checked NetworkPolicy port (protocol defaults to TCP, as in
+/// Kubernetes).
+#[derive(Deserialize)]
+#[serde(try_from = "RawNetworkPolicyPort")]
+pub struct NetworkPolicyPort(pub PortProtocol);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawNetworkPolicyPort {
+    #[serde(default)]
+    pub protocol: Option<ProtocolSpec>,
+    #[serde(default)]
+    pub port: Option<PortSpec>,
+    #[serde(default)]
+    pub end_port: Option<PortSpec>,
+}
+
+impl TryFrom<RawNetworkPolicyPort> for NetworkPolicyPort {
+    type Error = String;
+    fn try_from(p: RawNetworkPolicyPort) -> Result<Self, String> {
+        port_protocol(
+            p.port.map(|p| p.0),
+            p.end_port.map(|e| e.0),
+            p.protocol.map_or(Protocol::Tcp, |p| p.0),
+        )
+        .map(Self)
+    }
+}

@@ -1,0 +1,412 @@
+//! Reading policy text (YAML documents or a JSON/YAML list of bare rules)
+//! into rules. Every error names the document, the field path and, where
+//! the text has one, the line.
+
+use crate::labels::{Label, Labels, NAMESPACE_KEY, SOURCE_K8S};
+use crate::manifest::*;
+use crate::rule::{Peer, PeerRule, Rule};
+use crate::selector::{Operator, Requirement, Selector};
+use serde::Deserialize;
+
+const POLICY_LABEL_PREFIX: &str = "io.cilium.k8s.policy";
+/// Cilium's pod label for a namespace label `K`.
+const NAMESPACE_LABELS_PREFIX: &str = "io.cilium.k8s.namespace.labels";
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("document {document}: {path}: {message}{}", .line.map(|(l, c)| format!(" at line {l} column {c}")).unwrap_or_default())]
+pub struct ParseError {
+    /// 1-based position of the YAML document.
+    pub document: usize,
+    /// The field, e.g. `spec.ingress[0].toPorts[0].ports[0].port`.
+    pub path: String,
+    pub message: String,
+    pub line: Option<(usize, usize)>,
+}
+
+/// Parses every document of `text` into rules.
+pub fn parse(text: &str) -> Result<Vec<Rule>, ParseError> {
+    let mut rules = Vec::new();
+    let kinds: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(text)
+        .enumerate()
+        .map(|(i, doc)| serde_yaml::Value::deserialize(doc).map_err(|e| yaml_error(i + 1, e)))
+        .collect::<Result<_, _>>()?;
+    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let document = i + 1;
+        match &kinds[i] {
+            serde_yaml::Value::Null => continue,
+            serde_yaml::Value::Sequence(_) => {
+                let specs: Vec<RuleSpec> = typed(document, doc)?;
+                for (n, spec) in specs.iter().enumerate() {
+                    let labels = spec_labels(spec);
+                    rules.push(cilium_rule(spec, None, labels).map_err(|m| ParseError {
+                        document,
+                        path: format!("[{n}]"),
+                        message: m,
+                        line: None,
+                    })?);
+                }
+            }
+            serde_yaml::Value::Mapping(m) => {
+                let kind = m.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+                match kind {
+                    "CiliumNetworkPolicy" | "CiliumClusterwideNetworkPolicy" => {
+                        let p: CiliumPolicy = typed(document, doc)?;
+                        api_version(document, &p.api_version, "cilium.io/v2")?;
+                        rules.extend(cilium_policy(document, &p)?);
+                    }
+                    "NetworkPolicy" => {
+                        let p: NetworkPolicy = typed(document, doc)?;
+                        api_version(document, &p.api_version, "networking.k8s.io/v1")?;
+                        rules.push(network_policy(&p));
+                    }
+                    other => {
+                        return Err(ParseError {
+                            document,
+                            path: "kind".into(),
+                            message: format!("unsupported kind {other:?}: expected CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy or NetworkPolicy"),
+                            line: None,
+                        })
+                    }
+                }
+            }
+            _ => {
+                return Err(ParseError {
+                    document,
+                    path: ".".into(),
+                    message: "expected a policy object or a list of rules".into(),
+                    line: None,
+                })
+            }
+        }
+    }
+    if rules.is_empty() {
+        return Err(ParseError {
+            document: 1,
+            path: ".".into(),
+            message: "no rules found".into(),
+            line: None,
+        });
+    }
+    Ok(rules)
+}
+
+fn api_version(document: usize, have: &str, want: &str) -> Result<(), ParseError> {
+    if have == want {
+        return Ok(());
+    }
+    Err(ParseError {
+        document,
+        path: "apiVersion".into(),
+        message: format!("unsupported apiVersion {have:?}: expected {want:?}"),
+        line: None,
+    })
+}
+
+fn yaml_error(document: usize, e: serde_yaml::Error) -> ParseError {
+    ParseError {
+        document,
+        path: ".".into(),
+        line: e.location().map(|l| (l.line(), l.column())),
+        message: e.to_string(),
+    }
+}
+
+/// Deserializes one document, keeping the failing field's path.
+fn typed<'de, T: Deserialize<'de>>(
+    document: usize,
+    doc: serde_yaml::Deserializer<'de>,
+) -> Result<T, ParseError> {
+    serde_path_to_error::deserialize(doc).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let line = inner.location().map(|l| (l.line(), l.column()));
+        // serde_yaml appends the location to its message; we print our own
+        let mut message = inner.to_string();
+        if let Some(at) = message.find(" at line ") {
+            message.truncate(at);
+        }
+        // and may put its own idea of the path in front
+        if let Some((head, rest)) = message.split_once(": ") {
+            if !head.contains(' ') {
+                message = rest.to_owned();
+            }
+        }
+        ParseError {
+            document,
+            path,
+            message,
+            line,
+        }
+    })
+}
+
+fn policy_labels(kind: &str, name: &str, namespace: Option<&str>, uid: Option<&str>) -> Labels {
+    let mut l = vec![
+        Label::new(
+            SOURCE_K8S,
+            &format!("{POLICY_LABEL_PREFIX}.derived-from"),
+            kind,
+        ),
+        Label::new(SOURCE_K8S, &format!("{POLICY_LABEL_PREFIX}.name"), name),
+    ];
+    if let Some(ns) = namespace {
+        l.push(Label::new(
+            SOURCE_K8S,
+            &format!("{POLICY_LABEL_PREFIX}.namespace"),
+            ns,
+        ));
+    }
+    if let Some(uid) = uid {
+        l.push(Label::new(
+            SOURCE_K8S,
+            &format!("{POLICY_LABEL_PREFIX}.uid"),
+            uid,
+        ));
+    }
+    Labels(l.into_iter().collect())
+}
+
+fn spec_labels(spec: &RuleSpec) -> Labels {
+    Labels(
+        spec.labels
+            .iter()
+            .flatten()
+            .map(|l| match l {
+                LabelSpec::Text(s) => Label::parse(s),
+                LabelSpec::Object { key, value, source } => {
+                    let source = source.as_deref().unwrap_or("unspec");
+                    Label::new(source, key, value)
+                }
+            })
+            .collect(),
+    )
+}
+
+fn cilium_policy(document: usize, p: &CiliumPolicy) -> Result<Vec<Rule>, ParseError> {
+    let cluster_wide = p.kind == "CiliumClusterwideNetworkPolicy";
+    let namespace = (!cluster_wide).then(|| p.metadata.namespace.as_deref().unwrap_or("default"));
+    let specs: Vec<(String, &RuleSpec)> = match (&p.spec, &p.specs) {
+        (Some(s), None) => vec![("spec".into(), s)],
+        (None, Some(list)) => list
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (format!("specs[{i}]"), s))
+            .collect(),
+        _ => {
+            return Err(ParseError {
+                document,
+                path: "spec".into(),
+                message: "exactly one of spec and specs is required".into(),
+                line: None,
+            })
+        }
+    };
+    let labels = policy_labels(
+        &p.kind,
+        &p.metadata.name,
+        namespace,
+        p.metadata.uid.as_deref(),
+    );
+    specs
+        .into_iter()
+        .map(|(path, spec)| {
+            let mut rule_labels = labels.clone();
+            rule_labels.0.extend(spec_labels(spec).0);
+            cilium_rule(spec, namespace, rule_labels).map_err(|message| ParseError {
+                document,
+                path,
+                message,
+                line: None,
+            })
+        })
+        .collect()
+}
+
+/// A selector of a namespaced policy: pods of `namespace` unless the
+/// selector names a namespace itself.
+fn namespaced(sel: Selector, namespace: Option<&str>) -> Selector {
+    match namespace {
+        Some(ns) => sel.with_default(SOURCE_K8S, NAMESPACE_KEY, ns),
+        None => sel,
+    }
+}
+
+fn cilium_rule(spec: &RuleSpec, namespace: Option<&str>, labels: Labels) -> Result<Rule, String> {
+    let subject = spec
+        .endpoint_selector
+        .as_ref()
+        .ok_or("endpointSelector is required")?
+        .to_selector();
+    let ingress = |list: &Option<Vec<IngressSpec>>| {
+        list.as_ref().map(|rules| {
+            rules
+                .iter()
+                .map(|r| {
+                    peer_rule(
+                        r.from_endpoints.as_deref(),
+                        r.from_cidr.as_deref(),
+                        r.from_cidr_set.as_deref(),
+                        r.from_entities.as_deref(),
+                        r.to_ports.as_deref(),
+                        namespace,
+                    )
+                })
+                .collect()
+        })
+    };
+    let egress = |list: &Option<Vec<EgressSpec>>| {
+        list.as_ref().map(|rules| {
+            rules
+                .iter()
+                .map(|r| {
+                    peer_rule(
+                        r.to_endpoints.as_deref(),
+                        r.to_cidr.as_deref(),
+                        r.to_cidr_set.as_deref(),
+                        r.to_entities.as_deref(),
+                        r.to_ports.as_deref(),
+                        namespace,
+                    )
+                })
+                .collect()
+        })
+    };
+    Ok(Rule {
+        subject: namespaced(subject, namespace),
+        ingress: ingress(&spec.ingress),
+        ingress_deny: ingress(&spec.ingress_deny),
+        egress: egress(&spec.egress),
+        egress_deny: egress(&spec.egress_deny),
+        labels,
+        description: spec.description.clone().unwrap_or_default(),
+    })
+}
+
+/// A Cilium ingress/egress rule: its L3 peers and L4 ports. Ports without
+/// any L3 peer apply to every peer; a rule with neither allows nothing.
+fn peer_rule(
+    endpoints: Option<&[SelectorSpec]>,
+    cidrs: Option<&[CidrSpec]>,
+    cidr_sets: Option<&[CidrSetSpec]>,
+    entities: Option<&[EntitySpec]>,
+    ports: Option<&[PortRuleSpec]>,
+    namespace: Option<&str>,
+) -> PeerRule {
+    let mut peers: Vec<Peer> = Vec::new();
+    peers.extend(
+        endpoints
+            .unwrap_or_default()
+            .iter()
+            .map(|s| Peer::Endpoints(namespaced(s.to_selector(), namespace))),
+    );
+    peers.extend(cidrs.unwrap_or_default().iter().map(|c| Peer::Cidr {
+        cidr: c.0,
+        except: Vec::new(),
+    }));
+    peers.extend(cidr_sets.unwrap_or_default().iter().map(|c| Peer::Cidr {
+        cidr: c.cidr.0,
+        except: c.except.iter().flatten().map(|e| e.0).collect(),
+    }));
+    peers.extend(
+        entities
+            .unwrap_or_default()
+            .iter()
+            .map(|e| Peer::Entity(e.0)),
+    );
+    let ports: Vec<_> = ports
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|r| r.ports.iter().flatten().map(|p| p.0))
+        .collect();
+    if peers.is_empty() && !ports.is_empty() {
+        peers.push(Peer::Any);
+    }
+    PeerRule { peers, ports }
+}
+
+fn network_policy(p: &NetworkPolicy) -> Rule {
+    let ns = p.metadata.namespace.as_deref().unwrap_or("default");
+    let types = p.spec.policy_types.clone().unwrap_or_else(|| {
+        let mut t = vec![PolicyTypeSpec::Ingress];
+        if p.spec.egress.is_some() {
+            t.push(PolicyTypeSpec::Egress);
+        }
+        t
+    });
+    let rules = |peers: Option<&Vec<NetworkPolicyPeer>>, ports: Option<&Vec<NetworkPolicyPort>>| {
+        let peers: Vec<Peer> = match peers {
+            None => vec![Peer::Any],
+            Some(list) if list.is_empty() => vec![Peer::Any],
+            Some(list) => list.iter().map(|peer| np_peer(peer, ns)).collect(),
+        };
+        PeerRule {
+            peers,
+            ports: ports.into_iter().flatten().map(|p| p.0).collect(),
+        }
+    };
+    let ingress = types.contains(&PolicyTypeSpec::Ingress).then(|| {
+        p.spec
+            .ingress
+            .iter()
+            .flatten()
+            .map(|r| rules(r.from.as_ref(), r.ports.as_ref()))
+            .collect()
+    });
+    let egress = types.contains(&PolicyTypeSpec::Egress).then(|| {
+        p.spec
+            .egress
+            .iter()
+            .flatten()
+            .map(|r| rules(r.to.as_ref(), r.ports.as_ref()))
+            .collect()
+    });
+    Rule {
+        subject: namespaced(p.spec.pod_selector.to_selector(), Some(ns)),
+        ingress,
+        egress,
+        labels: policy_labels(
+            "NetworkPolicy",
+            &p.metadata.name,
+            Some(ns),
+            p.metadata.uid.as_deref(),
+        ),
+        ..Default::default()
+    }
+}
+
+/// A NetworkPolicy peer. Namespace labels are matched on the pod labels
+/// Cilium derives from them (`io.cilium.k8s.namespace.labels.<key>`);
+/// `kubernetes.io/metadata.name` is the pod's namespace.
+fn np_peer(peer: &NetworkPolicyPeer, ns: &str) -> Peer {
+    if let Some(block) = &peer.ip_block {
+        return Peer::Cidr {
+            cidr: block.cidr.0,
+            except: block.except.iter().flatten().map(|e| e.0).collect(),
+        };
+    }
+    let pods = peer.pod_selector.as_ref().map(|s| s.to_selector());
+    let Some(nss) = &peer.namespace_selector else {
+        return Peer::Endpoints(namespaced(pods.unwrap_or_default(), Some(ns)));
+    };
+    let mut sel = pods.unwrap_or_default();
+    for r in nss.to_selector().requirements {
+        let key = if r.key == "kubernetes.io/metadata.name" {
+            NAMESPACE_KEY.to_owned()
+        } else {
+            format!("{NAMESPACE_LABELS_PREFIX}.{}", r.key)
+        };
+        sel.requirements.push(Requirement {
+            source: SOURCE_K8S.into(),
+            key,
+            ..r
+        });
+    }
+    // every namespace: still only pods
+    sel.requirements.push(Requirement {
+        source: SOURCE_K8S.into(),
+        key: NAMESPACE_KEY.into(),
+        op: Operator::Exists,
+        values: Vec::new(),
+    });
+    Peer::Endpoints(sel)
+}

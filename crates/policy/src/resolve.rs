@@ -1,0 +1,196 @@
+//! From rules to one endpoint's policy: which rules select it, whether each
+//! direction is enforced, and the map entries its peers and ports become.
+
+use crate::labels::{Labels, SOURCE_RESERVED};
+use crate::mapstate::{range_prefixes, Key, MapState};
+use crate::rule::{Cidr, Entity, Peer, PeerRule, PortProtocol, Protocol, Rule};
+
+/// A security identity as policy sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub id: u32,
+    pub labels: Labels,
+}
+
+impl Identity {
+    /// The prefix of a CIDR identity (its longest `cidr:` label).
+    pub fn cidr(&self) -> Option<Cidr> {
+        self.labels
+            .iter()
+            .filter(|l| l.source == crate::labels::SOURCE_CIDR)
+            .filter_map(|l| Cidr::parse(&l.key.replace('-', ":")).ok())
+            .max_by_key(|c| c.len)
+    }
+
+    fn reserved(&self, name: &str) -> bool {
+        self.labels.get(SOURCE_RESERVED, name).is_some()
+    }
+}
+
+/// `enable-policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enforcement {
+    Default,
+    Always,
+    Never,
+}
+
+impl Enforcement {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "default" => Self::Default,
+            "always" => Self::Always,
+            "never" => Self::Never,
+            _ => return None,
+        })
+    }
+}
+
+/// An endpoint's resolved policy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndpointPolicy {
+    pub ingress_enforced: bool,
+    pub egress_enforced: bool,
+    pub state: MapState,
+}
+
+const FIRST_ENDPOINT_IDENTITY: u32 = 256;
+
+/// The identities a peer stands for; 0 is every identity.
+pub fn peer_identities(peer: &Peer, identities: &[Identity]) -> Vec<u32> {
+    let select = |f: &dyn Fn(&Identity) -> bool| -> Vec<u32> {
+        identities.iter().filter(|i| f(i)).map(|i| i.id).collect()
+    };
+    match peer {
+        Peer::Any | Peer::Entity(Entity::All) => vec![0],
+        Peer::Endpoints(sel) if sel.is_wildcard() => {
+            select(&|i| i.id >= FIRST_ENDPOINT_IDENTITY && i.cidr().is_none())
+        }
+        Peer::Endpoints(sel) => select(&|i| sel.matches(&i.labels)),
+        Peer::Cidr { cidr, except } => {
+            let mut ids = select(&|i| {
+                i.cidr()
+                    .is_some_and(|p| cidr.contains(&p) && !except.iter().any(|e| e.contains(&p)))
+            });
+            if cidr.len == 0 && except.is_empty() {
+                ids.push(abi::identity::WORLD);
+            }
+            ids
+        }
+        Peer::Entity(Entity::World) => select(&|i| i.reserved("world")),
+        Peer::Entity(Entity::Cluster) => select(&|i| !i.reserved("world")),
+        Peer::Entity(e) => {
+            let name = match e {
+                Entity::Host => "host",
+                Entity::RemoteNode => "remote-node",
+                Entity::KubeApiserver => "kube-apiserver",
+                Entity::Init => "init",
+                Entity::Health => "health",
+                Entity::Unmanaged => "unmanaged",
+                Entity::Ingress => "ingress",
+                Entity::All | Entity::World | Entity::Cluster => unreachable!("handled above"),
+            };
+            select(&|i| i.reserved(name))
+        }
+    }
+}
+
+/// The (protocol, port, prefix) triples of a port rule. A port with
+/// protocol ANY stands for TCP, UDP and SCTP, as in Cilium (a key with
+/// protocol 0 cannot carry a port).
+fn port_keys(p: &PortProtocol) -> Vec<(u8, u16, u8)> {
+    let protos: Vec<u8> = match (p.protocol, p.port) {
+        (Protocol::Any, 0) => return vec![(0, 0, 0)],
+        (Protocol::Any, _) => vec![6, 17, 132],
+        (proto, _) => vec![proto.number()],
+    };
+    let ports: Vec<(u16, u8)> = if p.port == 0 {
+        vec![(0, 0)]
+    } else if p.end_port == 0 {
+        vec![(p.port, 16)]
+    } else {
+        range_prefixes(p.port, p.end_port)
+    };
+    protos
+        .iter()
+        .flat_map(|proto| {
+            ports
+                .iter()
+                .map(move |(port, prefix)| (*proto, *port, *prefix))
+        })
+        .collect()
+}
+
+fn keys(rules: &[PeerRule], egress: bool, identities: &[Identity]) -> Vec<Key> {
+    let mut out = Vec::new();
+    for r in rules {
+        let ports: Vec<(u8, u16, u8)> = if r.ports.is_empty() {
+            vec![(0, 0, 0)]
+        } else {
+            r.ports.iter().flat_map(port_keys).collect()
+        };
+        for peer in &r.peers {
+            for id in peer_identities(peer, identities) {
+                out.extend(
+                    ports
+                        .iter()
+                        .map(|(proto, port, prefix)| Key::new(id, egress, *proto, *port, *prefix)),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Resolves `rules` for the endpoint with `labels`. A direction is
+/// enforced when a rule selecting the endpoint has a section for it (mode
+/// `default`), always (`always`) or never (`never`); an unenforced
+/// direction gets one allow-all entry. Traffic from the node itself is
+/// always allowed in (Cilium's `allow-localhost=auto`).
+pub fn resolve(
+    rules: &[Rule],
+    labels: &Labels,
+    identities: &[Identity],
+    mode: Enforcement,
+) -> EndpointPolicy {
+    let selecting: Vec<&Rule> = rules.iter().filter(|r| r.subject.matches(labels)).collect();
+    let enforced = |sets: bool| match mode {
+        Enforcement::Never => false,
+        Enforcement::Always => true,
+        Enforcement::Default => sets,
+    };
+    let ingress_enforced = enforced(selecting.iter().any(|r| r.sets_ingress()));
+    let egress_enforced = enforced(selecting.iter().any(|r| r.sets_egress()));
+    let (mut allows, mut denies) = (Vec::new(), Vec::new());
+    for (egress, on) in [(false, ingress_enforced), (true, egress_enforced)] {
+        if !on {
+            allows.push(Key::new(0, egress, 0, 0, 0));
+            continue;
+        }
+        if !egress {
+            allows.push(Key::new(abi::identity::HOST, false, 0, 0, 0));
+        }
+        for r in &selecting {
+            let (allow, deny) = if egress {
+                (&r.egress, &r.egress_deny)
+            } else {
+                (&r.ingress, &r.ingress_deny)
+            };
+            allows.extend(keys(
+                allow.as_deref().unwrap_or_default(),
+                egress,
+                identities,
+            ));
+            denies.extend(keys(
+                deny.as_deref().unwrap_or_default(),
+                egress,
+                identities,
+            ));
+        }
+    }
+    EndpointPolicy {
+        ingress_enforced,
+        egress_enforced,
+        state: MapState::build(&allows, &denies),
+    }
+}

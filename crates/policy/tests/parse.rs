@@ -1,0 +1,239 @@
+//! Policy text to rules and rules to verdicts, as users write them; bad
+//! input names its field and line.
+
+use policy::*;
+
+const WEB_DB: &str = r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata:
+  name: db-from-web
+  namespace: prod
+spec:
+  endpointSelector:
+    matchLabels:
+      app: db
+  ingress:
+  - fromEndpoints:
+    - matchLabels:
+        app: web
+    toPorts:
+    - ports:
+      - port: "5432"
+        protocol: TCP
+  ingressDeny:
+  - fromCIDRSet:
+    - cidr: 192.0.2.0/24
+      except: [192.0.2.128/25]
+"#;
+
+fn ids(list: &[(u32, &[&str])]) -> Vec<Identity> {
+    let mut all: Vec<Identity> = [
+        (1, &["reserved:host"][..]),
+        (2, &["reserved:world"]),
+        (6, &["reserved:remote-node"]),
+    ]
+    .iter()
+    .chain(list)
+    .map(|(id, l)| Identity {
+        id: *id,
+        labels: Labels::parse(l.iter().copied()),
+    })
+    .collect();
+    all.sort_by_key(|i| i.id);
+    all
+}
+
+fn pod(app: &str, ns: &str) -> Labels {
+    Labels::parse([
+        format!("k8s:app={app}").as_str(),
+        format!("k8s:io.kubernetes.pod.namespace={ns}").as_str(),
+    ])
+}
+
+const WEB: u32 = 256;
+const WEB_OTHER_NS: u32 = 257;
+const DB: u32 = 258;
+const CIDR_24: u32 = 16_777_217;
+const CIDR_25: u32 = 16_777_218;
+
+fn universe() -> Vec<Identity> {
+    ids(&[
+        (
+            WEB,
+            &["k8s:app=web", "k8s:io.kubernetes.pod.namespace=prod"],
+        ),
+        (
+            WEB_OTHER_NS,
+            &["k8s:app=web", "k8s:io.kubernetes.pod.namespace=dev"],
+        ),
+        (DB, &["k8s:app=db", "k8s:io.kubernetes.pod.namespace=prod"]),
+        (CIDR_24, &["cidr:192.0.2.0/24", "reserved:world"]),
+        (CIDR_25, &["cidr:192.0.2.128/25", "reserved:world"]),
+    ])
+}
+
+#[test]
+fn a_namespaced_rule_allows_its_peer_on_its_port_only() {
+    let rules = parse(WEB_DB).unwrap();
+    assert_eq!(rules.len(), 1);
+    assert!(rules[0]
+        .labels
+        .iter()
+        .any(|l| l.to_string() == "k8s:io.cilium.k8s.policy.name=db-from-web"));
+    let p = resolve(
+        &rules,
+        &pod("db", "prod"),
+        &universe(),
+        Enforcement::Default,
+    );
+    assert!(p.ingress_enforced && !p.egress_enforced);
+    let s = &p.state;
+    assert!(s.lookup(WEB, false, 6, 5432).allowed());
+    assert_eq!(s.lookup(WEB, false, 6, 80), Verdict::NoMatch);
+    assert_eq!(s.lookup(WEB_OTHER_NS, false, 6, 5432), Verdict::NoMatch);
+    assert!(matches!(
+        s.lookup(CIDR_24, false, 6, 5432),
+        Verdict::Denied(..)
+    ));
+    assert_eq!(s.lookup(CIDR_25, false, 6, 5432), Verdict::NoMatch);
+    assert!(
+        s.lookup(1, false, 6, 22).allowed(),
+        "the node may always reach its pods"
+    );
+    assert!(s.lookup(WEB, true, 6, 80).allowed(), "egress not enforced");
+    // the same pod labels in another namespace are not selected
+    let p = resolve(&rules, &pod("db", "dev"), &universe(), Enforcement::Default);
+    assert!(!p.ingress_enforced);
+    assert!(resolve(&rules, &pod("db", "dev"), &universe(), Enforcement::Always).ingress_enforced);
+    assert!(!resolve(&rules, &pod("db", "prod"), &universe(), Enforcement::Never).ingress_enforced);
+}
+
+#[test]
+fn entities_clusterwide_policies_and_network_policies() {
+    let text = r#"
+apiVersion: cilium.io/v2
+kind: CiliumClusterwideNetworkPolicy
+metadata:
+  name: to-world
+spec:
+  endpointSelector: {}
+  egress:
+  - toEntities: [world]
+  - toEntities: [host]
+    toPorts:
+    - ports:
+      - port: "8000"
+        endPort: 8003
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: web-in
+  namespace: prod
+spec:
+  podSelector:
+    matchLabels: {app: web}
+  ingress:
+  - from:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: dev
+    ports:
+    - port: 80
+"#;
+    let rules = parse(text).unwrap();
+    assert_eq!(rules.len(), 2);
+    let web = resolve(
+        &rules,
+        &pod("web", "prod"),
+        &universe(),
+        Enforcement::Default,
+    );
+    assert!(web.ingress_enforced && web.egress_enforced);
+    assert!(web.state.lookup(2, true, 17, 53).allowed());
+    assert!(web.state.lookup(CIDR_24, true, 6, 443).allowed());
+    assert!(web.state.lookup(1, true, 6, 8002).allowed());
+    assert_eq!(web.state.lookup(1, true, 6, 8004), Verdict::NoMatch);
+    assert!(
+        web.state.lookup(1, true, 17, 8000).allowed(),
+        "no protocol = any"
+    );
+    assert_eq!(web.state.lookup(DB, true, 6, 5432), Verdict::NoMatch);
+    assert!(web.state.lookup(WEB_OTHER_NS, false, 6, 80).allowed());
+    assert_eq!(
+        web.state.lookup(WEB_OTHER_NS, false, 17, 80),
+        Verdict::NoMatch
+    );
+    assert_eq!(web.state.lookup(DB, false, 6, 80), Verdict::NoMatch);
+}
+
+#[test]
+fn bare_rules_as_cilium_policy_import_takes_them() {
+    let text = r#"[{
+        "endpointSelector": {"matchLabels": {"k8s:app": "db"}},
+        "ingress": [{"fromEntities": ["cluster"]}],
+        "labels": [{"key": "name", "value": "db", "source": "unspec"}]
+    }]"#;
+    let rules = parse(text).unwrap();
+    assert_eq!(
+        rules[0].labels.iter().next().unwrap().to_string(),
+        "unspec:name=db"
+    );
+    let p = resolve(&rules, &pod("db", "x"), &universe(), Enforcement::Default);
+    assert!(p.state.lookup(WEB_OTHER_NS, false, 6, 1).allowed());
+    assert_eq!(p.state.lookup(2, false, 6, 1), Verdict::NoMatch);
+}
+
+fn error(text: &str) -> ParseError {
+    parse(text).unwrap_err()
+}
+
+#[test]
+fn bad_input_names_the_field_and_line() {
+    let bad_port = WEB_DB.replace("\"5432\"", "70000");
+    let e = error(&bad_port);
+    assert_eq!(e.path, "spec.ingress[0].toPorts[0].ports[0].port");
+    assert!(e.message.contains("70000 out of range"), "{e}");
+    assert_eq!(e.line.map(|l| l.0), Some(17), "{e}");
+
+    let e = error(&WEB_DB.replace("app: web", "app: web\n      bogus: [1"));
+    assert!(e.line.is_some(), "{e}");
+
+    let e = error(&WEB_DB.replace("fromEndpoints", "fromEndpointz"));
+    assert_eq!(e.path, "spec.ingress[0].fromEndpointz");
+    assert!(e.message.contains("unknown field `fromEndpointz`"), "{e}");
+    assert_eq!(e.line.map(|l| l.0), Some(12), "{e}");
+
+    let e = error(&WEB_DB.replace("192.0.2.0/24", "192.0.2.0/33"));
+    assert_eq!(e.path, "spec.ingressDeny[0].fromCIDRSet[0].cidr");
+    assert!(e.message.contains("prefix length"), "{e}");
+
+    let e = error(&WEB_DB.replace(
+        "matchLabels:\n      app: db",
+        "matchExpressions:\n    - {key: app, operator: Near, values: [db]}",
+    ));
+    assert_eq!(e.path, "spec.endpointSelector.matchExpressions[0].operator");
+    assert!(e.message.contains("unknown operator \"Near\""), "{e}");
+
+    let e = error(&WEB_DB.replace("protocol: TCP", "protocol: TPC"));
+    assert!(e.message.contains("unknown protocol"), "{e}");
+
+    let e = error(&WEB_DB.replace("  ingressDeny:", "  - fromEntities: [moon]\n  ingressDeny:"));
+    assert!(e.message.contains("unknown entity \"moon\""), "{e}");
+
+    let e = error(&WEB_DB.replace("\"5432\"", "\"5432\"\n        endPort: 5000"));
+    assert!(e.message.contains("endPort 5000"), "{e}");
+
+    let e = error(&WEB_DB.replace("cilium.io/v2", "cilium.io/v1"));
+    assert_eq!(e.path, "apiVersion");
+
+    let e = error(&WEB_DB.replace("kind: CiliumNetworkPolicy", "kind: Pod"));
+    assert_eq!(e.path, "kind");
+
+    let e = error(&WEB_DB.replace("  endpointSelector:\n    matchLabels:\n      app: db\n", ""));
+    assert!(e.message.contains("endpointSelector is required"), "{e}");
+
+    assert!(error("").message.contains("no rules"));
+    assert!(error("just text").message.contains("expected a policy"));
+}
