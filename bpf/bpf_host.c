@@ -14,6 +14,7 @@
 #include "lib/encap.h"
 #include "lib/nodeport.h"
 #include "lib/reject.h"
+#include "lib/policy.h"
 
 /* The node's own packets to a pod on another node go through the overlay
  * as Cilium's LOCAL_NODE_ID, which the far side sees as remote-node. */
@@ -66,8 +67,8 @@ int cil_from_host(struct __sk_buff *ctx)
 					-DROP_FRAG_NOSUPPORT, METRIC_INGRESS, 0);
 	ret = ct_parse4(ctx, ip4, &pkt);
 	if (!IS_ERR(ret))
-		ret = ct_track4(ctx, &pkt, CT_INGRESS, src_id,
-				(__u16)ep->ifindex, &ct);
+		ret = ct_track4_policy(ctx, &pkt, CT_INGRESS, src_id,
+				       (__u16)ep->ifindex, &ct, ep->lxc_id, src_id);
 	if (IS_ERR(ret))
 		return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id,
 					ret, METRIC_INGRESS, 0);

@@ -19,17 +19,19 @@
 #include "lib/lb.h"
 #include "lib/reject.h"
 #include "lib/nodeport.h"
+#include "lib/policy.h"
 
 static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 {
 	struct endpoint_info *src_ep, *dst_ep;
 	struct ct_state ct = {}, ct_in = {};
-	__u32 tunnel_ep, daddr;
+	__u32 tunnel_ep, daddr, dst_id = IDENTITY_UNKNOWN;
 	struct ct_packet pkt;
 	struct iphdr *ip4;
 	__u32 sec_id = IDENTITY_UNKNOWN;
 	int ret, l4_off, verdict;
-	__u8 proto;
+	__u8 proto, drop_dir = METRIC_EGRESS;
+	__u16 drop_ep = 0;
 
 	ip4 = ipv4_hdr(ctx);
 	if (!ip4) {
@@ -57,17 +59,26 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 	ret = lb4_local(ctx, l4_off, &pkt, &ct);
 	if (ret < 0)
 		goto drop;
-	ret = ct_track4(ctx, &pkt, CT_EGRESS, sec_id, 0, &ct);
+	daddr = pkt.tuple.daddr;
+	dst_id = daddr == IPV4_LOOPBACK ? sec_id : ip4_identity(daddr);
+	ret = ct_track4_policy(ctx, &pkt, CT_EGRESS, sec_id, 0, &ct, src_ep->lxc_id, dst_id);
 	if (ret < 0)
 		goto drop;
-	daddr = pkt.tuple.daddr;
 
 	/* a hairpin reply goes back into the pod it came from */
 	dst_ep = daddr == IPV4_LOOPBACK ? src_ep : lookup_ip4_endpoint(daddr);
 	if (is_local_pod(dst_ep)) {
-		/* the destination pod's side of the same packet */
-		ret = ct_track4(ctx, &pkt, CT_INGRESS, sec_id,
-				(__u16)dst_ep->ifindex, &ct_in);
+		/* the destination pod's side of the same packet; a pod reaching
+		 * itself through a service is not subject to its ingress policy */
+		drop_dir = METRIC_INGRESS;
+		drop_ep = dst_ep->lxc_id;
+		if (ct.loopback)
+			ret = ct_track4(ctx, &pkt, CT_INGRESS, sec_id,
+					(__u16)dst_ep->ifindex, &ct_in);
+		else
+			ret = ct_track4_policy(ctx, &pkt, CT_INGRESS, sec_id,
+					       (__u16)dst_ep->ifindex, &ct_in,
+					       dst_ep->lxc_id, sec_id);
 		if (ret < 0)
 			goto drop;
 		ret = lb4_rev_nat_ingress(ctx, l4_off, proto, &ct_in,
@@ -111,8 +122,7 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 	update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
 	return CTX_ACT_OK;
 drop:
-	verdict = send_drop_notify(ctx, sec_id, IDENTITY_UNKNOWN, 0, ret,
-				   METRIC_EGRESS, 0);
+	verdict = send_drop_notify(ctx, sec_id, dst_id, drop_ep, ret, drop_dir, 0);
 	return reject_no_service(ctx, ret, verdict);
 }
 

@@ -16,6 +16,7 @@
 #include "lib/l3.h"
 #include "lib/encap.h"
 #include "lib/lb.h"
+#include "lib/policy.h"
 
 /* The sender's identity rides in the VNI. A node never sends as host (it
  * uses remote-node), so a host VNI is forged. For remote-node the ipcache
@@ -76,7 +77,8 @@ static __always_inline int handle_ipv4_from_overlay(struct __sk_buff *ctx)
 	ret = ct_parse4(ctx, ip4, &pkt);
 	if (IS_ERR(ret))
 		goto drop;
-	ret = ct_track4(ctx, &pkt, CT_INGRESS, src_id, (__u16)ep->ifindex, &ct);
+	ret = ct_track4_policy(ctx, &pkt, CT_INGRESS, src_id, (__u16)ep->ifindex, &ct,
+			       ep->lxc_id, src_id);
 	if (IS_ERR(ret))
 		goto drop;
 	ret = lb4_rev_nat_ingress(ctx, ipv4_l4_off(ip4), ip4->protocol, &ct, ip4->daddr);

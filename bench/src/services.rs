@@ -163,7 +163,7 @@ fn service(
         ..Default::default()
     };
     let body = serde_json::to_vec(&spec)?;
-    api::Client::new(&node.socket()).call("PUT", &format!("/service/{id}"), &[], Some(&body))?;
+    api::Client::new(node.socket()).call("PUT", &format!("/service/{id}"), &[], Some(&body))?;
     Ok(())
 }
 

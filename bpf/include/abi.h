@@ -297,6 +297,11 @@ struct policy_key {
 	__u16 dport;		/* network order */
 };
 
+/* policy_entry.flags */
+#define POLICY_FLAG_DENY		(1 << 0)
+#define POLICY_FLAG_WILDCARD_PROTOCOL	(1 << 1)
+#define POLICY_FLAG_WILDCARD_DPORT	(1 << 2)
+
 struct policy_entry {
 	__u16 proxy_port;	/* network order */
 	__u8 flags;

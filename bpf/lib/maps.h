@@ -108,6 +108,27 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_snat_v4_external SEC(".maps");
 
+/* Each endpoint's policy map (cilium_policy_<EPID>, Cilium's LPM layout),
+ * by endpoint ID. Cilium compiles the map into a per-endpoint program; one
+ * object serves every endpoint here, so it finds the map through this
+ * map-in-map. */
+struct policy_map {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	/* sizes, not types: BTF would only carry forward declarations here */
+	__uint(key_size, sizeof(struct policy_key));
+	__uint(value_size, sizeof(struct policy_entry));
+	__uint(max_entries, POLICY_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__type(key, __u32);
+	__uint(max_entries, ENDPOINTS_MAP_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct policy_map);
+} cilium_policy_maps SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__type(key, struct metrics_key);

@@ -18,6 +18,7 @@
 #include "encap.h"
 #include "l3.h"
 #include "runtime_config.h"
+#include "policy.h"
 
 #define NAT_PORT_MIN	32768
 #define NAT_PORT_TRIES	16
@@ -209,7 +210,8 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 		pkt.tuple.saddr = daddr;
 		pkt.tuple.sport = bport;
 		pkt.tuple.dport = natport;
-		ret = ct_track4(ctx, &pkt, CT_INGRESS, IDENTITY_WORLD, (__u16)ep->ifindex, &ct);
+		ret = ct_track4_policy(ctx, &pkt, CT_INGRESS, IDENTITY_WORLD,
+				       (__u16)ep->ifindex, &ct, ep->lxc_id, IDENTITY_WORLD);
 		if (IS_ERR(ret))
 			return ret;
 		return ipv4_local_delivery(ctx, ep, 1);

@@ -175,6 +175,12 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .route("/v1/map", get(crate::api_map::list))
         .route("/v1/service", get(crate::api_service::list))
         .route(
+            "/v1/policy",
+            get(crate::api_policy::get)
+                .put(crate::api_policy::put)
+                .delete(crate::api_policy::delete),
+        )
+        .route(
             "/v1/service/{id}",
             get(crate::api_service::get)
                 .put(crate::api_service::put)

@@ -31,6 +31,7 @@ pub struct Daemon {
     pub node_ip: Option<Ipv4Addr>,
     pub netlink: netdev::Netlink,
     pub services: crate::services::Services,
+    pub policies: crate::policies::Policies,
     /// The device cil_from_netdev serves NodePorts on, when enabled.
     pub native_device: Option<String>,
     pub started: Instant,
@@ -48,6 +49,9 @@ const KVSTORE_HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Services of an agent without kvstore, relative to the state dir.
 const SERVICES_STATE: &str = "services.json";
+
+/// Policies of an agent without kvstore, relative to the state dir.
+const POLICIES_STATE: &str = "policies.json";
 
 /// IPAM allocations, relative to the state dir.
 const IPAM_STATE: &str = "ipam-ipv4.json";
@@ -208,9 +212,21 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
                 .then(|| config.state_dir.join(SERVICES_STATE)),
         ),
         native_device,
+        policies: crate::policies::Policies::new(
+            policy::Enforcement::parse(&config.policy_enforcement)
+                .unwrap_or(policy::Enforcement::Default),
+            config
+                .kvstore
+                .is_none()
+                .then(|| config.state_dir.join(POLICIES_STATE)),
+        ),
         started: t0,
         config,
     });
+    let restored = daemon.policies.restore();
+    if restored > 0 {
+        tracing::info!(subsys = "policy", restored, "Policies restored");
+    }
     {
         let mut eps = daemon.endpoints.lock().expect("endpoints lock");
         let (restored, removed) = eps.restore(&daemon);
@@ -227,6 +243,7 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     crate::nodes::follow(&daemon);
     crate::ipsync::follow(&daemon);
     crate::services::follow(&daemon);
+    crate::policies::follow(&daemon);
     start_controllers(&daemon, host_ips);
     tracing::info!(subsys = "daemon", bootstrapTime = ?t0.elapsed(), "Daemon initialization completed");
     Ok(Running { daemon, _pid: pid })

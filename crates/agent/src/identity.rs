@@ -89,6 +89,9 @@ struct State {
 
 pub struct Identities {
     state: Mutex<State>,
+    /// Bumped whenever the set of known identities changes (policy
+    /// selects among them).
+    changes: tokio::sync::watch::Sender<u64>,
     kv: Option<(kvstore::Kvstore, KvWriter)>,
     /// This node's part of reference keys: its IPv4 (Cilium's GetNodeSuffix).
     node_suffix: String,
@@ -98,9 +101,19 @@ impl Identities {
     pub fn new(kv: Option<(kvstore::Kvstore, KvWriter)>, node_suffix: String) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::default(),
+            changes: tokio::sync::watch::Sender::new(0),
             kv,
             node_suffix,
         })
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Wakes when the known identities change.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     fn reference_key(&self, key: &str) -> String {
@@ -119,13 +132,17 @@ impl Identities {
                 match ev {
                     kvstore::Event::Upsert { key, value } => {
                         if let Some(id) = id_of_master(&key) {
-                            st.cluster
-                                .insert(id, String::from_utf8_lossy(&value).into_owned());
+                            let labels = String::from_utf8_lossy(&value).into_owned();
+                            if st.cluster.insert(id, labels.clone()) != Some(labels) {
+                                this.changed();
+                            }
                         }
                     }
                     kvstore::Event::Delete { key } => {
                         if let Some(id) = id_of_master(&key) {
-                            st.cluster.remove(&id);
+                            if st.cluster.remove(&id).is_some() {
+                                this.changed();
+                            }
                         }
                     }
                     kvstore::Event::ListDone => {
@@ -214,7 +231,10 @@ impl Identities {
             return held.id;
         }
         st.held.insert(key.to_owned(), Held { id, refs: 1 });
-        st.cluster.entry(id).or_insert_with(|| key.to_owned());
+        if !st.cluster.contains_key(&id) {
+            st.cluster.insert(id, key.to_owned());
+            self.changed();
+        }
         if let Some((_, writer)) = &self.kv {
             writer.put_leased(self.reference_key(key), id.to_string().into_bytes());
         }

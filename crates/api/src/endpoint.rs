@@ -178,6 +178,8 @@ pub struct EndpointPolicyStatus {
     /// `none`, `ingress`, `egress` or `both`
     #[serde(default)]
     pub policy_enabled: String,
+    #[serde(default)]
+    pub policy_revision: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -391,3 +391,12 @@ pub struct BpfMapList {
     #[serde(default)]
     pub maps: Vec<BpfMap>,
 }
+
+/// `GET/PUT/DELETE /v1/policy`: the policy in force (or what a change
+/// did) and the repository's revision.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct Policy {
+    #[serde(default)]
+    pub policy: String,
+    pub revision: u64,
+}

@@ -7,6 +7,7 @@ mod identity;
 mod ip;
 mod map;
 mod node;
+mod policy;
 mod service;
 mod status;
 mod table;
@@ -59,6 +60,9 @@ enum Command {
     /// Manage cluster nodes
     #[command(subcommand)]
     Node(node::Command),
+    /// Manage security policies
+    #[command(subcommand)]
+    Policy(policy::Command),
     /// Manage services & loadbalancers
     #[command(subcommand)]
     Service(service::Command),
@@ -103,6 +107,7 @@ fn main() -> ExitCode {
         Command::Ip(cmd) => ip::run(&ctx, &cmd),
         Command::Map(cmd) => map::run(&ctx, &cmd),
         Command::Node(cmd) => node::run(&ctx, &cmd),
+        Command::Policy(cmd) => policy::run(&ctx, &cmd),
         Command::Service(cmd) => service::run(&ctx, &cmd),
     };
     match result {

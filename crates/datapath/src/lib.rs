@@ -9,6 +9,7 @@ pub mod lbmap;
 pub mod loader;
 pub mod map;
 pub mod objects;
+pub mod policymap;
 pub mod socketlb;
 mod sys;
 pub mod testrun;

@@ -250,7 +250,7 @@ fn expected_pinned_maps(
 ) -> Result<Vec<(String, MapMeta)>, Error> {
     let parsed = aya_obj::Object::parse(obj.bytes).map_err(|e| Error::Parse {
         object: obj.name,
-        message: e.to_string(),
+        message: format!("{e:?}"),
     })?;
     let cpus = sys::possible_cpus()
         .map_err(|e| Error::io("reading", "/sys/devices/system/cpu/possible", e))?

@@ -39,6 +39,11 @@ impl PinnedMap {
         })
     }
 
+    /// The map's descriptor number (what a map-in-map stores on update).
+    pub fn raw_fd(&self) -> i32 {
+        std::os::fd::AsRawFd::as_raw_fd(&self.fd)
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -234,3 +234,76 @@ pub fn link_update(link: BorrowedFd<'_>, prog: BorrowedFd<'_>) -> io::Result<()>
         },
     )
 }
+
+const BPF_MAP_CREATE: libc::c_long = 0;
+const BPF_OBJ_PIN: libc::c_long = 6;
+
+#[repr(C)]
+struct MapCreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    inner_map_fd: u32,
+    numa_node: u32,
+    map_name: [u8; 16],
+}
+
+/// Creates a map (BPF_MAP_CREATE); `inner` is the template of a
+/// map-in-map's values. The kernel keeps the first 15 bytes of `name`.
+pub fn map_create(
+    meta: &MapMeta,
+    inner: Option<BorrowedFd<'_>>,
+    name: &str,
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let mut attr = MapCreateAttr {
+        map_type: meta.map_type,
+        key_size: meta.key_size,
+        value_size: meta.value_size,
+        max_entries: meta.max_entries,
+        map_flags: meta.map_flags,
+        inner_map_fd: inner.map_or(0, |f| f.as_raw_fd() as u32),
+        numa_node: 0,
+        map_name: [0; 16],
+    };
+    for (d, s) in attr.map_name.iter_mut().zip(name.bytes().take(15)) {
+        *d = s;
+    }
+    // SAFETY: attr is a valid BPF_MAP_CREATE attribute of the size passed.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_CREATE,
+            &mut attr as *mut MapCreateAttr,
+            std::mem::size_of::<MapCreateAttr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a fresh descriptor we now own.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(ret as i32) })
+}
+
+/// Pins an object at `path` (BPF_OBJ_PIN).
+pub fn obj_pin(fd: BorrowedFd<'_>, path: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    #[repr(C)]
+    struct PinAttr {
+        pathname: u64,
+        bpf_fd: u32,
+        file_flags: u32,
+    }
+    let cpath = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    bpf_attr(
+        BPF_OBJ_PIN,
+        &mut PinAttr {
+            pathname: cpath.as_ptr() as u64,
+            bpf_fd: fd.as_raw_fd() as u32,
+            file_flags: 0,
+        },
+    )
+}

@@ -23,9 +23,33 @@ pub struct ParseError {
     pub line: Option<(usize, usize)>,
 }
 
+/// One policy as imported: its rules (which share their labels), and its
+/// text in canonical YAML, to store and share.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Document {
+    pub text: String,
+    pub rules: Vec<Rule>,
+}
+
+impl Document {
+    /// The labels its rules carry: what identifies the policy.
+    pub fn labels(&self) -> &Labels {
+        &self.rules[0].labels
+    }
+}
+
 /// Parses every document of `text` into rules.
 pub fn parse(text: &str) -> Result<Vec<Rule>, ParseError> {
-    let mut rules = Vec::new();
+    Ok(parse_documents(text)?
+        .into_iter()
+        .flat_map(|d| d.rules)
+        .collect())
+}
+
+/// Parses `text` into its policies; a list of bare rules gives one policy
+/// per rule.
+pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
+    let mut docs = Vec::new();
     let kinds: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(text)
         .enumerate()
         .map(|(i, doc)| serde_yaml::Value::deserialize(doc).map_err(|e| yaml_error(i + 1, e)))
@@ -34,16 +58,20 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, ParseError> {
         let document = i + 1;
         match &kinds[i] {
             serde_yaml::Value::Null => continue,
-            serde_yaml::Value::Sequence(_) => {
+            serde_yaml::Value::Sequence(items) => {
                 let specs: Vec<RuleSpec> = typed(document, doc)?;
                 for (n, spec) in specs.iter().enumerate() {
                     let labels = spec_labels(spec);
-                    rules.push(cilium_rule(spec, None, labels).map_err(|m| ParseError {
+                    let rule = cilium_rule(spec, None, labels).map_err(|m| ParseError {
                         document,
                         path: format!("[{n}]"),
                         message: m,
                         line: None,
-                    })?);
+                    })?;
+                    docs.push(Document {
+                        text: canonical(&serde_yaml::Value::Sequence(vec![items[n].clone()])),
+                        rules: vec![rule],
+                    });
                 }
             }
             serde_yaml::Value::Mapping(m) => {
@@ -52,12 +80,18 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, ParseError> {
                     "CiliumNetworkPolicy" | "CiliumClusterwideNetworkPolicy" => {
                         let p: CiliumPolicy = typed(document, doc)?;
                         api_version(document, &p.api_version, "cilium.io/v2")?;
-                        rules.extend(cilium_policy(document, &p)?);
+                        docs.push(Document {
+                            text: canonical(&kinds[i]),
+                            rules: cilium_policy(document, &p)?,
+                        });
                     }
                     "NetworkPolicy" => {
                         let p: NetworkPolicy = typed(document, doc)?;
                         api_version(document, &p.api_version, "networking.k8s.io/v1")?;
-                        rules.push(network_policy(&p));
+                        docs.push(Document {
+                            text: canonical(&kinds[i]),
+                            rules: vec![network_policy(&p)],
+                        });
                     }
                     other => {
                         return Err(ParseError {
@@ -79,7 +113,7 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, ParseError> {
             }
         }
     }
-    if rules.is_empty() {
+    if docs.iter().all(|d| d.rules.is_empty()) {
         return Err(ParseError {
             document: 1,
             path: ".".into(),
@@ -87,7 +121,12 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, ParseError> {
             line: None,
         });
     }
-    Ok(rules)
+    docs.retain(|d| !d.rules.is_empty());
+    Ok(docs)
+}
+
+fn canonical(v: &serde_yaml::Value) -> String {
+    serde_yaml::to_string(v).expect("a parsed YAML value serializes")
 }
 
 fn api_version(document: usize, have: &str, want: &str) -> Result<(), ParseError> {

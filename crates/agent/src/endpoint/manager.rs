@@ -182,6 +182,7 @@ impl Endpoints {
                 .as_ref()
                 .is_some_and(|c| c.external_ipam),
             state: "waiting-for-identity".into(),
+            policy: Default::default(),
         };
         for other in self.by_id.values() {
             let clash = if other.id == ep.id {
@@ -279,6 +280,27 @@ impl Endpoints {
         }
     }
 
+    /// Rewrites every endpoint's policy map with `realize`; returns how
+    /// many succeeded.
+    pub fn regenerate_policy(
+        &mut self,
+        mut realize: impl FnMut(u16, &[String]) -> Result<crate::policies::Realized, String>,
+    ) -> usize {
+        let mut n = 0;
+        for ep in self.by_id.values_mut() {
+            match realize(ep.id, &ep.labels) {
+                Ok(r) => {
+                    ep.policy = r;
+                    n += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(subsys = "policy", endpointID = ep.id, error = %e, "Unable to regenerate endpoint policy")
+                }
+            }
+        }
+        n
+    }
+
     /// Takes back the endpoints a previous run left in the state dir. An
     /// endpoint whose interface is gone (its pod was deleted while the agent
     /// was down) is cleaned up instead.
@@ -358,6 +380,11 @@ fn realize(d: &Daemon, ep: &mut Endpoint, fast_attach: bool) -> Result<(), Endpo
     };
     drop(dp);
     attached.map_err(|e| EndpointError::Failed(format!("attaching programs: {e}")))?;
+    // its policy map before the datapath can see the endpoint
+    let (rules, revision) = d.policies.rules();
+    let ids = crate::policies::identities(d);
+    ep.policy = crate::policies::realize(d, ep.id, &ep.labels, &rules, revision, &ids)
+        .map_err(failed("realizing policy"))?;
     let info = EndpointInfo::pod(
         ep.ifindex,
         ep.id,
@@ -385,6 +412,7 @@ fn unrealize(d: &Daemon, ep: &Endpoint) {
     }
     let _ = d.ipcache.remove(ep.ipv4, 32, SOURCE_LOCAL);
     ipsync::withdraw(d, ep.ipv4);
+    datapath::policymap::remove(&d.config.bpf_root.join(abi::maps::GLOBALS_DIR), ep.id);
     d.datapath
         .lock()
         .expect("datapath lock")

@@ -43,6 +43,9 @@ pub struct Endpoint {
     pub external_ipam: bool,
     #[serde(skip, default = "restoring")]
     pub state: String,
+    /// What its policy map was last made from.
+    #[serde(skip)]
+    pub policy: crate::policies::Realized,
 }
 
 fn restoring() -> String {
@@ -104,7 +107,8 @@ impl Endpoint {
                 }),
                 policy: EndpointPolicy {
                     realized: EndpointPolicyStatus {
-                        policy_enabled: "none".into(),
+                        policy_enabled: self.policy.policy_enabled().into(),
+                        policy_revision: self.policy.revision,
                     },
                 },
                 health: EndpointHealth {

@@ -81,11 +81,33 @@ pub fn load(sb: &Sandbox, obj: datapath::objects::Object) -> TestObject {
     .expect("load BPF object")
 }
 
+/// Adds an endpoint whose policy allows everything both ways.
 pub fn add_endpoint(obj: &TestObject, ip: Ipv4Addr, info: EndpointInfo) {
     obj.map(abi::maps::LXC)
         .expect("open cilium_lxc")
         .put(&EndpointKey::v4(ip), &info)
         .expect("insert endpoint");
+    set_policy(obj, info.lxc_id, &[(0, false, 0, 0), (0, true, 0, 0)], &[]);
+}
+
+/// Sets an endpoint's policy: allow and deny entries as (identity,
+/// egress, protocol, port); port 0 is every port.
+pub fn set_policy(
+    obj: &TestObject,
+    endpoint_id: u16,
+    allow: &[(u32, bool, u8, u16)],
+    deny: &[(u32, bool, u8, u16)],
+) {
+    let key = |(id, egress, proto, port): &(u32, bool, u8, u16)| {
+        policy::Key::new(*id, *egress, *proto, *port, if *port == 0 { 0 } else { 16 })
+    };
+    let allows: Vec<_> = allow.iter().map(key).collect();
+    let denies: Vec<_> = deny.iter().map(key).collect();
+    let state = policy::MapState::build(&allows, &denies);
+    datapath::policymap::PolicyMap::open(obj.pin_dir(), endpoint_id)
+        .expect("policy map")
+        .sync(&state.to_abi())
+        .expect("write policy");
 }
 
 /// Sum over CPUs of the metrics entries with this reason and direction.

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Policy enforcement (Cilium's policy.h): an endpoint's policy map is
+ * looked up twice, with the peer's identity and with identity 0 (any), and
+ * the more specific match wins in Cilium's order: L3+L4, L4 only, L3+proto,
+ * proto only, L3 only, allow-all. A deny entry drops with
+ * DROP_POLICY_DENY; no match drops with DROP_POLICY. Replies and related
+ * packets of a tracked flow are not looked up.
+ */
+#ifndef __LIB_POLICY_H_
+#define __LIB_POLICY_H_
+
+#include "common.h"
+#include "maps.h"
+#include "conntrack.h"
+
+/* identity, direction, protocol and port all given */
+#define POLICY_FULL_PREFIX	64
+
+static __always_inline int policy_exact_port(const struct policy_entry *e)
+{
+	return !(e->flags & POLICY_FLAG_WILDCARD_DPORT);
+}
+
+static __always_inline int policy_exact_proto(const struct policy_entry *e)
+{
+	return !(e->flags & POLICY_FLAG_WILDCARD_PROTOCOL);
+}
+
+/* May traffic between endpoint ep_id and the peer `remote` pass, in the
+ * given direction, to destination port dport (network order; 0 for
+ * protocols without ports)? Returns 0 or a negative drop reason. */
+static __always_inline int policy_can_access4(__u32 ep_id, __u32 remote, __u8 egress,
+					      __u8 proto, __u16 dport, __u32 len)
+{
+	struct policy_key key = {
+		.prefixlen = POLICY_FULL_PREFIX,
+		.sec_label = remote,
+		.egress = egress,
+		.protocol = proto,
+		.dport = dport,
+	};
+	struct policy_entry *a, *b, *pick;
+	void *map;
+
+	map = bpf_map_lookup_elem(&cilium_policy_maps, &ep_id);
+	if (!map)
+		return -DROP_NO_CONFIG;
+	a = bpf_map_lookup_elem(map, &key);
+	key.sec_label = 0;
+	b = bpf_map_lookup_elem(map, &key);
+	if (a && policy_exact_port(a))
+		pick = a;
+	else if (b && policy_exact_port(b))
+		pick = b;
+	else if (a && policy_exact_proto(a))
+		pick = a;
+	else if (b && policy_exact_proto(b))
+		pick = b;
+	else if (a)
+		pick = a;
+	else
+		pick = b;
+	if (!pick)
+		return -DROP_POLICY;
+	__sync_fetch_and_add(&pick->packets, 1);
+	__sync_fetch_and_add(&pick->bytes, len);
+	if (pick->flags & POLICY_FLAG_DENY)
+		return -DROP_POLICY_DENY;
+	return 0;
+}
+
+/* The destination port policy keys carry: CT tuples keep it in sport. */
+static __always_inline __u16 policy_dport(const struct ct_packet *pkt)
+{
+	__u8 proto = pkt->tuple.nexthdr;
+
+	return proto == IPPROTO_TCP || proto == IPPROTO_UDP ? pkt->tuple.sport : 0;
+}
+
+/*
+ * ct_track4 with the policy of endpoint ep_id between: the flow is looked
+ * up, a packet that is not a reply is checked against the policy for its
+ * peer `remote`, and only an allowed new flow gets its entry. Allowed
+ * established flows keep passing across policy changes as long as the
+ * policy still allows them.
+ */
+static __always_inline int ct_track4_policy(struct __sk_buff *ctx, const struct ct_packet *pkt,
+					    int dir, __u32 src_sec_id, __u16 ifindex,
+					    struct ct_state *state, __u32 ep_id, __u32 remote)
+{
+	struct ipv4_ct_tuple tuple = pkt->tuple;
+	int ret;
+
+	state->tcp_flags = pkt->tcp_flags;
+	ct_lookup4(ctx, dir, &tuple, state);
+	if (state->status != CT_REPLY && state->status != CT_RELATED) {
+		ret = policy_can_access4(ep_id, remote, dir == CT_EGRESS, pkt->tuple.nexthdr,
+					 policy_dport(pkt), ctx->len);
+		if (ret < 0)
+			return ret;
+	}
+	if (state->status != CT_NEW)
+		return 0;
+	return ct_create4(ctx, &tuple, state, src_sec_id, ifindex);
+}
+
+#endif /* __LIB_POLICY_H_ */

@@ -1,0 +1,315 @@
+//! The policy repository and its realization in every local endpoint's
+//! policy map. Policies are documents (a CiliumNetworkPolicy, a
+//! NetworkPolicy, or one bare rule) identified by their rules' labels; an
+//! import replaces the documents with the same labels. With a kvstore they
+//! are shared under `cilium/state/policies/v1/<cluster>/`, otherwise kept
+//! in `<state dir>/policies.json`.
+
+use crate::daemon::Daemon;
+use policy::{Document, Enforcement, Labels};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// A document as stored and shared.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Stored {
+    pub labels: Vec<String>,
+    pub text: String,
+}
+
+impl Stored {
+    fn of(doc: &Document) -> Self {
+        Self {
+            labels: doc.labels().iter().map(|l| l.to_string()).collect(),
+            text: doc.text.clone(),
+        }
+    }
+
+    /// The kvstore key: one per label set.
+    pub fn key(&self, cluster: &str) -> String {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(self.labels.join(";").as_bytes());
+        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        format!("{POLICIES_PREFIX}/{cluster}/{hex}")
+    }
+}
+
+pub const POLICIES_PREFIX: &str = "cilium/state/policies/v1";
+
+/// What an endpoint's policy map was last made from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Realized {
+    pub ingress: bool,
+    pub egress: bool,
+    pub revision: u64,
+}
+
+impl Realized {
+    /// Cilium's `policy-enabled`: none, ingress, egress or both.
+    pub fn policy_enabled(&self) -> &'static str {
+        match (self.ingress, self.egress) {
+            (true, true) => "both",
+            (true, false) => "ingress",
+            (false, true) => "egress",
+            (false, false) => "none",
+        }
+    }
+}
+
+#[derive(Default)]
+struct Repo {
+    docs: BTreeMap<Vec<String>, Document>,
+    revision: u64,
+}
+
+pub struct Policies {
+    repo: Mutex<Repo>,
+    state_file: Option<PathBuf>,
+    mode: Mutex<Enforcement>,
+}
+
+impl Policies {
+    pub fn new(mode: Enforcement, state_file: Option<PathBuf>) -> Self {
+        Self {
+            repo: Mutex::new(Repo {
+                revision: 1,
+                ..Default::default()
+            }),
+            state_file,
+            mode: Mutex::new(mode),
+        }
+    }
+
+    pub fn set_mode(&self, mode: Enforcement) {
+        *self.mode.lock().expect("mode lock") = mode;
+    }
+
+    pub fn mode(&self) -> Enforcement {
+        *self.mode.lock().expect("mode lock")
+    }
+
+    /// Takes back the documents a previous run saved (no kvstore).
+    pub fn restore(&self) -> usize {
+        let Some(path) = &self.state_file else {
+            return 0;
+        };
+        let Ok(raw) = std::fs::read(path) else {
+            return 0;
+        };
+        let stored: Vec<Stored> = match serde_json::from_slice(&raw) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(subsys = "policy", path = %path.display(), error = %e, "Ignoring corrupt policy state");
+                return 0;
+            }
+        };
+        let mut n = 0;
+        for s in &stored {
+            match self.upsert(s) {
+                Ok(_) => n += 1,
+                Err(e) => {
+                    tracing::warn!(subsys = "policy", labels = ?s.labels, error = %e, "Unable to restore policy")
+                }
+            }
+        }
+        n
+    }
+
+    /// Adds `docs`, each replacing the document with its labels; returns
+    /// the new revision.
+    pub fn import(&self, docs: Vec<Document>) -> Result<u64, String> {
+        let mut repo = self.repo.lock().expect("policy lock");
+        for doc in docs {
+            let key = Stored::of(&doc).labels;
+            repo.docs.insert(key, doc);
+        }
+        repo.revision += 1;
+        self.save(&repo)?;
+        Ok(repo.revision)
+    }
+
+    /// A document learned from the kvstore; Ok(false) when nothing changed.
+    pub fn upsert(&self, stored: &Stored) -> Result<bool, String> {
+        let mut docs = policy::parse_documents(&stored.text).map_err(|e| e.to_string())?;
+        if docs.len() != 1 {
+            return Err(format!("expected one policy, found {}", docs.len()));
+        }
+        let doc = docs.remove(0);
+        let mut repo = self.repo.lock().expect("policy lock");
+        if repo.docs.get(&stored.labels) == Some(&doc) {
+            return Ok(false);
+        }
+        repo.docs.insert(stored.labels.clone(), doc);
+        repo.revision += 1;
+        self.save(&repo)?;
+        Ok(true)
+    }
+
+    /// Deletes the documents whose labels include all of `labels` (every
+    /// document when empty); returns them and the new revision.
+    pub fn delete(&self, labels: &[String]) -> Result<(Vec<Stored>, u64), String> {
+        let mut repo = self.repo.lock().expect("policy lock");
+        let want = Labels::parse(labels.iter().map(String::as_str));
+        let gone: Vec<Vec<String>> = repo
+            .docs
+            .iter()
+            .filter(|(_, d)| want.iter().all(|l| d.labels().0.contains(l)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let removed: Vec<Stored> = gone
+            .iter()
+            .filter_map(|k| repo.docs.remove(k))
+            .map(|d| Stored::of(&d))
+            .collect();
+        if !removed.is_empty() {
+            repo.revision += 1;
+            self.save(&repo)?;
+        }
+        Ok((removed, repo.revision))
+    }
+
+    /// Drops a document the kvstore no longer has; true when it was here.
+    pub fn forget_key(&self, cluster: &str, key: &str) -> bool {
+        let mut repo = self.repo.lock().expect("policy lock");
+        let gone: Vec<Vec<String>> = repo
+            .docs
+            .iter()
+            .filter(|(_, d)| Stored::of(d).key(cluster) == key)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &gone {
+            repo.docs.remove(k);
+        }
+        if gone.is_empty() {
+            return false;
+        }
+        repo.revision += 1;
+        let _ = self.save(&repo);
+        true
+    }
+
+    /// Documents whose labels include all of `labels`, and the revision.
+    pub fn get(&self, labels: &[String]) -> (Vec<Stored>, u64) {
+        let repo = self.repo.lock().expect("policy lock");
+        let want = Labels::parse(labels.iter().map(String::as_str));
+        let docs = repo
+            .docs
+            .values()
+            .filter(|d| want.iter().all(|l| d.labels().0.contains(l)))
+            .map(Stored::of)
+            .collect();
+        (docs, repo.revision)
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.repo.lock().expect("policy lock").revision
+    }
+
+    /// Every rule in force, and the revision they make.
+    pub fn rules(&self) -> (Vec<policy::Rule>, u64) {
+        let repo = self.repo.lock().expect("policy lock");
+        let rules = repo.docs.values().flat_map(|d| d.rules.clone()).collect();
+        (rules, repo.revision)
+    }
+
+    fn save(&self, repo: &Repo) -> Result<(), String> {
+        let Some(path) = &self.state_file else {
+            return Ok(());
+        };
+        let stored: Vec<Stored> = repo.docs.values().map(Stored::of).collect();
+        let body = serde_json::to_vec_pretty(&stored).expect("policies serialize");
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, body)
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|e| format!("saving policies to {}: {e}", path.display()))
+    }
+}
+
+/// Every identity this node knows, as policy sees them.
+pub fn identities(d: &Daemon) -> Vec<policy::Identity> {
+    d.identities
+        .list()
+        .into_iter()
+        .map(|(id, labels)| policy::Identity {
+            id,
+            labels: Labels::parse(labels.iter().map(String::as_str)),
+        })
+        .collect()
+}
+
+/// Computes endpoint `id`'s policy from `rules` and writes its map.
+pub fn realize(
+    d: &Daemon,
+    id: u16,
+    labels: &[String],
+    rules: &[policy::Rule],
+    revision: u64,
+    identities: &[policy::Identity],
+) -> Result<Realized, String> {
+    let ep_labels = Labels::parse(labels.iter().map(String::as_str));
+    let resolved = policy::resolve(rules, &ep_labels, identities, d.policies.mode());
+    let globals = d.config.bpf_root.join(abi::maps::GLOBALS_DIR);
+    datapath::policymap::PolicyMap::open(&globals, id)
+        .and_then(|m| m.sync(&resolved.state.to_abi()))
+        .map_err(|e| format!("writing the policy map of endpoint {id}: {e}"))?;
+    Ok(Realized {
+        ingress: resolved.ingress_enforced,
+        egress: resolved.egress_enforced,
+        revision,
+    })
+}
+
+/// Brings every local endpoint's policy map up to the repository.
+pub fn regenerate(d: &Daemon, reason: &str) {
+    let t = std::time::Instant::now();
+    let (rules, revision) = d.policies.rules();
+    let ids = identities(d);
+    let mut eps = d.endpoints.lock().expect("endpoints lock");
+    let n = eps.regenerate_policy(|id, labels| realize(d, id, labels, &rules, revision, &ids));
+    tracing::info!(subsys = "policy", reason, endpoints = n, revision, duration = ?t.elapsed(), "Policy regenerated");
+}
+
+/// Follows the cluster's policies in the kvstore, and regenerates when the
+/// identities the rules may select change.
+pub fn follow(d: &Arc<Daemon>) {
+    let mut changes = d.identities.subscribe();
+    let dd = Arc::clone(d);
+    tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            let d = Arc::clone(&dd);
+            let _ = tokio::task::spawn_blocking(move || regenerate(&d, "identities changed")).await;
+        }
+    });
+    let Some(kv) = &d.kvstore else { return };
+    let prefix = format!("{POLICIES_PREFIX}/{}/", d.config.cluster_name);
+    let mut rx = kv.watch_prefix(&prefix);
+    let d = Arc::clone(d);
+    tokio::spawn(async move {
+        while let Some(ev) = rx.recv().await {
+            let changed = match ev {
+                kvstore::Event::Upsert { key, value } => {
+                    match serde_json::from_slice::<Stored>(&value)
+                        .map_err(|e| e.to_string())
+                        .and_then(|s| d.policies.upsert(&s))
+                    {
+                        Ok(changed) => changed,
+                        Err(e) => {
+                            tracing::warn!(subsys = "policy", key = %key, error = %e, "Unable to apply policy from kvstore");
+                            false
+                        }
+                    }
+                }
+                kvstore::Event::Delete { key } => {
+                    d.policies.forget_key(&d.config.cluster_name, &key)
+                }
+                kvstore::Event::ListDone => false,
+            };
+            if changed {
+                let d = Arc::clone(&d);
+                let _ = tokio::task::spawn_blocking(move || regenerate(&d, "policy changed")).await;
+            }
+        }
+    });
+}

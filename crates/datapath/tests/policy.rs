@@ -1,0 +1,142 @@
+//! Policy enforcement in cil_from_container on crafted packets: egress at
+//! the source and ingress at the destination, per endpoint, with Cilium's
+//! drop reasons; replies of allowed flows pass whatever the policy says the
+//! other way, and an endpoint without a policy map is not served.
+
+mod common;
+
+use abi::endpoint::EndpointInfo;
+use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
+use abi::metrics::{DIR_EGRESS, DIR_INGRESS};
+use common::*;
+use datapath::objects::BPF_LXC;
+use datapath::testrun::TestObject;
+use std::net::Ipv4Addr;
+use testsupport::Sandbox;
+
+const POD_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 5);
+const POD_B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 6);
+const ID_A: u32 = 1000;
+const ID_B: u32 = 1001;
+const EP_A: u16 = 11;
+const EP_B: u16 = 12;
+const TCP: u8 = 6;
+
+fn two_pods(sb: &Sandbox) -> TestObject {
+    let obj = load(sb, BPF_LXC);
+    for (ip, ep, id, n) in [(POD_A, EP_A, ID_A, 0xa), (POD_B, EP_B, ID_B, 0xb)] {
+        add_endpoint(
+            &obj,
+            ip,
+            EndpointInfo::pod(TEST_IFINDEX, ep, [2, 0, 0, 0, 0, n], [2, 0, 0, 0, 1, n], id),
+        );
+        obj.map(abi::maps::IPCACHE)
+            .unwrap()
+            .put(
+                &IpcacheKey::v4(ip, 32),
+                &RemoteEndpointInfo {
+                    sec_identity: id,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+    }
+    obj
+}
+
+fn syn(dport: u16) -> Vec<u8> {
+    ipv4(POD_A, POD_B, TCP, &tcp(40000, dport, 0x02))
+}
+
+#[test]
+fn egress_is_enforced_at_the_source() {
+    let sb = Sandbox::enter();
+    let mut obj = two_pods(&sb);
+    set_policy(
+        &obj,
+        EP_A,
+        &[(0, false, 0, 0), (ID_B, true, TCP, 80)],
+        &[(ID_B, true, TCP, 81)],
+    );
+    assert_eq!(
+        obj.run("cil_from_container", &syn(80)).unwrap().retval,
+        TC_ACT_REDIRECT
+    );
+    assert_eq!(
+        obj.run("cil_from_container", &syn(82)).unwrap().retval,
+        TC_ACT_SHOT
+    );
+    assert_eq!(metric(&obj, abi::drop::DROP_POLICY, DIR_EGRESS).0, 1);
+    assert_eq!(
+        obj.run("cil_from_container", &syn(81)).unwrap().retval,
+        TC_ACT_SHOT
+    );
+    assert_eq!(metric(&obj, abi::drop::DROP_POLICY_DENY, DIR_EGRESS).0, 1);
+    // the allow entry counted its packet
+    let map = obj.map(&datapath::policymap::name(EP_A)).unwrap();
+    let counted: u64 = map
+        .entries::<abi::policy::PolicyKey, abi::policy::PolicyEntry>()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| k.dport.get() == 80)
+        .map(|(_, v)| v.packets)
+        .sum();
+    assert_eq!(counted, 1);
+}
+
+#[test]
+fn ingress_is_enforced_at_the_destination_and_replies_pass() {
+    let sb = Sandbox::enter();
+    let mut obj = two_pods(&sb);
+    // B takes A on port 80 only, and may send nothing itself
+    set_policy(&obj, EP_B, &[(ID_A, false, TCP, 80)], &[]);
+    assert_eq!(
+        obj.run("cil_from_container", &syn(80)).unwrap().retval,
+        TC_ACT_REDIRECT
+    );
+    let reply = ipv4(POD_B, POD_A, TCP, &tcp(80, 40000, 0x12));
+    assert_eq!(
+        obj.run("cil_from_container", &reply).unwrap().retval,
+        TC_ACT_REDIRECT,
+        "a reply is not subject to B's egress policy"
+    );
+    assert_eq!(
+        obj.run("cil_from_container", &syn(8080)).unwrap().retval,
+        TC_ACT_SHOT
+    );
+    assert_eq!(metric(&obj, abi::drop::DROP_POLICY, DIR_INGRESS).0, 1);
+    let new_from_b = ipv4(POD_B, POD_A, TCP, &tcp(41000, 22, 0x02));
+    assert_eq!(
+        obj.run("cil_from_container", &new_from_b).unwrap().retval,
+        TC_ACT_SHOT
+    );
+    assert_eq!(metric(&obj, abi::drop::DROP_POLICY, DIR_EGRESS).0, 1);
+}
+
+#[test]
+fn a_denied_flow_leaves_no_conntrack_entry() {
+    let sb = Sandbox::enter();
+    let mut obj = two_pods(&sb);
+    set_policy(&obj, EP_B, &[], &[]);
+    assert_eq!(
+        obj.run("cil_from_container", &syn(80)).unwrap().retval,
+        TC_ACT_SHOT
+    );
+    let ct = obj.map(abi::maps::CT4_GLOBAL).unwrap();
+    let entries = ct
+        .entries::<abi::ct::Ipv4CtTuple, abi::ct::CtEntry>()
+        .unwrap();
+    assert_eq!(entries.len(), 1, "only A's egress entry: {entries:?}");
+}
+
+#[test]
+fn an_endpoint_without_a_policy_map_is_not_served() {
+    let sb = Sandbox::enter();
+    let mut obj = two_pods(&sb);
+    datapath::policymap::remove(obj.pin_dir(), EP_B);
+    assert_eq!(
+        obj.run("cil_from_container", &syn(80)).unwrap().retval,
+        TC_ACT_SHOT
+    );
+    assert_eq!(metric(&obj, abi::drop::DROP_NO_CONFIG, DIR_INGRESS).0, 1);
+}
