@@ -136,3 +136,68 @@ pub async fn delete(State(d): Shared, body: Bytes) -> Response {
     })
     .into_response()
 }
+
+/// A pod's identity and labels: a local endpoint's, else (with a kvstore)
+/// the one another node published for it.
+async fn pod_identity(d: &crate::daemon::Daemon, pod: &str) -> Result<(u32, Vec<String>), String> {
+    let (ns, name) = pod
+        .split_once(':')
+        .or_else(|| pod.split_once('/'))
+        .unwrap_or(("default", pod));
+    let local = d
+        .endpoints
+        .lock()
+        .expect("endpoints lock")
+        .list()
+        .into_iter()
+        .find(|e| e.k8s_namespace == ns && e.k8s_pod_name == name);
+    if let Some(ep) = local {
+        return Ok((ep.identity, ep.identity_labels()));
+    }
+    if let Some(kv) = &d.kvstore {
+        let (pairs, _) = kv
+            .list_prefix(&format!("{}/", kvstore::keys::IPS))
+            .await
+            .map_err(|e| e.to_string())?;
+        for (_, value) in pairs {
+            let Ok(pair) = serde_json::from_slice::<crate::ipsync::IpIdentityPair>(&value) else {
+                continue;
+            };
+            if pair.k8s_namespace == ns && pair.k8s_pod_name == name {
+                let labels = d.identities.get(pair.id).unwrap_or_default();
+                return Ok((pair.id, labels));
+            }
+        }
+    }
+    Err(format!("pod {ns}:{name} not found"))
+}
+
+/// `GET /policy/resolve`: traces a flow through the policy in force.
+pub async fn trace(State(d): Shared, body: Bytes) -> Response {
+    use crate::policy_trace::TraceRequest;
+    let req: TraceRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("invalid trace request: {e}"),
+            )
+        }
+    };
+    let mut pods = Vec::new();
+    for side in [&req.from, &req.to] {
+        match &side.k8s_pod {
+            Some(p) => match pod_identity(&d, p).await {
+                Ok(found) => pods.push(Some(found)),
+                Err(e) => return error(StatusCode::NOT_FOUND, e),
+            },
+            None => pods.push(None),
+        }
+    }
+    let to_pod = pods.pop().flatten();
+    let from_pod = pods.pop().flatten();
+    match crate::policy_trace::trace(&d, &req, from_pod, to_pod) {
+        Ok(resp) => Json(resp).into_response(),
+        Err(e) => error(StatusCode::BAD_REQUEST, e),
+    }
+}

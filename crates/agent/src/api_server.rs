@@ -180,6 +180,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
                 .put(crate::api_policy::put)
                 .delete(crate::api_policy::delete),
         )
+        .route("/v1/policy/resolve", get(crate::api_policy::trace))
         .route(
             "/v1/service/{id}",
             get(crate::api_service::get)

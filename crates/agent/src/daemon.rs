@@ -227,6 +227,9 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     if restored > 0 {
         tracing::info!(subsys = "policy", restored, "Policies restored");
     }
+    daemon
+        .policies
+        .sync_cidrs(&daemon.ipcache, &daemon.policies.rules().0);
     {
         let mut eps = daemon.endpoints.lock().expect("endpoints lock");
         let (restored, removed) = eps.restore(&daemon);

@@ -23,6 +23,7 @@ pub mod nodes;
 pub mod option;
 pub mod pidfile;
 pub mod policies;
+pub mod policy_trace;
 pub mod remote_nodes;
 pub mod services;
 pub mod status;

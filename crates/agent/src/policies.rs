@@ -68,6 +68,47 @@ pub struct Policies {
     repo: Mutex<Repo>,
     state_file: Option<PathBuf>,
     mode: Mutex<Enforcement>,
+    cidrs: Mutex<CidrIdentities>,
+}
+
+/// Cilium's first node-local identity: CIDR identities live above it.
+const FIRST_LOCAL_IDENTITY: u32 = 1 << 24;
+
+/// The node-local identities of the prefixes policies name; each prefix
+/// is in the ipcache with its identity, so traffic to or from it is told
+/// apart from the rest of the world.
+#[derive(Default)]
+struct CidrIdentities {
+    by_prefix: BTreeMap<policy::Cidr, u32>,
+}
+
+impl CidrIdentities {
+    fn identities(&self) -> Vec<policy::Identity> {
+        self.by_prefix
+            .iter()
+            .map(|(cidr, id)| policy::Identity {
+                id: *id,
+                labels: Labels::parse([format!("cidr:{cidr}").as_str(), "reserved:world"]),
+            })
+            .collect()
+    }
+}
+
+/// The prefixes rules name (CIDR peers and their exceptions), but not
+/// 0.0.0.0/0: that is the world identity itself.
+fn prefixes(rules: &[policy::Rule]) -> std::collections::BTreeSet<policy::Cidr> {
+    let mut out = std::collections::BTreeSet::new();
+    for r in rules {
+        let lists = [&r.ingress, &r.ingress_deny, &r.egress, &r.egress_deny];
+        for pr in lists.into_iter().flatten().flatten() {
+            for peer in &pr.peers {
+                if let policy::Peer::Cidr { cidr, except } = peer {
+                    out.extend(std::iter::once(cidr).chain(except).filter(|c| c.len > 0));
+                }
+            }
+        }
+    }
+    out
 }
 
 impl Policies {
@@ -79,7 +120,51 @@ impl Policies {
             }),
             state_file,
             mode: Mutex::new(mode),
+            cidrs: Mutex::default(),
         }
+    }
+
+    /// Gives every prefix the rules name an identity and an ipcache entry,
+    /// and takes them from prefixes no rule names any more.
+    pub fn sync_cidrs(&self, ipcache: &crate::ipcache::IpCache, rules: &[policy::Rule]) {
+        use crate::ipcache::{Entry, SOURCE_GENERATED};
+        let want = prefixes(rules);
+        let mut cidrs = self.cidrs.lock().expect("cidr lock");
+        let stale: Vec<policy::Cidr> = cidrs
+            .by_prefix
+            .keys()
+            .filter(|c| !want.contains(c))
+            .copied()
+            .collect();
+        for c in stale {
+            cidrs.by_prefix.remove(&c);
+            if let Err(e) = ipcache.remove(c.addr, c.len, SOURCE_GENERATED) {
+                tracing::warn!(subsys = "policy", cidr = %c, error = %e, "Unable to remove CIDR identity from ipcache");
+            }
+        }
+        for c in want {
+            if cidrs.by_prefix.contains_key(&c) {
+                continue;
+            }
+            let used: std::collections::BTreeSet<u32> = cidrs.by_prefix.values().copied().collect();
+            let id = (FIRST_LOCAL_IDENTITY..)
+                .find(|i| !used.contains(i))
+                .expect("free identity");
+            match ipcache.upsert(c.addr, c.len, Entry::new(id, SOURCE_GENERATED)) {
+                Ok(_) => {
+                    tracing::info!(subsys = "policy", cidr = %c, identity = id, "Allocated CIDR identity");
+                    cidrs.by_prefix.insert(c, id);
+                }
+                Err(e) => {
+                    tracing::warn!(subsys = "policy", cidr = %c, error = %e, "Unable to write CIDR identity to ipcache")
+                }
+            }
+        }
+    }
+
+    /// The CIDR identities policies made.
+    pub fn cidr_identities(&self) -> Vec<policy::Identity> {
+        self.cidrs.lock().expect("cidr lock").identities()
     }
 
     pub fn set_mode(&self, mode: Enforcement) {
@@ -229,14 +314,17 @@ impl Policies {
 
 /// Every identity this node knows, as policy sees them.
 pub fn identities(d: &Daemon) -> Vec<policy::Identity> {
-    d.identities
+    let mut all: Vec<policy::Identity> = d
+        .identities
         .list()
         .into_iter()
         .map(|(id, labels)| policy::Identity {
             id,
             labels: Labels::parse(labels.iter().map(String::as_str)),
         })
-        .collect()
+        .collect();
+    all.extend(d.policies.cidr_identities());
+    all
 }
 
 /// Computes endpoint `id`'s policy from `rules` and writes its map.
@@ -265,6 +353,7 @@ pub fn realize(
 pub fn regenerate(d: &Daemon, reason: &str) {
     let t = std::time::Instant::now();
     let (rules, revision) = d.policies.rules();
+    d.policies.sync_cidrs(&d.ipcache, &rules);
     let ids = identities(d);
     let mut eps = d.endpoints.lock().expect("endpoints lock");
     let n = eps.regenerate_policy(|id, labels| realize(d, id, labels, &rules, revision, &ids));

@@ -57,6 +57,9 @@ pub enum Command {
     /// NAT mapping tables (cilium_snat_v4_external)
     #[command(subcommand)]
     Nat(ListOnly),
+    /// Manage policy related BPF maps
+    #[command(subcommand)]
+    Policy(crate::bpf_policy::Command),
 }
 
 fn open(ctx: &Ctx, name: &str) -> anyhow::Result<PinnedMap> {
@@ -377,5 +380,6 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::Config(ListOnly::List(a)) => runtime_config(ctx, a),
         Command::Lb(ListOnly::List(a)) => lb_list(ctx, a),
         Command::Nat(ListOnly::List(a)) => nat_list(ctx, a),
+        Command::Policy(cmd) => crate::bpf_policy::run(ctx, cmd),
     }
 }

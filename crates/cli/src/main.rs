@@ -1,6 +1,7 @@
 //! `cilium`: status, configuration and BPF map inspection for the agent.
 
 mod bpf;
+mod bpf_policy;
 mod config;
 mod endpoint;
 mod identity;

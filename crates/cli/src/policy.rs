@@ -22,6 +22,8 @@ pub enum Command {
         #[arg(short = 'o', long)]
         output: Option<String>,
     },
+    /// Trace a policy decision
+    Trace(TraceArgs),
     /// Delete policy rules
     Delete {
         /// Policies whose labels include all of these
@@ -30,6 +32,64 @@ pub enum Command {
         #[arg(long)]
         all: bool,
     },
+}
+
+#[derive(clap::Args)]
+pub struct TraceArgs {
+    /// Source label context (repeat or comma-separate)
+    #[arg(short = 's', long = "src", value_delimiter = ',')]
+    src: Vec<String>,
+    /// Destination label context
+    #[arg(short = 'd', long = "dst", value_delimiter = ',')]
+    dst: Vec<String>,
+    /// Source identity
+    #[arg(long = "src-identity")]
+    src_identity: Option<u32>,
+    /// Destination identity
+    #[arg(long = "dst-identity")]
+    dst_identity: Option<u32>,
+    /// Source pod: [namespace:]pod-name
+    #[arg(long = "src-k8s-pod")]
+    src_k8s_pod: Option<String>,
+    /// Destination pod: [namespace:]pod-name
+    #[arg(long = "dst-k8s-pod")]
+    dst_k8s_pod: Option<String>,
+    /// Destination port, as port[/protocol] (repeatable)
+    #[arg(long = "dport")]
+    dport: Vec<String>,
+    /// Set tracing to TRACE_VERBOSE
+    #[arg(short = 'v', long)]
+    verbose: bool,
+}
+
+fn peer(labels: &[String], identity: Option<u32>, pod: &Option<String>) -> serde_json::Value {
+    serde_json::json!({ "labels": labels, "identity": identity, "k8s-pod": pod })
+}
+
+fn trace(client: &api::Client, a: &TraceArgs) -> anyhow::Result<ExitCode> {
+    let mut dports = Vec::new();
+    for d in &a.dport {
+        let (port, proto) = d.split_once('/').unwrap_or((d, "TCP"));
+        let port: u16 = port
+            .parse()
+            .map_err(|_| anyhow::anyhow!("invalid --dport {d:?}: expected port[/protocol]"))?;
+        dports.push(serde_json::json!({ "port": port, "protocol": proto }));
+    }
+    let body = serde_json::json!({
+        "from": peer(&a.src, a.src_identity, &a.src_k8s_pod),
+        "to": peer(&a.dst, a.dst_identity, &a.dst_k8s_pod),
+        "dports": dports,
+    });
+    let resp = client.call(
+        "GET",
+        "/policy/resolve",
+        &[],
+        Some(&serde_json::to_vec(&body)?),
+    )?;
+    let resp: serde_json::Value = serde_json::from_slice(&resp)?;
+    print!("{}", resp["log"].as_str().unwrap_or_default());
+    let _ = a.verbose;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn read(path: &str) -> anyhow::Result<String> {
@@ -71,6 +131,7 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
                 println!("Revision: {}", p.revision);
             }
         }
+        Command::Trace(a) => return trace(&client, a),
         Command::Delete { labels, all } => {
             if labels.is_empty() && !all {
                 anyhow::bail!("specify the labels of the policies to delete, or --all");

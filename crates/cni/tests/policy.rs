@@ -47,6 +47,41 @@ fn import(node: &common::Node, text: &str) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
+/// `cilium policy trace` between two pods: its final verdict.
+fn trace(node: &common::Node, from: &str, to: &str, port: &str) -> String {
+    let out = node.cilium_ok(&[
+        "policy",
+        "trace",
+        "--src-k8s-pod",
+        &format!("default:{from}"),
+        "--dst-k8s-pod",
+        &format!("default:{to}"),
+        "--dport",
+        &format!("{port}/TCP"),
+    ]);
+    out.lines()
+        .find_map(|l| l.strip_prefix("Final verdict: "))
+        .unwrap_or_else(|| panic!("no verdict in {out}"))
+        .to_owned()
+}
+
+const WEB_EGRESS: &str = r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata:
+  name: web-egress
+spec:
+  endpointSelector:
+    matchLabels: {app: web}
+  egress:
+  - toEndpoints:
+    - matchLabels: {app: db}
+  - toCIDR: [198.18.0.50/32]
+    toPorts:
+    - ports:
+      - port: "9000"
+"#;
+
 const DEFAULT_DENY: &str = r#"
 apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy
@@ -150,6 +185,20 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
         "{metrics}"
     );
 
+    // The trace (on either node) says what the datapath did.
+    assert_eq!(trace(&cluster.nodes[0], "web", "db", "5432"), "ALLOWED");
+    assert_eq!(trace(&cluster.nodes[1], "web", "db", "8080"), "DENIED");
+    assert_eq!(trace(&cluster.nodes[0], "other", "db", "5432"), "DENIED");
+    let db_ep = cluster.nodes[1].cilium_ok(&["endpoint", "list", "-o", "json"]);
+    let db_ep: serde_json::Value = serde_json::from_str(&db_ep).unwrap();
+    let db_id = db_ep[0]["id"].as_u64().unwrap().to_string();
+    let map = cluster.nodes[1].cilium_ok(&["bpf", "policy", "get", &db_id]);
+    assert!(
+        map.lines()
+            .any(|l| l.starts_with("Allow    Ingress     k8s:app=web") && l.contains("5432/TCP")),
+        "{map}"
+    );
+
     // An established allowed flow survives an unrelated policy change.
     let mut held = connect_in(&web, db, 5432).unwrap();
     assert_eq!(exchange(&mut held, "a").unwrap(), "db: a");
@@ -190,6 +239,64 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     expect(&web, db, 5432, false, "the deny to win over the allow");
     let metrics = cluster.nodes[1].cilium_ok(&["bpf", "metrics", "list"]);
     assert!(metrics.contains("Policy denied by denylist"), "{metrics}");
+    assert_eq!(trace(&cluster.nodes[0], "web", "db", "5432"), "DENIED");
+
+    // CIDR and world rules: a machine outside the cluster.
+    let outside_ip = Ipv4Addr::new(198, 18, 0, 50);
+    let outside = cluster.machine("outside", outside_ip);
+    let mut ip = std::process::Command::new("ip");
+    ip.args([
+        "route",
+        "add",
+        "10.1.0.0/24",
+        "via",
+        &common::node_ip(1).to_string(),
+    ]);
+    common::in_netns(&mut ip, &outside);
+    assert!(ip.status().unwrap().success());
+    let _ext1 = LineServer::start(&outside, 9000, "ext").unwrap();
+    let _ext2 = LineServer::start(&outside, 9001, "ext-admin").unwrap();
+    expect(
+        &web,
+        outside_ip,
+        9001,
+        true,
+        "web to reach the outside before egress policy",
+    );
+    assert!(import(&cluster.nodes[0], WEB_EGRESS).status.success());
+    expect(
+        &web,
+        outside_ip,
+        9001,
+        false,
+        "the CIDR rule to leave only port 9000",
+    );
+    assert!(
+        reachable(&web, outside_ip, 9000),
+        "web to the allowed CIDR and port"
+    );
+    let ids = cluster.nodes[0].cilium_ok(&["bpf", "ipcache", "list"]);
+    assert!(
+        ids.contains("198.18.0.50/32"),
+        "the CIDR has an identity: {ids}"
+    );
+    assert!(
+        !reachable(&other, outside_ip, 9000),
+        "other may reach only its host"
+    );
+    assert!(import(
+        &cluster.nodes[0],
+        &OTHER_TO_HOST_ONLY.replace("[host]", "[host, world]")
+    )
+    .status
+    .success());
+    expect(
+        &other,
+        outside_ip,
+        9000,
+        true,
+        "the world entity to let other out",
+    );
 
     // Bad input: refused, named, nothing changed.
     let bad = import(&cluster.nodes[0], &ALLOW_WEB.replace("\"5432\"", "99999"));

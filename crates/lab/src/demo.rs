@@ -38,6 +38,28 @@ pub fn wait_reachable(holder: i32, l: &Layout, from: &str, to: Ipv4Addr) -> anyh
     bail!("{to} did not become reachable from {from} within 30s")
 }
 
+/// Waits until a policy drops `from`'s pings to `to` (every node has it);
+/// false when they still pass after 30 s.
+pub fn wait_blocked(holder: i32, l: &Layout, from: &str, to: Ipv4Addr) -> anyhow::Result<bool> {
+    layout::enter_node(holder)?;
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(30) {
+        let answered = Command::new("nsenter")
+            .arg(format!("--net={}", l.netns(from).display()))
+            .args(["ping", "-c", "1", "-W", "1", &to.to_string()])
+            .stdout(Stdio::null())
+            .status()
+            .context("running ping")?
+            .success();
+        if !answered {
+            println!("\n==> ping {from} -> {to}: dropped by the policy (Policy denied), TCP still allowed");
+            return Ok(true);
+        }
+    }
+    println!("\n==> ping {from} -> {to}: still answered, the policy is not enforced");
+    Ok(false)
+}
+
 /// Waits until the node of `holder` balances `vip` to `backend` (the
 /// service reached it through the kvstore).
 pub fn wait_service(holder: i32, vip: Ipv4Addr, backend: Ipv4Addr) -> anyhow::Result<()> {

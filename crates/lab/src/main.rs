@@ -207,9 +207,24 @@ fn up(nodes: usize, pod_names: &[String]) -> anyhow::Result<()> {
             la.name()
         );
         demo::tcp(client, &a.1, server, &b.1, layout::DEMO_SERVICE_IP, 80)?;
+
+        // A policy, imported on node1 and enforced where pod-b runs: TCP
+        // from app=demo pods on the service's ports, nothing else.
+        layout::enter_node(holders[0].1)?;
+        let file = layout::root().join("demo-policy.yaml");
+        layout::write_atomic(&file, DEMO_POLICY.as_bytes())?;
+        demo::cilium(&["policy", "import", &file.display().to_string()])?;
+        ok &= demo::wait_blocked(*ha, la, &a.1, b.2)?;
+        let server = demo::open_pod(*hb, lb, &b.1)?;
+        let client = demo::open_pod(*ha, la, &a.1)?;
+        demo::tcp(client, &a.1, server, &b.1, b.2, 8080)?;
+        layout::enter_node(*hb)?;
+        demo::cilium(&["endpoint", "list"])?;
+        demo::cilium(&["bpf", "metrics", "list"])?;
     }
     layout::enter_node(holders[0].1)?;
     for args in [
+        &["policy", "get"][..],
         &["service", "list"][..],
         &["bpf", "lb", "list"],
         &["status"],
@@ -229,6 +244,24 @@ fn up(nodes: usize, pod_names: &[String]) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The demo's policy: pod-b (app=demo on node2 too) takes TCP 80 and 8080
+/// from app=demo pods; ping is no longer let in.
+const DEMO_POLICY: &str = r#"apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata:
+  name: demo-tcp-only
+spec:
+  endpointSelector:
+    matchLabels: {app: demo}
+  ingress:
+  - fromEndpoints:
+    - matchLabels: {app: demo}
+    toPorts:
+    - ports:
+      - {port: "80", protocol: TCP}
+      - {port: "8080", protocol: TCP}
+"#;
 
 /// SIGTERM, then SIGKILL if the holder is still there after 15 s.
 fn stop_holder(pid: i32) {

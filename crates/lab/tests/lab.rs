@@ -72,25 +72,21 @@ fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
         "{out}"
     );
 
+    assert!(
+        out.contains("dropped by the policy (Policy denied)"),
+        "{out}"
+    );
+    assert!(out.contains("Revision: "), "{out}");
+    assert!(
+        out.contains("k8s:io.cilium.k8s.policy.name: demo-tcp-only")
+            || out.contains("name: demo-tcp-only"),
+        "{out}"
+    );
+
     let add = lab.run(&["add-pod", "web", "--node", "node2", "--labels", "app=web"]);
     assert!(add.status.success(), "{}", text(&add));
     assert!(text(&add).contains("web: 10.2.0.3"), "{}", text(&add));
-    let nowhere = lab.run(&["add-pod", "x", "--node", "node9"]);
-    assert!(
-        !nowhere.status.success() && text(&nowhere).contains("no running node named \"node9\"")
-    );
-    let dup = lab.run(&["add-pod", "web"]);
-    assert!(!dup.status.success() && text(&dup).contains("already exists"));
-    let ids = lab.run(&["exec", "node1", "--", "cilium", "identity", "list"]);
-    assert!(text(&ids).contains("k8s:app=web"), "{}", text(&ids));
-    let del = lab.run(&["del-pod", "web"]);
-    assert!(del.status.success(), "{}", text(&del));
-
-    let again = lab.run(&["up"]);
-    assert!(!again.status.success() && text(&again).contains("already up"));
-    let bad = lab.run(&["exec", "nope", "--", "true"]);
-    assert!(!bad.status.success() && text(&bad).contains("no pod named \"nope\""));
-
+    // web (app=web) is not selected by the demo's policy
     let pid: i32 = std::fs::read_to_string(lab.dir.path().join("node1/cilium.pid"))
         .unwrap()
         .trim()
@@ -99,13 +95,37 @@ fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
     // SAFETY: the agent of the node this test started.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let ping = lab.run(&[
-        "exec", "pod-a", "--", "ping", "-c", "1", "-W", "2", "10.2.0.2",
+        "exec", "pod-a", "--", "ping", "-c", "1", "-W", "2", "10.2.0.3",
     ]);
     assert!(
         ping.status.success(),
         "pods talk while the agent is down: {}",
         text(&ping)
     );
+
+    let nowhere = lab.run(&["add-pod", "x", "--node", "node9"]);
+    assert!(
+        !nowhere.status.success() && text(&nowhere).contains("no running node named \"node9\"")
+    );
+    let dup = lab.run(&["add-pod", "web"]);
+    assert!(!dup.status.success() && text(&dup).contains("already exists"));
+    // the killed agent is back (its holder restarts it) and knows web's identity
+    let t = std::time::Instant::now();
+    loop {
+        let ids = lab.run(&["exec", "node1", "--", "cilium", "identity", "list"]);
+        if text(&ids).contains("k8s:app=web") {
+            break;
+        }
+        assert!(t.elapsed().as_secs() < 30, "{}", text(&ids));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let del = lab.run(&["del-pod", "web"]);
+    assert!(del.status.success(), "{}", text(&del));
+
+    let again = lab.run(&["up"]);
+    assert!(!again.status.success() && text(&again).contains("already up"));
+    let bad = lab.run(&["exec", "nope", "--", "true"]);
+    assert!(!bad.status.success() && text(&bad).contains("no pod named \"nope\""));
 
     let down = lab.run(&["down"]);
     assert!(down.status.success(), "{}", text(&down));
