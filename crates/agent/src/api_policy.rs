@@ -201,3 +201,22 @@ pub async fn trace(State(d): Shared, body: Bytes) -> Response {
         Err(e) => error(StatusCode::BAD_REQUEST, e),
     }
 }
+
+/// `GET /policy/selectors`: every peer the rules name and the identities
+/// it selects now.
+pub async fn selectors(State(d): Shared) -> Response {
+    let (rules, _) = d.policies.rules();
+    let ids = crate::policies::identities(&d);
+    let list: Vec<serde_json::Value> = policy::selectors(&rules, &ids)
+        .into_iter()
+        .map(|s| {
+            serde_json::json!({
+                "selector": s.selector,
+                "identities": s.identities,
+                "users": s.users,
+                "labels": s.policies,
+            })
+        })
+        .collect();
+    Json(list).into_response()
+}

@@ -130,11 +130,27 @@ async fn patch_config(State(d): Shared, body: Bytes) -> Response {
             )
         }
     };
-    let mut runtime = d.runtime.lock().expect("runtime options lock");
-    match runtime.apply(&spec.options, spec.policy_enforcement.as_deref()) {
-        Ok(changed) => {
+    let applied = {
+        let mut runtime = d.runtime.lock().expect("runtime options lock");
+        runtime
+            .apply(&spec.options, spec.policy_enforcement.as_deref())
+            .map(|changed| (changed, runtime.policy_enforcement.clone()))
+    };
+    match applied {
+        Ok((changed, enforcement)) => {
             for name in &changed {
                 tracing::info!(subsys = "daemon", option = %name, "Configuration option changed");
+            }
+            // a new enforcement mode changes every endpoint's policy map
+            let mode =
+                policy::Enforcement::parse(&enforcement).unwrap_or(policy::Enforcement::Default);
+            if mode != d.policies.mode() {
+                d.policies.set_mode(mode);
+                let dd = std::sync::Arc::clone(&d);
+                let _ = tokio::task::spawn_blocking(move || {
+                    crate::policies::regenerate(&dd, "policy enforcement changed")
+                })
+                .await;
             }
             StatusCode::OK.into_response()
         }
@@ -181,6 +197,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
                 .delete(crate::api_policy::delete),
         )
         .route("/v1/policy/resolve", get(crate::api_policy::trace))
+        .route("/v1/policy/selectors", get(crate::api_policy::selectors))
         .route(
             "/v1/service/{id}",
             get(crate::api_service::get)

@@ -24,6 +24,11 @@ pub enum Command {
     },
     /// Trace a policy decision
     Trace(TraceArgs),
+    /// Display cached information about selectors
+    Selectors {
+        #[arg(short = 'o', long)]
+        output: Option<String>,
+    },
     /// Delete policy rules
     Delete {
         /// Policies whose labels include all of these
@@ -132,6 +137,39 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Trace(a) => return trace(&client, a),
+        Command::Selectors { output } => {
+            let list: Vec<serde_json::Value> = client.get_json("/policy/selectors", &[])?;
+            if output.is_some() {
+                print_json(&list)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let mut rows = vec![crate::row!["SELECTOR", "LABELS", "USERS", "IDENTITIES"]];
+            for s in &list {
+                let ids: Vec<String> = s["identities"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|i| i.to_string())
+                    .collect();
+                let labels: Vec<String> = s["labels"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|l| l.as_str().map(str::to_owned))
+                    .collect();
+                let first = ids.first().cloned().unwrap_or_default();
+                rows.push(crate::row![
+                    s["selector"].as_str().unwrap_or_default(),
+                    labels.join(","),
+                    s["users"],
+                    first
+                ]);
+                for id in ids.iter().skip(1) {
+                    rows.push(crate::row!["", "", "", id]);
+                }
+            }
+            crate::table::print(&rows);
+        }
         Command::Delete { labels, all } => {
             if labels.is_empty() && !all {
                 anyhow::bail!("specify the labels of the policies to delete, or --all");

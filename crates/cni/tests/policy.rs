@@ -8,7 +8,6 @@
 mod common;
 
 use common::{connect_in, exchange, wait_for, Cluster, LineServer};
-use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::Duration;
@@ -29,22 +28,7 @@ fn expect(from: &Path, ip: Ipv4Addr, port: u16, open: bool, what: &str) {
 }
 
 fn import(node: &common::Node, text: &str) -> std::process::Output {
-    let mut child = std::process::Command::new(testsupport::bin("cilium"))
-        .arg("-H")
-        .arg(format!("unix://{}", node.socket().display()))
-        .args(["policy", "import", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    node.import_policy(text)
 }
 
 /// `cilium policy trace` between two pods: its final verdict.

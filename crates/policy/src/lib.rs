@@ -13,6 +13,6 @@ pub mod selector;
 pub use labels::{Label, Labels};
 pub use mapstate::{Key, MapState, Verdict};
 pub use parse::{parse, parse_documents, Document, ParseError};
-pub use resolve::{resolve, EndpointPolicy, Enforcement, Identity};
+pub use resolve::{resolve, selectors, EndpointPolicy, Enforcement, Identity, SelectorUse};
 pub use rule::{Cidr, Entity, Peer, PeerRule, PortProtocol, Protocol, Rule};
 pub use selector::{Operator, Requirement, Selector};

@@ -194,3 +194,78 @@ pub fn resolve(
         state: MapState::build(&allows, &denies),
     }
 }
+
+/// One entry of `cilium policy selectors`: a peer the rules name, the
+/// identities it selects, and which policies use it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SelectorUse {
+    pub selector: String,
+    pub identities: Vec<u32>,
+    pub users: usize,
+    pub policies: Vec<String>,
+}
+
+fn peer_text(peer: &Peer) -> String {
+    match peer {
+        Peer::Endpoints(sel) => sel.to_string(),
+        Peer::Cidr { cidr, except } if except.is_empty() => {
+            format!("&LabelSelector{{cidr:{cidr}}}")
+        }
+        Peer::Cidr { cidr, except } => format!(
+            "&LabelSelector{{cidr:{cidr}, except ({})}}",
+            except
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        Peer::Entity(e) => format!(
+            "&LabelSelector{{reserved:{}}}",
+            format!("{e:?}").to_lowercase()
+        ),
+        Peer::Any => "&LabelSelector{} (any peer)".into(),
+    }
+}
+
+/// Every peer the rules name, with what it selects now.
+pub fn selectors(rules: &[Rule], identities: &[Identity]) -> Vec<SelectorUse> {
+    let mut out: std::collections::BTreeMap<String, SelectorUse> = Default::default();
+    for r in rules {
+        let name = r
+            .labels
+            .get(crate::labels::SOURCE_K8S, "io.cilium.k8s.policy.name")
+            .map(|n| {
+                match r
+                    .labels
+                    .get(crate::labels::SOURCE_K8S, "io.cilium.k8s.policy.namespace")
+                {
+                    Some(ns) => format!("{ns}/{n}"),
+                    None => n.to_owned(),
+                }
+            })
+            .unwrap_or_else(|| {
+                r.labels
+                    .iter()
+                    .map(|l| l.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            });
+        let lists = [&r.ingress, &r.ingress_deny, &r.egress, &r.egress_deny];
+        for pr in lists.into_iter().flatten().flatten() {
+            for peer in &pr.peers {
+                let text = peer_text(peer);
+                let entry = out.entry(text.clone()).or_insert_with(|| SelectorUse {
+                    selector: text,
+                    identities: peer_identities(peer, identities),
+                    users: 0,
+                    policies: Vec::new(),
+                });
+                entry.users += 1;
+                if !entry.policies.contains(&name) {
+                    entry.policies.push(name.clone());
+                }
+            }
+        }
+    }
+    out.into_values().collect()
+}

@@ -156,6 +156,27 @@ impl Node {
         crate::cilium(&self.socket(), &self.bpffs(), args)
     }
 
+    /// `cilium policy import -` with `text` on stdin.
+    pub fn import_policy(&self, text: &str) -> Output {
+        use std::io::Write;
+        let mut child = Command::new(crate::bin("cilium"))
+            .arg("-H")
+            .arg(format!("unix://{}", self.socket().display()))
+            .args(["policy", "import", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn cilium");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(text.as_bytes())
+            .expect("write policy");
+        child.wait_with_output().expect("cilium policy import")
+    }
+
     pub fn cilium_ok(&self, args: &[&str]) -> String {
         let out = self.cilium(args);
         assert!(
