@@ -126,7 +126,7 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     for node in &mut cluster.nodes {
         node.start_agent();
     }
-    cluster.nodes[0].add_pod_labeled("web", "app=web");
+    let web_ip = cluster.nodes[0].add_pod_labeled("web", "app=web");
     cluster.nodes[0].add_pod_labeled("other", "app=other");
     let db = cluster.nodes[1].add_pod_labeled("db", "app=db");
     let _s1 = LineServer::start(&cluster.nodes[1].netns("db"), 5432, "db").unwrap();
@@ -280,6 +280,29 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
         9000,
         true,
         "the world entity to let other out",
+    );
+    assert!(import(
+        &cluster.nodes[0],
+        &OTHER_TO_HOST_ONLY.replace("[host]", "[cluster]")
+    )
+    .status
+    .success());
+    expect(
+        &other,
+        outside_ip,
+        9000,
+        false,
+        "the cluster entity to exclude the outside",
+    );
+    assert!(
+        cluster.nodes[0]
+            .in_pod(
+                "other",
+                &["ping", "-c", "1", "-W", "2", &web_ip.to_string()]
+            )
+            .status
+            .success(),
+        "the cluster entity to include pods"
     );
 
     // Bad input: refused, named, nothing changed.
