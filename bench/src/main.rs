@@ -12,6 +12,7 @@
 //! Everything runs in private network + mount namespaces.
 
 mod overlay;
+mod policy;
 mod services;
 
 use anyhow::{bail, Context};
@@ -271,6 +272,10 @@ fn main() -> anyhow::Result<()> {
         let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
         return services::run_bench(secs);
     }
+    if args.get(1).map(String::as_str) == Some("policy") {
+        let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
+        return policy::run_bench(secs);
+    }
     let pods: usize = std::env::args()
         .nth(1)
         .map(|a| {
@@ -291,7 +296,8 @@ fn main() -> anyhow::Result<()> {
     one_node(pods, secs)?;
     // Issue 5 asks for reachability over 50 pods.
     overlay::run_bench(pods.min(50), secs)?;
-    services::run_bench(secs)
+    services::run_bench(secs)?;
+    policy::run_bench(secs)
 }
 
 /// The single-node targets, in a sandbox of their own.

@@ -1,0 +1,157 @@
+//! The policy targets on a 2-node cluster with real agents and etcd:
+//!
+//! - import to enforcement: from `cilium policy import` of a policy with 1,
+//!   100 or 1000 rules until the policy maps of the selected endpoints on
+//!   both nodes hold its new entry, against the floor the kvstore itself
+//!   sets (a put until a watcher sees it, on the same etcd);
+//! - the per-packet cost of enforcement: pod-to-pod TCP throughput with a
+//!   1000-rule policy in force against the same path with enforcement
+//!   `never`.
+
+use crate::{iperf, latency_line, verdict, THROUGHPUT_TARGET};
+use anyhow::Context;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+use testsupport::node::{Cluster, Node};
+
+const SCALES: [usize; 3] = [1, 100, 1000];
+const ROUNDS: u16 = 10;
+
+/// A policy of `n` rules: n-1 ingress rules to the server on ports of
+/// their own, and one rule on both pods for `marker` and iperf's port.
+fn policy(n: usize, marker: u16) -> String {
+    let mut doc = String::from(
+        "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata:\n  name: bench-rules\nspecs:\n",
+    );
+    for i in 0..n.saturating_sub(1) {
+        let _ = write!(
+            doc,
+            "- endpointSelector: {{matchLabels: {{app: server}}}}\n  ingress:\n  - fromEndpoints: [{{matchLabels: {{app: client}}}}]\n    toPorts: [{{ports: [{{port: \"{}\", protocol: TCP}}]}}]\n",
+            10000 + i
+        );
+    }
+    let both = "{matchExpressions: [{key: app, operator: In, values: [client, server]}]}";
+    let _ = write!(
+        doc,
+        "- endpointSelector: {both}\n  ingress:\n  - fromEndpoints: [{both}]\n    toPorts: [{{ports: [{{port: \"{marker}\"}}, {{port: \"5201\"}}]}}]\n  egress:\n  - toEndpoints: [{both}]\n    toPorts: [{{ports: [{{port: \"{marker}\"}}, {{port: \"5201\"}}]}}]\n"
+    );
+    doc
+}
+
+fn endpoint_id(node: &Node, pod: &str) -> anyhow::Result<u16> {
+    let list: serde_json::Value =
+        serde_json::from_str(&node.cilium_ok(&["endpoint", "list", "-o", "json"]))?;
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["status"]["external-identifiers"]["k8s-pod-name"] == pod)
+        .and_then(|e| e["id"].as_u64())
+        .map(|id| id as u16)
+        .with_context(|| format!("no endpoint for {pod} on {}", node.name))
+}
+
+fn has_port(node: &Node, ep: u16, port: u16) -> anyhow::Result<bool> {
+    let map = datapath::PinnedMap::open_global(&node.bpffs(), &datapath::policymap::name(ep))?;
+    Ok(map
+        .entries::<abi::policy::PolicyKey, abi::policy::PolicyEntry>()?
+        .iter()
+        .any(|(k, _)| k.dport.get() == port))
+}
+
+/// A put until a watcher on the same etcd sees it: what any state shared
+/// through the kvstore needs at least.
+fn kvstore_floor() -> anyhow::Result<Vec<f64>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let endpoints = vec!["http://127.0.0.1:2379".to_owned()];
+        let kv = kvstore::Kvstore::connect(&endpoints, Duration::from_secs(15)).await?;
+        let mut rx = kv.watch_prefix("bench/floor/");
+        while let Some(ev) = rx.recv().await {
+            if matches!(ev, kvstore::Event::ListDone) {
+                break;
+            }
+        }
+        let mut samples = Vec::new();
+        for i in 0..20 {
+            let t = Instant::now();
+            kv.put(&format!("bench/floor/{i}"), b"x").await?;
+            while let Some(ev) = rx.recv().await {
+                if matches!(ev, kvstore::Event::Upsert { .. }) {
+                    break;
+                }
+            }
+            samples.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        Ok(samples)
+    })
+}
+
+pub fn run_bench(secs: u32) -> anyhow::Result<()> {
+    let mut cluster = Cluster::new(2, &[]);
+    for node in &mut cluster.nodes {
+        node.quiet = true;
+        node.start_agent();
+    }
+    cluster.nodes[0].add_pod_labeled("client", "app=client");
+    cluster.nodes[1].add_pod_labeled("server", "app=server");
+    let client2 = cluster.nodes[1].add_pod_labeled("client2", "app=client");
+    let server = cluster.nodes[1].add_pod_labeled("server2", "app=server");
+    let client_ep = endpoint_id(&cluster.nodes[0], "client")?;
+    let server_ep = endpoint_id(&cluster.nodes[1], "server")?;
+    let _ = client2;
+
+    let mut floor = kvstore_floor()?;
+    println!("policy import to enforcement on both nodes (cilium policy import on node1 until the selected endpoints' policy maps on node1 and node2 hold the new rule, {ROUNDS} imports each):");
+    let (floor_p50, _) = latency_line("baseline: etcd put to watch", &mut floor);
+    let mut marker = 20000u16;
+    for n in SCALES {
+        let mut samples = Vec::new();
+        for _ in 0..ROUNDS {
+            marker += 1;
+            let text = policy(n, marker);
+            let t = Instant::now();
+            let out = cluster.nodes[0].import_policy(&text);
+            anyhow::ensure!(
+                out.status.success(),
+                "import: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !(has_port(&cluster.nodes[0], client_ep, marker)?
+                && has_port(&cluster.nodes[1], server_ep, marker)?)
+            {
+                anyhow::ensure!(Instant::now() < deadline, "{n} rules never enforced");
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            samples.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        let (p50, _) = latency_line(&format!("{n} rules"), &mut samples);
+        println!("  {:<28} {:.1}x the etcd floor at p50", "", p50 / floor_p50);
+    }
+
+    // Same-node pods on node2, a 1000-rule policy in force on both.
+    let (sns, cns) = (
+        cluster.nodes[1].netns("server2"),
+        cluster.nodes[1].netns("client2"),
+    );
+    let enforced = iperf(&sns, &cns, server, secs)?;
+    cluster.nodes[1].cilium_ok(&["config", "PolicyEnforcement=never"]);
+    let never = iperf(&sns, &cns, server, secs)?;
+    println!("per-packet cost of enforcement (iperf3 pod to pod on one node, {secs} s):");
+    println!(
+        "  1000-rule policy enforced       {:7.2} Gbit/s",
+        enforced / 1e9
+    );
+    println!(
+        "  baseline: enforcement never     {:7.2} Gbit/s",
+        never / 1e9
+    );
+    println!(
+        "  ratio {:.2}x   target >= {THROUGHPUT_TARGET}x: {}",
+        enforced / never,
+        verdict(enforced / never >= THROUGHPUT_TARGET)
+    );
+    Ok(())
+}
