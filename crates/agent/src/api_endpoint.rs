@@ -102,6 +102,8 @@ pub async fn put(State(d): Shared, Path(raw): Path<String>, body: Bytes) -> Resp
                     crate::endpoint::upgrade_to_tcx(&d, id, &ifname)
                 });
             }
+            let dd = d.clone();
+            tokio::task::spawn_blocking(move || crate::policies::prepare_next(&dd));
             (StatusCode::CREATED, Json(ep.to_api())).into_response()
         }
         Err(e) => endpoint_error(e),

@@ -247,6 +247,8 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     crate::ipsync::follow(&daemon);
     crate::services::follow(&daemon);
     crate::policies::follow(&daemon);
+    let d = Arc::clone(&daemon);
+    tokio::task::spawn_blocking(move || crate::policies::prepare_next(&d));
     start_controllers(&daemon, host_ips);
     tracing::info!(subsys = "daemon", bootstrapTime = ?t0.elapsed(), "Daemon initialization completed");
     Ok(Running { daemon, _pid: pid })

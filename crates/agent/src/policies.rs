@@ -349,6 +349,20 @@ pub fn realize(
     })
 }
 
+/// Makes the policy map of the endpoint ID the next pod will get, and
+/// registers it with the datapath, ahead of time: registering waits for
+/// an RCU grace period (a map-in-map update), which would otherwise be
+/// most of a pod's ADD. Its entries are written when the endpoint comes.
+pub fn prepare_next(d: &Daemon) {
+    let next = d.endpoints.lock().expect("endpoints lock").free_id();
+    if let Some(id) = next {
+        let globals = d.config.bpf_root.join(abi::maps::GLOBALS_DIR);
+        if let Err(e) = datapath::policymap::PolicyMap::open(&globals, id) {
+            tracing::debug!(subsys = "policy", endpointID = id, error = %e, "Unable to prepare a policy map");
+        }
+    }
+}
+
 /// Brings every local endpoint's policy map up to the repository.
 pub fn regenerate(d: &Daemon, reason: &str) {
     let t = std::time::Instant::now();

@@ -39,6 +39,11 @@ impl PinnedMap {
         })
     }
 
+    /// The kernel's ID of the map.
+    pub fn id(&self) -> Result<u32, Error> {
+        sys::map_id(self.fd.as_fd()).map_err(self.op_err("info"))
+    }
+
     /// The map's descriptor number (what a map-in-map stores on update).
     pub fn raw_fd(&self) -> i32 {
         std::os::fd::AsRawFd::as_raw_fd(&self.fd)

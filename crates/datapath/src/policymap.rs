@@ -46,12 +46,21 @@ impl PolicyMap {
             Err(_) => {
                 let fd = sys::map_create(&inner_meta(), None, &name)
                     .map_err(|e| Error::io("creating", &pin, e))?;
-                sys::obj_pin(fd.as_fd(), &pin).map_err(|e| Error::io("pinning", &pin, e))?;
+                match sys::obj_pin(fd.as_fd(), &pin) {
+                    // made meanwhile by another caller: theirs stands
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    other => other.map_err(|e| Error::io("pinning", &pin, e))?,
+                }
                 PinnedMap::open(&pin, &name)?
             }
         };
+        // An update of a map-in-map waits for running programs (an RCU
+        // grace period, milliseconds): only when the entry is not this map.
         let outer = PinnedMap::open(&globals.join(OUTER), OUTER)?;
-        outer.put(&u32::from(endpoint_id), &(map.raw_fd() as u32))?;
+        let key = u32::from(endpoint_id);
+        if outer.get::<u32, u32>(&key)? != Some(map.id()?) {
+            outer.put(&key, &(map.raw_fd() as u32))?;
+        }
         Ok(Self { map })
     }
 

@@ -203,6 +203,13 @@ pub fn map_meta(fd: BorrowedFd<'_>) -> io::Result<MapMeta> {
     })
 }
 
+/// The kernel's ID of a map (what a map-in-map lookup returns).
+pub fn map_id(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut info = [0u32; 20];
+    obj_info(fd, &mut info)?;
+    Ok(info[1])
+}
+
 /// The cgroup ID (its directory's inode) a cgroup link is attached to; 0
 /// once that cgroup is gone.
 pub fn link_cgroup_id(fd: BorrowedFd<'_>) -> io::Result<u64> {

@@ -105,7 +105,8 @@ impl Endpoints {
             .collect()
     }
 
-    fn free_id(&self) -> Option<u16> {
+    /// The ID the next endpoint without one will get.
+    pub fn free_id(&self) -> Option<u16> {
         (MIN_ID..=MAX_ID).find(|id| !self.by_id.contains_key(id))
     }
 
