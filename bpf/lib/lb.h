@@ -59,9 +59,13 @@ static __always_inline struct lb4_backend *lb4_maglev_backend(const struct ipv4_
 {
 	__u16 rev_nat = svc->rev_nat_index;
 	struct lb4_maglev_lut *lut;
-	__u32 seed, index;
+	__u32 seed, index, zero = 0;
+	void *inner;
 
-	lut = bpf_map_lookup_elem(&cilium_lb4_maglev, &rev_nat);
+	inner = bpf_map_lookup_elem(&cilium_lb4_maglev, &rev_nat);
+	if (!inner)
+		return NULL;
+	lut = bpf_map_lookup_elem(inner, &zero);
 	if (!lut)
 		return NULL;
 	seed = (__u32)runtime_config(RUNTIME_CONFIG_MAGLEV_SEED4);

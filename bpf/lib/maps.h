@@ -59,20 +59,26 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_lb4_reverse_nat SEC(".maps");
 
-/* One Maglev table per service, by rev-NAT index (network order). Cilium
- * keeps each table in an inner array of a HASH_OF_MAPS; here the tables are
- * the hash's values (same key, same contents), allocated per service. */
+/* One Maglev table per service, by rev-NAT index (network order): as in
+ * Cilium, each table is the only element of an inner array the agent
+ * creates per service and swaps in (cilium_maglev_inner). */
 struct lb4_maglev_lut {
 	__u32 backend_ids[LB_MAGLEV_LUT_SIZE];
 };
 
+struct lb4_maglev_inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct lb4_maglev_lut));
+	__uint(max_entries, 1);
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
 	__type(key, __u16);
-	__type(value, struct lb4_maglev_lut);
 	__uint(max_entries, LB_MAP_SIZE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct lb4_maglev_inner);
 } cilium_lb4_maglev SEC(".maps");
 
 struct {

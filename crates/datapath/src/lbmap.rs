@@ -46,7 +46,7 @@ pub fn apply(pin_dir: &Path, up: &lb::Update) -> Result<(), Error> {
                 });
             }
             lut.backend_ids.copy_from_slice(table);
-            maglev.put(k, lut.as_ref())?;
+            put_maglev_table(&maglev, k, lut.as_ref())?;
         }
         for k in &up.del_maglev {
             maglev.remove(k)?;
@@ -74,4 +74,43 @@ pub fn keys(pin_dir: &Path) -> Result<lb::MapKeys, Error> {
         affinity_match: open(abi::maps::LB_AFFINITY_MATCH)?.keys()?,
         backends: open(abi::maps::LB4_BACKENDS)?.keys()?,
     })
+}
+
+/// Cilium's inner map of a Maglev table: one array element holding it.
+fn maglev_inner_meta() -> crate::sys::MapMeta {
+    crate::sys::MapMeta {
+        map_type: 2, // BPF_MAP_TYPE_ARRAY
+        key_size: 4,
+        value_size: std::mem::size_of::<abi::lb::MaglevLut>() as u32,
+        max_entries: 1,
+        map_flags: 0,
+    }
+}
+
+/// A fresh inner array with `lut` in it, swapped in for service `key`:
+/// flows see the old table or the new one, never a half-written one.
+fn put_maglev_table(
+    outer: &PinnedMap,
+    key: &abi::Be16,
+    lut: &abi::lb::MaglevLut,
+) -> Result<(), Error> {
+    use std::os::fd::AsFd;
+    let inner = crate::sys::map_create(&maglev_inner_meta(), None, "cilium_maglev_inner")
+        .map_err(|e| Error::MapOp {
+            op: "create inner map of",
+            map: abi::maps::LB4_MAGLEV.into(),
+            source: e,
+        })?;
+    crate::sys::update(
+        inner.as_fd(),
+        &0u32.to_ne_bytes(),
+        abi::Plain::as_bytes(lut),
+        0,
+    )
+    .map_err(|e| Error::MapOp {
+        op: "fill inner map of",
+        map: abi::maps::LB4_MAGLEV.into(),
+        source: e,
+    })?;
+    outer.put(key, &(std::os::fd::AsRawFd::as_raw_fd(&inner) as u32))
 }
