@@ -44,8 +44,6 @@ __section_entry
 int cil_from_host(struct __sk_buff *ctx)
 {
 	struct endpoint_info *ep;
-	struct ct_packet pkt;
-	struct ct_state ct = {};
 	struct iphdr *ip4;
 	__u32 src_id;
 	__u16 proto = 0;
@@ -65,19 +63,8 @@ int cil_from_host(struct __sk_buff *ctx)
 	if (ipv4_is_fragment(ip4))
 		return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id,
 					-DROP_FRAG_NOSUPPORT, METRIC_INGRESS, 0);
-	ret = ct_parse4(ctx, ip4, &pkt);
-	if (!IS_ERR(ret))
-		ret = ct_track4_policy(ctx, &pkt, CT_INGRESS, src_id,
-				       (__u16)ep->ifindex, &ct, ep->lxc_id, src_id);
-	if (IS_ERR(ret))
-		return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id,
-					ret, METRIC_INGRESS, 0);
-	ret = ipv4_local_delivery(ctx, ep, 0);
-	if (IS_ERR(ret))
-		return send_drop_notify(ctx, IDENTITY_HOST, ep->sec_id, ep->lxc_id,
-					ret, METRIC_EGRESS, 0);
-	update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
-	return ret;
+	ret = policy_tail_call_ingress(ctx, ep, ip4->daddr, src_id, 0);
+	return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id, ret, METRIC_INGRESS, 0);
 }
 
 /* Packets arriving on the node's native device (tc ingress): NodePort

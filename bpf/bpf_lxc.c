@@ -24,7 +24,7 @@
 static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 {
 	struct endpoint_info *src_ep, *dst_ep;
-	struct ct_state ct = {}, ct_in = {};
+	struct ct_state ct = {};
 	__u32 tunnel_ep, daddr, dst_id = IDENTITY_UNKNOWN;
 	struct ct_packet pkt;
 	struct iphdr *ip4;
@@ -68,29 +68,17 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 	/* a hairpin reply goes back into the pod it came from */
 	dst_ep = daddr == IPV4_LOOPBACK ? src_ep : lookup_ip4_endpoint(daddr);
 	if (is_local_pod(dst_ep)) {
-		/* the destination pod's side of the same packet; a pod reaching
-		 * itself through a service is not subject to its ingress policy */
+		/* the destination pod's side of the same packet, in its own
+		 * ingress; a pod reaching itself through a service is not
+		 * subject to its ingress policy */
 		drop_dir = METRIC_INGRESS;
 		drop_ep = dst_ep->lxc_id;
-		if (ct.loopback)
-			ret = ct_track4(ctx, &pkt, CT_INGRESS, sec_id,
-					(__u16)dst_ep->ifindex, &ct_in);
-		else
-			ret = ct_track4_policy(ctx, &pkt, CT_INGRESS, sec_id,
-					       (__u16)dst_ep->ifindex, &ct_in,
-					       dst_ep->lxc_id, sec_id);
-		if (ret < 0)
-			goto drop;
-		ret = lb4_rev_nat_ingress(ctx, l4_off, proto, &ct_in,
-					  daddr == IPV4_LOOPBACK ? pkt.tuple.saddr : daddr);
-		if (ret < 0)
-			goto drop;
 		update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
-		update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
-		ret = ipv4_local_delivery(ctx, dst_ep, 1);
-		if (ret < 0)
-			goto drop;
-		return ret;
+		ret = policy_tail_call_ingress(ctx, dst_ep,
+					       daddr == IPV4_LOOPBACK ? pkt.tuple.saddr : daddr,
+					       sec_id,
+					       POLICY_F_PEER | (ct.loopback ? POLICY_F_SKIP : 0));
+		goto drop;
 	}
 
 	tunnel_ep = tunnel_endpoint4(daddr, lookup_ip4_remote(daddr));
@@ -124,6 +112,56 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 drop:
 	verdict = send_drop_notify(ctx, sec_id, dst_id, drop_ep, ret, drop_dir, 0);
 	return reject_no_service(ctx, ret, verdict);
+}
+
+/*
+ * An endpoint's ingress (Cilium's handle_policy), reached by tail call
+ * through cilium_call_policy[endpoint ID] from every local delivery: the
+ * flow is tracked for the endpoint, its ingress policy applied to the
+ * source identity the caller saw, replies of balanced flows get the
+ * frontend back, and the packet is delivered.
+ */
+__section_entry
+int cil_lxc_policy(struct __sk_buff *ctx)
+{
+	__u32 src_id = ctx->cb[CB_SRC_LABEL], flags = ctx->cb[CB_POLICY_FLAGS];
+	__u32 ep_addr = ctx->cb[CB_EP_ADDR];
+	struct endpoint_info *ep = lookup_ip4_endpoint(ep_addr);
+	struct ct_state ct = {};
+	struct ct_packet pkt;
+	struct iphdr *ip4;
+	int ret;
+
+	ip4 = ipv4_hdr(ctx);
+	if (!ip4) {
+		ret = -DROP_INVALID;
+		goto drop;
+	}
+	if (!is_local_pod(ep)) {
+		ret = -DROP_UNKNOWN_TARGET;
+		goto drop;
+	}
+	ret = ct_parse4(ctx, ip4, &pkt);
+	if (ret < 0)
+		goto drop;
+	if (flags & POLICY_F_SKIP)
+		ret = ct_track4(ctx, &pkt, CT_INGRESS, src_id, (__u16)ep->ifindex, &ct);
+	else
+		ret = ct_track4_policy(ctx, &pkt, CT_INGRESS, src_id, (__u16)ep->ifindex, &ct,
+				       ep->lxc_id, src_id);
+	if (ret < 0)
+		goto drop;
+	ret = lb4_rev_nat_ingress(ctx, ipv4_l4_off(ip4), pkt.tuple.nexthdr, &ct, ep_addr);
+	if (ret < 0)
+		goto drop;
+	update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
+	ret = ipv4_local_delivery(ctx, ep, flags & POLICY_F_PEER);
+	if (ret < 0)
+		goto drop;
+	return ret;
+drop:
+	return send_drop_notify(ctx, src_id, ep ? ep->sec_id : IDENTITY_UNKNOWN,
+				ep ? ep->lxc_id : 0, ret, METRIC_INGRESS, 0);
 }
 
 /* Packets leaving the pod (tc ingress of the host-side veth). */

@@ -44,8 +44,6 @@ static __always_inline int overlay_source_identity(struct __sk_buff *ctx,
 static __always_inline int handle_ipv4_from_overlay(struct __sk_buff *ctx)
 {
 	struct endpoint_info *ep = NULL;
-	struct ct_packet pkt;
-	struct ct_state ct = {};
 	struct iphdr *ip4;
 	__u32 src_id = IDENTITY_UNKNOWN;
 	int ret;
@@ -74,21 +72,7 @@ static __always_inline int handle_ipv4_from_overlay(struct __sk_buff *ctx)
 		ret = -DROP_FRAG_NOSUPPORT;
 		goto drop;
 	}
-	ret = ct_parse4(ctx, ip4, &pkt);
-	if (IS_ERR(ret))
-		goto drop;
-	ret = ct_track4_policy(ctx, &pkt, CT_INGRESS, src_id, (__u16)ep->ifindex, &ct,
-			       ep->lxc_id, src_id);
-	if (IS_ERR(ret))
-		goto drop;
-	ret = lb4_rev_nat_ingress(ctx, ipv4_l4_off(ip4), ip4->protocol, &ct, ip4->daddr);
-	if (IS_ERR(ret))
-		goto drop;
-	ret = ipv4_local_delivery(ctx, ep, 1);
-	if (IS_ERR(ret))
-		goto drop;
-	update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
-	return ret;
+	ret = policy_tail_call_ingress(ctx, ep, ip4->daddr, src_id, POLICY_F_PEER);
 drop:
 	return send_drop_notify(ctx, src_id, ep ? ep->sec_id : IDENTITY_UNKNOWN,
 				ep ? ep->lxc_id : 0, ret, METRIC_INGRESS, 0);

@@ -114,6 +114,17 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_snat_v4_external SEC(".maps");
 
+/* An endpoint's ingress, by endpoint ID (Cilium's POLICY_CALL_MAP): local
+ * delivery tail-calls the endpoint's slot, which applies its ingress
+ * policy and delivers. An endpoint without a slot is not served. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+	__uint(max_entries, ENDPOINTS_MAP_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_call_policy SEC(".maps");
+
 /* Each endpoint's policy map (cilium_policy_<EPID>, Cilium's LPM layout),
  * by endpoint ID. Cilium compiles the map into a per-endpoint program; one
  * object serves every endpoint here, so it finds the map through this

@@ -135,7 +135,6 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 	struct ipv4_ct_tuple key = {};
 	struct lb4_target target = {};
 	struct endpoint_info *ep;
-	struct ct_state ct = {};
 	struct lb4_service *svc;
 	struct ct_packet pkt;
 	__u32 saddr, daddr, backend, frontend = 0, tunnel_ep;
@@ -205,17 +204,8 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 		return ret;
 
 	ep = lookup_ip4_endpoint(backend);
-	if (is_local_pod(ep)) {
-		pkt.tuple.daddr = backend;
-		pkt.tuple.saddr = daddr;
-		pkt.tuple.sport = bport;
-		pkt.tuple.dport = natport;
-		ret = ct_track4_policy(ctx, &pkt, CT_INGRESS, IDENTITY_WORLD,
-				       (__u16)ep->ifindex, &ct, ep->lxc_id, IDENTITY_WORLD);
-		if (IS_ERR(ret))
-			return ret;
-		return ipv4_local_delivery(ctx, ep, 1);
-	}
+	if (is_local_pod(ep))
+		return policy_tail_call_ingress(ctx, ep, backend, IDENTITY_WORLD, POLICY_F_PEER);
 	tunnel_ep = tunnel_endpoint4(backend, lookup_ip4_remote(backend));
 	if (tunnel_ep)
 		return encap_and_redirect4(ctx, tunnel_ep, IDENTITY_WORLD);

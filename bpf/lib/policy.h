@@ -13,6 +13,7 @@
 #include "common.h"
 #include "maps.h"
 #include "conntrack.h"
+#include "endpoint.h"
 
 /* identity, direction, protocol and port all given */
 #define POLICY_FULL_PREFIX	64
@@ -103,6 +104,27 @@ static __always_inline int ct_track4_policy(struct __sk_buff *ctx, const struct 
 	if (state->status != CT_NEW)
 		return 0;
 	return ct_create4(ctx, &tuple, state, src_sec_id, ifindex);
+}
+
+/* skb->cb slots of a tail call into an endpoint's ingress */
+#define CB_SRC_LABEL		0	/* the source identity */
+#define CB_POLICY_FLAGS		1	/* POLICY_F_* */
+#define CB_EP_ADDR		2	/* the endpoint's address (its cilium_lxc key) */
+
+#define POLICY_F_SKIP		(1 << 0)	/* a pod reaching itself: no policy */
+#define POLICY_F_PEER		(1 << 1)	/* deliver with bpf_redirect_peer */
+
+/* Hands the packet to endpoint ep's ingress (cilium_call_policy); returns
+ * only when the endpoint has no program there. */
+static __always_inline int policy_tail_call_ingress(struct __sk_buff *ctx,
+						    const struct endpoint_info *ep,
+						    __u32 ep_addr, __u32 src_id, __u32 flags)
+{
+	ctx->cb[CB_SRC_LABEL] = src_id;
+	ctx->cb[CB_POLICY_FLAGS] = flags;
+	ctx->cb[CB_EP_ADDR] = ep_addr;
+	bpf_tail_call(ctx, &cilium_call_policy, ep->lxc_id);
+	return -DROP_MISSED_TAIL_CALL;
 }
 
 #endif /* __LIB_POLICY_H_ */

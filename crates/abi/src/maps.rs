@@ -14,6 +14,7 @@ pub const LB4_REVERSE_NAT: &str = "cilium_lb4_reverse_nat";
 pub const SNAT4_EXTERNAL: &str = "cilium_snat_v4_external";
 pub const LB4_AFFINITY: &str = "cilium_lb4_affinity";
 pub const LB4_MAGLEV: &str = "cilium_lb4_maglev";
+pub const CALL_POLICY: &str = "cilium_call_policy";
 pub const LB4_REVERSE_SK: &str = "cilium_lb4_reverse_sk";
 pub const LB_AFFINITY_MATCH: &str = "cilium_lb_affinity_match";
 

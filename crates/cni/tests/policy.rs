@@ -13,13 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 fn reachable(from: &Path, ip: Ipv4Addr, port: u16) -> bool {
-    let ns = netdev::NetNs::open(from).unwrap();
-    std::thread::spawn(move || {
-        ns.enter().unwrap();
-        std::net::TcpStream::connect_timeout(&(ip, port).into(), Duration::from_millis(700)).is_ok()
-    })
-    .join()
-    .unwrap()
+    common::tcp_reachable(from, ip, port, Duration::from_millis(700))
 }
 
 /// Waits until ip:port is (or is not) reachable from `from`.
@@ -29,6 +23,15 @@ fn expect(from: &Path, ip: Ipv4Addr, port: u16, open: bool, what: &str) {
 
 fn import(node: &common::Node, text: &str) -> std::process::Output {
     node.import_policy(text)
+}
+
+fn import_ok(node: &common::Node, text: &str) {
+    let out = import(node, text);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `cilium policy trace` between two pods: its final verdict.
@@ -157,7 +160,7 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     assert!(list.contains("Enabled            Disabled"), "{list}");
 
     // Exactly web, exactly 5432.
-    assert!(import(&cluster.nodes[0], ALLOW_WEB).status.success());
+    import_ok(&cluster.nodes[0], ALLOW_WEB);
     expect(&web, db, 5432, true, "web to reach db:5432");
     assert!(!reachable(&web, db, 8080), "web must not reach db:8080");
     assert!(!reachable(&other, db, 5432), "other must not reach db:5432");
@@ -186,9 +189,7 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     // An established allowed flow survives an unrelated policy change.
     let mut held = connect_in(&web, db, 5432).unwrap();
     assert_eq!(exchange(&mut held, "a").unwrap(), "db: a");
-    assert!(import(&cluster.nodes[0], OTHER_TO_HOST_ONLY)
-        .status
-        .success());
+    import_ok(&cluster.nodes[0], OTHER_TO_HOST_ONLY);
     assert_eq!(exchange(&mut held, "b").unwrap(), "db: b");
 
     // Entity rule: other may reach only its host.
@@ -219,7 +220,7 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     );
 
     // Deny beats allow.
-    assert!(import(&cluster.nodes[0], DENY_WEB).status.success());
+    import_ok(&cluster.nodes[0], DENY_WEB);
     expect(&web, db, 5432, false, "the deny to win over the allow");
     let metrics = cluster.nodes[1].cilium_ok(&["bpf", "metrics", "list"]);
     assert!(metrics.contains("Policy denied by denylist"), "{metrics}");
@@ -247,7 +248,7 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
         true,
         "web to reach the outside before egress policy",
     );
-    assert!(import(&cluster.nodes[0], WEB_EGRESS).status.success());
+    import_ok(&cluster.nodes[0], WEB_EGRESS);
     expect(
         &web,
         outside_ip,
@@ -268,12 +269,10 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
         !reachable(&other, outside_ip, 9000),
         "other may reach only its host"
     );
-    assert!(import(
+    import_ok(
         &cluster.nodes[0],
-        &OTHER_TO_HOST_ONLY.replace("[host]", "[host, world]")
-    )
-    .status
-    .success());
+        &OTHER_TO_HOST_ONLY.replace("[host]", "[host, world]"),
+    );
     expect(
         &other,
         outside_ip,
@@ -281,12 +280,10 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
         true,
         "the world entity to let other out",
     );
-    assert!(import(
+    import_ok(
         &cluster.nodes[0],
-        &OTHER_TO_HOST_ONLY.replace("[host]", "[cluster]")
-    )
-    .status
-    .success());
+        &OTHER_TO_HOST_ONLY.replace("[host]", "[cluster]"),
+    );
     expect(
         &other,
         outside_ip,

@@ -11,13 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 fn reachable(from: &Path, ip: Ipv4Addr, port: u16) -> bool {
-    let ns = netdev::NetNs::open(from).unwrap();
-    std::thread::spawn(move || {
-        ns.enter().unwrap();
-        std::net::TcpStream::connect_timeout(&(ip, port).into(), Duration::from_millis(500)).is_ok()
-    })
-    .join()
-    .unwrap()
+    common::tcp_reachable(from, ip, port, Duration::from_millis(500))
 }
 
 const GOOD: &str = r#"

@@ -95,11 +95,13 @@ fn put_maglev_table(
     lut: &abi::lb::MaglevLut,
 ) -> Result<(), Error> {
     use std::os::fd::AsFd;
-    let inner = crate::sys::map_create(&maglev_inner_meta(), None, "cilium_maglev_inner")
-        .map_err(|e| Error::MapOp {
-            op: "create inner map of",
-            map: abi::maps::LB4_MAGLEV.into(),
-            source: e,
+    let inner =
+        crate::sys::map_create(&maglev_inner_meta(), None, "cilium_maglev_inner").map_err(|e| {
+            Error::MapOp {
+                op: "create inner map of",
+                map: abi::maps::LB4_MAGLEV.into(),
+                source: e,
+            }
         })?;
     crate::sys::update(
         inner.as_fd(),

@@ -56,6 +56,8 @@ const FROM_HOST: &str = "cil_from_host";
 const FROM_NETDEV: &str = "cil_from_netdev";
 const FROM_OVERLAY: &str = "cil_from_overlay";
 const TO_OVERLAY: &str = "cil_to_overlay";
+/// An endpoint's ingress, tail-called through `cilium_call_policy`.
+pub const LXC_POLICY: &str = "cil_lxc_policy";
 
 impl Datapath {
     /// Creates or reopens every global map under `<bpffs_root>/tc/globals`
@@ -64,6 +66,7 @@ impl Datapath {
         let globals = bpffs_root.join(abi::maps::GLOBALS_DIR);
         let mut lxc = load_object(objects::BPF_LXC, &globals, &sizes.overrides())?;
         load_classifier(&mut lxc, objects::BPF_LXC.name, FROM_CONTAINER)?;
+        load_classifier(&mut lxc, objects::BPF_LXC.name, LXC_POLICY)?;
         let mut host = load_object(objects::BPF_HOST, &globals, &sizes.overrides())?;
         load_classifier(&mut host, objects::BPF_HOST.name, FROM_HOST)?;
         load_classifier(&mut host, objects::BPF_HOST.name, FROM_NETDEV)?;
@@ -134,6 +137,29 @@ impl Datapath {
         let links = self.endpoint_dir(endpoint_id).join("links");
         let prog = load_classifier(&mut self.lxc, objects::BPF_LXC.name, FROM_CONTAINER)?;
         attach_pinned(prog, FROM_CONTAINER, ifname, Hook::Ingress, &links, mode)
+    }
+
+    /// Puts the endpoint's ingress program into its `cilium_call_policy`
+    /// slot, which local delivery tail-calls.
+    pub fn install_policy_program(&mut self, endpoint_id: u16) -> Result<(), Error> {
+        let prog = load_classifier(&mut self.lxc, objects::BPF_LXC.name, LXC_POLICY)?;
+        install_tail_call(
+            &self.bpffs_root.join(abi::maps::GLOBALS_DIR),
+            prog,
+            endpoint_id,
+        )
+    }
+
+    /// Empties the endpoint's `cilium_call_policy` slot: its traffic drops
+    /// as a missed tail call from then on.
+    pub fn remove_policy_program(&self, endpoint_id: u16) {
+        let globals = self.bpffs_root.join(abi::maps::GLOBALS_DIR);
+        if let Ok(map) = crate::PinnedMap::open(
+            &globals.join(abi::maps::CALL_POLICY),
+            abi::maps::CALL_POLICY,
+        ) {
+            let _ = map.remove(&u32::from(endpoint_id));
+        }
     }
 
     /// Drops the endpoint's pinned links (detaching its programs).
@@ -213,6 +239,26 @@ pub fn load_object(
             })
         }
     }
+}
+
+/// Puts `prog` into slot `endpoint_id` of the `cilium_call_policy` pinned
+/// under `globals`.
+pub fn install_tail_call(
+    globals: &Path,
+    prog: &SchedClassifier,
+    endpoint_id: u16,
+) -> Result<(), Error> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let fd = prog.fd().map_err(|e| Error::Program {
+        object: objects::BPF_LXC.name,
+        program: LXC_POLICY.into(),
+        source: Box::new(e),
+    })?;
+    let map = crate::PinnedMap::open(
+        &globals.join(abi::maps::CALL_POLICY),
+        abi::maps::CALL_POLICY,
+    )?;
+    map.put(&u32::from(endpoint_id), &(fd.as_fd().as_raw_fd() as u32))
 }
 
 /// Loads (verifies) a tc program of a loaded object and returns it.

@@ -140,3 +140,21 @@ fn an_endpoint_without_a_policy_map_is_not_served() {
     );
     assert_eq!(metric(&obj, abi::drop::DROP_NO_CONFIG, DIR_INGRESS).0, 1);
 }
+
+#[test]
+fn an_endpoint_without_an_ingress_program_is_not_served() {
+    let sb = Sandbox::enter();
+    let mut obj = two_pods(&sb);
+    obj.map(abi::maps::CALL_POLICY)
+        .unwrap()
+        .remove(&u32::from(EP_B))
+        .unwrap();
+    assert_eq!(
+        obj.run("cil_from_container", &syn(80)).unwrap().retval,
+        TC_ACT_SHOT
+    );
+    assert_eq!(
+        metric(&obj, abi::drop::DROP_MISSED_TAIL_CALL, DIR_INGRESS).0,
+        1
+    );
+}

@@ -16,48 +16,57 @@ pub fn ping(l: &Layout, from: &str, to: Ipv4Addr) -> anyhow::Result<bool> {
     Ok(st.success())
 }
 
-/// Waits until `from` (on the node of `holder`) gets an answer from `to`:
-/// a pod on another node is reachable once that node's agent published it
-/// and this node's agent learned it.
-pub fn wait_reachable(holder: i32, l: &Layout, from: &str, to: Ipv4Addr) -> anyhow::Result<()> {
+/// Pings `to` from `from` (on the node of `holder`) until its answer is
+/// `answered` or 30 s pass; returns how long it took.
+fn wait_ping(
+    holder: i32,
+    l: &Layout,
+    from: &str,
+    to: Ipv4Addr,
+    answered: bool,
+) -> anyhow::Result<Option<Duration>> {
     layout::enter_node(holder)?;
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(30) {
-        let answered = Command::new("nsenter")
+        let ok = Command::new("nsenter")
             .arg(format!("--net={}", l.netns(from).display()))
             .args(["ping", "-c", "1", "-W", "1", &to.to_string()])
             .stdout(Stdio::null())
             .status()
             .context("running ping")?
             .success();
-        if answered {
-            println!("==> {to} reachable from {from} after {:?}", t.elapsed());
-            return Ok(());
+        if ok == answered {
+            return Ok(Some(t.elapsed()));
         }
     }
-    bail!("{to} did not become reachable from {from} within 30s")
+    Ok(None)
+}
+
+/// Waits until `from` (on the node of `holder`) gets an answer from `to`:
+/// a pod on another node is reachable once that node's agent published it
+/// and this node's agent learned it.
+pub fn wait_reachable(holder: i32, l: &Layout, from: &str, to: Ipv4Addr) -> anyhow::Result<()> {
+    match wait_ping(holder, l, from, to, true)? {
+        Some(took) => {
+            println!("==> {to} reachable from {from} after {took:?}");
+            Ok(())
+        }
+        None => bail!("{to} did not become reachable from {from} within 30s"),
+    }
 }
 
 /// Waits until a policy drops `from`'s pings to `to` (every node has it);
 /// false when they still pass after 30 s.
 pub fn wait_blocked(holder: i32, l: &Layout, from: &str, to: Ipv4Addr) -> anyhow::Result<bool> {
-    layout::enter_node(holder)?;
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(30) {
-        let answered = Command::new("nsenter")
-            .arg(format!("--net={}", l.netns(from).display()))
-            .args(["ping", "-c", "1", "-W", "1", &to.to_string()])
-            .stdout(Stdio::null())
-            .status()
-            .context("running ping")?
-            .success();
-        if !answered {
-            println!("\n==> ping {from} -> {to}: dropped by the policy (Policy denied), TCP still allowed");
-            return Ok(true);
-        }
+    let blocked = wait_ping(holder, l, from, to, false)?.is_some();
+    if blocked {
+        println!(
+            "\n==> ping {from} -> {to}: dropped by the policy (Policy denied), TCP still allowed"
+        );
+    } else {
+        println!("\n==> ping {from} -> {to}: still answered, the policy is not enforced");
     }
-    println!("\n==> ping {from} -> {to}: still answered, the policy is not enforced");
-    Ok(false)
+    Ok(blocked)
 }
 
 /// Waits until the node of `holder` balances `vip` to `backend` (the

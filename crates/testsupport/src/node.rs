@@ -435,6 +435,18 @@ fn plug(netns: &Path, port: &str, ip: Ipv4Addr) {
     .expect("plug into the underlay bridge");
 }
 
+/// Whether a TCP connection from the netns at `from` to ip:port is
+/// accepted within `timeout`.
+pub fn tcp_reachable(from: &Path, ip: Ipv4Addr, port: u16, timeout: Duration) -> bool {
+    let ns = netdev::NetNs::open(from).expect("open netns");
+    std::thread::spawn(move || {
+        ns.enter().expect("enter netns");
+        std::net::TcpStream::connect_timeout(&(ip, port).into(), timeout).is_ok()
+    })
+    .join()
+    .expect("connect thread")
+}
+
 /// Polls `f` until it holds or `secs` pass.
 pub fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);

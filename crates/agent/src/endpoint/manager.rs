@@ -386,6 +386,12 @@ fn realize(d: &Daemon, ep: &mut Endpoint, fast_attach: bool) -> Result<(), Endpo
     let ids = crate::policies::identities(d);
     ep.policy = crate::policies::realize(d, ep.id, &ep.labels, &rules, revision, &ids)
         .map_err(failed("realizing policy"))?;
+    d.datapath
+        .lock()
+        .expect("datapath lock")
+        .install_policy_program(ep.id)
+        .map_err(|e| e.to_string())
+        .map_err(failed("installing the endpoint's ingress program"))?;
     let info = EndpointInfo::pod(
         ep.ifindex,
         ep.id,
@@ -414,6 +420,10 @@ fn unrealize(d: &Daemon, ep: &Endpoint) {
     let _ = d.ipcache.remove(ep.ipv4, 32, SOURCE_LOCAL);
     ipsync::withdraw(d, ep.ipv4);
     datapath::policymap::remove(&d.config.bpf_root.join(abi::maps::GLOBALS_DIR), ep.id);
+    d.datapath
+        .lock()
+        .expect("datapath lock")
+        .remove_policy_program(ep.id);
     d.datapath
         .lock()
         .expect("datapath lock")

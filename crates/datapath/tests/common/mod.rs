@@ -68,17 +68,25 @@ pub fn udp(sport: u16, dport: u16) -> Vec<u8> {
     u
 }
 
+const SIZES: [(&str, u32); 2] = [
+    (abi::maps::CT4_GLOBAL, 1024),
+    (abi::maps::CT_ANY4_GLOBAL, 1024),
+];
+
 pub fn load(sb: &Sandbox, obj: datapath::objects::Object) -> TestObject {
     let pins = sb.bpffs().join("tc/globals");
-    TestObject::load(
-        obj,
-        &pins,
-        &[
-            (abi::maps::CT4_GLOBAL, 1024),
-            (abi::maps::CT_ANY4_GLOBAL, 1024),
-        ],
-    )
-    .expect("load BPF object")
+    TestObject::load(obj, &pins, &SIZES).expect("load BPF object")
+}
+
+/// Puts an endpoint's ingress program into its cilium_call_policy slot
+/// (the slot keeps the program when this object goes).
+pub fn install_ingress(obj: &TestObject, endpoint_id: u16) {
+    use datapath::loader::{install_tail_call, load_classifier, load_object, LXC_POLICY};
+    let mut lxc =
+        load_object(datapath::objects::BPF_LXC, obj.pin_dir(), &SIZES).expect("load bpf_lxc");
+    let prog =
+        load_classifier(&mut lxc, "bpf_lxc.o", LXC_POLICY).expect("load the ingress program");
+    install_tail_call(obj.pin_dir(), prog, endpoint_id).expect("fill cilium_call_policy");
 }
 
 /// Adds an endpoint whose policy allows everything both ways.
@@ -88,6 +96,7 @@ pub fn add_endpoint(obj: &TestObject, ip: Ipv4Addr, info: EndpointInfo) {
         .put(&EndpointKey::v4(ip), &info)
         .expect("insert endpoint");
     set_policy(obj, info.lxc_id, &[(0, false, 0, 0), (0, true, 0, 0)], &[]);
+    install_ingress(obj, info.lxc_id);
 }
 
 /// Sets an endpoint's policy: allow and deny entries as (identity,
