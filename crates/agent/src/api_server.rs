@@ -158,6 +158,11 @@ async fn patch_config(State(d): Shared, body: Bytes) -> Response {
     }
 }
 
+/// `GET /metrics/`: the agent's metrics as `cilium metrics list` shows them.
+async fn metrics_list(State(d): Shared) -> Json<Vec<crate::metrics::Metric>> {
+    Json(crate::metrics::list(&d))
+}
+
 /// `GET /cluster/nodes`: this node and every node learned from the kvstore.
 async fn cluster_nodes(State(d): Shared) -> Json<api::models::ClusterNodeStatus> {
     let mut nodes = vec![d.node.to_api("local")];
@@ -198,6 +203,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         )
         .route("/v1/policy/resolve", get(crate::api_policy::trace))
         .route("/v1/policy/selectors", get(crate::api_policy::selectors))
+        .route("/v1/metrics/", get(metrics_list))
         .route(
             "/v1/service/{id}",
             get(crate::api_service::get)

@@ -231,8 +231,8 @@ impl Identities {
             return held.id;
         }
         st.held.insert(key.to_owned(), Held { id, refs: 1 });
-        if !st.cluster.contains_key(&id) {
-            st.cluster.insert(id, key.to_owned());
+        if let std::collections::btree_map::Entry::Vacant(e) = st.cluster.entry(id) {
+            e.insert(key.to_owned());
             self.changed();
         }
         if let Some((_, writer)) = &self.kv {

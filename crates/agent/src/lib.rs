@@ -19,6 +19,7 @@ pub mod ipcache;
 pub mod ipsync;
 pub mod kvwriter;
 pub mod logging;
+pub mod metrics;
 pub mod nodes;
 pub mod option;
 pub mod pidfile;

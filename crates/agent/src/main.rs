@@ -72,6 +72,7 @@ fn main() -> ExitCode {
 async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     let socket = config.socket_path.clone();
     let port = config.health_port;
+    let prometheus = config.prometheus_addr;
     let running = agent::daemon::start(config).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -81,6 +82,14 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         let (d, s) = (running.daemon.clone(), stopped(stop_rx.clone()));
         async move { agent::api_server::serve(d, &socket, s).await }
     });
+    if let Some(addr) = prometheus {
+        let (d, s) = (running.daemon.clone(), stopped(stop_rx.clone()));
+        tokio::spawn(async move {
+            if let Err(e) = agent::metrics::serve(d, addr, s).await {
+                tracing::error!(subsys = "metrics", error = %e, "Metrics endpoint failed");
+            }
+        });
+    }
     let mut health = tokio::spawn(agent::health::serve(
         running.daemon.clone(),
         port,

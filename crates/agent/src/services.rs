@@ -154,6 +154,8 @@ pub struct Services {
     lb: Mutex<LoadBalancer>,
     /// What each service was asked to be.
     specs: Mutex<BTreeMap<u16, ServiceSpec>>,
+    /// Services added, updated and deleted (`cilium_services_events_total`).
+    events: [std::sync::atomic::AtomicU64; 3],
 }
 
 impl Services {
@@ -185,6 +187,7 @@ impl Services {
             state_file,
             lb: Mutex::new(lb),
             specs: Mutex::default(),
+            events: Default::default(),
         }
     }
 
@@ -247,6 +250,7 @@ impl Services {
         specs.insert(parsed.id, spec.clone());
         self.save(&specs)?;
         drop(specs);
+        self.count(if created { 0 } else { 1 });
         tracing::info!(subsys = "service", serviceID = parsed.id, frontend = %parsed.frontend, backends = parsed.backends.len(), created, "Service upserted");
         Ok(created)
     }
@@ -277,6 +281,16 @@ impl Services {
         }
     }
 
+    fn count(&self, action: usize) {
+        self.events[action].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How many services were added, updated and deleted.
+    pub fn events(&self) -> (u64, u64, u64) {
+        let get = |i: usize| self.events[i].load(std::sync::atomic::Ordering::Relaxed);
+        (get(0), get(1), get(2))
+    }
+
     pub fn remove(&self, id: u16) -> Result<(), ServiceError> {
         let mut lb = self.lb.lock().expect("lb lock");
         let update = lb.delete(id).map_err(|_| ServiceError::NotFound(id))?;
@@ -286,6 +300,7 @@ impl Services {
         specs.remove(&id);
         self.save(&specs)?;
         drop(specs);
+        self.count(2);
         tracing::info!(subsys = "service", serviceID = id, "Service deleted");
         Ok(())
     }

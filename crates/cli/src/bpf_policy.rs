@@ -58,7 +58,7 @@ fn identity_labels(ctx: &Ctx) -> BTreeMap<u32, Vec<String>> {
             .ok()
     });
     for identity in listed.into_iter().flatten() {
-        out.insert(identity.id as u32, identity.labels);
+        out.insert(identity.id, identity.labels);
     }
     out
 }

@@ -7,6 +7,7 @@ mod endpoint;
 mod identity;
 mod ip;
 mod map;
+mod metrics;
 mod node;
 mod policy;
 mod service;
@@ -58,6 +59,9 @@ enum Command {
     /// Access userspace cached content of BPF maps
     #[command(subcommand)]
     Map(map::Command),
+    /// Access metric status
+    #[command(subcommand)]
+    Metrics(metrics::Command),
     /// Manage cluster nodes
     #[command(subcommand)]
     Node(node::Command),
@@ -107,6 +111,7 @@ fn main() -> ExitCode {
         Command::Identity(cmd) => identity::run(&ctx, &cmd),
         Command::Ip(cmd) => ip::run(&ctx, &cmd),
         Command::Map(cmd) => map::run(&ctx, &cmd),
+        Command::Metrics(cmd) => metrics::run(&ctx, &cmd),
         Command::Node(cmd) => node::run(&ctx, &cmd),
         Command::Policy(cmd) => policy::run(&ctx, &cmd),
         Command::Service(cmd) => service::run(&ctx, &cmd),

@@ -34,6 +34,17 @@ fn import_ok(node: &common::Node, text: &str) {
     );
 }
 
+/// GET /metrics from ip:port, the body.
+fn scrape(ip: Ipv4Addr, port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect((ip, port)).expect("connect to the metrics endpoint");
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
+
 /// `cilium policy trace` between two pods: its final verdict.
 fn trace(node: &common::Node, from: &str, to: &str, port: &str) -> String {
     let out = node.cilium_ok(&[
@@ -125,7 +136,7 @@ spec:
 
 #[test]
 fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
-    let mut cluster = Cluster::new(2, &[]);
+    let mut cluster = Cluster::new(2, &["--prometheus-serve-addr=:9962"]);
     for node in &mut cluster.nodes {
         node.start_agent();
     }
@@ -225,6 +236,23 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     let metrics = cluster.nodes[1].cilium_ok(&["bpf", "metrics", "list"]);
     assert!(metrics.contains("Policy denied by denylist"), "{metrics}");
     assert_eq!(trace(&cluster.nodes[0], "web", "db", "5432"), "DENIED");
+    // The same counters, as Prometheus scrapes them from node2.
+    let scraped = scrape(common::node_ip(2), 9962);
+    let denied = scraped
+        .lines()
+        .find(|l| l.starts_with("cilium_drop_count_total{direction=\"INGRESS\",reason=\"Policy denied by denylist\"}"))
+        .unwrap_or_else(|| panic!("{scraped}"));
+    assert!(
+        denied.rsplit(' ').next().unwrap().parse::<f64>().unwrap() >= 1.0,
+        "{denied}"
+    );
+    assert!(
+        scraped.contains("cilium_forward_count_total{direction=\"EGRESS\"}"),
+        "{scraped}"
+    );
+    assert!(scraped.contains("# TYPE cilium_policy gauge"), "{scraped}");
+    let listed = cluster.nodes[1].cilium_ok(&["metrics", "list", "-p", "drop_count"]);
+    assert!(listed.contains("reason=\"Policy denied\""), "{listed}");
 
     // CIDR and world rules: a machine outside the cluster.
     let outside_ip = Ipv4Addr::new(198, 18, 0, 50);

@@ -55,6 +55,8 @@ pub struct DaemonConfig {
     /// Seeds from `bpf-lb-maglev-hash-seed`.
     pub maglev_seeds: lb::maglev::Seeds,
     pub bpf_map_dynamic_size_ratio: f64,
+    /// Where Prometheus metrics are served (`prometheus-serve-addr`).
+    pub prometheus_addr: Option<std::net::SocketAddr>,
     /// Every key with its effective value (`daemonConfigurationMap`).
     pub all: BTreeMap<String, String>,
 }
@@ -234,6 +236,16 @@ impl DaemonConfig {
                 why,
             })?;
         let kube_proxy_replacement = matches!(l.get("kube-proxy-replacement"), "true" | "strict");
+        let prometheus_addr = match l.get("prometheus-serve-addr") {
+            "" => None,
+            s => Some(
+                crate::metrics::listen_addr(s).map_err(|why| ConfigError::BadValue {
+                    key: "prometheus-serve-addr".into(),
+                    value: s.into(),
+                    why,
+                })?,
+            ),
+        };
         let tunnel_port = match num("tunnel-port") as u16 {
             0 => netdev::vxlan::VXLAN_PORT,
             p => p,
@@ -272,6 +284,7 @@ impl DaemonConfig {
             cgroup_root: PathBuf::from(l.get("cgroup-root")),
             maglev,
             maglev_seeds,
+            prometheus_addr,
             bpf_map_dynamic_size_ratio: l
                 .get("bpf-map-dynamic-size-ratio")
                 .parse()
@@ -330,6 +343,14 @@ mod tests {
             .is_some());
         let e = cfg(&["--ipv4-node=nope"]).unwrap_err();
         assert!(e.to_string().contains("ipv4-node"), "{e}");
+        let e = cfg(&["--prometheus-serve-addr=nope"]).unwrap_err();
+        assert!(e.to_string().contains("prometheus-serve-addr"), "{e}");
+        assert_eq!(
+            cfg(&["--prometheus-serve-addr=:9962"])
+                .unwrap()
+                .prometheus_addr,
+            Some("0.0.0.0:9962".parse().unwrap())
+        );
         for bad in ["30000", "32767,30000", "0,100", "a,b", "1,70000"] {
             let e = cfg(&[&format!("--node-port-range={bad}")]).unwrap_err();
             assert!(e.to_string().contains("node-port-range"), "{bad}: {e}");

@@ -200,7 +200,7 @@ pub const KEYS: &[Key] = &[
     later("nodes-gc-interval", Duration, "5m0s"),
     later("operator-api-serve-addr", Str, "127.0.0.1:9234"),
     later("procfs", Path, "/proc"),
-    later("prometheus-serve-addr", Str, ""),
+    k("prometheus-serve-addr", Str, ""),
     later("remove-cilium-node-taints", Bool, "true"),
     later("set-cilium-is-up-condition", Bool, "true"),
     later("sidecar-istio-proxy-image", Str, "cilium/istio_proxy"),

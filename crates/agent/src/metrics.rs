@@ -1,0 +1,224 @@
+//! The agent's metrics with Cilium's names: datapath counters from
+//! `cilium_metrics` (summed over CPUs) and agent state, as Prometheus text
+//! on `prometheus-serve-addr` and as `GET /v1/metrics/` for `cilium
+//! metrics list`.
+
+use crate::daemon::Daemon;
+use axum::extract::State;
+use axum::routing::get;
+use axum::Router;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+/// One sample (Cilium's API `Metric`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Metric {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub value: f64,
+}
+
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: &'static str,
+    samples: Vec<(Vec<(&'static str, String)>, f64)>,
+}
+
+fn datapath_families(d: &Daemon) -> Vec<Family> {
+    let mut drops: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    let mut forwards: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let entries = datapath::PinnedMap::open_global(&d.config.bpf_root, abi::maps::METRICS)
+        .and_then(|m| m.percpu_entries::<abi::metrics::MetricsKey, abi::metrics::MetricsValue>())
+        .unwrap_or_default();
+    for (k, per_cpu) in entries {
+        let (count, bytes) = per_cpu
+            .iter()
+            .fold((0, 0), |(c, b), v| (c + v.count, b + v.bytes));
+        let dir = abi::metrics::direction_name(k.dir).to_owned();
+        let slot = if k.reason == abi::metrics::REASON_FORWARDED {
+            forwards.entry(dir).or_default()
+        } else {
+            drops
+                .entry((abi::metrics::reason_text(k.reason), dir))
+                .or_default()
+        };
+        slot.0 += count;
+        slot.1 += bytes;
+    }
+    let drop_samples = |bytes: bool| {
+        drops
+            .iter()
+            .map(|((reason, dir), (c, b))| {
+                (
+                    vec![("direction", dir.clone()), ("reason", reason.clone())],
+                    if bytes { *b } else { *c } as f64,
+                )
+            })
+            .collect()
+    };
+    let forward_samples = |bytes: bool| {
+        forwards
+            .iter()
+            .map(|(dir, (c, b))| {
+                (
+                    vec![("direction", dir.clone())],
+                    if bytes { *b } else { *c } as f64,
+                )
+            })
+            .collect()
+    };
+    vec![
+        Family {
+            name: "cilium_drop_count_total",
+            help: "Total dropped packets, tagged by drop reason and ingress/egress direction",
+            kind: "counter",
+            samples: drop_samples(false),
+        },
+        Family {
+            name: "cilium_drop_bytes_total",
+            help: "Total dropped bytes, tagged by drop reason and ingress/egress direction",
+            kind: "counter",
+            samples: drop_samples(true),
+        },
+        Family {
+            name: "cilium_forward_count_total",
+            help: "Total forwarded packets, tagged by ingress/egress direction",
+            kind: "counter",
+            samples: forward_samples(false),
+        },
+        Family {
+            name: "cilium_forward_bytes_total",
+            help: "Total forwarded bytes, tagged by ingress/egress direction",
+            kind: "counter",
+            samples: forward_samples(true),
+        },
+    ]
+}
+
+fn agent_families(d: &Daemon) -> Vec<Family> {
+    let eps = d.endpoints.lock().expect("endpoints lock").list();
+    let mut states: BTreeMap<String, f64> = BTreeMap::new();
+    for ep in &eps {
+        *states.entry(ep.state.clone()).or_default() += 1.0;
+    }
+    let (rules, revision) = d.policies.rules();
+    let (add, update, delete) = d.services.events();
+    vec![
+        Family {
+            name: "cilium_endpoint",
+            help: "Number of endpoints managed by this agent",
+            kind: "gauge",
+            samples: vec![(vec![], eps.len() as f64)],
+        },
+        Family {
+            name: "cilium_endpoint_state",
+            help: "Count of all endpoints, tagged by different endpoint states",
+            kind: "gauge",
+            samples: states
+                .into_iter()
+                .map(|(s, n)| (vec![("endpoint_state", s)], n))
+                .collect(),
+        },
+        Family {
+            name: "cilium_policy",
+            help: "Number of policy rules currently loaded",
+            kind: "gauge",
+            samples: vec![(vec![], rules.len() as f64)],
+        },
+        Family {
+            name: "cilium_policy_max_revision",
+            help: "Highest policy revision number in the agent",
+            kind: "gauge",
+            samples: vec![(vec![], revision as f64)],
+        },
+        Family {
+            name: "cilium_services_events_total",
+            help: "Number of services events labeled by action type",
+            kind: "counter",
+            samples: vec![
+                (vec![("action", "add".into())], add as f64),
+                (vec![("action", "update".into())], update as f64),
+                (vec![("action", "delete".into())], delete as f64),
+            ],
+        },
+    ]
+}
+
+fn families(d: &Daemon) -> Vec<Family> {
+    let mut all = datapath_families(d);
+    all.extend(agent_families(d));
+    all
+}
+
+/// Prometheus' text exposition format.
+pub fn render(d: &Daemon) -> String {
+    let mut out = String::new();
+    for f in families(d) {
+        out.push_str(&format!(
+            "# HELP {} {}\n# TYPE {} {}\n",
+            f.name, f.help, f.name, f.kind
+        ));
+        for (labels, value) in f.samples {
+            let labels: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
+                .collect();
+            if labels.is_empty() {
+                out.push_str(&format!("{} {value}\n", f.name));
+            } else {
+                out.push_str(&format!("{}{{{}}} {value}\n", f.name, labels.join(",")));
+            }
+        }
+    }
+    out
+}
+
+/// Every sample, for `GET /v1/metrics/`.
+pub fn list(d: &Daemon) -> Vec<Metric> {
+    families(d)
+        .into_iter()
+        .flat_map(|f| {
+            f.samples.into_iter().map(move |(labels, value)| Metric {
+                name: f.name.to_owned(),
+                labels: labels.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+                value,
+            })
+        })
+        .collect()
+}
+
+async fn metrics(State(d): State<Arc<Daemon>>) -> String {
+    render(&d)
+}
+
+/// `prometheus-serve-addr` as Cilium writes it (`:9962` is every address).
+pub fn listen_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    let full = if s.starts_with(':') {
+        format!("0.0.0.0{s}")
+    } else {
+        s.to_owned()
+    };
+    full.parse()
+        .map_err(|_| format!("prometheus-serve-addr {s:?} is not [host]:port"))
+}
+
+pub async fn serve(
+    daemon: Arc<Daemon>,
+    addr: std::net::SocketAddr,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("binding the metrics endpoint {addr}: {e}"))?;
+    tracing::info!(subsys = "metrics", address = %addr, "Serving prometheus metrics");
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(daemon);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(Into::into)
+}
