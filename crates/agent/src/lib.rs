@@ -20,6 +20,7 @@ pub mod ipsync;
 pub mod kvwriter;
 pub mod logging;
 pub mod metrics;
+pub mod monitor;
 pub mod nodes;
 pub mod option;
 pub mod pidfile;

@@ -73,6 +73,8 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     let socket = config.socket_path.clone();
     let port = config.health_port;
     let prometheus = config.prometheus_addr;
+    let bpf_root = config.bpf_root.clone();
+    let monitor_socket = agent::monitor::socket_path(&socket);
     let running = agent::daemon::start(config).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -87,6 +89,14 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         tokio::spawn(async move {
             if let Err(e) = agent::metrics::serve(d, addr, s).await {
                 tracing::error!(subsys = "metrics", error = %e, "Metrics endpoint failed");
+            }
+        });
+    }
+    {
+        let s = stopped(stop_rx.clone());
+        tokio::spawn(async move {
+            if let Err(e) = agent::monitor::serve(bpf_root, monitor_socket, s).await {
+                tracing::error!(subsys = "monitor", error = %e, "Monitor failed");
             }
         });
     }

@@ -8,6 +8,7 @@ mod identity;
 mod ip;
 mod map;
 mod metrics;
+mod monitor;
 mod node;
 mod policy;
 mod service;
@@ -62,6 +63,8 @@ enum Command {
     /// Access metric status
     #[command(subcommand)]
     Metrics(metrics::Command),
+    /// Display BPF program events
+    Monitor(monitor::Args),
     /// Manage cluster nodes
     #[command(subcommand)]
     Node(node::Command),
@@ -112,6 +115,7 @@ fn main() -> ExitCode {
         Command::Ip(cmd) => ip::run(&ctx, &cmd),
         Command::Map(cmd) => map::run(&ctx, &cmd),
         Command::Metrics(cmd) => metrics::run(&ctx, &cmd),
+        Command::Monitor(args) => monitor::run(&ctx, &args),
         Command::Node(cmd) => node::run(&ctx, &cmd),
         Command::Policy(cmd) => policy::run(&ctx, &cmd),
         Command::Service(cmd) => service::run(&ctx, &cmd),

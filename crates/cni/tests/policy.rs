@@ -34,6 +34,36 @@ fn import_ok(node: &common::Node, text: &str) {
     );
 }
 
+/// `cilium monitor --type drop` on `node`: the process and its lines, once
+/// it is listening.
+fn monitor(node: &common::Node) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(testsupport::bin("cilium"))
+        .arg("-H")
+        .arg(format!("unix://{}", node.socket().display()))
+        .args(["monitor", "--type", "drop"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let first = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("monitor header");
+    assert!(first.starts_with("Listening for events on "), "{first}");
+    (child, rx)
+}
+
 /// GET /metrics from ip:port, the body.
 fn scrape(ip: Ipv4Addr, port: u16) -> String {
     use std::io::{Read, Write};
@@ -170,10 +200,26 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     let list = cluster.nodes[1].cilium_ok(&["endpoint", "list"]);
     assert!(list.contains("Enabled            Disabled"), "{list}");
 
-    // Exactly web, exactly 5432.
+    // Exactly web, exactly 5432; node2's monitor shows the drops.
+    let (mut mon, events) = monitor(&cluster.nodes[1]);
     import_ok(&cluster.nodes[0], ALLOW_WEB);
     expect(&web, db, 5432, true, "web to reach db:5432");
     assert!(!reachable(&web, db, 8080), "web must not reach db:8080");
+    let wanted = format!("-> {db}:8080 tcp SYN");
+    let seen = loop {
+        let line = events
+            .recv_timeout(Duration::from_secs(10))
+            .expect("cilium monitor to report the drop");
+        if line.contains(&wanted) {
+            break line;
+        }
+    };
+    assert!(
+        seen.starts_with("xx drop (Policy denied) flow 0x") && seen.contains("file bpf_lxc.c:"),
+        "{seen}"
+    );
+    let _ = mon.kill();
+    let _ = mon.wait();
     assert!(!reachable(&other, db, 5432), "other must not reach db:5432");
     let metrics = cluster.nodes[1].cilium_ok(&["bpf", "metrics", "list"]);
     assert!(

@@ -5,6 +5,7 @@
 pub mod attach;
 pub mod bpffs;
 mod error;
+pub mod events;
 pub mod lbmap;
 pub mod loader;
 pub mod map;
