@@ -220,3 +220,36 @@ pub async fn selectors(State(d): Shared) -> Response {
         .collect();
     Json(list).into_response()
 }
+
+/// Pods other nodes published (namespace, name, address).
+async fn remote_pods(d: &crate::daemon::Daemon) -> Vec<(String, String, std::net::Ipv4Addr)> {
+    let Some(kv) = &d.kvstore else {
+        return Vec::new();
+    };
+    let Ok((pairs, _)) = kv.list_prefix(&format!("{}/", kvstore::keys::IPS)).await else {
+        return Vec::new();
+    };
+    pairs
+        .iter()
+        .filter_map(|(_, v)| serde_json::from_slice::<crate::ipsync::IpIdentityPair>(v).ok())
+        .filter_map(|p| Some((p.k8s_namespace, p.k8s_pod_name, p.ip.parse().ok()?)))
+        .collect()
+}
+
+/// `GET /explain`: what the datapath would do with a new flow, and why.
+pub async fn explain(State(d): Shared, body: Bytes) -> Response {
+    let req: crate::explain::ExplainRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("invalid explain request: {e}"),
+            )
+        }
+    };
+    let pods = remote_pods(&d).await;
+    match crate::explain::explain(&d, &req, &pods) {
+        Ok(resp) => Json(resp).into_response(),
+        Err(e) => error(StatusCode::BAD_REQUEST, e),
+    }
+}

@@ -204,6 +204,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .route("/v1/policy/resolve", get(crate::api_policy::trace))
         .route("/v1/policy/selectors", get(crate::api_policy::selectors))
         .route("/v1/metrics/", get(metrics_list))
+        .route("/v1/explain", get(crate::api_policy::explain))
         .route(
             "/v1/service/{id}",
             get(crate::api_service::get)

@@ -11,6 +11,7 @@ pub mod api_service;
 pub mod controller;
 pub mod daemon;
 pub mod endpoint;
+pub mod explain;
 pub mod health;
 pub mod hostips;
 pub mod identity;

@@ -4,6 +4,7 @@ mod bpf;
 mod bpf_policy;
 mod config;
 mod endpoint;
+mod explain;
 mod identity;
 mod ip;
 mod map;
@@ -51,6 +52,8 @@ enum Command {
     /// Manage endpoints
     #[command(subcommand)]
     Endpoint(endpoint::Command),
+    /// Explain what the datapath does with a flow, map by map
+    Explain(explain::Args),
     /// Manage security identities
     #[command(subcommand)]
     Identity(identity::Command),
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
         Command::Config(args) => config::run(&ctx, &args),
         Command::Bpf(cmd) => bpf::run(&ctx, &cmd),
         Command::Endpoint(cmd) => endpoint::run(&ctx, &cmd),
+        Command::Explain(args) => explain::run(&ctx, &args),
         Command::Identity(cmd) => identity::run(&ctx, &cmd),
         Command::Ip(cmd) => ip::run(&ctx, &cmd),
         Command::Map(cmd) => map::run(&ctx, &cmd),

@@ -64,6 +64,15 @@ fn monitor(node: &common::Node) -> (std::process::Child, std::sync::mpsc::Receiv
     (child, rx)
 }
 
+/// `cilium explain` on `node`: its verdict line.
+fn explain(node: &common::Node, src: &str, dst: &str, port: u16) -> String {
+    let out = node.cilium_ok(&["explain", src, dst, "--port", &port.to_string()]);
+    out.lines()
+        .find(|l| l.starts_with("Verdict: "))
+        .unwrap_or_else(|| panic!("no verdict in {out}"))
+        .to_owned()
+}
+
 /// GET /metrics from ip:port, the body.
 fn scrape(ip: Ipv4Addr, port: u16) -> String {
     use std::io::{Read, Write};
@@ -220,6 +229,51 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     );
     let _ = mon.kill();
     let _ = mon.wait();
+    // cilium explain names the same outcomes, map by map.
+    assert_eq!(
+        explain(&cluster.nodes[0], "web", "db", 5432),
+        "Verdict: FORWARDED"
+    );
+    assert_eq!(
+        explain(&cluster.nodes[0], "web", "db", 8080),
+        "Verdict: DROPPED (Policy denied)"
+    );
+    assert_eq!(
+        explain(&cluster.nodes[1], "other", "db", 5432),
+        "Verdict: DROPPED (Policy denied)"
+    );
+
+    // A service without backends: the monitor and explain agree on why.
+    let (mut mon1, events1) = monitor(&cluster.nodes[0]);
+    cluster.nodes[0].cilium_ok(&[
+        "service",
+        "update",
+        "--id",
+        "20",
+        "--frontend",
+        "172.16.16.99:80",
+        "--backends",
+        "",
+    ]);
+    assert!(!reachable(&web, Ipv4Addr::new(172, 16, 16, 99), 80));
+    let seen = loop {
+        let line = events1
+            .recv_timeout(Duration::from_secs(10))
+            .expect("cilium monitor to report the service drop");
+        if line.contains("-> 172.16.16.99:80 tcp SYN") {
+            break line;
+        }
+    };
+    assert!(
+        seen.starts_with("xx drop (Service backend not found)"),
+        "{seen}"
+    );
+    let _ = mon1.kill();
+    let _ = mon1.wait();
+    assert_eq!(
+        explain(&cluster.nodes[0], "web", "172.16.16.99", 80),
+        "Verdict: DROPPED (Service backend not found)"
+    );
     assert!(!reachable(&other, db, 5432), "other must not reach db:5432");
     let metrics = cluster.nodes[1].cilium_ok(&["bpf", "metrics", "list"]);
     assert!(
@@ -282,6 +336,10 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     let metrics = cluster.nodes[1].cilium_ok(&["bpf", "metrics", "list"]);
     assert!(metrics.contains("Policy denied by denylist"), "{metrics}");
     assert_eq!(trace(&cluster.nodes[0], "web", "db", "5432"), "DENIED");
+    assert_eq!(
+        explain(&cluster.nodes[0], "web", "db", 5432),
+        "Verdict: DROPPED (Policy denied by denylist)"
+    );
     // The same counters, as Prometheus scrapes them from node2.
     let scraped = scrape(common::node_ip(2), 9962);
     let denied = scraped

@@ -1,0 +1,316 @@
+//! `cilium explain <src> <dst>`: the maps the datapath would consult for a
+//! new flow, read as the datapath reads them (ipcache, LB, policy maps,
+//! tunnel), each decision on a line, and the verdict with the drop reason
+//! where it would drop. What happens on another node is derived from the
+//! same policy rules that node holds.
+
+use crate::daemon::Daemon;
+use abi::lb::{Lb4Backend, Lb4Key, Lb4Service, LB_LOOKUP_SCOPE_EXT};
+use policy::mapstate::{Key, MapState, Verdict};
+use serde::{Deserialize, Serialize};
+use std::net::Ipv4Addr;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ExplainRequest {
+    pub src: String,
+    pub dst: String,
+    #[serde(default)]
+    pub port: u16,
+    #[serde(default)]
+    pub protocol: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ExplainResponse {
+    pub steps: Vec<String>,
+    /// `forwarded`, `dropped`, or `depends on the backend picked`
+    pub verdict: String,
+    /// Cilium's text of the drop reason, when dropped
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// An end of the flow: its address, what it is called, and its endpoint
+/// when it lives on this node.
+struct End {
+    ip: Ipv4Addr,
+    name: String,
+    local: Option<crate::endpoint::Endpoint>,
+}
+
+fn end_of(d: &Daemon, s: &str, pods: &[(String, String, Ipv4Addr)]) -> Result<End, String> {
+    let eps = d.endpoints.lock().expect("endpoints lock").list();
+    let ip = match s.parse::<Ipv4Addr>() {
+        Ok(ip) => ip,
+        Err(_) => {
+            let (ns, name) = s
+                .split_once(':')
+                .or_else(|| s.split_once('/'))
+                .unwrap_or(("default", s));
+            eps.iter()
+                .find(|e| e.k8s_namespace == ns && e.k8s_pod_name == name)
+                .map(|e| e.ipv4)
+                .or_else(|| {
+                    pods.iter()
+                        .find(|(n, p, _)| n == ns && p == name)
+                        .map(|x| x.2)
+                })
+                .ok_or_else(|| format!("{s}: no such pod, and not an IPv4 address"))?
+        }
+    };
+    let local = eps.into_iter().find(|e| e.ipv4 == ip);
+    let name = match &local {
+        Some(e) if !e.k8s_pod_name.is_empty() => {
+            format!("{}/{} ({ip})", e.k8s_namespace, e.k8s_pod_name)
+        }
+        _ => ip.to_string(),
+    };
+    Ok(End { ip, name, local })
+}
+
+/// The ipcache's identity and tunnel endpoint for an address (longest
+/// prefix), world when it has none.
+fn ipcache(d: &Daemon, ip: Ipv4Addr) -> (u32, Option<Ipv4Addr>) {
+    d.ipcache
+        .list()
+        .into_iter()
+        .filter(|((net, len), _)| {
+            let mask = u32::MAX.checked_shl(32 - u32::from(*len)).unwrap_or(0);
+            u32::from(ip) & mask == u32::from(*net)
+        })
+        .max_by_key(|((_, len), _)| *len)
+        .map(|(_, e)| (e.identity, e.tunnel_endpoint))
+        .unwrap_or((abi::identity::WORLD, None))
+}
+
+/// An endpoint's policy map as the kernel holds it.
+fn policy_map(d: &Daemon, ep: u16) -> Option<MapState> {
+    let map = datapath::PinnedMap::open_global(&d.config.bpf_root, &datapath::policymap::name(ep))
+        .ok()?;
+    let entries = map
+        .entries::<abi::policy::PolicyKey, abi::policy::PolicyEntry>()
+        .ok()?;
+    Some(MapState(
+        entries
+            .into_iter()
+            .map(|(k, v)| {
+                let prefix = if k.protocol == 0 {
+                    0
+                } else {
+                    k.prefixlen.saturating_sub(48) as u8
+                };
+                (
+                    Key::new(
+                        k.sec_label,
+                        k.egress != 0,
+                        k.protocol,
+                        k.dport.get(),
+                        prefix,
+                    ),
+                    policy::mapstate::Entry {
+                        deny: v.flags & abi::policy::POLICY_FLAG_DENY != 0,
+                    },
+                )
+            })
+            .collect(),
+    ))
+}
+
+/// The backends a new connection to ip:port may get, when it is a service.
+fn service(d: &Daemon, ip: Ipv4Addr, port: u16) -> Option<(u16, Vec<(Ipv4Addr, u16)>)> {
+    let services =
+        datapath::PinnedMap::open_global(&d.config.bpf_root, abi::maps::LB4_SERVICES).ok()?;
+    let backends =
+        datapath::PinnedMap::open_global(&d.config.bpf_root, abi::maps::LB4_BACKENDS).ok()?;
+    let svc: Lb4Service = services
+        .get(&Lb4Key::new(ip, port, 0, LB_LOOKUP_SCOPE_EXT))
+        .ok()??;
+    let mut out = Vec::new();
+    for slot in 1..=svc.count {
+        let Ok(Some(s)) =
+            services.get::<_, Lb4Service>(&Lb4Key::new(ip, port, slot, LB_LOOKUP_SCOPE_EXT))
+        else {
+            continue;
+        };
+        if let Ok(Some(b)) = backends.get::<_, Lb4Backend>(&s.backend_id) {
+            out.push((b.address.ip(), b.port.get()));
+        }
+    }
+    Some((svc.rev_nat_index.get(), out))
+}
+
+fn verdict_text(v: &Verdict) -> (bool, String, &'static str) {
+    match v {
+        Verdict::Allowed(m, k) => (
+            true,
+            format!(
+                "allowed ({m:?} entry: identity {} proto {} port {}/{})",
+                k.identity, k.proto, k.port, k.port_prefix
+            ),
+            "",
+        ),
+        Verdict::Denied(m, _) => (
+            false,
+            format!("denied by a deny entry ({m:?})"),
+            "Policy denied by denylist",
+        ),
+        Verdict::NoMatch => (false, "no entry allows it".into(), "Policy denied"),
+    }
+}
+
+/// Explains one path to one destination address; Err(reason) when it drops.
+fn explain_path(
+    d: &Daemon,
+    src: &End,
+    src_id: u32,
+    dst_ip: Ipv4Addr,
+    proto: u8,
+    port: u16,
+    steps: &mut Vec<String>,
+) -> Result<(), &'static str> {
+    let (dst_id, tunnel) = ipcache(d, dst_ip);
+    let dst_local = d
+        .endpoints
+        .lock()
+        .expect("endpoints lock")
+        .list()
+        .into_iter()
+        .find(|e| e.ipv4 == dst_ip);
+    steps.push(format!(
+        "ipcache: {dst_ip} has identity {dst_id}{}",
+        match (&dst_local, tunnel) {
+            (Some(e), _) => format!(", local endpoint {}", e.id),
+            (None, Some(t)) => format!(", behind node {t} (tunnel endpoint)"),
+            (None, None) => String::new(),
+        }
+    ));
+    if let Some(ep) = &src.local {
+        let Some(map) = policy_map(d, ep.id) else {
+            steps.push(format!("egress: endpoint {} has no policy map", ep.id));
+            return Err("No configuration available to perform policy decision");
+        };
+        let (ok, text, reason) = verdict_text(&map.lookup(dst_id, true, proto, port));
+        steps.push(format!(
+            "egress policy of endpoint {} (cilium_policy_{:05}) to identity {dst_id}: {text}",
+            ep.id, ep.id
+        ));
+        if !ok {
+            return Err(reason);
+        }
+    } else {
+        steps.push(format!(
+            "egress: {} is not on this node; its own node checks its egress",
+            src.name
+        ));
+    }
+    match (dst_local, tunnel) {
+        (Some(ep), _) => {
+            let Some(map) = policy_map(d, ep.id) else {
+                return Err("No configuration available to perform policy decision");
+            };
+            let (ok, text, reason) = verdict_text(&map.lookup(src_id, false, proto, port));
+            steps.push(format!("ingress policy of endpoint {} (cilium_policy_{:05}) from identity {src_id}: {text}", ep.id, ep.id));
+            if !ok {
+                return Err(reason);
+            }
+            steps.push(format!(
+                "delivered into endpoint {} through cilium_call_policy[{}] (bpf_redirect_peer)",
+                ep.id, ep.id
+            ));
+        }
+        (None, Some(node)) => {
+            steps.push(format!(
+                "encapsulated to {node} over cilium_vxlan, VNI = source identity {src_id}"
+            ));
+            let labels = d.identities.get(dst_id).unwrap_or_default();
+            let (rules, _) = d.policies.rules();
+            let resolved = policy::resolve(
+                &rules,
+                &policy::Labels::parse(labels.iter().map(String::as_str)),
+                &crate::policies::identities(d),
+                d.policies.mode(),
+            );
+            let (ok, text, reason) =
+                verdict_text(&resolved.state.lookup(src_id, false, proto, port));
+            steps.push(format!(
+                "ingress policy on {node} (the same rules) from identity {src_id}: {text}"
+            ));
+            if !ok {
+                return Err(reason);
+            }
+        }
+        (None, None) => steps.push(format!("{dst_ip} is not a pod: the node's stack routes it")),
+    }
+    Ok(())
+}
+
+pub fn explain(
+    d: &Daemon,
+    req: &ExplainRequest,
+    pods: &[(String, String, Ipv4Addr)],
+) -> Result<ExplainResponse, String> {
+    let proto = match req.protocol.to_ascii_uppercase().as_str() {
+        "" | "TCP" => 6,
+        "UDP" => 17,
+        "ICMP" => 1,
+        p => return Err(format!("unknown protocol {p:?}: expected TCP, UDP or ICMP")),
+    };
+    let port = if proto == 1 { 0 } else { req.port };
+    let src = end_of(d, &req.src, pods)?;
+    let dst = end_of(d, &req.dst, pods)?;
+    let (src_id, _) = ipcache(d, src.ip);
+    let mut steps = vec![format!(
+        "source {}: identity {src_id}{}",
+        src.name,
+        src.local
+            .as_ref()
+            .map(|e| format!(", local endpoint {}", e.id))
+            .unwrap_or_default()
+    )];
+    let targets: Vec<Ipv4Addr> = match service(d, dst.ip, port) {
+        Some((id, backends)) if proto != 1 && port != 0 => {
+            if backends.is_empty() {
+                steps.push(format!(
+                    "service {}:{port} (ID {id}) has no backends",
+                    dst.ip
+                ));
+                return Ok(ExplainResponse {
+                    steps,
+                    verdict: "dropped".into(),
+                    reason: "Service backend not found".into(),
+                });
+            }
+            let list: Vec<String> = backends.iter().map(|(ip, p)| format!("{ip}:{p}")).collect();
+            steps.push(format!(
+                "service {}:{port} (ID {id}): a new connection goes to one of {} (DNAT, or socket LB at connect())",
+                dst.ip,
+                list.join(", ")
+            ));
+            backends.into_iter().map(|(ip, _)| ip).collect()
+        }
+        _ => vec![dst.ip],
+    };
+    let mut outcomes = Vec::new();
+    for target in targets {
+        let mut path = Vec::new();
+        let r = explain_path(d, &src, src_id, target, proto, port, &mut path);
+        steps.extend(path.into_iter().map(|s| format!("[{target}] {s}")));
+        outcomes.push(r);
+    }
+    let (verdict, reason) = if outcomes.iter().all(|r| r.is_ok()) {
+        ("forwarded", String::new())
+    } else if let Some(Err(reason)) = outcomes
+        .iter()
+        .find(|r| r.is_err())
+        .filter(|_| outcomes.iter().all(|r| r.is_err()))
+    {
+        ("dropped", (*reason).to_owned())
+    } else {
+        ("depends on the backend picked", String::new())
+    };
+    Ok(ExplainResponse {
+        steps,
+        verdict: verdict.into(),
+        reason,
+    })
+}
