@@ -20,6 +20,7 @@
 #include "lib/reject.h"
 #include "lib/nodeport.h"
 #include "lib/policy.h"
+#include "lib/trace.h"
 
 static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 {
@@ -83,6 +84,8 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 
 	tunnel_ep = tunnel_endpoint4(daddr, lookup_ip4_remote(daddr));
 	if (tunnel_ep) {
+		send_trace_notify(ctx, TRACE_TO_OVERLAY, sec_id, dst_id, 0, 0, ct.status,
+				  pkt.tcp_flags);
 		ret = encap_and_redirect4(ctx, tunnel_ep, sec_id);
 		if (ret < 0)
 			goto drop;
@@ -107,6 +110,7 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 	}
 
 	/* The node itself or beyond it: the host stack routes it. */
+	send_trace_notify(ctx, TRACE_TO_STACK, sec_id, dst_id, 0, 0, ct.status, pkt.tcp_flags);
 	update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
 	return CTX_ACT_OK;
 drop:
@@ -155,6 +159,8 @@ int cil_lxc_policy(struct __sk_buff *ctx)
 	if (ret < 0)
 		goto drop;
 	update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
+	send_trace_notify(ctx, TRACE_TO_LXC, src_id, ep->sec_id, ep->lxc_id, ep->ifindex,
+			  ct.status, pkt.tcp_flags);
 	ret = ipv4_local_delivery(ctx, ep, flags & POLICY_F_PEER);
 	if (ret < 0)
 		goto drop;

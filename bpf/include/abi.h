@@ -346,6 +346,8 @@ struct metrics_value {
 /* NodePort range (node-port-range): first port << 16 | last port; 0 =
  * Cilium's default 30000-32767 */
 #define RUNTIME_CONFIG_NODEPORT_RANGE	7
+/* monitor-aggregation: 0 none (trace every packet) .. 4 maximum */
+#define RUNTIME_CONFIG_MONITOR_AGGREGATION	8
 #define NODEPORT_PORT_MIN_DEFAULT	30000
 #define NODEPORT_PORT_MAX_DEFAULT	32767
 #define LB_ALGORITHM_RANDOM		0

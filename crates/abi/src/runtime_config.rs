@@ -14,6 +14,8 @@ pub const LB_ALGORITHM: u32 = 5;
 pub const MAGLEV_SEED4: u32 = 6;
 /// node-port-range: first port << 16 | last port (0 = 30000-32767).
 pub const NODEPORT_RANGE: u32 = 7;
+/// monitor-aggregation: 0 none (every packet traced) .. 4 maximum.
+pub const MONITOR_AGGREGATION: u32 = 8;
 pub const LB_ALGORITHM_RANDOM: u64 = 0;
 pub const LB_ALGORITHM_MAGLEV: u64 = 1;
 
@@ -28,6 +30,7 @@ pub fn index_name(index: u32) -> Option<&'static str> {
         LB_ALGORITHM => Some("LBAlgorithm"),
         MAGLEV_SEED4 => Some("MaglevSeed4"),
         NODEPORT_RANGE => Some("NodePortRange"),
+        MONITOR_AGGREGATION => Some("MonitorAggregation"),
         _ => None,
     }
 }

@@ -134,12 +134,25 @@ async fn patch_config(State(d): Shared, body: Bytes) -> Response {
         let mut runtime = d.runtime.lock().expect("runtime options lock");
         runtime
             .apply(&spec.options, spec.policy_enforcement.as_deref())
-            .map(|changed| (changed, runtime.policy_enforcement.clone()))
+            .map(|changed| {
+                let level = runtime
+                    .options
+                    .get("MonitorAggregationLevel")
+                    .cloned()
+                    .unwrap_or_default();
+                (changed, runtime.policy_enforcement.clone(), level)
+            })
     };
     match applied {
-        Ok((changed, enforcement)) => {
+        Ok((changed, enforcement, level)) => {
             for name in &changed {
                 tracing::info!(subsys = "daemon", option = %name, "Configuration option changed");
+            }
+            if changed.iter().any(|n| n == "MonitorAggregationLevel") {
+                if let Err(e) = crate::daemon::write_monitor_aggregation(&d.config.bpf_root, &level)
+                {
+                    return error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}"));
+                }
             }
             // a new enforcement mode changes every endpoint's policy map
             let mode =

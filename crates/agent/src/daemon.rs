@@ -187,6 +187,14 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         &config.monitor_aggregation,
         &config.policy_enforcement,
     );
+    write_monitor_aggregation(
+        &config.bpf_root,
+        runtime
+            .options
+            .get("MonitorAggregationLevel")
+            .map(String::as_str)
+            .unwrap_or("None"),
+    )?;
     let daemon = Arc::new(Daemon {
         runtime: Mutex::new(runtime),
         controllers: Controllers::default(),
@@ -389,6 +397,21 @@ fn setup_socket_lb(config: &DaemonConfig, sizes: &datapath::MapSizes) -> anyhow:
             )
         })?;
     tracing::info!(subsys = "socketlb", cgroupRoot = %config.cgroup_root.display(), "Socket LB enabled");
+    Ok(())
+}
+
+/// Tells the datapath how much to trace (`MonitorAggregationLevel`:
+/// None, Lowest, Low, Medium, Max).
+pub fn write_monitor_aggregation(bpf_root: &std::path::Path, level: &str) -> anyhow::Result<()> {
+    let value: u64 = match level {
+        "None" => 0,
+        "Lowest" => 1,
+        "Low" => 2,
+        "Medium" => 3,
+        _ => 4,
+    };
+    let map = datapath::PinnedMap::open_global(bpf_root, abi::maps::RUNTIME_CONFIG)?;
+    map.put(&abi::runtime_config::MONITOR_AGGREGATION, &value)?;
     Ok(())
 }
 

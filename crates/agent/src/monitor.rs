@@ -13,9 +13,15 @@ use tokio::sync::broadcast;
 /// One event as clients get it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct MonitorEvent {
-    /// `drop` (more types come with trace and policy-verdict events)
+    /// `drop` or `trace`
     #[serde(rename = "type")]
     pub kind: String,
+    /// Trace: the observation point (`to-endpoint`, `to-stack`, ...)
+    #[serde(default)]
+    pub obs_point: String,
+    /// Trace: the connection's state (`new`, `established`, `reply`, ...)
+    #[serde(default)]
+    pub state: String,
     pub reason: u8,
     pub reason_text: String,
     pub hash: u32,
@@ -77,9 +83,59 @@ pub fn summarize(frame: &[u8]) -> String {
     }
 }
 
+fn obs_point_name(p: u8) -> &'static str {
+    match p {
+        0 => "to-endpoint",
+        1 => "to-proxy",
+        2 => "to-host",
+        3 => "to-stack",
+        4 => "to-overlay",
+        5 => "from-endpoint",
+        7 => "from-host",
+        8 => "from-stack",
+        9 => "from-overlay",
+        11 => "to-network",
+        _ => "unknown",
+    }
+}
+
+fn state_name(s: u8) -> &'static str {
+    match s {
+        0 => "new",
+        1 => "established",
+        2 => "reply",
+        3 => "related",
+        _ => "unknown",
+    }
+}
+
+fn decode_trace(bytes: &[u8]) -> Option<MonitorEvent> {
+    let n = abi::events::TraceNotify::from_bytes(bytes)?;
+    let payload = bytes
+        .get(std::mem::size_of::<abi::events::TraceNotify>()..)
+        .unwrap_or_default();
+    let cap = usize::from(n.len_cap).min(payload.len());
+    Some(MonitorEvent {
+        kind: "trace".into(),
+        obs_point: obs_point_name(n.hdr.subtype).into(),
+        state: state_name(n.reason).into(),
+        hash: n.hdr.hash,
+        src_label: n.src_label,
+        dst_label: n.dst_label,
+        dst_id: u32::from(n.dst_id),
+        ifindex: n.ifindex,
+        len_orig: n.len_orig,
+        summary: summarize(&payload[..cap]),
+        ..Default::default()
+    })
+}
+
 /// A record of the rings, if it is one this agent knows.
 pub fn decode(bytes: &[u8]) -> Option<MonitorEvent> {
     let hdr = abi::events::NotifyCommonHdr::from_bytes(bytes)?;
+    if hdr.kind == abi::events::NOTIFY_TRACE {
+        return decode_trace(bytes);
+    }
     if hdr.kind != abi::events::NOTIFY_DROP {
         return None;
     }
@@ -90,6 +146,8 @@ pub fn decode(bytes: &[u8]) -> Option<MonitorEvent> {
     let cap = usize::from(n.len_cap).min(payload.len());
     Some(MonitorEvent {
         kind: "drop".into(),
+        obs_point: String::new(),
+        state: String::new(),
         reason: hdr.subtype,
         reason_text: abi::metrics::reason_text(hdr.subtype),
         hash: hdr.hash,

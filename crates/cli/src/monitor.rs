@@ -37,6 +37,26 @@ fn socket(ctx: &Ctx) -> PathBuf {
     PathBuf::from(api).with_file_name("monitor1_2.sock")
 }
 
+/// Cilium's line for a trace event.
+fn trace_line(ev: &serde_json::Value) -> String {
+    let to = match ev["obs_point"].as_str().unwrap_or_default() {
+        "to-endpoint" => format!("-> endpoint {}", ev["dst_id"]),
+        "to-stack" => "-> stack".to_owned(),
+        "to-overlay" => "-> overlay".to_owned(),
+        "to-host" => "-> host".to_owned(),
+        other => format!("-> {other}"),
+    };
+    format!(
+        "{to} flow {:#x} , identity {}->{} state {} ifindex {} orig-ip 0.0.0.0: {}",
+        ev["hash"].as_u64().unwrap_or(0),
+        ev["src_label"],
+        ev["dst_label"],
+        ev["state"].as_str().unwrap_or_default(),
+        ev["ifindex"],
+        ev["summary"].as_str().unwrap_or_default()
+    )
+}
+
 /// Cilium's line for a drop event.
 fn drop_line(ev: &serde_json::Value) -> String {
     format!(
@@ -87,6 +107,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
             writeln!(out, "{line}")?;
         } else if kind == "drop" {
             writeln!(out, "{}", drop_line(&ev))?;
+        } else if kind == "trace" {
+            writeln!(out, "{}", trace_line(&ev))?;
         } else if kind == "lost" {
             writeln!(out, "Lost {} events", ev["len_orig"])?;
         }

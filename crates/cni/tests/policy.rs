@@ -34,14 +34,17 @@ fn import_ok(node: &common::Node, text: &str) {
     );
 }
 
-/// `cilium monitor --type drop` on `node`: the process and its lines, once
+/// `cilium monitor --type <kind>` on `node`: the process and its lines, once
 /// it is listening.
-fn monitor(node: &common::Node) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+fn monitor(
+    node: &common::Node,
+    kind: &str,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     use std::io::BufRead;
     let mut child = std::process::Command::new(testsupport::bin("cilium"))
         .arg("-H")
         .arg(format!("unix://{}", node.socket().display()))
-        .args(["monitor", "--type", "drop"])
+        .args(["monitor", "--type", kind])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -210,7 +213,8 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     assert!(list.contains("Enabled            Disabled"), "{list}");
 
     // Exactly web, exactly 5432; node2's monitor shows the drops.
-    let (mut mon, events) = monitor(&cluster.nodes[1]);
+    let (mut mon, events) = monitor(&cluster.nodes[1], "drop");
+    let (mut tmon, traces) = monitor(&cluster.nodes[1], "trace");
     import_ok(&cluster.nodes[0], ALLOW_WEB);
     expect(&web, db, 5432, true, "web to reach db:5432");
     assert!(!reachable(&web, db, 8080), "web must not reach db:8080");
@@ -229,6 +233,19 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     );
     let _ = mon.kill();
     let _ = mon.wait();
+    // ...and the allowed connection as a trace into db's endpoint.
+    let wanted = format!("-> {db}:5432 tcp SYN");
+    let seen = loop {
+        let line = traces
+            .recv_timeout(Duration::from_secs(10))
+            .expect("cilium monitor to trace the forwarded flow");
+        if line.contains(&wanted) && line.starts_with("-> endpoint ") {
+            break line;
+        }
+    };
+    assert!(seen.contains("state new"), "{seen}");
+    let _ = tmon.kill();
+    let _ = tmon.wait();
     // cilium explain names the same outcomes, map by map.
     assert_eq!(
         explain(&cluster.nodes[0], "web", "db", 5432),
@@ -244,7 +261,7 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     );
 
     // A service without backends: the monitor and explain agree on why.
-    let (mut mon1, events1) = monitor(&cluster.nodes[0]);
+    let (mut mon1, events1) = monitor(&cluster.nodes[0], "drop");
     cluster.nodes[0].cilium_ok(&[
         "service",
         "update",

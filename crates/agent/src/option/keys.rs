@@ -91,7 +91,9 @@ pub const KEYS: &[Key] = &[
         Enum(&[
             "none", "disabled", "lowest", "low", "medium", "maximum", "max",
         ]),
-        "none",
+        // Cilium's install default (the agent flag alone says none): only
+        // packets that open or close a connection are traced
+        "medium",
     ),
     k("routing-mode", Enum(&["tunnel", "native"]), "tunnel"),
     k("tunnel-protocol", Enum(&["vxlan", "geneve"]), "vxlan"),

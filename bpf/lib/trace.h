@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Trace notifications (Cilium's trace.h): a forwarded packet reported at
+ * its observation point, with the packet's first bytes. With
+ * monitor-aggregation above none only the packets that open or close a
+ * connection are reported, as Cilium's medium level does.
+ */
+#ifndef __LIB_TRACE_H_
+#define __LIB_TRACE_H_
+
+#include "maps.h"
+#include "conntrack.h"
+#include "runtime_config.h"
+
+static __always_inline void send_trace_notify(struct __sk_buff *ctx, __u8 obs_point, __u32 src,
+					      __u32 dst, __u16 dst_id, __u32 ifindex,
+					      __u8 ct_status, __u8 tcp_flags)
+{
+	__u32 cap_len = ctx->len < TRACE_PAYLOAD_LEN ? ctx->len : TRACE_PAYLOAD_LEN;
+	struct trace_notify msg = {
+		.hdr = {
+			.type = CILIUM_NOTIFY_TRACE,
+			.subtype = obs_point,
+			.hash = bpf_get_hash_recalc(ctx),
+		},
+		.len_orig = ctx->len,
+		.len_cap = (__u16)cap_len,
+		.version = NOTIFY_CAPTURE_VER,
+		.src_label = src,
+		.dst_label = dst,
+		.dst_id = dst_id,
+		.reason = ct_status,
+		.ifindex = ifindex,
+	};
+
+	if (runtime_config(RUNTIME_CONFIG_MONITOR_AGGREGATION) > 0 && ct_status != CT_NEW &&
+	    !(tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)))
+		return;
+	bpf_perf_event_output(ctx, &cilium_events,
+			      ((__u64)cap_len << 32) | BPF_F_CURRENT_CPU,
+			      &msg, sizeof(msg));
+}
+
+#endif /* __LIB_TRACE_H_ */
