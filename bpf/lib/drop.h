@@ -5,6 +5,7 @@
 
 #include "maps.h"
 #include "metrics.h"
+#include "notify.h"
 
 /* Each object defines SOURCE_FILE before including this header. */
 #ifndef SOURCE_FILE
@@ -17,7 +18,7 @@ static __always_inline int __send_drop_notify(struct __sk_buff *ctx, __u32 src,
 					      __u16 line, __u16 source)
 {
 	__u8 code = (__u8)(-reason);
-	__u32 cap_len = ctx->len < TRACE_PAYLOAD_LEN ? ctx->len : TRACE_PAYLOAD_LEN;
+	__u32 cap_len = notify_cap_len(ctx);
 	struct drop_notify msg = {
 		.hdr = {
 			.type = CILIUM_NOTIFY_DROP,
@@ -37,11 +38,7 @@ static __always_inline int __send_drop_notify(struct __sk_buff *ctx, __u32 src,
 	};
 
 	update_metrics(ctx->len, dir, code, line, SOURCE_FILE);
-	/* With no reader attached the output fails; the counter above already
-	 * recorded the drop, so the result is deliberately ignored. */
-	bpf_perf_event_output(ctx, &cilium_events,
-			      ((__u64)cap_len << 32) | BPF_F_CURRENT_CPU,
-			      &msg, sizeof(msg));
+	notify_output(ctx, &msg, sizeof(msg), cap_len);
 	return CTX_ACT_DROP;
 }
 

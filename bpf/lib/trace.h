@@ -11,12 +11,13 @@
 #include "maps.h"
 #include "conntrack.h"
 #include "runtime_config.h"
+#include "notify.h"
 
 static __always_inline void send_trace_notify(struct __sk_buff *ctx, __u8 obs_point, __u32 src,
 					      __u32 dst, __u16 dst_id, __u32 ifindex,
 					      __u8 ct_status, __u8 tcp_flags)
 {
-	__u32 cap_len = ctx->len < TRACE_PAYLOAD_LEN ? ctx->len : TRACE_PAYLOAD_LEN;
+	__u32 cap_len = notify_cap_len(ctx);
 	struct trace_notify msg = {
 		.hdr = {
 			.type = CILIUM_NOTIFY_TRACE,
@@ -36,9 +37,7 @@ static __always_inline void send_trace_notify(struct __sk_buff *ctx, __u8 obs_po
 	if (runtime_config(RUNTIME_CONFIG_MONITOR_AGGREGATION) > 0 && ct_status != CT_NEW &&
 	    !(tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)))
 		return;
-	bpf_perf_event_output(ctx, &cilium_events,
-			      ((__u64)cap_len << 32) | BPF_F_CURRENT_CPU,
-			      &msg, sizeof(msg));
+	notify_output(ctx, &msg, sizeof(msg), cap_len);
 }
 
 #endif /* __LIB_TRACE_H_ */

@@ -25,13 +25,23 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("binding health endpoint {addr}: {e}"))?;
-    tracing::info!(subsys = "daemon", address = %addr, "Started healthz status API server");
     let app = Router::new()
         .route("/healthz", get(healthz))
         .with_state(daemon);
+    serve_http(addr, app, shutdown, "healthz status API server").await
+}
+
+/// Serves `app` on TCP `addr` until `shutdown`.
+pub async fn serve_http(
+    addr: std::net::SocketAddr,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    what: &str,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("binding the {what} on {addr}: {e}"))?;
+    tracing::info!(subsys = "daemon", address = %addr, "Started {what}");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await

@@ -210,15 +210,8 @@ pub async fn serve(
     addr: std::net::SocketAddr,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("binding the metrics endpoint {addr}: {e}"))?;
-    tracing::info!(subsys = "metrics", address = %addr, "Serving prometheus metrics");
     let app = Router::new()
         .route("/metrics", get(metrics))
         .with_state(daemon);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(Into::into)
+    crate::health::serve_http(addr, app, shutdown, "prometheus metrics server").await
 }
