@@ -187,10 +187,21 @@ pub fn enter_node(holder: i32) -> anyhow::Result<()> {
     for (ns, flag) in [("mnt", libc::CLONE_NEWNS), ("net", libc::CLONE_NEWNET)] {
         let path = format!("/proc/{holder}/ns/{ns}");
         let f = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
-        // SAFETY: a valid namespace fd; this process has one thread here.
-        if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&f), flag) } != 0 {
-            return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("entering {path}"));
+        // A joined thread has run its last instruction but may not have
+        // left the kernel yet: until it drops its share of this process's
+        // fs_struct, setns(CLONE_NEWNS) fails with EINVAL. Give it a moment.
+        let mut tries = 0;
+        loop {
+            // SAFETY: a valid namespace fd; this process has one thread here.
+            if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&f), flag) } == 0 {
+                break;
+            }
+            let err = std::io::Error::last_os_error();
+            tries += 1;
+            if err.raw_os_error() != Some(libc::EINVAL) || tries == 200 {
+                return Err(err).with_context(|| format!("entering {path}"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
     }
     Ok(())
