@@ -400,6 +400,23 @@ struct trace_notify {
 	__u8 orig_ip[16];
 };
 
+/* A policy decision (type CILIUM_NOTIFY_POLICY_VERDICT; hdr.source is the
+ * local endpoint ID) */
+struct policy_verdict_notify {
+	struct notify_common_hdr hdr;
+	__u32 len_orig;
+	__u16 len_cap;
+	__u16 version;
+	__u32 remote_label;
+	__s32 verdict;		/* 0 allowed, < 0 the drop reason */
+	__u16 dst_port;		/* host order */
+	__u8 proto;
+	__u8 flags;		/* bits 0-1 direction (1 ingress, 2 egress), bits 3-5 match type */
+	__u8 auth_type;
+	__u8 pad0;
+	__u16 pad1;
+};
+
 /* Observation points (trace subtype) */
 #define TRACE_TO_LXC		0
 #define TRACE_TO_PROXY		1
@@ -488,5 +505,6 @@ ABI_SIZE(struct metrics_key, 8);
 ABI_SIZE(struct metrics_value, 16);
 ABI_SIZE(struct drop_notify, 36);
 ABI_SIZE(struct trace_notify, 48);
+ABI_SIZE(struct policy_verdict_notify, 32);
 
 #endif /* __ABI_H_ */

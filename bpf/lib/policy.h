@@ -14,6 +14,7 @@
 #include "maps.h"
 #include "conntrack.h"
 #include "endpoint.h"
+#include "notify.h"
 
 /* identity, direction, protocol and port all given */
 #define POLICY_FULL_PREFIX	64
@@ -31,8 +32,18 @@ static __always_inline int policy_exact_proto(const struct policy_entry *e)
 /* May traffic between endpoint ep_id and the peer `remote` pass, in the
  * given direction, to destination port dport (network order; 0 for
  * protocols without ports)? Returns 0 or a negative drop reason. */
+/* Cilium's match types, as policy verdict events carry them */
+#define POLICY_MATCH_NONE	0
+#define POLICY_MATCH_L3_ONLY	1
+#define POLICY_MATCH_L3_L4	2
+#define POLICY_MATCH_L4_ONLY	3
+#define POLICY_MATCH_ALL	4
+#define POLICY_MATCH_L3_PROTO	5
+#define POLICY_MATCH_PROTO_ONLY	6
+
 static __always_inline int policy_can_access4(__u32 ep_id, __u32 remote, __u8 egress,
-					      __u8 proto, __u16 dport, __u32 len)
+					      __u8 proto, __u16 dport, __u32 len,
+					      __u8 *match)
 {
 	struct policy_key key = {
 		.prefixlen = POLICY_FULL_PREFIX,
@@ -50,25 +61,58 @@ static __always_inline int policy_can_access4(__u32 ep_id, __u32 remote, __u8 eg
 	a = bpf_map_lookup_elem(map, &key);
 	key.sec_label = 0;
 	b = bpf_map_lookup_elem(map, &key);
-	if (a && policy_exact_port(a))
+	if (a && policy_exact_port(a)) {
 		pick = a;
-	else if (b && policy_exact_port(b))
+		*match = POLICY_MATCH_L3_L4;
+	} else if (b && policy_exact_port(b)) {
 		pick = b;
-	else if (a && policy_exact_proto(a))
+		*match = POLICY_MATCH_L4_ONLY;
+	} else if (a && policy_exact_proto(a)) {
 		pick = a;
-	else if (b && policy_exact_proto(b))
+		*match = POLICY_MATCH_L3_PROTO;
+	} else if (b && policy_exact_proto(b)) {
 		pick = b;
-	else if (a)
+		*match = POLICY_MATCH_PROTO_ONLY;
+	} else if (a) {
 		pick = a;
-	else
+		*match = POLICY_MATCH_L3_ONLY;
+	} else {
 		pick = b;
-	if (!pick)
+		*match = POLICY_MATCH_ALL;
+	}
+	if (!pick) {
+		*match = POLICY_MATCH_NONE;
 		return -DROP_POLICY;
+	}
 	__sync_fetch_and_add(&pick->packets, 1);
 	__sync_fetch_and_add(&pick->bytes, len);
 	if (pick->flags & POLICY_FLAG_DENY)
 		return -DROP_POLICY_DENY;
 	return 0;
+}
+
+static __always_inline void send_policy_verdict_notify(struct __sk_buff *ctx, __u32 ep_id,
+						       __u32 remote, __u16 dport, __u8 proto,
+						       __u8 egress, __u8 match, int verdict)
+{
+	__u32 cap_len = notify_cap_len(ctx);
+	struct policy_verdict_notify msg = {
+		.hdr = {
+			.type = CILIUM_NOTIFY_POLICY_VERDICT,
+			.source = (__u16)ep_id,
+			.hash = bpf_get_hash_recalc(ctx),
+		},
+		.len_orig = ctx->len,
+		.len_cap = (__u16)cap_len,
+		.version = NOTIFY_CAPTURE_VER,
+		.remote_label = remote,
+		.verdict = verdict,
+		.dst_port = bpf_ntohs(dport),
+		.proto = proto,
+		.flags = (egress ? 2 : 1) | (__u8)(match << 3),
+	};
+
+	notify_output(ctx, &msg, sizeof(msg), cap_len);
 }
 
 /* The destination port policy keys carry: CT tuples keep it in sport. */
@@ -96,8 +140,14 @@ static __always_inline int ct_track4_policy(struct __sk_buff *ctx, const struct 
 	state->tcp_flags = pkt->tcp_flags;
 	ct_lookup4(ctx, dir, &tuple, state);
 	if (state->status != CT_REPLY && state->status != CT_RELATED) {
+		__u8 match = POLICY_MATCH_NONE;
+
 		ret = policy_can_access4(ep_id, remote, dir == CT_EGRESS, pkt->tuple.nexthdr,
-					 policy_dport(pkt), ctx->len);
+					 policy_dport(pkt), ctx->len, &match);
+		/* every denial, and the allow that opens a connection */
+		if (ret < 0 || state->status == CT_NEW)
+			send_policy_verdict_notify(ctx, ep_id, remote, policy_dport(pkt),
+						   pkt->tuple.nexthdr, dir == CT_EGRESS, match, ret);
 		if (ret < 0)
 			return ret;
 	}

@@ -107,3 +107,36 @@ pub const TRACE_POINTS: [&str; 12] = [
     "from-network",
     "to-network",
 ];
+
+/// `policy_verdict_notify`: a policy decision; `hdr.source` is the local
+/// endpoint ID.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PolicyVerdictNotify {
+    pub hdr: NotifyCommonHdr,
+    pub len_orig: u32,
+    pub len_cap: u16,
+    pub version: u16,
+    pub remote_label: u32,
+    /// 0 allowed, negative: the drop reason
+    pub verdict: i32,
+    /// host order
+    pub dst_port: u16,
+    pub proto: u8,
+    /// bits 0-1 direction (1 ingress, 2 egress), bits 3-5 match type
+    pub flags: u8,
+    pub auth_type: u8,
+    pub pad0: u8,
+    pub pad1: u16,
+}
+assert_layout!(
+    PolicyVerdictNotify,
+    size = 32,
+    len_orig = 8,
+    remote_label = 16,
+    verdict = 20,
+    dst_port = 24,
+    proto = 26,
+    flags = 27
+);
+unsafe impl Plain for PolicyVerdictNotify {}

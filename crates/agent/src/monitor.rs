@@ -13,13 +13,15 @@ use tokio::sync::broadcast;
 /// One event as clients get it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct MonitorEvent {
-    /// `drop` or `trace`
+    /// `drop`, `trace` or `policy-verdict`
     #[serde(rename = "type")]
     pub kind: String,
-    /// Trace: the observation point (`to-endpoint`, `to-stack`, ...)
+    /// Trace: the observation point (`to-endpoint`, `to-stack`, ...);
+    /// policy verdict: the direction
     #[serde(default)]
     pub obs_point: String,
-    /// Trace: the connection's state (`new`, `established`, `reply`, ...)
+    /// Trace: the connection's state (`new`, `established`, `reply`, ...);
+    /// policy verdict: the match type
     #[serde(default)]
     pub state: String,
     pub reason: u8,
@@ -130,11 +132,55 @@ fn decode_trace(bytes: &[u8]) -> Option<MonitorEvent> {
     })
 }
 
+fn match_name(m: u8) -> &'static str {
+    match m {
+        1 => "L3-Only",
+        2 => "L3-L4",
+        3 => "L4-Only",
+        4 => "all",
+        5 => "L3-Proto",
+        6 => "Proto-Only",
+        _ => "none",
+    }
+}
+
+fn decode_verdict(bytes: &[u8]) -> Option<MonitorEvent> {
+    let n = abi::events::PolicyVerdictNotify::from_bytes(bytes)?;
+    let payload = bytes
+        .get(std::mem::size_of::<abi::events::PolicyVerdictNotify>()..)
+        .unwrap_or_default();
+    let cap = usize::from(n.len_cap).min(payload.len());
+    let denied = n.verdict < 0;
+    Some(MonitorEvent {
+        kind: "policy-verdict".into(),
+        obs_point: if n.flags & 0x3 == 2 {
+            "egress"
+        } else {
+            "ingress"
+        }
+        .into(),
+        state: match_name((n.flags >> 3) & 0x7).into(),
+        reason: if denied { (-n.verdict) as u8 } else { 0 },
+        reason_text: if denied { "deny" } else { "allow" }.into(),
+        hash: n.hdr.hash,
+        src_label: n.remote_label,
+        dst_id: u32::from(n.hdr.source),
+        line: n.dst_port,
+        len_orig: n.len_orig,
+        file: n.proto.to_string(),
+        summary: summarize(&payload[..cap]),
+        ..Default::default()
+    })
+}
+
 /// A record of the rings, if it is one this agent knows.
 pub fn decode(bytes: &[u8]) -> Option<MonitorEvent> {
     let hdr = abi::events::NotifyCommonHdr::from_bytes(bytes)?;
     if hdr.kind == abi::events::NOTIFY_TRACE {
         return decode_trace(bytes);
+    }
+    if hdr.kind == abi::events::NOTIFY_POLICY_VERDICT {
+        return decode_verdict(bytes);
     }
     if hdr.kind != abi::events::NOTIFY_DROP {
         return None;

@@ -57,6 +57,23 @@ fn trace_line(ev: &serde_json::Value) -> String {
     )
 }
 
+/// Cilium's line for a policy verdict (for these, the agent sends the
+/// local endpoint as dst_id, the peer as src_label, the port as line and
+/// the protocol as file).
+fn verdict_line(ev: &serde_json::Value) -> String {
+    format!(
+        "Policy verdict log: flow {:#x} local EP ID {}, remote ID {}, proto {}, {}, action {}, auth: disabled, match {}, {}",
+        ev["hash"].as_u64().unwrap_or(0),
+        ev["dst_id"],
+        ev["src_label"],
+        ev["file"].as_str().unwrap_or_default(),
+        ev["obs_point"].as_str().unwrap_or_default(),
+        ev["reason_text"].as_str().unwrap_or_default(),
+        ev["state"].as_str().unwrap_or_default(),
+        ev["summary"].as_str().unwrap_or_default()
+    )
+}
+
 /// Cilium's line for a drop event.
 fn drop_line(ev: &serde_json::Value) -> String {
     format!(
@@ -109,6 +126,8 @@ pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
             writeln!(out, "{}", drop_line(&ev))?;
         } else if kind == "trace" {
             writeln!(out, "{}", trace_line(&ev))?;
+        } else if kind == "policy-verdict" {
+            writeln!(out, "{}", verdict_line(&ev))?;
         } else if kind == "lost" {
             writeln!(out, "Lost {} events", ev["len_orig"])?;
         }

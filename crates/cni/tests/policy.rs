@@ -215,6 +215,7 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     // Exactly web, exactly 5432; node2's monitor shows the drops.
     let (mut mon, events) = monitor(&cluster.nodes[1], "drop");
     let (mut tmon, traces) = monitor(&cluster.nodes[1], "trace");
+    let (mut vmon, verdicts) = monitor(&cluster.nodes[1], "policy-verdict");
     import_ok(&cluster.nodes[0], ALLOW_WEB);
     expect(&web, db, 5432, true, "web to reach db:5432");
     assert!(!reachable(&web, db, 8080), "web must not reach db:8080");
@@ -246,6 +247,30 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     assert!(seen.contains("state new"), "{seen}");
     let _ = tmon.kill();
     let _ = tmon.wait();
+    // ...and both decisions as policy verdicts.
+    let (mut allow, mut deny) = (None, None);
+    while allow.is_none() || deny.is_none() {
+        let line = verdicts
+            .recv_timeout(Duration::from_secs(10))
+            .expect("policy verdicts for the allowed and the denied flow");
+        if line.contains(&format!("-> {db}:5432 tcp SYN")) {
+            allow = Some(line);
+        } else if line.contains(&format!("-> {db}:8080 tcp SYN")) {
+            deny = Some(line);
+        }
+    }
+    let (allow, deny) = (allow.unwrap(), deny.unwrap());
+    assert!(
+        allow.starts_with("Policy verdict log: flow 0x")
+            && allow.contains("proto 6, ingress, action allow, auth: disabled, match L3-L4"),
+        "{allow}"
+    );
+    assert!(
+        deny.contains("ingress, action deny, auth: disabled, match none"),
+        "{deny}"
+    );
+    let _ = vmon.kill();
+    let _ = vmon.wait();
     // cilium explain names the same outcomes, map by map.
     assert_eq!(
         explain(&cluster.nodes[0], "web", "db", 5432),
