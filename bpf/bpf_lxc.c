@@ -32,7 +32,7 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 	__u32 sec_id = IDENTITY_UNKNOWN;
 	int ret, l4_off, verdict;
 	__u8 proto, drop_dir = METRIC_EGRESS;
-	__u16 drop_ep = 0;
+	__u16 drop_ep = 0, src_lxc = 0;
 
 	ip4 = ipv4_hdr(ctx);
 	if (!ip4) {
@@ -46,6 +46,7 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 		goto drop;
 	}
 	sec_id = src_ep->sec_id;
+	src_lxc = src_ep->lxc_id;
 	if (ipv4_is_fragment(ip4)) {
 		ret = -DROP_FRAG_NOSUPPORT;
 		goto drop;
@@ -84,7 +85,7 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 
 	tunnel_ep = tunnel_endpoint4(daddr, lookup_ip4_remote(daddr));
 	if (tunnel_ep) {
-		send_trace_notify(ctx, TRACE_TO_OVERLAY, sec_id, dst_id, 0, 0, ct.status,
+		send_trace_notify(ctx, TRACE_TO_OVERLAY, src_lxc, sec_id, dst_id, 0, 0, ct.status,
 				  pkt.tcp_flags);
 		ret = encap_and_redirect4(ctx, tunnel_ep, sec_id);
 		if (ret < 0)
@@ -110,11 +111,12 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 	}
 
 	/* The node itself or beyond it: the host stack routes it. */
-	send_trace_notify(ctx, TRACE_TO_STACK, sec_id, dst_id, 0, 0, ct.status, pkt.tcp_flags);
+	send_trace_notify(ctx, TRACE_TO_STACK, src_lxc, sec_id, dst_id, 0, 0, ct.status,
+			  pkt.tcp_flags);
 	update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
 	return CTX_ACT_OK;
 drop:
-	verdict = send_drop_notify(ctx, sec_id, dst_id, drop_ep, ret, drop_dir, 0);
+	verdict = send_drop_notify(ctx, sec_id, dst_id, drop_ep, ret, drop_dir, src_lxc);
 	return reject_no_service(ctx, ret, verdict);
 }
 
@@ -159,15 +161,15 @@ int cil_lxc_policy(struct __sk_buff *ctx)
 	if (ret < 0)
 		goto drop;
 	update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
-	send_trace_notify(ctx, TRACE_TO_LXC, src_id, ep->sec_id, ep->lxc_id, ep->ifindex,
-			  ct.status, pkt.tcp_flags);
+	send_trace_notify(ctx, TRACE_TO_LXC, ep->lxc_id, src_id, ep->sec_id, ep->lxc_id,
+			  ep->ifindex, ct.status, pkt.tcp_flags);
 	ret = ipv4_local_delivery(ctx, ep, flags & POLICY_F_PEER);
 	if (ret < 0)
 		goto drop;
 	return ret;
 drop:
 	return send_drop_notify(ctx, src_id, ep ? ep->sec_id : IDENTITY_UNKNOWN,
-				ep ? ep->lxc_id : 0, ret, METRIC_INGRESS, 0);
+				ep ? ep->lxc_id : 0, ret, METRIC_INGRESS, ep ? ep->lxc_id : 0);
 }
 
 /* Packets leaving the pod (tc ingress of the host-side veth). */

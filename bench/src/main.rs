@@ -7,10 +7,13 @@
 //! - pod-to-pod TCP throughput (iperf3) through our programs, against two
 //!   namespaces joined by plain veths and host routes, no BPF;
 //! - the multi-node targets (see `overlay`);
-//! - the service targets (see `services`).
+//! - the service targets (see `services`);
+//! - the policy targets (see `policy`);
+//! - the observability targets (see `events`).
 //!
 //! Everything runs in private network + mount namespaces.
 
+mod events;
 mod overlay;
 mod policy;
 mod services;
@@ -272,6 +275,10 @@ fn main() -> anyhow::Result<()> {
         let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
         return services::run_bench(secs);
     }
+    if args.get(1).map(String::as_str) == Some("events") {
+        let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
+        return events::run_bench(secs);
+    }
     if args.get(1).map(String::as_str) == Some("policy") {
         let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
         return policy::run_bench(secs);
@@ -297,7 +304,8 @@ fn main() -> anyhow::Result<()> {
     // Issue 5 asks for reachability over 50 pods.
     overlay::run_bench(pods.min(50), secs)?;
     services::run_bench(secs)?;
-    policy::run_bench(secs)
+    policy::run_bench(secs)?;
+    events::run_bench(secs)
 }
 
 /// The single-node targets, in a sandbox of their own.

@@ -330,6 +330,31 @@ struct metrics_value {
 	__u64 bytes;
 };
 
+/* ---- cilium_ratelimit: ratelimit_key -> ratelimit_value (token bucket,
+ * LRU) and cilium_ratelimit_metrics: usage -> events refused ---- */
+#define RATELIMIT_MAP_SIZE		1024
+#define RATELIMIT_METRICS_MAP_SIZE	64
+#define RATELIMIT_USAGE_ICMPV6		1
+#define RATELIMIT_USAGE_EVENTS_MAP	2
+
+struct ratelimit_key {
+	__u32 usage;
+	__u32 key;		/* per-usage discriminator (netdev index for ICMPv6) */
+};
+
+struct ratelimit_value {
+	__u64 last_topup;	/* ktime ns */
+	__u64 tokens;
+};
+
+struct ratelimit_metrics_key {
+	__u32 usage;
+};
+
+struct ratelimit_metrics_value {
+	__u64 dropped;
+};
+
 /* ---- cilium_runtime_config: u32 index -> u64 ---- */
 #define RUNTIME_CONFIG_UTIME_OFFSET	0
 #define RUNTIME_CONFIG_AGENT_LIVENESS	1
@@ -348,6 +373,14 @@ struct metrics_value {
 #define RUNTIME_CONFIG_NODEPORT_RANGE	7
 /* monitor-aggregation: 0 none (trace every packet) .. 4 maximum */
 #define RUNTIME_CONFIG_MONITOR_AGGREGATION	8
+/* bpf-events-default-rate-limit: events per second into cilium_events, 0 =
+ * unlimited; and bpf-events-default-burst-limit: the bucket size (0 = the
+ * rate) */
+#define RUNTIME_CONFIG_EVENTS_RATE_LIMIT	9
+#define RUNTIME_CONFIG_EVENTS_BURST_LIMIT	10
+/* bpf-events-{drop,trace,policy-verdict}-enabled: a set bit 1 << type
+ * turns that notification type off */
+#define RUNTIME_CONFIG_EVENTS_DISABLED		11
 #define NODEPORT_PORT_MIN_DEFAULT	30000
 #define NODEPORT_PORT_MAX_DEFAULT	32767
 #define LB_ALGORITHM_RANDOM		0
@@ -502,6 +535,10 @@ ABI_SIZE(struct lb_affinity_match, 8);
 ABI_SIZE(struct ipv4_revnat_tuple, 16);
 ABI_SIZE(struct ipv4_revnat_entry, 8);
 ABI_SIZE(struct metrics_key, 8);
+ABI_SIZE(struct ratelimit_key, 8);
+ABI_SIZE(struct ratelimit_value, 16);
+ABI_SIZE(struct ratelimit_metrics_key, 4);
+ABI_SIZE(struct ratelimit_metrics_value, 8);
 ABI_SIZE(struct metrics_value, 16);
 ABI_SIZE(struct drop_notify, 36);
 ABI_SIZE(struct trace_notify, 48);

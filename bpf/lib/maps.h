@@ -162,6 +162,22 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_runtime_config SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct ratelimit_key);
+	__type(value, struct ratelimit_value);
+	__uint(max_entries, RATELIMIT_MAP_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_ratelimit SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct ratelimit_metrics_key);
+	__type(value, struct ratelimit_metrics_value);
+	__uint(max_entries, RATELIMIT_METRICS_MAP_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_ratelimit_metrics SEC(".maps");
+
 /* max_entries 0: the loader sizes it to the number of possible CPUs. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);

@@ -5,6 +5,8 @@
 #define __LIB_NOTIFY_H_
 
 #include "maps.h"
+#include "runtime_config.h"
+#include "ratelimit.h"
 
 /* How much of the packet a notification carries. */
 static __always_inline __u32 notify_cap_len(const struct __sk_buff *ctx)
@@ -13,10 +15,19 @@ static __always_inline __u32 notify_cap_len(const struct __sk_buff *ctx)
 }
 
 /* Without a reader on this CPU the output fails; callers count what they
- * report by other means, so the result is deliberately ignored. */
+ * report by other means, so the result is deliberately ignored. A type
+ * turned off, or an event over the rate limit, is not written at all. */
 static __always_inline void notify_output(struct __sk_buff *ctx, const void *msg, __u32 size,
 					  __u32 cap_len)
 {
+	__u8 type = ((const struct notify_common_hdr *)msg)->type;
+
+	if (runtime_config(RUNTIME_CONFIG_EVENTS_DISABLED) & (1ULL << (type & 63)))
+		return;
+	if (!ratelimit_take(RATELIMIT_USAGE_EVENTS_MAP, 0,
+			    runtime_config(RUNTIME_CONFIG_EVENTS_RATE_LIMIT),
+			    runtime_config(RUNTIME_CONFIG_EVENTS_BURST_LIMIT)))
+		return;
 	bpf_perf_event_output(ctx, &cilium_events, ((__u64)cap_len << 32) | BPF_F_CURRENT_CPU,
 			      (void *)msg, size);
 }

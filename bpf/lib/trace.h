@@ -13,15 +13,18 @@
 #include "runtime_config.h"
 #include "notify.h"
 
-static __always_inline void send_trace_notify(struct __sk_buff *ctx, __u8 obs_point, __u32 src,
-					      __u32 dst, __u16 dst_id, __u32 ifindex,
-					      __u8 ct_status, __u8 tcp_flags)
+/* `source` is the endpoint whose program reports (Cilium's EVENT_SOURCE:
+ * one object serves every endpoint here, so the caller names it). */
+static __always_inline void send_trace_notify(struct __sk_buff *ctx, __u8 obs_point,
+					      __u16 source, __u32 src, __u32 dst, __u16 dst_id,
+					      __u32 ifindex, __u8 ct_status, __u8 tcp_flags)
 {
 	__u32 cap_len = notify_cap_len(ctx);
 	struct trace_notify msg = {
 		.hdr = {
 			.type = CILIUM_NOTIFY_TRACE,
 			.subtype = obs_point,
+			.source = source,
 			.hash = bpf_get_hash_recalc(ctx),
 		},
 		.len_orig = ctx->len,

@@ -17,6 +17,7 @@ pub mod maps;
 pub mod metrics;
 pub mod order;
 pub mod policy;
+pub mod ratelimit;
 pub mod runtime_config;
 pub mod tunnel;
 

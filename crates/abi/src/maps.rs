@@ -17,6 +17,8 @@ pub const LB4_MAGLEV: &str = "cilium_lb4_maglev";
 pub const CALL_POLICY: &str = "cilium_call_policy";
 pub const LB4_REVERSE_SK: &str = "cilium_lb4_reverse_sk";
 pub const LB_AFFINITY_MATCH: &str = "cilium_lb_affinity_match";
+pub const RATELIMIT: &str = "cilium_ratelimit";
+pub const RATELIMIT_METRICS: &str = "cilium_ratelimit_metrics";
 
 pub const ENDPOINTS_MAP_SIZE: u32 = 65535;
 pub const IPCACHE_MAP_SIZE: u32 = 512000;

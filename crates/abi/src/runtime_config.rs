@@ -16,6 +16,12 @@ pub const MAGLEV_SEED4: u32 = 6;
 pub const NODEPORT_RANGE: u32 = 7;
 /// monitor-aggregation: 0 none (every packet traced) .. 4 maximum.
 pub const MONITOR_AGGREGATION: u32 = 8;
+/// bpf-events-default-rate-limit: events a second (0 = unlimited).
+pub const EVENTS_RATE_LIMIT: u32 = 9;
+/// bpf-events-default-burst-limit: the bucket (0 = the rate).
+pub const EVENTS_BURST_LIMIT: u32 = 10;
+/// A set bit `1 << notification type` turns that type off.
+pub const EVENTS_DISABLED: u32 = 11;
 pub const LB_ALGORITHM_RANDOM: u64 = 0;
 pub const LB_ALGORITHM_MAGLEV: u64 = 1;
 
@@ -31,6 +37,9 @@ pub fn index_name(index: u32) -> Option<&'static str> {
         MAGLEV_SEED4 => Some("MaglevSeed4"),
         NODEPORT_RANGE => Some("NodePortRange"),
         MONITOR_AGGREGATION => Some("MonitorAggregation"),
+        EVENTS_RATE_LIMIT => Some("EventsRateLimit"),
+        EVENTS_BURST_LIMIT => Some("EventsBurstLimit"),
+        EVENTS_DISABLED => Some("EventsDisabled"),
         _ => None,
     }
 }

@@ -62,6 +62,13 @@ pub async fn put(State(d): Shared, body: Bytes) -> Response {
         revision,
         "Policy imported"
     );
+    let labels: Vec<String> = stored.iter().flat_map(|s| s.labels.clone()).collect();
+    crate::policies::announce(
+        &d,
+        crate::monitor::AgentNotify::PolicyUpdated,
+        &labels,
+        stored.len(),
+    );
     Json(Policy {
         policy: joined(&stored),
         revision,
@@ -130,6 +137,13 @@ pub async fn delete(State(d): Shared, body: Bytes) -> Response {
             }
         }
     }
+    let labels: Vec<String> = removed.iter().flat_map(|s| s.labels.clone()).collect();
+    crate::policies::announce(
+        &d,
+        crate::monitor::AgentNotify::PolicyDeleted,
+        &labels,
+        removed.len(),
+    );
     Json(Policy {
         policy: String::new(),
         revision,

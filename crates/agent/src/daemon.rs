@@ -35,6 +35,8 @@ pub struct Daemon {
     /// The device cil_from_netdev serves NodePorts on, when enabled.
     pub native_device: Option<String>,
     pub started: Instant,
+    /// Events for `cilium monitor` and `cilium observe`.
+    pub monitor: Arc<crate::monitor::Hub>,
 }
 
 /// Everything that must live until shutdown.
@@ -195,6 +197,8 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
             .map(String::as_str)
             .unwrap_or("None"),
     )?;
+    write_events_config(&config.bpf_root, &config.events)?;
+    let monitor = Arc::new(crate::monitor::Hub::default());
     let daemon = Arc::new(Daemon {
         runtime: Mutex::new(runtime),
         controllers: Controllers::default(),
@@ -218,6 +222,7 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
                 .kvstore
                 .is_none()
                 .then(|| config.state_dir.join(SERVICES_STATE)),
+            Arc::clone(&monitor),
         ),
         native_device,
         policies: crate::policies::Policies::new(
@@ -229,6 +234,7 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
                 .then(|| config.state_dir.join(POLICIES_STATE)),
         ),
         started: t0,
+        monitor,
         config,
     });
     let restored = daemon.policies.restore();
@@ -259,6 +265,10 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     tokio::task::spawn_blocking(move || crate::policies::prepare_next(&d));
     start_controllers(&daemon, host_ips);
     tracing::info!(subsys = "daemon", bootstrapTime = ?t0.elapsed(), "Daemon initialization completed");
+    daemon.monitor.agent(
+        crate::monitor::AgentNotify::Start,
+        serde_json::json!({ "version": env!("CARGO_PKG_VERSION") }),
+    );
     Ok(Running { daemon, _pid: pid })
 }
 
@@ -412,6 +422,19 @@ pub fn write_monitor_aggregation(bpf_root: &std::path::Path, level: &str) -> any
     };
     let map = datapath::PinnedMap::open_global(bpf_root, abi::maps::RUNTIME_CONFIG)?;
     map.put(&abi::runtime_config::MONITOR_AGGREGATION, &value)?;
+    Ok(())
+}
+
+/// Tells the datapath which events to write and how many a second.
+fn write_events_config(
+    bpf_root: &std::path::Path,
+    events: &crate::option::EventsConfig,
+) -> anyhow::Result<()> {
+    use abi::runtime_config::{EVENTS_BURST_LIMIT, EVENTS_DISABLED, EVENTS_RATE_LIMIT};
+    let map = datapath::PinnedMap::open_global(bpf_root, abi::maps::RUNTIME_CONFIG)?;
+    map.put(&EVENTS_RATE_LIMIT, &events.rate_limit)?;
+    map.put(&EVENTS_BURST_LIMIT, &events.burst_limit)?;
+    map.put(&EVENTS_DISABLED, &events.disabled_mask())?;
     Ok(())
 }
 

@@ -106,6 +106,14 @@ impl IpCache {
         Ok(())
     }
 
+    pub fn get(&self, ip: Ipv4Addr, len: u8) -> Option<Entry> {
+        self.entries
+            .lock()
+            .expect("ipcache lock")
+            .get(&(ip, len))
+            .cloned()
+    }
+
     pub fn list(&self) -> Vec<((Ipv4Addr, u8), Entry)> {
         let entries = self.entries.lock().expect("ipcache lock");
         entries.iter().map(|(k, v)| (*k, v.clone())).collect()

@@ -106,6 +106,18 @@ fn learn(d: &Daemon, key: &str, value: &[u8]) {
     let entry = Entry::new(pair.id, SOURCE_KVSTORE).behind(host);
     match d.ipcache.upsert(ip, 32, entry) {
         Ok(true) => {
+            d.monitor
+                .name_pod(ip, &pair.k8s_namespace, &pair.k8s_pod_name);
+            d.monitor.agent(
+                crate::monitor::AgentNotify::IpcacheUpserted,
+                serde_json::json!({
+                    "cidr": format!("{ip}/32"),
+                    "id": pair.id,
+                    "host-ip": pair.host_ip,
+                    "namespace": pair.k8s_namespace,
+                    "pod-name": pair.k8s_pod_name,
+                }),
+            );
             tracing::debug!(subsys = "ipcache", ip = %ip, identity = pair.id, hostIP = %host, "Learned remote endpoint")
         }
         Ok(false) => {
@@ -119,8 +131,18 @@ fn learn(d: &Daemon, key: &str, value: &[u8]) {
 
 fn forget(d: &Daemon, key: &str) {
     let Some(ip) = ip_of_key(key) else { return };
+    let remote = d
+        .ipcache
+        .get(ip, 32)
+        .is_some_and(|e| e.source == SOURCE_KVSTORE);
     if let Err(e) = d.ipcache.remove(ip, 32, SOURCE_KVSTORE) {
         tracing::warn!(subsys = "ipcache", ip = %ip, error = %e, "Unable to remove ipcache entry");
+    } else if remote {
+        d.monitor.forget_pod(ip);
+        d.monitor.agent(
+            crate::monitor::AgentNotify::IpcacheDeleted,
+            serde_json::json!({ "cidr": format!("{ip}/32") }),
+        );
     }
 }
 

@@ -75,6 +75,7 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     let prometheus = config.prometheus_addr;
     let bpf_root = config.bpf_root.clone();
     let monitor_socket = agent::monitor::socket_path(&socket);
+    let observer_socket = agent::monitor::observer_socket_path(&socket);
     let running = agent::daemon::start(config).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -93,9 +94,11 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         });
     }
     {
-        let s = stopped(stop_rx.clone());
+        let (hub, s) = (running.daemon.monitor.clone(), stopped(stop_rx.clone()));
         tokio::spawn(async move {
-            if let Err(e) = agent::monitor::serve(bpf_root, monitor_socket, s).await {
+            let served =
+                agent::monitor::serve(hub, bpf_root, monitor_socket, observer_socket, s).await;
+            if let Err(e) = served {
                 tracing::error!(subsys = "monitor", error = %e, "Monitor failed");
             }
         });

@@ -98,6 +98,56 @@ fn datapath_families(d: &Daemon) -> Vec<Family> {
     ]
 }
 
+/// Events the datapath did not write (rate limit) and the agent did not
+/// get (full rings).
+fn event_families(d: &Daemon) -> Vec<Family> {
+    let refused = datapath::PinnedMap::open_global(
+        &d.config.bpf_root,
+        abi::maps::RATELIMIT_METRICS,
+    )
+    .and_then(|m| {
+        m.entries::<abi::ratelimit::RatelimitMetricsKey, abi::ratelimit::RatelimitMetricsValue>()
+    })
+    .unwrap_or_default();
+    vec![
+        Family {
+            name: "cilium_bpf_ratelimit_dropped_total",
+            help: "Total drops resulting from BPF ratelimiter, tagged by source of drop",
+            kind: "counter",
+            samples: refused
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        vec![("usage", abi::ratelimit::usage_name(k.usage).to_owned())],
+                        v.dropped as f64,
+                    )
+                })
+                .collect(),
+        },
+        Family {
+            name: "hubble_flows_processed_total",
+            help: "Total number of flows processed",
+            kind: "counter",
+            samples: d
+                .monitor
+                .received()
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(kind, n)| (vec![("type", kind.to_owned())], n as f64))
+                .collect(),
+        },
+        Family {
+            name: "hubble_lost_events_total",
+            help: "Number of lost events",
+            kind: "counter",
+            samples: vec![(
+                vec![("source", "perf_event_ring_buffer".to_owned())],
+                d.monitor.lost() as f64,
+            )],
+        },
+    ]
+}
+
 fn agent_families(d: &Daemon) -> Vec<Family> {
     let eps = d.endpoints.lock().expect("endpoints lock").list();
     let mut states: BTreeMap<String, f64> = BTreeMap::new();
@@ -149,6 +199,7 @@ fn agent_families(d: &Daemon) -> Vec<Family> {
 
 fn families(d: &Daemon) -> Vec<Family> {
     let mut all = datapath_families(d);
+    all.extend(event_families(d));
     all.extend(agent_families(d));
     all
 }

@@ -6,6 +6,7 @@
 //! in `<state dir>/policies.json`.
 
 use crate::daemon::Daemon;
+use crate::monitor::AgentNotify;
 use policy::{Document, Enforcement, Labels};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -376,6 +377,16 @@ pub fn regenerate(d: &Daemon, reason: &str) {
 
 /// Follows the cluster's policies in the kvstore, and regenerates when the
 /// identities the rules may select change.
+/// Tells `cilium monitor` a policy changed (Cilium's PolicyUpdated /
+/// PolicyDeleted notification).
+pub fn announce(d: &Daemon, what: crate::monitor::AgentNotify, labels: &[String], rules: usize) {
+    let (_, revision) = d.policies.rules();
+    d.monitor.agent(
+        what,
+        serde_json::json!({ "labels": labels, "revision": revision, "rule_count": rules }),
+    );
+}
+
 pub fn follow(d: &Arc<Daemon>) {
     let mut changes = d.identities.subscribe();
     let dd = Arc::clone(d);
@@ -393,11 +404,18 @@ pub fn follow(d: &Arc<Daemon>) {
         while let Some(ev) = rx.recv().await {
             let changed = match ev {
                 kvstore::Event::Upsert { key, value } => {
-                    match serde_json::from_slice::<Stored>(&value)
+                    let stored = serde_json::from_slice::<Stored>(&value);
+                    match stored
+                        .as_ref()
                         .map_err(|e| e.to_string())
-                        .and_then(|s| d.policies.upsert(&s))
+                        .and_then(|s| d.policies.upsert(s))
                     {
-                        Ok(changed) => changed,
+                        Ok(changed) => {
+                            if let (true, Ok(s)) = (changed, &stored) {
+                                announce(&d, AgentNotify::PolicyUpdated, &s.labels, 1);
+                            }
+                            changed
+                        }
                         Err(e) => {
                             tracing::warn!(subsys = "policy", key = %key, error = %e, "Unable to apply policy from kvstore");
                             false
@@ -405,7 +423,11 @@ pub fn follow(d: &Arc<Daemon>) {
                     }
                 }
                 kvstore::Event::Delete { key } => {
-                    d.policies.forget_key(&d.config.cluster_name, &key)
+                    let gone = d.policies.forget_key(&d.config.cluster_name, &key);
+                    if gone {
+                        announce(&d, AgentNotify::PolicyDeleted, &[], 1);
+                    }
+                    gone
                 }
                 kvstore::Event::ListDone => false,
             };

@@ -5,6 +5,7 @@
 //! request applies it first, so its answer reflects the datapath.
 
 use crate::daemon::Daemon;
+use crate::monitor::AgentNotify;
 use api::service::{BackendAddress, FrontendAddress, Service, ServiceSpec, ServiceStatus};
 use lb::{BackendState, Frontend, LoadBalancer, ServiceType};
 use std::collections::BTreeMap;
@@ -147,6 +148,8 @@ fn realized(svc: &lb::Service) -> ServiceSpec {
 }
 
 pub struct Services {
+    /// Announces upserts and deletes to `cilium monitor`.
+    monitor: Arc<crate::monitor::Hub>,
     pin_dir: PathBuf,
     /// Without a kvstore the agent itself must remember its services:
     /// `<state-dir>/services.json`, rewritten (write, rename) on each change.
@@ -165,6 +168,7 @@ impl Services {
         bpf_root: &std::path::Path,
         maglev: Option<lb::MaglevConfig>,
         state_file: Option<PathBuf>,
+        monitor: Arc<crate::monitor::Hub>,
     ) -> Self {
         let pin_dir = bpf_root.join(abi::maps::GLOBALS_DIR);
         let mut lb = match maglev {
@@ -183,6 +187,7 @@ impl Services {
             }
         }
         Self {
+            monitor,
             pin_dir,
             state_file,
             lb: Mutex::new(lb),
@@ -252,6 +257,10 @@ impl Services {
         drop(specs);
         self.count(if created { 0 } else { 1 });
         tracing::info!(subsys = "service", serviceID = parsed.id, frontend = %parsed.frontend, backends = parsed.backends.len(), created, "Service upserted");
+        self.monitor.agent(
+            AgentNotify::ServiceUpserted,
+            serde_json::to_value(spec).expect("spec serializes"),
+        );
         Ok(created)
     }
 
@@ -302,6 +311,8 @@ impl Services {
         drop(specs);
         self.count(2);
         tracing::info!(subsys = "service", serviceID = id, "Service deleted");
+        self.monitor
+            .agent(AgentNotify::ServiceDeleted, serde_json::json!({ "id": id }));
         Ok(())
     }
 

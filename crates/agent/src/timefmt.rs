@@ -3,6 +3,20 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub fn rfc3339(t: SystemTime) -> String {
+    format!("{}Z", civil(t))
+}
+
+/// With milliseconds, as event timestamps need.
+pub fn rfc3339_millis(t: SystemTime) -> String {
+    let ms = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_millis())
+        .unwrap_or(0);
+    format!("{}.{ms:03}Z", civil(t))
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` in UTC.
+fn civil(t: SystemTime) -> String {
     let secs = t
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -19,7 +33,7 @@ pub fn rfc3339(t: SystemTime) -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
         rem / 3600,
         rem % 3600 / 60,
         rem % 60
@@ -35,6 +49,10 @@ mod tests {
         assert_eq!(
             super::rfc3339(UNIX_EPOCH + Duration::from_secs(1_689_302_462)),
             "2023-07-14T02:41:02Z"
+        );
+        assert_eq!(
+            super::rfc3339_millis(UNIX_EPOCH + Duration::from_millis(1_689_302_462_042)),
+            "2023-07-14T02:41:02.042Z"
         );
     }
 }

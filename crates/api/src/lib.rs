@@ -7,6 +7,7 @@ pub mod client;
 pub mod endpoint;
 pub mod ipam;
 pub mod models;
+pub mod monitor;
 pub mod service;
 
 pub use client::{Client, ClientError};

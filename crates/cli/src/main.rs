@@ -11,6 +11,7 @@ mod map;
 mod metrics;
 mod monitor;
 mod node;
+mod observe;
 mod policy;
 mod service;
 mod status;
@@ -68,6 +69,8 @@ enum Command {
     Metrics(metrics::Command),
     /// Display BPF program events
     Monitor(monitor::Args),
+    /// Observe flows (Hubble's view of the same events)
+    Observe(observe::Args),
     /// Manage cluster nodes
     #[command(subcommand)]
     Node(node::Command),
@@ -120,6 +123,7 @@ fn main() -> ExitCode {
         Command::Map(cmd) => map::run(&ctx, &cmd),
         Command::Metrics(cmd) => metrics::run(&ctx, &cmd),
         Command::Monitor(args) => monitor::run(&ctx, &args),
+        Command::Observe(args) => observe::run(&ctx, &args),
         Command::Node(cmd) => node::run(&ctx, &cmd),
         Command::Policy(cmd) => policy::run(&ctx, &cmd),
         Command::Service(cmd) => service::run(&ctx, &cmd),

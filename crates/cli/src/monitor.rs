@@ -1,8 +1,10 @@
-//! `cilium monitor`: the agent's stream of datapath events, in Cilium's
-//! one-line format (or `-o json`).
+//! `cilium monitor`: the agent's stream of datapath events and agent
+//! notifications, in Cilium's one-line formats, Cilium's verbose dissection
+//! with `-v` (and the captured bytes with `-vv`), or `-o json`.
 
 use crate::Ctx;
 use anyhow::Context;
+use api::monitor::MonitorEvent;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,35 +14,38 @@ pub struct Args {
     /// Filter by event types (drop, trace, policy-verdict, l7, agent)
     #[arg(short = 't', long = "type", value_parser = ["drop", "trace", "policy-verdict", "l7", "agent", "capture", "debug"])]
     types: Vec<String>,
+    /// Filter by source endpoint IDs
+    #[arg(long = "from")]
+    from: Vec<u32>,
     /// Filter by events related to endpoint IDs
     #[arg(long = "related-to")]
     related_to: Vec<u32>,
     /// Filter by destination endpoint IDs
     #[arg(long = "to")]
     to: Vec<u32>,
-    /// Enable verbose output
+    /// Enable verbose output (-v, -vv)
     #[arg(short = 'v', long, action = clap::ArgAction::Count)]
     verbose: u8,
     /// json for the events as the agent sends them
-    #[arg(short = 'o', long)]
+    #[arg(short = 'o', long, value_parser = ["json"])]
     output: Option<String>,
 }
 
-/// The monitor socket beside the agent's API socket.
-fn socket(ctx: &Ctx) -> PathBuf {
+/// A socket beside the agent's API socket.
+pub fn agent_socket(ctx: &Ctx, name: &str) -> PathBuf {
     let api = match ctx.host.as_deref() {
         Some(h) => h.strip_prefix("unix://").unwrap_or(h).to_owned(),
         None => {
             std::env::var("CILIUM_SOCK").unwrap_or_else(|_| "/var/run/cilium/cilium.sock".into())
         }
     };
-    PathBuf::from(api).with_file_name("monitor1_2.sock")
+    PathBuf::from(api).with_file_name(name)
 }
 
 /// Cilium's line for a trace event.
-fn trace_line(ev: &serde_json::Value) -> String {
-    let to = match ev["obs_point"].as_str().unwrap_or_default() {
-        "to-endpoint" => format!("-> endpoint {}", ev["dst_id"]),
+fn trace_line(ev: &MonitorEvent) -> String {
+    let to = match ev.obs_point.as_str() {
+        "to-endpoint" => format!("-> endpoint {}", ev.dst_id),
         "to-stack" => "-> stack".to_owned(),
         "to-overlay" => "-> overlay".to_owned(),
         "to-host" => "-> host".to_owned(),
@@ -48,91 +53,225 @@ fn trace_line(ev: &serde_json::Value) -> String {
     };
     format!(
         "{to} flow {:#x} , identity {}->{} state {} ifindex {} orig-ip 0.0.0.0: {}",
-        ev["hash"].as_u64().unwrap_or(0),
-        ev["src_label"],
-        ev["dst_label"],
-        ev["state"].as_str().unwrap_or_default(),
-        ev["ifindex"],
-        ev["summary"].as_str().unwrap_or_default()
+        ev.hash, ev.src_label, ev.dst_label, ev.state, ev.ifindex, ev.summary
     )
 }
 
-/// Cilium's line for a policy verdict (for these, the agent sends the
-/// local endpoint as dst_id, the peer as src_label, the port as line and
-/// the protocol as file).
-fn verdict_line(ev: &serde_json::Value) -> String {
+/// Cilium's line for a policy verdict.
+fn verdict_line(ev: &MonitorEvent) -> String {
     format!(
         "Policy verdict log: flow {:#x} local EP ID {}, remote ID {}, proto {}, {}, action {}, auth: disabled, match {}, {}",
-        ev["hash"].as_u64().unwrap_or(0),
-        ev["dst_id"],
-        ev["src_label"],
-        ev["file"].as_str().unwrap_or_default(),
-        ev["obs_point"].as_str().unwrap_or_default(),
-        ev["reason_text"].as_str().unwrap_or_default(),
-        ev["state"].as_str().unwrap_or_default(),
-        ev["summary"].as_str().unwrap_or_default()
+        ev.hash, ev.dst_id, ev.src_label, ev.proto, ev.obs_point, ev.reason_text, ev.state, ev.summary
     )
 }
 
 /// Cilium's line for a drop event.
-fn drop_line(ev: &serde_json::Value) -> String {
+fn drop_line(ev: &MonitorEvent) -> String {
     format!(
         "xx drop ({}) flow {:#x} to endpoint {}, ifindex {}, file {}:{}, , identity {}->{}: {}",
-        ev["reason_text"].as_str().unwrap_or_default(),
-        ev["hash"].as_u64().unwrap_or(0),
-        ev["dst_id"],
-        ev["ifindex"],
-        ev["file"].as_str().unwrap_or_default(),
-        ev["line"],
-        ev["src_label"],
-        ev["dst_label"],
-        ev["summary"].as_str().unwrap_or_default()
+        ev.reason_text,
+        ev.hash,
+        ev.dst_id,
+        ev.ifindex,
+        ev.file,
+        ev.line,
+        ev.src_label,
+        ev.dst_label,
+        ev.summary
     )
 }
 
+/// The one-line form of any event.
+pub fn line(ev: &MonitorEvent) -> Option<String> {
+    Some(match ev.kind.as_str() {
+        "drop" => drop_line(ev),
+        "trace" => trace_line(ev),
+        "policy-verdict" => verdict_line(ev),
+        "agent" => format!(">> {}: {}", ev.reason_text, ev.message),
+        "lost" => format!("CPU {:02}: Lost {} events", ev.cpu, ev.len_orig),
+        _ => return None,
+    })
+}
+
+fn bytes_of(hex: &str) -> Vec<u8> {
+    (0..hex.len() / 2)
+        .filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+        .collect()
+}
+
+fn mac(b: &[u8]) -> String {
+    b.iter()
+        .map(|x| format!("{x:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Cilium's verbose form: the packet layer by layer, then what happened.
+fn verbose(ev: &MonitorEvent, level: u8) -> Option<String> {
+    let what = match ev.kind.as_str() {
+        "drop" => format!(
+            "DROP: {} bytes, reason {}, to endpoint {}",
+            ev.len_orig, ev.reason_text, ev.dst_id
+        ),
+        "trace" => format!(
+            "{}: {} bytes, state {}, identity {}->{}",
+            ev.obs_point, ev.len_orig, ev.state, ev.src_label, ev.dst_label
+        ),
+        "policy-verdict" => format!(
+            "POLICY {}: {} bytes, action {}, match {}, remote ID {}, port {}",
+            ev.obs_point.to_uppercase(),
+            ev.len_orig,
+            ev.reason_text,
+            ev.state,
+            ev.src_label,
+            ev.port
+        ),
+        _ => return line(ev),
+    };
+    let frame = bytes_of(&ev.data);
+    let mut out = String::from(
+        "------------------------------------------------------------------------------\n",
+    );
+    if frame.len() >= 14 {
+        out += &format!(
+            "Ethernet\t{{SrcMAC={} DstMAC={} EthernetType={}}}\n",
+            mac(&frame[6..12]),
+            mac(&frame[0..6]),
+            if frame[12..14] == [8, 0] {
+                "IPv4"
+            } else {
+                "other"
+            }
+        );
+    }
+    if let Some(p) = &ev.packet {
+        out += &format!(
+            "IPv4\t{{SrcIP={} DstIP={} Protocol={}}}\n",
+            p.src_ip, p.dst_ip, p.protocol
+        );
+        match p.protocol.as_str() {
+            "TCP" | "UDP" => {
+                out += &format!(
+                    "{}\t{{SrcPort={} DstPort={}{}}}\n",
+                    p.protocol,
+                    p.src_port,
+                    p.dst_port,
+                    p.flags
+                        .iter()
+                        .map(|f| format!(" {f}=true"))
+                        .collect::<String>()
+                )
+            }
+            _ => out += &format!("{}\t{{TypeCode={}}}\n", p.protocol, p.flags.join(",")),
+        }
+    }
+    out += &format!(
+        "CPU {:02}: MARK {:#x} FROM {} {what}",
+        ev.cpu, ev.hash, ev.source
+    );
+    if level > 1 {
+        for (i, chunk) in frame.chunks(16).enumerate() {
+            let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
+            out += &format!("\n{:08x}  {}", i * 16, hex.join(" "));
+        }
+    }
+    Some(out)
+}
+
+impl Args {
+    fn wants(&self, ev: &MonitorEvent) -> bool {
+        let (src, dst) = (ev.source, ev.dst_id);
+        (self.types.is_empty() || self.types.contains(&ev.kind))
+            && (self.from.is_empty() || self.from.contains(&src))
+            && (self.to.is_empty() || self.to.contains(&dst))
+            && (self.related_to.is_empty()
+                || self.related_to.contains(&src)
+                || self.related_to.contains(&dst))
+    }
+}
+
 pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
-    let path = socket(ctx);
+    let path = agent_socket(ctx, "monitor1_2.sock");
     let stream = std::os::unix::net::UnixStream::connect(&path)
         .with_context(|| format!("connecting to the monitor at {}", path.display()))?;
     let mut out = std::io::stdout().lock();
-    for line in BufReader::new(stream).lines() {
-        let line = line.context("reading from the monitor")?;
-        let ev: serde_json::Value = serde_json::from_str(&line).context("malformed event")?;
-        let kind = ev["type"].as_str().unwrap_or_default();
-        if kind == "hello" {
+    for text in BufReader::new(stream).lines() {
+        let text = text.context("reading from the monitor")?;
+        let raw: serde_json::Value = serde_json::from_str(&text).context("malformed event")?;
+        if raw["type"] == "hello" {
             if args.output.is_none() {
                 writeln!(
                     out,
                     "Listening for events on {} CPUs with 64x4096 of shared memory\nPress Ctrl-C to quit",
-                    ev["cpus"]
+                    raw["cpus"]
                 )?;
                 out.flush()?;
             }
             continue;
         }
-        if !args.types.is_empty() && !args.types.iter().any(|t| t == kind) {
+        let ev: MonitorEvent = serde_json::from_value(raw).context("malformed event")?;
+        if ev.kind != "lost" && !args.wants(&ev) {
             continue;
         }
-        let dst = ev["dst_id"].as_u64().unwrap_or(0) as u32;
-        if !args.related_to.is_empty() && !args.related_to.contains(&dst) {
-            continue;
+        let shown = if args.output.is_some() {
+            Some(text)
+        } else if args.verbose > 0 {
+            verbose(&ev, args.verbose)
+        } else {
+            line(&ev)
+        };
+        if let Some(s) = shown {
+            writeln!(out, "{s}")?;
+            out.flush()?;
         }
-        if !args.to.is_empty() && !args.to.contains(&dst) {
-            continue;
-        }
-        if args.output.is_some() {
-            writeln!(out, "{line}")?;
-        } else if kind == "drop" {
-            writeln!(out, "{}", drop_line(&ev))?;
-        } else if kind == "trace" {
-            writeln!(out, "{}", trace_line(&ev))?;
-        } else if kind == "policy-verdict" {
-            writeln!(out, "{}", verdict_line(&ev))?;
-        } else if kind == "lost" {
-            writeln!(out, "Lost {} events", ev["len_orig"])?;
-        }
-        out.flush()?;
-        let _ = args.verbose;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::monitor::Packet;
+
+    #[test]
+    fn verbose_output_dissects_the_packet() {
+        let mut frame = vec![0u8; 14];
+        frame[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 0xb]);
+        frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0xa]);
+        frame[12] = 8;
+        let ev = MonitorEvent {
+            kind: "drop".into(),
+            reason_text: "Policy denied".into(),
+            len_orig: 74,
+            source: 12,
+            dst_id: 34,
+            data: frame.iter().map(|b| format!("{b:02x}")).collect(),
+            packet: Some(Packet {
+                src_ip: "10.0.1.5".into(),
+                dst_ip: "10.0.2.7".into(),
+                src_port: 40000,
+                dst_port: 80,
+                protocol: "TCP".into(),
+                flags: vec!["SYN".into()],
+            }),
+            ..Default::default()
+        };
+        let text = verbose(&ev, 2).unwrap();
+        assert!(
+            text.contains("SrcMAC=02:00:00:00:00:0a DstMAC=02:00:00:00:00:0b"),
+            "{text}"
+        );
+        assert!(
+            text.contains("TCP\t{SrcPort=40000 DstPort=80 SYN=true}"),
+            "{text}"
+        );
+        assert!(
+            text.contains("FROM 12 DROP: 74 bytes, reason Policy denied, to endpoint 34"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("00000000  02 00 00 00 00 0b 02 00 00 00 00 0a 08 00"),
+            "{text}"
+        );
+    }
 }

@@ -34,37 +34,12 @@ fn import_ok(node: &common::Node, text: &str) {
     );
 }
 
-/// `cilium monitor --type <kind>` on `node`: the process and its lines, once
-/// it is listening.
+/// `cilium monitor --type <kind>` on `node`, once it is listening.
 fn monitor(
     node: &common::Node,
     kind: &str,
 ) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new(testsupport::bin("cilium"))
-        .arg("-H")
-        .arg(format!("unix://{}", node.socket().display()))
-        .args(["monitor", "--type", kind])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    let first = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("monitor header");
-    assert!(first.starts_with("Listening for events on "), "{first}");
-    (child, rx)
+    node.monitor(&["--type", kind])
 }
 
 /// `cilium explain` on `node`: its verdict line.
@@ -74,17 +49,6 @@ fn explain(node: &common::Node, src: &str, dst: &str, port: u16) -> String {
         .find(|l| l.starts_with("Verdict: "))
         .unwrap_or_else(|| panic!("no verdict in {out}"))
         .to_owned()
-}
-
-/// GET /metrics from ip:port, the body.
-fn scrape(ip: Ipv4Addr, port: u16) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect((ip, port)).expect("connect to the metrics endpoint");
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body
 }
 
 /// `cilium policy trace` between two pods: its final verdict.
@@ -383,7 +347,7 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
         "Verdict: DROPPED (Policy denied by denylist)"
     );
     // The same counters, as Prometheus scrapes them from node2.
-    let scraped = scrape(common::node_ip(2), 9962);
+    let scraped = common::scrape(common::node_ip(2), 9962);
     let denied = scraped
         .lines()
         .find(|l| l.starts_with("cilium_drop_count_total{direction=\"INGRESS\",reason=\"Policy denied by denylist\"}"))

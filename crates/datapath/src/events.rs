@@ -53,8 +53,9 @@ impl EventReader {
         self.rings.len()
     }
 
-    /// Waits up to `timeout_ms` for records and hands each to `f`.
-    pub fn poll(&mut self, timeout_ms: i32, f: &mut dyn FnMut(Record<'_>)) {
+    /// Waits up to `timeout_ms` for records and hands each to `f` with
+    /// the CPU whose ring held it.
+    pub fn poll(&mut self, timeout_ms: i32, f: &mut dyn FnMut(usize, Record<'_>)) {
         let mut fds: Vec<libc::pollfd> = self
             .rings
             .iter()
@@ -70,22 +71,22 @@ impl EventReader {
             return;
         }
         let mut joined = Vec::new();
-        for ring in &mut self.rings {
+        for (cpu, ring) in self.rings.iter_mut().enumerate() {
             if !ring.readable() {
                 continue;
             }
             ring.for_each(|ev| match ev {
                 PerfEvent::Sample { head, tail } => {
                     if tail.is_empty() {
-                        f(Record::Sample(head));
+                        f(cpu, Record::Sample(head));
                     } else {
                         joined.clear();
                         joined.extend_from_slice(head);
                         joined.extend_from_slice(tail);
-                        f(Record::Sample(&joined));
+                        f(cpu, Record::Sample(&joined));
                     }
                 }
-                PerfEvent::Lost { count } => f(Record::Lost(count)),
+                PerfEvent::Lost { count } => f(cpu, Record::Lost(count)),
             });
         }
     }

@@ -177,6 +177,49 @@ impl Node {
         child.wait_with_output().expect("cilium policy import")
     }
 
+    /// A long-running `cilium <args>` (monitor, observe --follow) on this
+    /// node: the process and its output lines as they come.
+    pub fn cilium_stream(&self, args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
+        use std::io::BufRead;
+        let mut child = Command::new(crate::bin("cilium"))
+            .arg("-H")
+            .arg(format!("unix://{}", self.socket().display()))
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn cilium");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        (child, rx)
+    }
+
+    /// `cilium monitor <args>`, once it is listening.
+    pub fn monitor(&self, args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
+        let all: Vec<&str> = std::iter::once("monitor")
+            .chain(args.iter().copied())
+            .collect();
+        let (child, rx) = self.cilium_stream(&all);
+        let first = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("monitor header");
+        assert!(first.starts_with("Listening for events on "), "{first}");
+        let second = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("monitor header");
+        assert_eq!(second, "Press Ctrl-C to quit");
+        (child, rx)
+    }
+
     pub fn cilium_ok(&self, args: &[&str]) -> String {
         let out = self.cilium(args);
         assert!(
@@ -437,6 +480,17 @@ fn plug(netns: &Path, port: &str, ip: Ipv4Addr) {
 
 /// Whether a TCP connection from the netns at `from` to ip:port is
 /// accepted within `timeout`.
+/// GET /metrics from a Prometheus endpoint at ip:port, the whole answer.
+pub fn scrape(ip: Ipv4Addr, port: u16) -> String {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect((ip, port)).expect("connect to the metrics endpoint");
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .expect("send the scrape");
+    let mut body = String::new();
+    s.read_to_string(&mut body).expect("read the scrape");
+    body
+}
+
 pub fn tcp_reachable(from: &Path, ip: Ipv4Addr, port: u16, timeout: Duration) -> bool {
     let ns = netdev::NetNs::open(from).expect("open netns");
     std::thread::spawn(move || {

@@ -6,6 +6,7 @@ use super::{state, Endpoint, EndpointRef, MAX_ID, MIN_ID};
 use crate::daemon::Daemon;
 use crate::ipcache::{Entry, SOURCE_LOCAL};
 use crate::ipsync;
+use crate::monitor::AgentNotify;
 use abi::endpoint::{parse_mac, EndpointInfo, EndpointKey};
 use api::endpoint::EndpointChangeRequest;
 use datapath::PinnedMap;
@@ -249,6 +250,8 @@ impl Endpoints {
             duration = ?started.elapsed(),
             "New endpoint"
         );
+        d.monitor
+            .agent(AgentNotify::EndpointCreated, notify_body(&ep));
         self.by_id.insert(ep.id, ep.clone());
         Ok(ep)
     }
@@ -263,6 +266,8 @@ impl Endpoints {
             let ep = self.by_id.remove(id).expect("found above");
             self.teardown(d, &ep, true);
             tracing::info!(subsys = "endpoint", endpointID = ep.id, containerID = %ep.container_id, "Removed endpoint");
+            d.monitor
+                .agent(AgentNotify::EndpointDeleted, notify_body(&ep));
         }
         Ok(ids.len())
     }
@@ -407,9 +412,21 @@ fn realize(d: &Daemon, ep: &mut Endpoint, fast_attach: bool) -> Result<(), Endpo
         .upsert(ep.ipv4, 32, Entry::new(ep.identity, SOURCE_LOCAL))
         .map_err(|e| e.to_string())
         .map_err(failed("writing cilium_ipcache"))?;
+    d.monitor
+        .name_pod(ep.ipv4, &ep.k8s_namespace, &ep.k8s_pod_name);
     ipsync::publish(d, ep);
     ep.state = "ready".into();
     Ok(())
+}
+
+/// What `cilium monitor` shows of an endpoint that came or went.
+fn notify_body(ep: &Endpoint) -> serde_json::Value {
+    serde_json::json!({
+        "id": ep.id,
+        "labels": ep.labels,
+        "namespace": ep.k8s_namespace,
+        "pod-name": ep.k8s_pod_name,
+    })
 }
 
 /// Best-effort inverse of `realize`.
@@ -419,6 +436,7 @@ fn unrealize(d: &Daemon, ep: &Endpoint) {
     }
     let _ = d.ipcache.remove(ep.ipv4, 32, SOURCE_LOCAL);
     ipsync::withdraw(d, ep.ipv4);
+    d.monitor.forget_pod(ep.ipv4);
     datapath::policymap::remove(&d.config.bpf_root.join(abi::maps::GLOBALS_DIR), ep.id);
     d.datapath
         .lock()

@@ -7,6 +7,33 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
+/// What the datapath writes into cilium_events (bpf-events-*).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventsConfig {
+    /// Events a second, 0 for no limit
+    pub rate_limit: u64,
+    /// The bucket, 0 for the rate
+    pub burst_limit: u64,
+    pub drop: bool,
+    pub trace: bool,
+    pub policy_verdict: bool,
+}
+
+impl EventsConfig {
+    /// The runtime-config bit set of notification types turned off.
+    pub fn disabled_mask(&self) -> u64 {
+        use abi::events::{NOTIFY_DROP, NOTIFY_POLICY_VERDICT, NOTIFY_TRACE};
+        [
+            (self.drop, NOTIFY_DROP),
+            (self.trace, NOTIFY_TRACE),
+            (self.policy_verdict, NOTIFY_POLICY_VERDICT),
+        ]
+        .iter()
+        .filter(|(on, _)| !on)
+        .fold(0, |m, (_, t)| m | 1u64 << t)
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct DaemonConfig {
     pub bpf_root: PathBuf,
@@ -32,6 +59,7 @@ pub struct DaemonConfig {
     pub cluster_id: u32,
     pub policy_enforcement: String,
     pub monitor_aggregation: String,
+    pub events: EventsConfig,
     pub routing_mode: String,
     pub tunnel_protocol: String,
     /// UDP port of the overlay (`tunnel-port`, 0 = the protocol's default).
@@ -272,6 +300,13 @@ impl DaemonConfig {
             cluster_id: num("cluster-id") as u32,
             policy_enforcement: l.get("enable-policy").to_ascii_lowercase(),
             monitor_aggregation: l.get("monitor-aggregation").to_ascii_lowercase(),
+            events: EventsConfig {
+                rate_limit: num("bpf-events-default-rate-limit"),
+                burst_limit: num("bpf-events-default-burst-limit"),
+                drop: boolean("bpf-events-drop-enabled"),
+                trace: boolean("bpf-events-trace-enabled"),
+                policy_verdict: boolean("bpf-events-policy-verdict-enabled"),
+            },
             routing_mode: l.get("routing-mode").to_ascii_lowercase(),
             tunnel_protocol: l.get("tunnel-protocol").to_ascii_lowercase(),
             tunnel_port,

@@ -95,6 +95,20 @@ pub const KEYS: &[Key] = &[
         // packets that open or close a connection are traced
         "medium",
     ),
+    k("bpf-events-drop-enabled", Bool, "true"),
+    k("bpf-events-policy-verdict-enabled", Bool, "true"),
+    k("bpf-events-trace-enabled", Bool, "true"),
+    // 0: no limit
+    k(
+        "bpf-events-default-rate-limit",
+        Uint(0, u32::MAX as u64),
+        "0",
+    ),
+    k(
+        "bpf-events-default-burst-limit",
+        Uint(0, u32::MAX as u64),
+        "0",
+    ),
     k("routing-mode", Enum(&["tunnel", "native"]), "tunnel"),
     k("tunnel-protocol", Enum(&["vxlan", "geneve"]), "vxlan"),
     k("tunnel-port", Uint(0, 65535), "0"),

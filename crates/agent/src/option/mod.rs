@@ -10,7 +10,7 @@ pub mod runtime;
 mod sources;
 pub mod validate;
 
-pub use daemon_config::DaemonConfig;
+pub use daemon_config::{DaemonConfig, EventsConfig};
 pub use sources::{load, Loaded, Source};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

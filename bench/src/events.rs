@@ -1,0 +1,231 @@
+//! The observability targets on one node with a real agent:
+//!
+//! - event throughput: a paced UDP stream between two pods with
+//!   monitor-aggregation none (one trace notification per packet) at rising
+//!   rates (the sender shares the 2 cores, so what it manages is shown
+//!   too), counting what the agent read and what the rings lost, against
+//!   the same stream read by a bare ring reader that only counts (the
+//!   agent stopped; its programs keep writing);
+//! - the per-packet cost of tracing every packet: pod-to-pod TCP
+//!   throughput with monitor-aggregation none against medium, with a
+//!   `cilium monitor` client attached.
+
+use crate::{iperf, verdict};
+use anyhow::Context;
+use std::net::{Ipv4Addr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use testsupport::node::{Cluster, Node};
+
+const RATES: [u64; 5] = [10_000, 25_000, 50_000, 100_000, 200_000];
+const STEP: Duration = Duration::from_secs(2);
+const PROM_PORT: u16 = 9962;
+
+/// Sends UDP datagrams from the netns at `client` to ip:9 at `rate` a
+/// second for `STEP`; returns how many left.
+fn paced_udp(client: &std::path::Path, ip: Ipv4Addr, rate: u64) -> anyhow::Result<u64> {
+    let ns = netdev::NetNs::open(client)?;
+    std::thread::scope(|s| {
+        s.spawn(|| -> anyhow::Result<u64> {
+            ns.enter()?;
+            let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+            sock.connect((ip, 9))?;
+            let t = Instant::now();
+            let (mut tried, mut sent) = (0u64, 0u64);
+            while t.elapsed() < STEP {
+                let due = (t.elapsed().as_secs_f64() * rate as f64) as u64;
+                while tried < due {
+                    tried += 1;
+                    // A refused send (full buffer) is not counted as sent.
+                    if sock.send(b"event-bench").is_ok() {
+                        sent += 1;
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Ok(sent)
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("sender panicked"))?
+    })
+}
+
+/// Holds port 9 open in the server pod, so datagrams are taken in rather
+/// than answered with ICMP (which would be more events).
+fn sink(server: &std::path::Path) -> anyhow::Result<UdpSocket> {
+    let ns = netdev::NetNs::open(server)?;
+    std::thread::scope(|s| {
+        s.spawn(|| -> anyhow::Result<UdpSocket> {
+            ns.enter()?;
+            Ok(UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 9))?)
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("sink thread panicked"))?
+    })
+}
+
+/// The sum of a Prometheus family's samples on the node.
+fn scraped_sum(text: &str, family: &str) -> u64 {
+    text.lines()
+        .filter(|l| l.starts_with(family) && !l.starts_with('#'))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// (read, lost) by the agent so far.
+fn agent_counts() -> (u64, u64) {
+    let text = testsupport::node::scrape(testsupport::node::node_ip(1), PROM_PORT);
+    (
+        scraped_sum(&text, "hubble_flows_processed_total"),
+        scraped_sum(&text, "hubble_lost_events_total"),
+    )
+}
+
+struct Step {
+    rate: u64,
+    sent: u64,
+    read: u64,
+    lost: u64,
+}
+
+fn print_steps(name: &str, steps: &[Step]) -> u64 {
+    println!("  {name}:");
+    let mut best = 0;
+    for s in steps {
+        let lossless = s.lost == 0;
+        println!(
+            "    offered {:>7}/s   sent {:>8.0}/s   read {:>8.0}/s   lost {:>8}{}",
+            s.rate,
+            s.sent as f64 / STEP.as_secs_f64(),
+            s.read as f64 / STEP.as_secs_f64(),
+            s.lost,
+            if lossless { "" } else { "  (loss)" }
+        );
+        if lossless && s.read > 0 {
+            best = best.max((s.read as f64 / STEP.as_secs_f64()) as u64);
+        }
+    }
+    best
+}
+
+/// Counts what a bare reader gets from the rings while `f` runs.
+fn bare_reader_counts(
+    node: &Node,
+    f: impl FnOnce() -> anyhow::Result<u64>,
+) -> anyhow::Result<(u64, u64)> {
+    let mut reader = datapath::events::EventReader::open(&node.bpffs())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (read, lost) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let handle = {
+        let (stop, read, lost) = (stop.clone(), read.clone(), lost.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                reader.poll(50, &mut |_, rec| match rec {
+                    datapath::events::Record::Sample(_) => {
+                        read.fetch_add(1, Ordering::Relaxed);
+                    }
+                    datapath::events::Record::Lost(n) => {
+                        lost.fetch_add(n, Ordering::Relaxed);
+                    }
+                });
+            }
+        })
+    };
+    f()?;
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("reader panicked"))?;
+    Ok((read.load(Ordering::Relaxed), lost.load(Ordering::Relaxed)))
+}
+
+pub fn run_bench(secs: u32) -> anyhow::Result<()> {
+    let mut cluster = Cluster::new(
+        1,
+        &[
+            &format!("--prometheus-serve-addr=:{PROM_PORT}"),
+            "--monitor-aggregation=none",
+        ],
+    );
+    let node = &mut cluster.nodes[0];
+    node.quiet = true;
+    node.start_agent();
+    let server = node.add_pod("server");
+    node.add_pod("client");
+    let (sns, cns) = (node.netns("server"), node.netns("client"));
+    let _sink = sink(&sns).context("binding the sink")?;
+    // A monitor client, as a user watching would have.
+    let mut watcher = std::process::Command::new(testsupport::bin("cilium"))
+        .arg("-H")
+        .arg(format!("unix://{}", node.socket().display()))
+        .args(["monitor", "-o", "json"])
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+
+    // Tracing every packet against medium (new and closing packets only).
+    let (mut none, mut medium) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        node.cilium_ok(&["config", "MonitorAggregationLevel=None"]);
+        none.push(iperf(&sns, &cns, server, secs)?);
+        node.cilium_ok(&["config", "MonitorAggregationLevel=Medium"]);
+        medium.push(iperf(&sns, &cns, server, secs)?);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let (none, medium) = (median(&mut none), median(&mut medium));
+    println!("per-packet cost of monitor-aggregation none (iperf3 pod to pod, {secs} s, median of 3, cilium monitor attached):");
+    println!("  none (every packet traced)   {:7.2} Gbit/s", none / 1e9);
+    println!("  baseline: medium             {:7.2} Gbit/s", medium / 1e9);
+    println!("  ratio {:.2}x", none / medium);
+
+    // Event throughput, through the agent.
+    node.cilium_ok(&["config", "MonitorAggregationLevel=None"]);
+    let mut agent_steps = Vec::new();
+    for rate in RATES {
+        let (r0, l0) = agent_counts();
+        let sent = paced_udp(&cns, server, rate)?;
+        std::thread::sleep(Duration::from_millis(300));
+        let (r1, l1) = agent_counts();
+        agent_steps.push(Step {
+            rate,
+            sent,
+            read: r1 - r0,
+            lost: l1 - l0,
+        });
+    }
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    // The same, read by a bare counting reader (the agent stopped; the
+    // programs and the runtime config stay).
+    node.kill_agent();
+    let mut bare_steps = Vec::new();
+    for rate in RATES {
+        let mut sent = 0;
+        let (read, lost) = bare_reader_counts(node, || {
+            sent = paced_udp(&cns, server, rate)?;
+            Ok(sent)
+        })?;
+        bare_steps.push(Step {
+            rate,
+            sent,
+            read,
+            lost,
+        });
+    }
+    println!("event throughput without loss (paced UDP pod to pod, one trace event per packet, {} s per rate):", STEP.as_secs());
+    let agent = print_steps(
+        "cilium-agent (decode, keep for observe, stream to a monitor client)",
+        &agent_steps,
+    );
+    let bare = print_steps("baseline: bare ring reader (count only)", &bare_steps);
+    println!(
+        "  highest lossless rate: agent {agent}/s, bare reader {bare}/s, ratio {:.2}x   agent lossless at 10k/s: {}",
+        agent as f64 / bare.max(1) as f64,
+        verdict(agent_steps[0].lost == 0 && agent_steps[0].read > 0)
+    );
+    Ok(())
+}

@@ -1,0 +1,292 @@
+//! The monitor: the datapath's events from `cilium_events` and the agent's
+//! own notifications, decoded once into a hub that streams them to `cilium
+//! monitor` clients on `<run dir>/monitor1_2.sock` and keeps the latest for
+//! `cilium observe` on `<run dir>/hubble.sock`, one JSON object per line.
+//! The rings are read by a thread of their own so a burst of events never
+//! waits for the API.
+
+mod agent_events;
+mod decode;
+
+pub use agent_events::AgentNotify;
+pub use decode::{decode, parse_packet, summarize, MonitorEvent, Packet};
+
+use std::collections::{HashMap, VecDeque};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::broadcast;
+
+/// Flows `cilium observe` can look back on (Hubble keeps 4095).
+const RECENT: usize = 4095;
+
+/// Where events meet their readers.
+pub struct Hub {
+    tx: broadcast::Sender<Arc<MonitorEvent>>,
+    recent: Mutex<VecDeque<Arc<MonitorEvent>>>,
+    /// `namespace/pod` by address, local and remote
+    pods: RwLock<HashMap<Ipv4Addr, String>>,
+    /// Records the kernel could not write into a full ring
+    lost: AtomicU64,
+    /// Records read from the rings, by notification type (index 0: ones
+    /// this agent does not know)
+    received: [AtomicU64; 6],
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Self {
+            tx: broadcast::channel(4096).0,
+            recent: Mutex::new(VecDeque::with_capacity(RECENT)),
+            pods: RwLock::default(),
+            lost: AtomicU64::new(0),
+            received: Default::default(),
+        }
+    }
+}
+
+fn now() -> String {
+    crate::timefmt::rfc3339_millis(std::time::SystemTime::now())
+}
+
+impl Hub {
+    /// Names the pod behind an address for the events that follow.
+    pub fn name_pod(&self, ip: Ipv4Addr, namespace: &str, pod: &str) {
+        if pod.is_empty() {
+            return;
+        }
+        self.pods
+            .write()
+            .expect("pods lock")
+            .insert(ip, format!("{namespace}/{pod}"));
+    }
+
+    pub fn forget_pod(&self, ip: Ipv4Addr) {
+        self.pods.write().expect("pods lock").remove(&ip);
+    }
+
+    fn pod_of(&self, ip: &str) -> String {
+        ip.parse()
+            .ok()
+            .and_then(|ip| self.pods.read().expect("pods lock").get(&ip).cloned())
+            .unwrap_or_default()
+    }
+
+    /// Hands an event to every reader, and keeps it for `cilium observe`
+    /// when it is a packet's.
+    pub fn publish(&self, mut ev: MonitorEvent) {
+        ev.time = now();
+        if let Some(p) = &ev.packet {
+            ev.src_pod = self.pod_of(&p.src_ip);
+            ev.dst_pod = self.pod_of(&p.dst_ip);
+        }
+        let ev = Arc::new(ev);
+        if ev.packet.is_some() {
+            let mut recent = self.recent.lock().expect("recent lock");
+            if recent.len() == RECENT {
+                recent.pop_front();
+            }
+            recent.push_back(Arc::clone(&ev));
+        }
+        let _ = self.tx.send(ev);
+    }
+
+    /// An agent notification (`cilium monitor --type agent`).
+    pub fn agent(&self, what: AgentNotify, body: serde_json::Value) {
+        self.publish(MonitorEvent {
+            kind: "agent".into(),
+            reason: what as u8,
+            reason_text: what.text().into(),
+            message: body.to_string(),
+            ..Default::default()
+        });
+    }
+
+    pub fn lost(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Records read from the rings so far, by Hubble's type name.
+    pub fn received(&self) -> Vec<(&'static str, u64)> {
+        [
+            "Unknown",
+            "Drop",
+            "Debug",
+            "DebugCapture",
+            "Trace",
+            "PolicyVerdict",
+        ]
+        .into_iter()
+        .zip(&self.received)
+        .map(|(name, n)| (name, n.load(Ordering::Relaxed)))
+        .collect()
+    }
+
+    fn recent(&self) -> Vec<Arc<MonitorEvent>> {
+        self.recent
+            .lock()
+            .expect("recent lock")
+            .iter()
+            .cloned()
+            .collect()
+    }
+}
+
+/// Where `cilium monitor` connects: beside the API socket.
+pub fn socket_path(api_socket: &Path) -> PathBuf {
+    api_socket.with_file_name("monitor1_2.sock")
+}
+
+/// Where `cilium observe` connects: beside the API socket.
+pub fn observer_socket_path(api_socket: &Path) -> PathBuf {
+    api_socket.with_file_name("hubble.sock")
+}
+
+/// Reads the rings on a thread of their own into the hub; returns the
+/// number of CPUs read.
+fn read_rings(bpf_root: &Path, hub: Arc<Hub>) -> Option<usize> {
+    let mut reader = match datapath::events::EventReader::open(bpf_root) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(subsys = "monitor", error = %e, "Unable to read datapath events; cilium monitor will stay silent");
+            return None;
+        }
+    };
+    let cpus = reader.cpus();
+    std::thread::Builder::new()
+        .name("monitor".into())
+        .spawn(move || loop {
+            reader.poll(1000, &mut |cpu, rec| match rec {
+                datapath::events::Record::Sample(bytes) => {
+                    let kind = usize::from(bytes.first().copied().unwrap_or(0));
+                    hub.received[if kind < 6 { kind } else { 0 }].fetch_add(1, Ordering::Relaxed);
+                    if let Some(mut ev) = decode(bytes) {
+                        ev.cpu = cpu as u32;
+                        hub.publish(ev);
+                    }
+                }
+                datapath::events::Record::Lost(n) => {
+                    hub.lost.fetch_add(n, Ordering::Relaxed);
+                    hub.publish(MonitorEvent {
+                        kind: "lost".into(),
+                        cpu: cpu as u32,
+                        len_orig: n as u32,
+                        ..Default::default()
+                    });
+                }
+            });
+        })
+        .ok()?;
+    Some(cpus)
+}
+
+/// Streams `first`, then the live events, to one client as JSON lines.
+async fn stream(
+    mut conn: tokio::net::UnixStream,
+    first: Vec<String>,
+    mut rx: broadcast::Receiver<Arc<MonitorEvent>>,
+) {
+    for line in first {
+        if conn
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+    loop {
+        let line = match rx.recv().await {
+            Ok(ev) => serde_json::to_string(&*ev).expect("event serializes"),
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                format!("{{\"type\":\"lost\",\"len_orig\":{n}}}")
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        if conn
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+fn bind(socket: &Path) -> anyhow::Result<tokio::net::UnixListener> {
+    let _ = std::fs::remove_file(socket);
+    tokio::net::UnixListener::bind(socket)
+        .map_err(|e| anyhow::anyhow!("binding {}: {e}", socket.display()))
+}
+
+/// Serves `cilium monitor` (live events) and `cilium observe` (the kept
+/// flows, a `replay-end` marker, then live events) until `shutdown`.
+pub async fn serve(
+    hub: Arc<Hub>,
+    bpf_root: PathBuf,
+    socket: PathBuf,
+    observer: PathBuf,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let cpus = read_rings(&bpf_root, Arc::clone(&hub)).unwrap_or(0);
+    let monitor = bind(&socket)?;
+    let observe = bind(&observer)?;
+    tracing::info!(subsys = "monitor", socket = %socket.display(), observer = %observer.display(), cpus, "Monitor listening");
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = monitor.accept() => {
+                let Ok((conn, _)) = accepted else { continue };
+                let hello = format!("{{\"type\":\"hello\",\"cpus\":{cpus}}}");
+                tokio::spawn(stream(conn, vec![hello], hub.tx.subscribe()));
+            }
+            accepted = observe.accept() => {
+                let Ok((conn, _)) = accepted else { continue };
+                let rx = hub.tx.subscribe();
+                let mut first: Vec<String> = hub
+                    .recent()
+                    .iter()
+                    .map(|ev| serde_json::to_string(&**ev).expect("event serializes"))
+                    .collect();
+                first.push("{\"type\":\"replay-end\"}".into());
+                tokio::spawn(stream(conn, first, rx));
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(&observer);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn published_flows_are_named_and_kept() {
+        let hub = Hub::default();
+        hub.name_pod(Ipv4Addr::new(10, 0, 2, 7), "default", "db");
+        hub.publish(MonitorEvent {
+            kind: "drop".into(),
+            packet: Some(Packet {
+                src_ip: "10.0.1.5".into(),
+                dst_ip: "10.0.2.7".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        hub.agent(
+            AgentNotify::PolicyUpdated,
+            serde_json::json!({"revision": 2}),
+        );
+        let kept = hub.recent();
+        assert_eq!(kept.len(), 1, "agent notifications are not flows");
+        assert_eq!(
+            (kept[0].src_pod.as_str(), kept[0].dst_pod.as_str()),
+            ("", "default/db")
+        );
+    }
+}

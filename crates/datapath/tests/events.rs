@@ -1,0 +1,95 @@
+//! Notifications in cilium_events: a drop reaches the ring with its record
+//! and packet, the events rate limit lets `burst` through and counts the
+//! rest in cilium_ratelimit_metrics, and a notification type turned off
+//! writes nothing.
+
+mod common;
+
+use abi::ratelimit::{RatelimitMetricsKey, RatelimitMetricsValue, USAGE_EVENTS_MAP};
+use abi::runtime_config::{EVENTS_BURST_LIMIT, EVENTS_DISABLED, EVENTS_RATE_LIMIT};
+use common::*;
+use datapath::events::{EventReader, Record};
+use datapath::objects::BPF_LXC;
+use datapath::testrun::TestObject;
+use std::net::Ipv4Addr;
+use testsupport::Sandbox;
+
+/// A packet from an address no endpoint has: dropped, and reported.
+fn send_invalid(obj: &mut TestObject, n: usize) {
+    let pkt = ipv4(
+        Ipv4Addr::new(10, 0, 0, 5),
+        Ipv4Addr::new(10, 0, 0, 6),
+        17,
+        &udp(1, 2),
+    );
+    for _ in 0..n {
+        assert_eq!(
+            obj.run("cil_from_container", &pkt).unwrap().retval,
+            TC_ACT_SHOT
+        );
+    }
+}
+
+/// Drop records in the rings now.
+fn drops_read(reader: &mut EventReader) -> Vec<Vec<u8>> {
+    let mut seen = Vec::new();
+    reader.poll(200, &mut |_, rec| {
+        if let Record::Sample(b) = rec {
+            if b[0] == abi::events::NOTIFY_DROP {
+                seen.push(b.to_vec());
+            }
+        }
+    });
+    seen
+}
+
+fn set(obj: &TestObject, index: u32, value: u64) {
+    obj.map(abi::maps::RUNTIME_CONFIG)
+        .unwrap()
+        .put(&index, &value)
+        .unwrap();
+}
+
+fn refused(obj: &TestObject) -> u64 {
+    obj.map(abi::maps::RATELIMIT_METRICS)
+        .unwrap()
+        .get::<_, RatelimitMetricsValue>(&RatelimitMetricsKey {
+            usage: USAGE_EVENTS_MAP,
+        })
+        .unwrap()
+        .map_or(0, |v| v.dropped)
+}
+
+#[test]
+fn drops_are_reported_rate_limited_and_can_be_turned_off() {
+    let sb = Sandbox::enter();
+    let mut obj = load(&sb, BPF_LXC);
+    let mut reader = EventReader::open(&sb.bpffs()).expect("open the rings");
+
+    send_invalid(&mut obj, 1);
+    let seen = drops_read(&mut reader);
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0][1], abi::drop::DROP_INVALID_SIP);
+    assert!(seen[0].len() >= 36 + 42, "record and captured packet");
+
+    // 2 a second with a bucket of 3: of 10 at once, 3 pass.
+    set(&obj, EVENTS_RATE_LIMIT, 2);
+    set(&obj, EVENTS_BURST_LIMIT, 3);
+    send_invalid(&mut obj, 10);
+    assert_eq!(drops_read(&mut reader).len(), 3);
+    assert_eq!(refused(&obj), 7);
+    // Metrics still count every drop.
+    assert_eq!(
+        metric(&obj, abi::drop::DROP_INVALID_SIP, abi::metrics::DIR_EGRESS).0,
+        11
+    );
+
+    // bpf-events-drop-enabled=false
+    set(&obj, EVENTS_RATE_LIMIT, 0);
+    set(&obj, EVENTS_DISABLED, 1 << abi::events::NOTIFY_DROP);
+    send_invalid(&mut obj, 3);
+    assert!(drops_read(&mut reader).is_empty());
+    set(&obj, EVENTS_DISABLED, 0);
+    send_invalid(&mut obj, 1);
+    assert_eq!(drops_read(&mut reader).len(), 1);
+}
