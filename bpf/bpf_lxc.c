@@ -21,6 +21,7 @@
 #include "lib/nodeport.h"
 #include "lib/policy.h"
 #include "lib/trace.h"
+#include "lib/dbg.h"
 
 static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 {
@@ -163,6 +164,7 @@ int cil_lxc_policy(struct __sk_buff *ctx)
 	update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
 	send_trace_notify(ctx, TRACE_TO_LXC, ep->lxc_id, src_id, ep->sec_id, ep->lxc_id,
 			  ep->ifindex, ct.status, pkt.tcp_flags);
+	send_debug_capture(ctx, DBG_CAPTURE_DELIVERY, ep->lxc_id, ep->ifindex);
 	ret = ipv4_local_delivery(ctx, ep, flags & POLICY_F_PEER);
 	if (ret < 0)
 		goto drop;
@@ -179,6 +181,7 @@ int cil_from_container(struct __sk_buff *ctx)
 	__u16 proto = 0;
 	int ret;
 
+	send_debug_capture(ctx, DBG_CAPTURE_FROM_LXC, 0, ctx->ifindex);
 	ret = validate_ethertype(ctx, &proto);
 	if (IS_ERR(ret))
 		return send_drop_notify(ctx, IDENTITY_UNKNOWN, IDENTITY_UNKNOWN, 0,

@@ -381,6 +381,8 @@ struct ratelimit_metrics_value {
 /* bpf-events-{drop,trace,policy-verdict}-enabled: a set bit 1 << type
  * turns that notification type off */
 #define RUNTIME_CONFIG_EVENTS_DISABLED		11
+/* 1: write debug captures (debug with debug-verbose=datapath) */
+#define RUNTIME_CONFIG_DEBUG_DATAPATH		12
 #define NODEPORT_PORT_MIN_DEFAULT	30000
 #define NODEPORT_PORT_MAX_DEFAULT	32767
 #define LB_ALGORITHM_RANDOM		0
@@ -418,6 +420,23 @@ struct drop_notify {
 	__s8 ext_error;
 	__u32 ifindex;
 };
+
+/* A packet captured where a program takes it (type
+ * CILIUM_NOTIFY_DBG_CAPTURE, subtype DBG_CAPTURE_*), written only with
+ * datapath debugging on (debug-verbose=datapath) */
+struct debug_capture_msg {
+	struct notify_common_hdr hdr;
+	__u32 len_orig;
+	__u16 len_cap;
+	__u16 version;
+	__u32 arg1;		/* the ifindex */
+	__u32 arg2;
+};
+
+#define DBG_CAPTURE_FROM_LXC		1
+#define DBG_CAPTURE_FROM_NETDEV		2
+#define DBG_CAPTURE_FROM_OVERLAY	3
+#define DBG_CAPTURE_DELIVERY		4
 
 struct trace_notify {
 	struct notify_common_hdr hdr;
@@ -542,6 +561,7 @@ ABI_SIZE(struct ratelimit_metrics_value, 8);
 ABI_SIZE(struct metrics_value, 16);
 ABI_SIZE(struct drop_notify, 36);
 ABI_SIZE(struct trace_notify, 48);
+ABI_SIZE(struct debug_capture_msg, 24);
 ABI_SIZE(struct policy_verdict_notify, 32);
 
 #endif /* __ABI_H_ */

@@ -92,6 +92,39 @@ assert_layout!(
 );
 unsafe impl Plain for TraceNotify {}
 
+/// `debug_capture_msg`: a packet captured where a program takes it
+/// (subtype: `DBG_CAPTURE_*`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DebugCaptureMsg {
+    pub hdr: NotifyCommonHdr,
+    pub len_orig: u32,
+    pub len_cap: u16,
+    pub version: u16,
+    pub arg1: u32,
+    pub arg2: u32,
+}
+assert_layout!(
+    DebugCaptureMsg,
+    size = 24,
+    len_orig = 8,
+    len_cap = 12,
+    arg1 = 16,
+    arg2 = 20
+);
+unsafe impl Plain for DebugCaptureMsg {}
+
+/// Cilium's text for a capture point, as `cilium monitor` prints it.
+pub fn capture_point_text(subtype: u8) -> &'static str {
+    match subtype {
+        1 => "Incoming packet from container ifindex",
+        2 => "Incoming packet from netdev ifindex",
+        3 => "Incoming packet from overlay ifindex",
+        4 => "Delivery to ifindex",
+        _ => "Unknown capture",
+    }
+}
+
 /// Observation points carried in a trace record's subtype, with Cilium's names.
 pub const TRACE_POINTS: [&str; 12] = [
     "to-endpoint",

@@ -22,6 +22,8 @@ pub const EVENTS_RATE_LIMIT: u32 = 9;
 pub const EVENTS_BURST_LIMIT: u32 = 10;
 /// A set bit `1 << notification type` turns that type off.
 pub const EVENTS_DISABLED: u32 = 11;
+/// 1: write debug captures (debug with debug-verbose=datapath).
+pub const DEBUG_DATAPATH: u32 = 12;
 pub const LB_ALGORITHM_RANDOM: u64 = 0;
 pub const LB_ALGORITHM_MAGLEV: u64 = 1;
 
@@ -40,6 +42,7 @@ pub fn index_name(index: u32) -> Option<&'static str> {
         EVENTS_RATE_LIMIT => Some("EventsRateLimit"),
         EVENTS_BURST_LIMIT => Some("EventsBurstLimit"),
         EVENTS_DISABLED => Some("EventsDisabled"),
+        DEBUG_DATAPATH => Some("DebugDatapath"),
         _ => None,
     }
 }

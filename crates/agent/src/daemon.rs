@@ -430,11 +430,14 @@ fn write_events_config(
     bpf_root: &std::path::Path,
     events: &crate::option::EventsConfig,
 ) -> anyhow::Result<()> {
-    use abi::runtime_config::{EVENTS_BURST_LIMIT, EVENTS_DISABLED, EVENTS_RATE_LIMIT};
+    use abi::runtime_config::{
+        DEBUG_DATAPATH, EVENTS_BURST_LIMIT, EVENTS_DISABLED, EVENTS_RATE_LIMIT,
+    };
     let map = datapath::PinnedMap::open_global(bpf_root, abi::maps::RUNTIME_CONFIG)?;
     map.put(&EVENTS_RATE_LIMIT, &events.rate_limit)?;
     map.put(&EVENTS_BURST_LIMIT, &events.burst_limit)?;
     map.put(&EVENTS_DISABLED, &events.disabled_mask())?;
+    map.put(&DEBUG_DATAPATH, &u64::from(events.debug_datapath))?;
     Ok(())
 }
 

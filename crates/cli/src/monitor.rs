@@ -88,6 +88,10 @@ pub fn line(ev: &MonitorEvent) -> Option<String> {
         "trace" => trace_line(ev),
         "policy-verdict" => verdict_line(ev),
         "agent" => format!(">> {}: {}", ev.reason_text, ev.message),
+        "capture" => format!(
+            "CPU {:02}: MARK {:#x} FROM {} DEBUG: {} {}, {} bytes: {}",
+            ev.cpu, ev.hash, ev.source, ev.obs_point, ev.ifindex, ev.len_orig, ev.summary
+        ),
         "lost" => format!("CPU {:02}: Lost {} events", ev.cpu, ev.len_orig),
         _ => return None,
     })

@@ -178,6 +178,17 @@ fn decode_drop(bytes: &[u8]) -> Option<MonitorEvent> {
     })
 }
 
+fn decode_capture(bytes: &[u8]) -> Option<MonitorEvent> {
+    let n = abi::events::DebugCaptureMsg::from_bytes(bytes)?;
+    let frame = captured::<abi::events::DebugCaptureMsg>(bytes, n.len_cap);
+    Some(MonitorEvent {
+        obs_point: abi::events::capture_point_text(n.hdr.subtype).into(),
+        ifindex: n.arg1,
+        len_orig: n.len_orig,
+        ..with_packet("capture", &n.hdr, frame)
+    })
+}
+
 /// A record of the rings, if it is one this agent knows.
 pub fn decode(bytes: &[u8]) -> Option<MonitorEvent> {
     let hdr = abi::events::NotifyCommonHdr::from_bytes(bytes)?;
@@ -185,6 +196,7 @@ pub fn decode(bytes: &[u8]) -> Option<MonitorEvent> {
         abi::events::NOTIFY_DROP => decode_drop(bytes),
         abi::events::NOTIFY_TRACE => decode_trace(bytes),
         abi::events::NOTIFY_POLICY_VERDICT => decode_verdict(bytes),
+        abi::events::NOTIFY_DBG_CAPTURE => decode_capture(bytes),
         _ => None,
     }
 }

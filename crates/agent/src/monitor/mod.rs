@@ -83,7 +83,7 @@ impl Hub {
             ev.dst_pod = self.pod_of(&p.dst_ip);
         }
         let ev = Arc::new(ev);
-        if ev.packet.is_some() {
+        if ev.packet.is_some() && ev.kind != "capture" {
             let mut recent = self.recent.lock().expect("recent lock");
             if recent.len() == RECENT {
                 recent.pop_front();

@@ -17,6 +17,8 @@ pub struct EventsConfig {
     pub drop: bool,
     pub trace: bool,
     pub policy_verdict: bool,
+    /// Debug captures of every packet (debug with debug-verbose=datapath)
+    pub debug_datapath: bool,
 }
 
 impl EventsConfig {
@@ -306,6 +308,10 @@ impl DaemonConfig {
                 drop: boolean("bpf-events-drop-enabled"),
                 trace: boolean("bpf-events-trace-enabled"),
                 policy_verdict: boolean("bpf-events-policy-verdict-enabled"),
+                debug_datapath: boolean("debug")
+                    && l.get("debug-verbose")
+                        .split([',', ' '])
+                        .any(|w| w.eq_ignore_ascii_case("datapath")),
             },
             routing_mode: l.get("routing-mode").to_ascii_lowercase(),
             tunnel_protocol: l.get("tunnel-protocol").to_ascii_lowercase(),
