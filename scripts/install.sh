@@ -20,4 +20,4 @@ if ! command -v cargo >/dev/null; then
 fi
 
 cargo build --release --workspace --locked
-echo "built: $(ls target/release/ | grep -E '^(cilium|cilium-agent|cilium-cni|cilium-lab)$' | tr '\n' ' ')"
+echo "built: $(ls target/release/ | grep -E "^(cilium|cilium-agent|cilium-cni|cilium-lab|cilium-mount|cilium-sysctlfix)$" | tr '\n' ' ')"

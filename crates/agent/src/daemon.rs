@@ -228,10 +228,9 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         policies: crate::policies::Policies::new(
             policy::Enforcement::parse(&config.policy_enforcement)
                 .unwrap_or(policy::Enforcement::Default),
-            config
-                .kvstore
-                .is_none()
-                .then(|| config.state_dir.join(POLICIES_STATE)),
+            // with a kvstore, a cache of the last desired state
+            Some(config.state_dir.join(POLICIES_STATE)),
+            config.kvstore.is_none(),
         ),
         started: t0,
         monitor,
@@ -265,6 +264,17 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     tokio::task::spawn_blocking(move || crate::policies::prepare_next(&d));
     start_controllers(&daemon, host_ips);
     tracing::info!(subsys = "daemon", bootstrapTime = ?t0.elapsed(), "Daemon initialization completed");
+    // Last: kubelet sends pods once this file is there.
+    if let Err(e) = daemon.config.cni.write() {
+        tracing::error!(subsys = "cni-config", file = %daemon.config.cni.path.display(), error = %e, "Unable to write CNI configuration");
+    }
+    let cni = daemon.config.cni.clone();
+    daemon
+        .controllers
+        .spawn("write-cni-file", Duration::from_secs(10), move || {
+            let cni = cni.clone();
+            async move { cni.write().map(drop).map_err(|e| e.to_string()) }
+        });
     daemon.monitor.agent(
         crate::monitor::AgentNotify::Start,
         serde_json::json!({ "version": env!("CARGO_PKG_VERSION") }),

@@ -92,6 +92,9 @@ pub struct Identities {
     /// Bumped whenever the set of known identities changes (policy
     /// selects among them).
     changes: tokio::sync::watch::Sender<u64>,
+    /// True once the kvstore's initial list of identities is in (at once
+    /// without a kvstore).
+    listed: tokio::sync::watch::Sender<bool>,
     kv: Option<(kvstore::Kvstore, KvWriter)>,
     /// This node's part of reference keys: its IPv4 (Cilium's GetNodeSuffix).
     node_suffix: String,
@@ -102,6 +105,7 @@ impl Identities {
         Arc::new(Self {
             state: Mutex::default(),
             changes: tokio::sync::watch::Sender::new(0),
+            listed: tokio::sync::watch::Sender::new(kv.is_none()),
             kv,
             node_suffix,
         })
@@ -109,6 +113,11 @@ impl Identities {
 
     fn changed(&self) {
         self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Wakes once the cluster's identities are all known.
+    pub fn listed(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.listed.subscribe()
     }
 
     /// Wakes when the known identities change.
@@ -151,6 +160,7 @@ impl Identities {
                             count = st.cluster.len(),
                             "Initial identity list received"
                         );
+                        this.listed.send_replace(true);
                     }
                 }
             }

@@ -8,6 +8,7 @@ pub mod api_map;
 pub mod api_policy;
 pub mod api_server;
 pub mod api_service;
+pub mod cni_config;
 pub mod controller;
 pub mod daemon;
 pub mod endpoint;

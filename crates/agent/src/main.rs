@@ -123,6 +123,7 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         let _ = health.await;
     })
     .await;
+    running.daemon.config.cni.remove();
     drop(running);
     tracing::info!(
         subsys = "daemon",

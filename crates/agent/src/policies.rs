@@ -66,6 +66,11 @@ struct Repo {
 }
 
 pub struct Policies {
+    /// Until the kvstore's policies and identities are all in, endpoint
+    /// policy maps are left as they are: a restarted agent must not
+    /// enforce half of the rules, or rules without the peers' identities,
+    /// on flows the previous one let through.
+    synced: std::sync::atomic::AtomicBool,
     repo: Mutex<Repo>,
     state_file: Option<PathBuf>,
     mode: Mutex<Enforcement>,
@@ -113,8 +118,9 @@ fn prefixes(rules: &[policy::Rule]) -> std::collections::BTreeSet<policy::Cidr> 
 }
 
 impl Policies {
-    pub fn new(mode: Enforcement, state_file: Option<PathBuf>) -> Self {
+    pub fn new(mode: Enforcement, state_file: Option<PathBuf>, synced: bool) -> Self {
         Self {
+            synced: std::sync::atomic::AtomicBool::new(synced),
             repo: Mutex::new(Repo {
                 revision: 1,
                 ..Default::default()
@@ -123,6 +129,11 @@ impl Policies {
             mode: Mutex::new(mode),
             cidrs: Mutex::default(),
         }
+    }
+
+    /// Whether policy may be (re)computed: the desired state is all known.
+    pub fn synced(&self) -> bool {
+        self.synced.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Gives every prefix the rules name an identity and an ipcache entry,
@@ -256,6 +267,18 @@ impl Policies {
         Ok((removed, repo.revision))
     }
 
+    /// Keeps only the documents whose kvstore keys are in `keys`.
+    pub fn retain_keys(&self, cluster: &str, keys: &[String]) {
+        let mut repo = self.repo.lock().expect("policy lock");
+        let before = repo.docs.len();
+        repo.docs
+            .retain(|_, doc| keys.contains(&Stored::of(doc).key(cluster)));
+        if repo.docs.len() != before {
+            repo.revision += 1;
+            let _ = self.save(&repo);
+        }
+    }
+
     /// Drops a document the kvstore no longer has; true when it was here.
     pub fn forget_key(&self, cluster: &str, key: &str) -> bool {
         let mut repo = self.repo.lock().expect("policy lock");
@@ -366,6 +389,14 @@ pub fn prepare_next(d: &Daemon) {
 
 /// Brings every local endpoint's policy map up to the repository.
 pub fn regenerate(d: &Daemon, reason: &str) {
+    if !d.policies.synced() {
+        tracing::debug!(
+            subsys = "policy",
+            reason,
+            "Waiting for the initial policy and identity lists"
+        );
+        return;
+    }
     let t = std::time::Instant::now();
     let (rules, revision) = d.policies.rules();
     d.policies.sync_cidrs(&d.ipcache, &rules);
@@ -400,8 +431,27 @@ pub fn follow(d: &Arc<Daemon>) {
     let prefix = format!("{POLICIES_PREFIX}/{}/", d.config.cluster_name);
     let mut rx = kv.watch_prefix(&prefix);
     let d = Arc::clone(d);
+    let (listed_tx, mut listed) = tokio::sync::watch::channel(false);
+    let mut ids_listed = d.identities.listed();
+    let dd = Arc::clone(&d);
     tokio::spawn(async move {
+        let _ = listed.wait_for(|l| *l).await;
+        let _ = ids_listed.wait_for(|l| *l).await;
+        dd.policies
+            .synced
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        tracing::info!(
+            subsys = "policy",
+            "Initial policies and identities received; regenerating endpoints"
+        );
+        let _ = tokio::task::spawn_blocking(move || regenerate(&dd, "initial sync")).await;
+    });
+    tokio::spawn(async move {
+        let mut seen: Option<Vec<String>> = Some(Vec::new());
         while let Some(ev) = rx.recv().await {
+            if let (Some(seen), kvstore::Event::Upsert { key, .. }) = (&mut seen, &ev) {
+                seen.push(key.clone());
+            }
             let changed = match ev {
                 kvstore::Event::Upsert { key, value } => {
                     let stored = serde_json::from_slice::<Stored>(&value);
@@ -429,7 +479,14 @@ pub fn follow(d: &Arc<Daemon>) {
                     }
                     gone
                 }
-                kvstore::Event::ListDone => false,
+                kvstore::Event::ListDone => {
+                    // what was deleted while this agent was down
+                    if let Some(seen) = seen.take() {
+                        d.policies.retain_keys(&d.config.cluster_name, &seen);
+                    }
+                    let _ = listed_tx.send(true);
+                    false
+                }
             };
             if changed {
                 let d = Arc::clone(&d);

@@ -2,6 +2,8 @@
 
 mod bpf;
 mod bpf_policy;
+mod build_config;
+mod cleanup;
 mod config;
 mod endpoint;
 mod explain;
@@ -48,6 +50,12 @@ enum Command {
     Status(status::Args),
     /// Print version information
     Version,
+    /// Resolve all of the configuration sources that apply to this node
+    #[command(name = "build-config")]
+    BuildConfig(build_config::Args),
+    /// Clean up CNI configurations, CNI binaries, attached BPF programs,
+    /// bpffs, tc filters, routes and links
+    Cleanup(cleanup::Args),
     /// Cilium configuration options
     Config(config::Args),
     /// Manage endpoints
@@ -114,6 +122,8 @@ fn main() -> ExitCode {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::BuildConfig(args) => build_config::run(&args),
+        Command::Cleanup(args) => cleanup::run(&ctx, &args),
         Command::Config(args) => config::run(&ctx, &args),
         Command::Bpf(cmd) => bpf::run(&ctx, &cmd),
         Command::Endpoint(cmd) => endpoint::run(&ctx, &cmd),

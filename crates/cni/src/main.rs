@@ -14,11 +14,12 @@ use std::process::ExitCode;
 /// Newest CNI specification version this plugin speaks.
 pub const LATEST_VERSION: &str = "1.1.0";
 
+/// The answer on stdout; a runtime that went away before reading it gets
+/// none (and no panic).
 fn print_json(v: &serde_json::Value) {
-    println!(
-        "{}",
-        serde_json::to_string(v).expect("JSON value serializes")
-    );
+    use std::io::Write;
+    let text = serde_json::to_string(v).expect("JSON value serializes");
+    let _ = writeln!(std::io::stdout(), "{text}");
 }
 
 fn run() -> Result<Option<serde_json::Value>, (CniError, String)> {

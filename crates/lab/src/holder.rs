@@ -10,9 +10,28 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// SIGUSR1: stop the daemon and do not start it again.
+static PAUSE: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_term(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
+}
+
+extern "C" fn on_pause(_: libc::c_int) {
+    PAUSE.store(true, Ordering::SeqCst);
+}
+
+/// SIGTERM, then SIGKILL after 10 s.
+fn terminate(child: &mut std::process::Child) -> anyhow::Result<()> {
+    // SAFETY: signalling a process this holder started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait()?.is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok(())
 }
 
 fn mount(src: &str, target: &str, fstype: &str, flags: libc::c_ulong) -> anyhow::Result<()> {
@@ -56,10 +75,8 @@ fn build_node(index: usize, underlay: i32) -> anyhow::Result<()> {
         return Err(std::io::Error::last_os_error()).context("unshare (run as root)");
     }
     mount("none", "/", "", libc::MS_REC | libc::MS_PRIVATE)?;
-    mount("bpffs", "/sys/fs/bpf", "bpf", 0)?;
     mount("tmpfs", "/run", "tmpfs", 0)?;
     std::fs::create_dir_all("/run/cilium").context("creating /run/cilium")?;
-    make_node_cgroup(index)?;
     ip(&["link", "set", "lo", "up"])?;
     let node_ns = netdev::NetNs::current()?;
     let switch_ns = netdev::NetNs::open(std::path::Path::new(&format!("/proc/{underlay}/ns/net")))?;
@@ -84,25 +101,23 @@ fn build_node(index: usize, underlay: i32) -> anyhow::Result<()> {
 /// Where a node holder sees the host's cgroup v2 tree (its own mount).
 const HOST_CGROUP: &str = "/run/cilium/cgroup-host";
 
-/// A cgroup of the node's own under the host's cgroup v2 root, bound at
-/// `layout::NODE_CGROUP`: the node's cgroup-root, as a machine's whole
-/// cgroup tree is a real agent's.
-fn make_node_cgroup(index: usize) -> anyhow::Result<()> {
+/// A cgroup of the node's own under the host's cgroup v2 root: the root
+/// of the node's cgroup namespace, so what the mount-cgroup step mounts at
+/// `layout::NODE_CGROUP` is the node's whole cgroup tree, as a machine's
+/// is a real agent's.
+fn make_node_cgroup(index: usize) -> anyhow::Result<std::path::PathBuf> {
     std::fs::create_dir_all(HOST_CGROUP).context("creating the cgroup2 mount point")?;
     mount("cgroup2", HOST_CGROUP, "cgroup2", 0)?;
     let own = std::path::Path::new(HOST_CGROUP).join(layout::node_cgroup_name(index));
     std::fs::create_dir_all(&own).with_context(|| format!("creating cgroup {}", own.display()))?;
-    std::fs::create_dir_all(layout::NODE_CGROUP).context("creating the cgroup-root")?;
-    mount(
-        own.to_str().context("cgroup path")?,
-        layout::NODE_CGROUP,
-        "",
-        libc::MS_BIND,
-    )
+    Ok(own)
 }
 
 /// Removes the node's cgroup once its processes are gone.
 fn remove_node_cgroup(index: usize) {
+    let target = std::ffi::CString::new(layout::NODE_CGROUP).expect("no NUL");
+    // SAFETY: a valid C string; our own mount namespace.
+    unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
     let own = std::path::Path::new(HOST_CGROUP).join(layout::node_cgroup_name(index));
     for _ in 0..50 {
         match std::fs::remove_dir(&own) {
@@ -163,19 +178,16 @@ fn append_log(l: &Layout, name: &str) -> anyhow::Result<std::fs::File> {
         .with_context(|| format!("opening {name} log"))
 }
 
+/// The agent container: everything it is told comes from the
+/// configuration the config init container built.
 fn start_agent(l: &Layout, index: usize) -> anyhow::Result<std::process::Child> {
     let log = append_log(l, "agent")?;
     Command::new(layout::sibling("cilium-agent")?)
         .env("K8S_NODE_NAME", layout::node_name(index))
-        .arg(format!("--state-dir={}", l.state_dir().display()))
-        .arg(format!("--ipv4-range={}", layout::pod_cidr(index)))
-        .arg("--kvstore=etcd")
-        .arg("--kube-proxy-replacement=true")
-        .arg(format!("--kvstore-opt=etcd.address={}", layout::etcd_url()))
-        .args([
-            "--bpf-ct-global-tcp-max=65536",
-            "--bpf-ct-global-any-max=65536",
-        ])
+        .arg(format!(
+            "--config-dir={}",
+            crate::boot::config_dir(l).display()
+        ))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -222,6 +234,11 @@ fn etcd_ready() -> bool {
 /// Node `index`, plugged into the underlay whose holder is `underlay`.
 pub fn run_node(l: &Layout, index: usize, underlay: i32) -> anyhow::Result<()> {
     build_node(index, underlay)?;
+    let own = make_node_cgroup(index)?;
+    if let Err(e) = crate::boot::init_containers(l, index, &own) {
+        remove_node_cgroup(index);
+        return Err(e);
+    }
     let supervised = supervise(l, "cilium-agent", || start_agent(l, index), agent_ready);
     remove_node_cgroup(index);
     supervised
@@ -244,6 +261,7 @@ fn supervise(
     unsafe {
         libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
         libc::signal(libc::SIGINT, on_term as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGUSR1, on_pause as *const () as libc::sighandler_t);
     }
     layout::write_atomic(
         &l.holder_pid_file(),
@@ -256,14 +274,14 @@ fn supervise(
         let started = Instant::now();
         loop {
             if STOP.load(Ordering::SeqCst) {
-                // SAFETY: signalling the agent this process started.
-                unsafe { libc::kill(agent.id() as i32, libc::SIGTERM) };
-                let deadline = Instant::now() + Duration::from_secs(10);
-                while agent.try_wait()?.is_none() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(50));
+                return terminate(&mut agent);
+            }
+            if PAUSE.load(Ordering::SeqCst) {
+                terminate(&mut agent)?;
+                eprintln!("holder: {name} stopped on request");
+                while !STOP.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(100));
                 }
-                let _ = agent.kill();
-                let _ = agent.wait();
                 return Ok(());
             }
             if let Some(status) = agent.try_wait()? {

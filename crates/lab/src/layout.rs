@@ -117,8 +117,12 @@ impl Layout {
     pub fn log(&self, name: &str) -> PathBuf {
         self.dir.join(format!("{name}.log"))
     }
+    /// The agent's run directory (its pid file; Cilium's /var/run/cilium).
+    pub fn run_dir(&self) -> PathBuf {
+        self.dir.join("run")
+    }
     pub fn state_dir(&self) -> PathBuf {
-        self.dir.join("state")
+        self.run_dir().join("state")
     }
     pub fn cni_bin_dir(&self) -> PathBuf {
         self.dir.join("opt/cni/bin")

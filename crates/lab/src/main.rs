@@ -6,6 +6,7 @@
 //! cilium-cni, then shows them talking across nodes; the cluster stays up
 //! until `down`. `exec` runs a command in a pod or in a node.
 
+mod boot;
 mod demo;
 mod holder;
 mod layout;
@@ -38,7 +39,13 @@ enum Cmd {
         /// Pods to create, spread over the nodes (default: pod-a, pod-b)
         #[arg(long = "pod")]
         pods: Vec<String>,
+        /// A cilium-config key for every node (key=value), e.g.
+        /// clean-cilium-bpf-state=true
+        #[arg(long = "set", value_parser = parse_setting)]
+        settings: Vec<(String, String)>,
     },
+    /// Stop a node's agent and keep it stopped (as when its pod is deleted)
+    StopAgent { node: String },
     /// Delete the pods and stop the nodes and etcd
     Down,
     /// Run a command in a pod's network namespace (or in a node: node1, ...)
@@ -112,11 +119,19 @@ fn start_holder(l: &Layout, args: &[String], what: &str, daemon_log: &str) -> an
     Ok(pid)
 }
 
-fn up(nodes: usize, pod_names: &[String]) -> anyhow::Result<()> {
+fn parse_setting(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not key=value")),
+    }
+}
+
+fn up(nodes: usize, pod_names: &[String], settings: &[(String, String)]) -> anyhow::Result<()> {
     let underlay = Layout::new(layout::UNDERLAY);
     if underlay.running_holder().is_some() || !layout::running_nodes().is_empty() {
         bail!("the lab is already up; run `cilium-lab down` first");
     }
+    boot::write_config_map(settings)?;
     let t0 = Instant::now();
     let switch = start_holder(
         &underlay,
@@ -135,16 +150,21 @@ fn up(nodes: usize, pod_names: &[String]) -> anyhow::Result<()> {
     for index in 1..=nodes {
         let t = Instant::now();
         let l = Layout::new(&layout::node_name(index));
-        pods::install_cni(&l)?;
+        boot::write_node_config(&l, index)?;
         let args = ["node-holder".to_string(), index.to_string()];
         let holder = start_holder(&l, &args, &layout::node_name(index), "agent")?;
         println!(
-            "==> {}: {} pods {}, namespaces, bpffs and cilium-agent up in {:?} (pid {holder})",
+            "==> {}: {} pods {}, booted as the DaemonSet does ({}), cilium-agent up in {:?} (pid {holder})",
             layout::node_name(index),
             layout::node_ip(index),
             layout::pod_cidr(index),
+            boot::STEPS.join(", "),
             t.elapsed()
         );
+        if index == 1 {
+            let log = std::fs::read_to_string(l.log("boot")).unwrap_or_default();
+            print!("{log}");
+        }
         holders.push((l, holder));
     }
     let names: Vec<String> = if pod_names.is_empty() {
@@ -356,6 +376,22 @@ fn exec(target: &str, command: &[String]) -> anyhow::Result<()> {
     Err(err).with_context(|| format!("running {}", command[0]))
 }
 
+fn stop_agent(node: &str) -> anyhow::Result<()> {
+    let (l, holder) = running_node(node)?;
+    // SAFETY: signalling a holder the lab started.
+    unsafe { libc::kill(holder, libc::SIGUSR1) };
+    let pid = l.run_dir().join("cilium.pid");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while pid.exists() {
+        if Instant::now() > deadline {
+            bail!("the agent of {node} did not stop");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!("==> the agent of {node} is stopped; its programs keep forwarding");
+    Ok(())
+}
+
 fn add_pod(pod: &str, node: &str, labels: &str) -> anyhow::Result<()> {
     if node_of(pod).is_ok() {
         bail!("pod {pod} already exists");
@@ -375,7 +411,12 @@ fn del_pod(pod: &str) -> anyhow::Result<()> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Cmd::Up { nodes, pods } => up(usize::from(*nodes), pods),
+        Cmd::Up {
+            nodes,
+            pods,
+            settings,
+        } => up(usize::from(*nodes), pods, settings),
+        Cmd::StopAgent { node } => stop_agent(node),
         Cmd::Down => down(),
         Cmd::Exec { pod, command } => exec(pod, command),
         Cmd::AddPod { pod, node, labels } => add_pod(pod, node, labels),

@@ -1,32 +1,12 @@
 //! Pods as a container runtime makes them: a network namespace, then the
-//! CNI plugin from the node's CNI bin dir with the node's conflist.
+//! CNI plugin from the node's CNI bin dir (install-cni-binaries put it
+//! there) with the conflist the agent wrote once it was ready.
 
 use crate::layout::{self, Layout};
 use anyhow::{bail, Context};
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
-
-/// The conflist the lab installs (Cilium's default for chaining mode none).
-pub fn conflist() -> serde_json::Value {
-    serde_json::json!({
-        "cniVersion": "1.0.0",
-        "name": "cilium",
-        "plugins": [{"type": "cilium-cni", "enable-debug": false, "log-file": "/var/run/cilium/cilium-cni.log"}]
-    })
-}
-
-/// Installs the plugin binary and the conflist into the node's dirs.
-pub fn install_cni(l: &Layout) -> anyhow::Result<()> {
-    let bin = l.cni_bin_dir();
-    std::fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
-    let target = bin.join("cilium-cni");
-    let tmp = bin.join(".cilium-cni.tmp");
-    std::fs::copy(layout::sibling("cilium-cni")?, &tmp).context("installing cilium-cni")?;
-    std::fs::rename(&tmp, &target)?;
-    let body = serde_json::to_vec_pretty(&conflist())?;
-    layout::write_atomic(&l.cni_conf_file(), &body)
-}
 
 /// The plugin's stdin: its entry of the conflist with cniVersion and name.
 fn plugin_conf(l: &Layout) -> anyhow::Result<String> {
@@ -45,6 +25,7 @@ fn container_id(pod: &str) -> String {
 
 fn cni(l: &Layout, command: &str, pod: &str, labels: &str) -> anyhow::Result<serde_json::Value> {
     let plugin = l.cni_bin_dir().join("cilium-cni");
+    let conf = plugin_conf(l)?;
     let mut child = Command::new(&plugin)
         .env("CNI_COMMAND", command)
         .env("CNI_CONTAINERID", container_id(pod))
@@ -64,7 +45,6 @@ fn cni(l: &Layout, command: &str, pod: &str, labels: &str) -> anyhow::Result<ser
         .with_context(|| format!("running {}", plugin.display()))?;
     // A plugin that refuses its environment may exit before reading stdin;
     // its answer on stdout is what counts.
-    let conf = plugin_conf(l)?;
     if let Err(e) = child
         .stdin
         .take()

@@ -42,6 +42,7 @@ fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
     let up = lab.run(&["up"]);
     let out = text(&up);
     assert!(up.status.success(), "{out}");
+    assert!(out.contains("booted as the DaemonSet does (config, mount-cgroup, apply-sysctl-overwrites, mount-bpf-fs, clean-cilium-state, install-cni-binaries)"), "{out}");
     assert!(out.contains(" 0% packet loss"), "{out}");
     assert!(out.contains("reply: pong to 10.1.0.2:"), "{out}");
     assert!(
@@ -87,7 +88,7 @@ fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
     assert!(add.status.success(), "{}", text(&add));
     assert!(text(&add).contains("web: 10.2.0.3"), "{}", text(&add));
     // web (app=web) is not selected by the demo's policy
-    let pid: i32 = std::fs::read_to_string(lab.dir.path().join("node1/cilium.pid"))
+    let pid: i32 = std::fs::read_to_string(lab.dir.path().join("node1/run/cilium.pid"))
         .unwrap()
         .trim()
         .parse()

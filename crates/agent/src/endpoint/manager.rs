@@ -231,7 +231,7 @@ impl Endpoints {
         ep.identity = identity;
         claim_ip(d, &ep)?;
         let fast = d.attach_mode == datapath::attach::AttachMode::Tcx;
-        if let Err(e) = realize(d, &mut ep, fast).and_then(|()| {
+        if let Err(e) = realize(d, &mut ep, fast, false).and_then(|()| {
             state::write(&self.state_dir, &ep)
                 .map_err(|e| EndpointError::Failed(format!("writing endpoint state: {e}")))
         }) {
@@ -332,7 +332,7 @@ impl Endpoints {
             if holds_identity {
                 ep.identity = d.identities.adopt(&ep.labels, ep.identity);
             }
-            match claimed.and_then(|()| realize(d, &mut ep, false)) {
+            match claimed.and_then(|()| realize(d, &mut ep, false, true)) {
                 Ok(()) => {
                     tracing::info!(subsys = "endpoint", endpointID = ep.id, ipv4 = %ep.ipv4, "Restored endpoint");
                     self.by_id.insert(ep.id, ep);
@@ -375,7 +375,12 @@ fn release_ip(d: &Daemon, ep: &Endpoint) {
 /// a millisecond, and moved onto a tcx link right after the API answered
 /// ([`upgrade_to_tcx`]): creating a tcx link waits for an RCU grace period
 /// (10-25 ms here), which would otherwise be most of a pod's ADD time.
-fn realize(d: &Daemon, ep: &mut Endpoint, fast_attach: bool) -> Result<(), EndpointError> {
+fn realize(
+    d: &Daemon,
+    ep: &mut Endpoint,
+    fast_attach: bool,
+    restoring: bool,
+) -> Result<(), EndpointError> {
     use datapath::attach::AttachMode;
     ep.state = "regenerating".into();
     let mut dp = d.datapath.lock().expect("datapath lock");
@@ -386,11 +391,14 @@ fn realize(d: &Daemon, ep: &mut Endpoint, fast_attach: bool) -> Result<(), Endpo
     };
     drop(dp);
     attached.map_err(|e| EndpointError::Failed(format!("attaching programs: {e}")))?;
-    // its policy map before the datapath can see the endpoint
-    let (rules, revision) = d.policies.rules();
-    let ids = crate::policies::identities(d);
-    ep.policy = crate::policies::realize(d, ep.id, &ep.labels, &rules, revision, &ids)
-        .map_err(failed("realizing policy"))?;
+    // its policy map before the datapath can see the endpoint; a restored
+    // endpoint keeps the map it has until the desired state is all known
+    if !(restoring && !d.policies.synced()) {
+        let (rules, revision) = d.policies.rules();
+        let ids = crate::policies::identities(d);
+        ep.policy = crate::policies::realize(d, ep.id, &ep.labels, &rules, revision, &ids)
+            .map_err(failed("realizing policy"))?;
+    }
     d.datapath
         .lock()
         .expect("datapath lock")

@@ -62,6 +62,7 @@ pub struct DaemonConfig {
     pub policy_enforcement: String,
     pub monitor_aggregation: String,
     pub events: EventsConfig,
+    pub cni: crate::cni_config::CniConfig,
     pub routing_mode: String,
     pub tunnel_protocol: String,
     /// UDP port of the overlay (`tunnel-port`, 0 = the protocol's default).
@@ -302,6 +303,13 @@ impl DaemonConfig {
             cluster_id: num("cluster-id") as u32,
             policy_enforcement: l.get("enable-policy").to_ascii_lowercase(),
             monitor_aggregation: l.get("monitor-aggregation").to_ascii_lowercase(),
+            cni: crate::cni_config::CniConfig {
+                path: PathBuf::from(l.get("write-cni-conf-when-ready")),
+                exclusive: boolean("cni-exclusive"),
+                uninstall: boolean("cni-uninstall"),
+                debug: boolean("debug"),
+                log_file: l.get("cni-log-file").to_owned(),
+            },
             events: EventsConfig {
                 rate_limit: num("bpf-events-default-rate-limit"),
                 burst_limit: num("bpf-events-default-burst-limit"),

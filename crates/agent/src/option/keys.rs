@@ -175,8 +175,14 @@ pub const KEYS: &[Key] = &[
     later("bpf-neigh-global-max", Uint(1024, 1 << 24), "524288"),
     k("cgroup-root", Path, "/run/cilium/cgroupv2"),
     later("cilium-endpoint-gc-interval", Duration, "5m0s"),
-    later("cni-uninstall", Bool, "false"),
-    later("cni-exclusive", Bool, "false"),
+    k("cni-uninstall", Bool, "true"),
+    k("cni-exclusive", Bool, "false"),
+    k("cni-log-file", Str, "/var/run/cilium/cilium-cni.log"),
+    // read by the init containers, known so a real cilium-config loads
+    k("clean-cilium-state", Bool, "false"),
+    k("clean-cilium-bpf-state", Bool, "false"),
+    // written by cilium build-config
+    k("config-sources", Str, ""),
     later("custom-cni-conf", Bool, "false"),
     later("conntrack-gc-interval", Duration, "0s"),
     later("devices", Str, ""),

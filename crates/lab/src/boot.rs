@@ -1,0 +1,254 @@
+//! A node boots as the DaemonSet boots it: the init containers in the
+//! seed's order (config, mount-cgroup, apply-sysctl-overwrites,
+//! mount-bpf-fs, clean-cilium-state, install-cni-binaries), each the same
+//! tool or script, then the agent with `--config-dir`. What the cluster's
+//! ConfigMap and each node's CiliumNodeConfig say comes from files `up`
+//! writes; the node's paths live under its lab directory or in its own
+//! mount namespace, never the machine's.
+
+use crate::layout::{self, Layout};
+use anyhow::{bail, Context};
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The image's scripts, as the DaemonSet's containers find them.
+const INIT_CONTAINER: &str = include_str!("../../../deploy/image/init-container.sh");
+const INSTALL_PLUGIN: &str = include_str!("../../../deploy/image/install-plugin.sh");
+
+pub const STEPS: [&str; 6] = [
+    "config",
+    "mount-cgroup",
+    "apply-sysctl-overwrites",
+    "mount-bpf-fs",
+    "clean-cilium-state",
+    "install-cni-binaries",
+];
+
+/// The cluster's cilium-config, as a mounted ConfigMap (one file per key).
+pub fn config_map_dir() -> PathBuf {
+    layout::root().join("cilium-config")
+}
+
+/// The CiliumNodeConfig objects, one YAML per node.
+pub fn node_config_dir() -> PathBuf {
+    layout::root().join("node-config")
+}
+
+/// Writes the cluster's ConfigMap (`extra` overrides the lab's defaults).
+pub fn write_config_map(extra: &[(String, String)]) -> anyhow::Result<()> {
+    let dir = config_map_dir();
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut keys: Vec<(String, String)> = [
+        ("kvstore", "etcd".to_owned()),
+        (
+            "kvstore-opt",
+            format!("etcd.address={}", layout::etcd_url()),
+        ),
+        ("kube-proxy-replacement", "true".into()),
+        ("bpf-ct-global-tcp-max", "65536".into()),
+        ("bpf-ct-global-any-max", "65536".into()),
+        ("cni-exclusive", "true".into()),
+        ("cni-uninstall", "false".into()),
+        ("clean-cilium-state", "false".into()),
+        ("clean-cilium-bpf-state", "false".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    for (k, v) in extra {
+        keys.retain(|(key, _)| key != k);
+        keys.push((k.clone(), v.clone()));
+    }
+    for (k, v) in keys {
+        layout::write_atomic(&dir.join(k), v.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Node `index`'s CiliumNodeConfig: what differs per node.
+pub fn write_node_config(l: &Layout, index: usize) -> anyhow::Result<()> {
+    let name = layout::node_name(index);
+    let doc = format!(
+        "apiVersion: cilium.io/v2\nkind: CiliumNodeConfig\nmetadata:\n  name: lab-{name}\n  namespace: kube-system\nspec:\n  nodeSelector:\n    matchLabels:\n      kubernetes.io/hostname: {name}\n  defaults:\n    ipv4-range: {}\n    state-dir: {}\n    write-cni-conf-when-ready: {}\n",
+        layout::pod_cidr(index),
+        l.state_dir().display(),
+        l.cni_conf_file().display(),
+    );
+    layout::write_atomic(
+        &node_config_dir().join(format!("{name}.yaml")),
+        doc.as_bytes(),
+    )
+}
+
+/// The node's config directory (`--dest` of build-config).
+pub fn config_dir(l: &Layout) -> PathBuf {
+    l.dir.join("tmp/cilium/config-map")
+}
+
+fn log_step(log: &mut std::fs::File, name: &str, shown: &str, out: &std::process::Output) {
+    let _ = writeln!(log, "==> init container {name}: {shown}");
+    for stream in [&out.stdout, &out.stderr] {
+        for line in String::from_utf8_lossy(stream).lines() {
+            let _ = writeln!(log, "    {line}");
+        }
+    }
+}
+
+fn run(log: &mut std::fs::File, name: &str, shown: &str, cmd: &mut Command) -> anyhow::Result<()> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("init container {name}: running {shown}"))?;
+    log_step(log, name, shown, &out);
+    if !out.status.success() {
+        bail!(
+            "init container {name} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// A value of the built configuration (as the ConfigMap env refs read it).
+fn built(l: &Layout, key: &str) -> String {
+    std::fs::read_to_string(config_dir(l).join(key))
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// Drops the machine's bpffs this mount namespace inherited, so the
+/// mount-bpf-fs step finds none and mounts the node's own.
+fn forget_inherited_bpffs() {
+    let target = c"/sys/fs/bpf";
+    // SAFETY: a valid C string; a private mount namespace (the holder's).
+    while unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } == 0 {}
+}
+
+fn script(l: &Layout, name: &str, body: &str) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = l.dir.join("image").join(name);
+    layout::write_atomic(&path, body.as_bytes())?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+    Ok(path)
+}
+
+/// Runs the init containers in order; `own_cgroup` is the node's cgroup
+/// in the machine's tree (its cgroup namespace root).
+pub fn init_containers(l: &Layout, index: usize, own_cgroup: &Path) -> anyhow::Result<()> {
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(l.log("boot"))
+        .context("opening the boot log")?;
+    let bin = layout::bin_dir()?;
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let cilium = bin.join("cilium");
+
+    let sources = format!(
+        "config-map:{},cilium-node-config:{}",
+        config_map_dir().display(),
+        node_config_dir().display()
+    );
+    let dest = config_dir(l);
+    run(
+        &mut log,
+        STEPS[0],
+        &format!("cilium build-config --source {sources}"),
+        Command::new(&cilium)
+            .args(["build-config", "--dest"])
+            .arg(&dest)
+            .args([
+                "--node-name",
+                &layout::node_name(index),
+                "--source",
+                &sources,
+            ]),
+    )?;
+
+    // As `nsenter --cgroup=/hostproc/1/ns/cgroup`: the node's cgroup
+    // namespace is rooted at its own cgroup, so the cgroup2 mounted there
+    // is the node's subtree, never the machine's whole tree.
+    let procs = own_cgroup.join("cgroup.procs");
+    let mut mount_cgroup = Command::new(bin.join("cilium-mount"));
+    mount_cgroup.arg(layout::NODE_CGROUP);
+    // SAFETY: only write(2) and unshare(2) between fork and exec.
+    unsafe {
+        mount_cgroup.pre_exec(move || {
+            std::fs::write(&procs, "0")?;
+            if libc::unshare(libc::CLONE_NEWCGROUP) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    run(
+        &mut log,
+        STEPS[1],
+        &format!(
+            "nsenter --cgroup=<node> cilium-mount {}",
+            layout::NODE_CGROUP
+        ),
+        &mut mount_cgroup,
+    )?;
+
+    let sysctl_dir = l.dir.join("etc/sysctl.d/");
+    run(
+        &mut log,
+        STEPS[2],
+        &format!(
+            "cilium-sysctlfix --sysctl-conf-dir {}",
+            sysctl_dir.display()
+        ),
+        Command::new(bin.join("cilium-sysctlfix"))
+            .arg("--sysctl-conf-dir")
+            .arg(&sysctl_dir)
+            // never the machine's systemd-sysctl
+            .arg("--systemd-sysctl-unit="),
+    )?;
+
+    forget_inherited_bpffs();
+    let mount_bpf = r#"mount | grep "/sys/fs/bpf type bpf" || mount -t bpf bpf /sys/fs/bpf"#;
+    run(
+        &mut log,
+        STEPS[3],
+        mount_bpf,
+        Command::new("/bin/bash").args(["-c", "--", mount_bpf]),
+    )?;
+
+    let cleanup_args = format!(
+        "--run-dir {} --lib-dir {} --cni-conf-dir {} --cgroup-root {}",
+        l.run_dir().display(),
+        l.dir.join("lib").display(),
+        l.cni_conf_file().parent().expect("conf dir").display(),
+        layout::NODE_CGROUP
+    );
+    run(
+        &mut log,
+        STEPS[4],
+        "/init-container.sh",
+        Command::new(script(l, "init-container.sh", INIT_CONTAINER)?)
+            .env("PATH", &path)
+            .env("CILIUM_ALL_STATE", built(l, "clean-cilium-state"))
+            .env("CILIUM_BPF_STATE", built(l, "clean-cilium-bpf-state"))
+            .env("CLEANUP_ARGS", cleanup_args),
+    )?;
+
+    run(
+        &mut log,
+        STEPS[5],
+        "/install-plugin.sh",
+        Command::new(script(l, "install-plugin.sh", INSTALL_PLUGIN)?)
+            .env("PATH", &path)
+            .env("HOST_PREFIX", &l.dir)
+            .env("CNI_DIR", l.cni_bin_dir().parent().expect("bin's parent"))
+            .env("SOURCE_DIR", &bin),
+    )?;
+    Ok(())
+}

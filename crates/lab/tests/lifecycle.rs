@@ -1,0 +1,362 @@
+//! A node's life as the DaemonSet gives it (issue 9): booted through
+//! build-config, cilium-mount, sysctlfix, the bpffs mount, cleanup (asked
+//! for here) and install-cni before the agent; both agents killed with -9
+//! and restarted under a 10k packets/s UDP stream and an established TCP
+//! stream between pods on two nodes, with no packet lost and the same
+//! endpoints, identities, service and policy afterwards; then `cilium
+//! cleanup` refused while the agent runs, and with it stopped, `cleanup
+//! --all-state -f` leaves none of our devices, pins or files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const LAB: &str = env!("CARGO_BIN_EXE_cilium-lab");
+
+struct Lab {
+    dir: tempfile::TempDir,
+}
+
+impl Lab {
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(LAB);
+        c.env("CILIUM_LAB_DIR", self.dir.path()).args(args);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("run cilium-lab")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        text(&out)
+    }
+
+    fn node(&self, n: usize) -> PathBuf {
+        self.dir.path().join(format!("node{n}"))
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = self.run(&["down"]);
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// UDP and TCP between two pods: `recv` counts sequence numbers on UDP
+/// 9999 and echoes TCP on 8080 until the sender says END; `send` paces
+/// UDP at the given rate and keeps a TCP connection busy meanwhile.
+const TRAFFIC: &str = r#"
+import socket, struct, sys, threading, time
+mode = sys.argv[1]
+if mode == "recv":
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    u.bind(("0.0.0.0", 9999))
+    t = socket.socket()
+    t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    t.bind(("0.0.0.0", 8080))
+    t.listen(1)
+    def echo():
+        c, _ = t.accept()
+        while True:
+            d = c.recv(4096)
+            if not d:
+                return
+            c.sendall(d)
+    threading.Thread(target=echo, daemon=True).start()
+    print("ready", flush=True)
+    seen = set()
+    total = None
+    u.settimeout(60)
+    while True:
+        d, _ = u.recvfrom(64)
+        if d.startswith(b"END"):
+            total = int(d[3:])
+            break
+        seen.add(struct.unpack("!I", d[:4])[0])
+    print("udp", len(seen), total, flush=True)
+else:
+    dst, rate, secs = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    result = {}
+    def tcp():
+        s = socket.create_connection((dst, 8080), timeout=5)
+        n, t0 = 0, time.time()
+        while time.time() - t0 < secs:
+            s.sendall(struct.pack("!I", n))
+            got = b""
+            while len(got) < 4:
+                got += s.recv(4 - len(got))
+            assert struct.unpack("!I", got)[0] == n
+            n += 1
+            time.sleep(0.002)
+        result["tcp"] = n
+    th = threading.Thread(target=tcp)
+    th.start()
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    seq, t0 = 0, time.time()
+    while time.time() - t0 < secs:
+        due = int((time.time() - t0) * rate)
+        while seq < due:
+            u.sendto(struct.pack("!I", seq), (dst, 9999))
+            seq += 1
+        time.sleep(0.001)
+    th.join()
+    time.sleep(0.5)
+    for _ in range(5):
+        u.sendto(b"END%d" % seq, (dst, 9999))
+        time.sleep(0.05)
+    print("sent", seq, "tcp", result.get("tcp", "failed"), flush=True)
+"#;
+
+const ALLOW_TRAFFIC: &str = r#"apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata:
+  name: lifecycle-stream
+spec:
+  endpointSelector:
+    matchLabels: {app: demo}
+  ingress:
+  - fromEndpoints:
+    - matchLabels: {app: demo}
+    toPorts:
+    - ports:
+      - {port: "9999", protocol: UDP}
+"#;
+
+/// (id, ipv4, identity) of every endpoint on a node.
+fn endpoints(lab: &Lab, node: &str) -> Vec<(u64, String, u64)> {
+    let out = lab.ok(&[
+        "exec", node, "--", "cilium", "endpoint", "list", "-o", "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let mut eps: Vec<(u64, String, u64)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["id"].as_u64().unwrap(),
+                e["status"]["networking"]["addressing"][0]["ipv4"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                e["status"]["identity"]["id"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    eps.sort();
+    eps
+}
+
+fn agent_pid(lab: &Lab, n: usize) -> i32 {
+    std::fs::read_to_string(lab.node(n).join("run/cilium.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn wait_ready(lab: &Lab, node: &str, old_pid: i32, n: usize) {
+    let t = Instant::now();
+    loop {
+        let pid = std::fs::read_to_string(lab.node(n).join("run/cilium.pid")).ok();
+        let restarted = pid.is_some_and(|p| p.trim() != old_pid.to_string());
+        if restarted
+            && lab
+                .run(&["exec", node, "--", "cilium", "status", "--brief"])
+                .status
+                .success()
+        {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{node}'s agent never came back"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn listing(lab: &Lab, node: &str, cmd: &str) -> String {
+    lab.ok(&["exec", node, "--", "sh", "-c", cmd])
+}
+
+#[test]
+fn boots_as_the_daemonset_restarts_without_loss_and_cleans_up() {
+    let lab = Lab {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let up = lab.ok(&["up", "--set", "clean-cilium-bpf-state=true"]);
+    let boot = std::fs::read_to_string(lab.node(1).join("boot.log")).unwrap();
+    let order: Vec<&str> = boot
+        .lines()
+        .filter_map(|l| l.strip_prefix("==> init container "))
+        .map(|l| l.split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "config",
+            "mount-cgroup",
+            "apply-sysctl-overwrites",
+            "mount-bpf-fs",
+            "clean-cilium-state",
+            "install-cni-binaries"
+        ],
+        "{boot}"
+    );
+    assert!(
+        boot.contains("Mounted cgroupv2 filesystem at /run/cilium/cgroupv2"),
+        "{boot}"
+    );
+    assert!(
+        boot.contains("wrote ") && boot.contains("/opt/cni/bin/cilium-cni"),
+        "{boot}"
+    );
+    let built = lab.node(1).join("tmp/cilium/config-map");
+    assert_eq!(
+        std::fs::read_to_string(built.join("ipv4-range")).unwrap(),
+        "10.1.0.0/24"
+    );
+    assert_eq!(
+        std::fs::read_to_string(built.join("clean-cilium-bpf-state")).unwrap(),
+        "true"
+    );
+    assert!(lab
+        .node(1)
+        .join("etc/cni/net.d/05-cilium.conflist")
+        .exists());
+    assert!(up.contains("dropped by the policy"), "{up}");
+
+    let policy = lab.dir.path().join("allow-stream.yaml");
+    std::fs::write(&policy, ALLOW_TRAFFIC).unwrap();
+    lab.ok(&[
+        "exec",
+        "node1",
+        "--",
+        "cilium",
+        "policy",
+        "import",
+        policy.to_str().unwrap(),
+    ]);
+    let script = lab.dir.path().join("traffic.py");
+    std::fs::write(&script, TRAFFIC).unwrap();
+    let before = (endpoints(&lab, "node1"), endpoints(&lab, "node2"));
+
+    // The stream: pod-a (node1) to pod-b (node2), 10k/s for 6 s.
+    let mut recv = lab
+        .cmd(&[
+            "exec",
+            "pod-b",
+            "--",
+            "python3",
+            script.to_str().unwrap(),
+            "recv",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut recv_out = std::io::BufReader::new(recv.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut recv_out, &mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let send = lab
+        .cmd(&[
+            "exec",
+            "pod-a",
+            "--",
+            "python3",
+            script.to_str().unwrap(),
+            "send",
+            "10.2.0.2",
+            "10000",
+            "6",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let (pid1, pid2) = (agent_pid(&lab, 1), agent_pid(&lab, 2));
+    for pid in [pid1, pid2] {
+        // SAFETY: the agents of the nodes this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    wait_ready(&lab, "node1", pid1, 1);
+    wait_ready(&lab, "node2", pid2, 2);
+    let sent = text(&send.wait_with_output().unwrap());
+    let mut got = String::new();
+    std::io::Read::read_to_string(&mut recv_out, &mut got).unwrap();
+    let _ = recv.wait();
+    let sent_n: u64 = sent.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(sent_n > 50_000, "{sent}");
+    assert!(!sent.contains("tcp failed"), "the TCP stream broke: {sent}");
+    let udp: Vec<&str> = got.split_whitespace().collect();
+    assert_eq!(udp[0], "udp", "{got}");
+    assert_eq!(
+        udp[1], udp[2],
+        "UDP datagrams lost across kill -9 and restart: {got} ({sent})"
+    );
+
+    // Same endpoints and identities; service and policy still in force.
+    assert_eq!((endpoints(&lab, "node1"), endpoints(&lab, "node2")), before);
+    let svc = lab.ok(&["exec", "node1", "--", "cilium", "service", "list"]);
+    assert!(
+        svc.contains("10.96.0.10:80   ClusterIP      1 => 10.2.0.2:80 (active)"),
+        "{svc}"
+    );
+    let ping = lab.run(&[
+        "exec", "pod-a", "--", "ping", "-c", "1", "-W", "1", "10.2.0.2",
+    ]);
+    assert!(!ping.status.success(), "the demo policy still drops ping");
+
+    // Cleanup: refused while the agent runs, then complete.
+    let paths = [
+        "--run-dir",
+        &lab.node(1).join("run").display().to_string(),
+        "--lib-dir",
+        &lab.node(1).join("lib").display().to_string(),
+        "--cni-conf-dir",
+        &lab.node(1).join("etc/cni/net.d").display().to_string(),
+    ]
+    .map(str::to_owned);
+    let cleanup: Vec<&str> = [
+        "exec",
+        "node1",
+        "--",
+        "cilium",
+        "cleanup",
+        "--all-state",
+        "-f",
+    ]
+    .into_iter()
+    .chain(paths.iter().map(String::as_str))
+    .collect();
+    let refused = lab.run(&cleanup);
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(text(&refused).contains("pid file"), "{}", text(&refused));
+    lab.ok(&["stop-agent", "node1"]);
+    lab.ok(&cleanup);
+    let links = listing(&lab, "node1", "ip -o link show | cut -d: -f2");
+    assert!(
+        !links.contains("cilium_") && !links.contains("lxc"),
+        "devices left: {links}"
+    );
+    let pins = listing(&lab, "node1", "find /sys/fs/bpf -name 'cilium*'");
+    assert!(pins.trim().is_empty(), "pins left: {pins}");
+    let mounts = listing(&lab, "node1", "cat /proc/self/mountinfo");
+    assert!(!mounts.contains("/run/cilium/cgroupv2"), "{mounts}");
+    for gone in ["run", "lib", "etc/cni/net.d/05-cilium.conflist"] {
+        assert!(!Path::new(&lab.node(1).join(gone)).exists(), "{gone} left");
+    }
+}
