@@ -37,6 +37,7 @@ pub struct Daemon {
     pub started: Instant,
     /// Events for `cilium monitor` and `cilium observe`.
     pub monitor: Arc<crate::monitor::Hub>,
+    pub ct_gc: crate::ct_gc::GcCounters,
 }
 
 /// Everything that must live until shutdown.
@@ -234,6 +235,7 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         ),
         started: t0,
         monitor,
+        ct_gc: Default::default(),
         config,
     });
     let restored = daemon.policies.restore();
@@ -256,6 +258,11 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         // with a kvstore, the initial list is the desired state
         daemon.services.sweep();
     }
+    crate::ct_gc::start(
+        &daemon,
+        daemon.config.ct_gc_interval,
+        daemon.config.ct_gc_max_interval,
+    );
     crate::nodes::follow(&daemon);
     crate::ipsync::follow(&daemon);
     crate::services::follow(&daemon);

@@ -10,6 +10,7 @@ pub mod api_server;
 pub mod api_service;
 pub mod cni_config;
 pub mod controller;
+pub mod ct_gc;
 pub mod daemon;
 pub mod endpoint;
 pub mod explain;

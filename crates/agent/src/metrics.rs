@@ -148,6 +148,43 @@ fn event_families(d: &Daemon) -> Vec<Family> {
     ]
 }
 
+fn ct_gc_families(d: &Daemon) -> Vec<Family> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let g = &d.ct_gc;
+    let entries = |proto: &str, slot: &[std::sync::atomic::AtomicU64; 2]| {
+        [("alive", 0), ("deleted", 1)].map(|(status, i)| {
+            (
+                vec![
+                    ("family", "ipv4".to_owned()),
+                    ("protocol", proto.to_owned()),
+                    ("status", status.to_owned()),
+                ],
+                slot[i].load(Relaxed) as f64,
+            )
+        })
+    };
+    vec![
+        Family {
+            name: "cilium_datapath_conntrack_gc_runs_total",
+            help: "Number of times that the conntrack garbage collector process was run",
+            kind: "counter",
+            samples: vec![(
+                vec![("status", "completed".to_owned())],
+                g.runs.load(Relaxed) as f64,
+            )],
+        },
+        Family {
+            name: "cilium_datapath_conntrack_gc_entries",
+            help: "The number of alive and deleted conntrack entries at the end of a garbage collector run",
+            kind: "gauge",
+            samples: entries("TCP", &g.tcp)
+                .into_iter()
+                .chain(entries("non-TCP", &g.any))
+                .collect(),
+        },
+    ]
+}
+
 fn agent_families(d: &Daemon) -> Vec<Family> {
     let eps = d.endpoints.lock().expect("endpoints lock").list();
     let mut states: BTreeMap<String, f64> = BTreeMap::new();
@@ -200,6 +237,7 @@ fn agent_families(d: &Daemon) -> Vec<Family> {
 fn families(d: &Daemon) -> Vec<Family> {
     let mut all = datapath_families(d);
     all.extend(event_families(d));
+    all.extend(ct_gc_families(d));
     all.extend(agent_families(d));
     all
 }

@@ -291,6 +291,14 @@ fn flows_drops_and_agent_events_are_observable() {
         node2.contains("hubble_lost_events_total{source=\"perf_event_ring_buffer\"} 0"),
         "{node2}"
     );
+    // conntrack GC ran at start
+    assert!(
+        sample(
+            &node2,
+            "cilium_datapath_conntrack_gc_runs_total{status=\"completed\"}"
+        ) >= 1.0,
+        "{node2}"
+    );
 
     // explain agrees with each.
     let verdict = |node: &common::Node, src: &str, dst: &str, port: &str| {

@@ -4,6 +4,7 @@
 
 pub mod attach;
 pub mod bpffs;
+pub mod ctmap;
 mod error;
 pub mod events;
 pub mod lbmap;

@@ -63,6 +63,9 @@ pub struct DaemonConfig {
     pub monitor_aggregation: String,
     pub events: EventsConfig,
     pub cni: crate::cni_config::CniConfig,
+    /// conntrack-gc-interval (0: dynamic) and conntrack-gc-max-interval
+    pub ct_gc_interval: std::time::Duration,
+    pub ct_gc_max_interval: std::time::Duration,
     pub routing_mode: String,
     pub tunnel_protocol: String,
     /// UDP port of the overlay (`tunnel-port`, 0 = the protocol's default).
@@ -303,6 +306,10 @@ impl DaemonConfig {
             cluster_id: num("cluster-id") as u32,
             policy_enforcement: l.get("enable-policy").to_ascii_lowercase(),
             monitor_aggregation: l.get("monitor-aggregation").to_ascii_lowercase(),
+            ct_gc_interval: super::validate::parse_duration(l.get("conntrack-gc-interval"))
+                .expect("validated duration"),
+            ct_gc_max_interval: super::validate::parse_duration(l.get("conntrack-gc-max-interval"))
+                .expect("validated duration"),
             cni: crate::cni_config::CniConfig {
                 path: PathBuf::from(l.get("write-cni-conf-when-ready")),
                 exclusive: boolean("cni-exclusive"),

@@ -184,7 +184,9 @@ pub const KEYS: &[Key] = &[
     // written by cilium build-config
     k("config-sources", Str, ""),
     later("custom-cni-conf", Bool, "false"),
-    later("conntrack-gc-interval", Duration, "0s"),
+    // 0: dynamic
+    k("conntrack-gc-interval", Duration, "0s"),
+    k("conntrack-gc-max-interval", Duration, "0s"),
     later("devices", Str, ""),
     later("disable-cnp-status-updates", Bool, "true"),
     later("disable-endpoint-crd", Bool, "false"),

@@ -1,0 +1,123 @@
+//! Conntrack GC (Cilium's `ctmap/gc`): expired entries leave the CT maps
+//! on a schedule. `conntrack-gc-interval` fixes it; at 0 (the default) it
+//! adapts: a pass that deleted over a quarter of a map's capacity brings
+//! the next one closer (down to 10 s), one that deleted under 5% pushes it
+//! out (up to `conntrack-gc-max-interval`, 12 h by default, the CT maps
+//! being LRU). The first pass runs at start.
+
+use crate::daemon::Daemon;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const MIN_INTERVAL: Duration = Duration::from_secs(10);
+const START_INTERVAL: Duration = Duration::from_secs(5 * 60);
+const DEFAULT_MAX: Duration = Duration::from_secs(12 * 60 * 60);
+
+/// What the passes did, for metrics.
+#[derive(Default)]
+pub struct GcCounters {
+    pub runs: AtomicU64,
+    /// Last pass, TCP map then the other one: (alive, deleted)
+    pub tcp: [AtomicU64; 2],
+    pub any: [AtomicU64; 2],
+    pub interval_secs: AtomicU64,
+}
+
+/// The interval after a pass that deleted `deleted` of `capacity`.
+pub fn next_interval(prev: Duration, deleted: u64, capacity: u64, max: Duration) -> Duration {
+    let ratio = deleted as f64 / capacity.max(1) as f64;
+    let next = if ratio >= 0.25 {
+        prev.mul_f64(1.0 - ratio.min(0.9))
+    } else if ratio < 0.05 {
+        prev.mul_f64(1.5)
+    } else {
+        prev
+    };
+    next.clamp(MIN_INTERVAL, max.max(MIN_INTERVAL))
+}
+
+/// One pass over both maps; returns the highest deleted/capacity pair.
+pub fn pass(d: &Daemon) -> (u64, u64) {
+    let globals = d.config.bpf_root.join(abi::maps::GLOBALS_DIR);
+    let now = datapath::ctmap::now_secs();
+    let mut worst = (0, 1);
+    for (name, slot) in [
+        (abi::maps::CT4_GLOBAL, &d.ct_gc.tcp),
+        (abi::maps::CT_ANY4_GLOBAL, &d.ct_gc.any),
+    ] {
+        match datapath::ctmap::gc_map(&globals, name, now) {
+            Ok(s) => {
+                slot[0].store(s.alive, Ordering::Relaxed);
+                slot[1].store(s.deleted, Ordering::Relaxed);
+                if s.deleted * worst.1 >= worst.0 * s.max_entries.max(1) {
+                    worst = (s.deleted, s.max_entries);
+                }
+                tracing::debug!(
+                    subsys = "ct-gc",
+                    map = name,
+                    alive = s.alive,
+                    deleted = s.deleted,
+                    "Conntrack garbage collection pass"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(subsys = "ct-gc", map = name, error = %e, "Unable to garbage collect conntrack map")
+            }
+        }
+    }
+    d.ct_gc.runs.fetch_add(1, Ordering::Relaxed);
+    worst
+}
+
+/// Runs passes until the agent stops.
+pub fn start(d: &Arc<Daemon>, fixed: Duration, max: Duration) {
+    let max = if max.is_zero() { DEFAULT_MAX } else { max };
+    let d = Arc::clone(d);
+    tokio::spawn(async move {
+        let mut interval = if fixed.is_zero() {
+            START_INTERVAL
+        } else {
+            fixed
+        };
+        loop {
+            let dd = Arc::clone(&d);
+            let Ok((deleted, capacity)) = tokio::task::spawn_blocking(move || pass(&dd)).await
+            else {
+                return;
+            };
+            if fixed.is_zero() {
+                interval = next_interval(interval, deleted, capacity, max);
+            }
+            d.ct_gc
+                .interval_secs
+                .store(interval.as_secs(), Ordering::Relaxed);
+            tokio::time::sleep(interval).await;
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interval_follows_how_much_a_pass_deleted() {
+        let max = DEFAULT_MAX;
+        let five = Duration::from_secs(300);
+        assert_eq!(
+            next_interval(five, 50_000, 100_000, max),
+            Duration::from_secs(150)
+        );
+        assert_eq!(
+            next_interval(five, 0, 100_000, max),
+            Duration::from_secs(450)
+        );
+        assert_eq!(next_interval(five, 10_000, 100_000, max), five);
+        assert_eq!(
+            next_interval(MIN_INTERVAL, 99_000, 100_000, max),
+            MIN_INTERVAL
+        );
+        assert_eq!(next_interval(max, 0, 100_000, max), max);
+    }
+}
