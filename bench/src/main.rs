@@ -9,11 +9,13 @@
 //! - the multi-node targets (see `overlay`);
 //! - the service targets (see `services`);
 //! - the policy targets (see `policy`);
-//! - the observability targets (see `events`).
+//! - the observability targets (see `events`);
+//! - the node-lifecycle targets (see `lifecycle`).
 //!
 //! Everything runs in private network + mount namespaces.
 
 mod events;
+mod lifecycle;
 mod overlay;
 mod policy;
 mod services;
@@ -275,6 +277,9 @@ fn main() -> anyhow::Result<()> {
         let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
         return services::run_bench(secs);
     }
+    if args.get(1).map(String::as_str) == Some("lifecycle") {
+        return lifecycle::run_bench();
+    }
     if args.get(1).map(String::as_str) == Some("events") {
         let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
         return events::run_bench(secs);
@@ -305,7 +310,8 @@ fn main() -> anyhow::Result<()> {
     overlay::run_bench(pods.min(50), secs)?;
     services::run_bench(secs)?;
     policy::run_bench(secs)?;
-    events::run_bench(secs)
+    events::run_bench(secs)?;
+    lifecycle::run_bench()
 }
 
 /// The single-node targets, in a sandbox of their own.

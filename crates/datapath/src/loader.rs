@@ -64,15 +64,37 @@ impl Datapath {
     /// and loads the endpoint and host programs through the verifier.
     pub fn init(bpffs_root: &Path, sizes: &MapSizes) -> Result<Self, Error> {
         let globals = bpffs_root.join(abi::maps::GLOBALS_DIR);
+        // Objects one after the other (the first creates and pins the
+        // maps the others reuse), then the verifier on every program at
+        // once: it is most of an agent's start.
         let mut lxc = load_object(objects::BPF_LXC, &globals, &sizes.overrides())?;
-        load_classifier(&mut lxc, objects::BPF_LXC.name, FROM_CONTAINER)?;
-        load_classifier(&mut lxc, objects::BPF_LXC.name, LXC_POLICY)?;
         let mut host = load_object(objects::BPF_HOST, &globals, &sizes.overrides())?;
-        load_classifier(&mut host, objects::BPF_HOST.name, FROM_HOST)?;
-        load_classifier(&mut host, objects::BPF_HOST.name, FROM_NETDEV)?;
         let mut overlay = load_object(objects::BPF_OVERLAY, &globals, &sizes.overrides())?;
-        load_classifier(&mut overlay, objects::BPF_OVERLAY.name, FROM_OVERLAY)?;
-        load_classifier(&mut overlay, objects::BPF_OVERLAY.name, TO_OVERLAY)?;
+        let verify = |ebpf: &mut Ebpf, object: Object, programs: [&str; 2]| {
+            programs
+                .iter()
+                .try_for_each(|p| load_classifier(ebpf, object.name, p).map(drop))
+        };
+        std::thread::scope(|s| {
+            let host = s.spawn(|| verify(&mut host, objects::BPF_HOST, [FROM_HOST, FROM_NETDEV]));
+            let overlay = s.spawn(|| {
+                verify(
+                    &mut overlay,
+                    objects::BPF_OVERLAY,
+                    [FROM_OVERLAY, TO_OVERLAY],
+                )
+            });
+            let lxc = verify(&mut lxc, objects::BPF_LXC, [FROM_CONTAINER, LXC_POLICY]);
+            let joined = |h: std::thread::ScopedJoinHandle<'_, Result<(), Error>>| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::Map {
+                        map: "programs".into(),
+                        message: "a verifier thread panicked".into(),
+                    })
+                })
+            };
+            lxc.and(joined(host)).and(joined(overlay))
+        })?;
         Ok(Self {
             bpffs_root: bpffs_root.to_owned(),
             mode: AttachMode::Tcx,

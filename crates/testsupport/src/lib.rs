@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod node;
+pub mod traffic;
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -141,7 +141,7 @@ impl Node {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !self.cilium(&["status", "--brief"]).status.success() {
             assert!(Instant::now() < deadline, "agent did not become ready");
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 
@@ -317,6 +317,20 @@ impl Node {
             .as_str()
             .expect("ips[0].address");
         addr.split('/').next().unwrap().parse().unwrap()
+    }
+
+    /// `pod`'s address, adding it (no labels) when it is not there yet.
+    pub fn add_pod_if_missing(&self, pod: &str) -> Ipv4Addr {
+        if !self.netns(pod).exists() {
+            return self.add_pod(pod);
+        }
+        let out = self.in_pod(pod, &["ip", "-4", "-o", "addr", "show", "dev", "eth0"]);
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .skip_while(|w| *w != "inet")
+            .nth(1)
+            .and_then(|a| a.split('/').next()?.parse().ok())
+            .expect("pod address")
     }
 
     /// Runs a command in a pod: its network namespace, the node's cgroup.
