@@ -319,13 +319,7 @@ mod tests {
     use super::*;
 
     fn args(extra: &[&str]) -> Args {
-        use clap::Parser;
-        #[derive(clap::Parser)]
-        struct T {
-            #[command(flatten)]
-            a: Args,
-        }
-        T::parse_from(std::iter::once("build-config").chain(extra.iter().copied())).a
+        crate::parse_args(extra)
     }
 
     #[test]

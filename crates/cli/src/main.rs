@@ -104,6 +104,17 @@ impl Ctx {
     }
 }
 
+/// Parses `argv` into one subcommand's flags (for the subcommands' tests).
+#[cfg(test)]
+pub fn parse_args<A: clap::Args>(argv: &[&str]) -> A {
+    #[derive(clap::Parser)]
+    struct Wrap<A: clap::Args> {
+        #[command(flatten)]
+        a: A,
+    }
+    <Wrap<A> as clap::Parser>::parse_from(std::iter::once("test").chain(argv.iter().copied())).a
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let ctx = Ctx {

@@ -273,13 +273,7 @@ mod tests {
     }
 
     fn args(extra: &[&str]) -> Args {
-        use clap::Parser;
-        #[derive(clap::Parser)]
-        struct T {
-            #[command(flatten)]
-            a: Args,
-        }
-        T::parse_from(std::iter::once("observe").chain(extra.iter().copied())).a
+        crate::parse_args(extra)
     }
 
     #[test]

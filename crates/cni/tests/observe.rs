@@ -12,22 +12,7 @@ use std::net::Ipv4Addr;
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
-const ALLOW_WEB: &str = r#"
-apiVersion: cilium.io/v2
-kind: CiliumNetworkPolicy
-metadata:
-  name: db-from-web
-spec:
-  endpointSelector:
-    matchLabels: {app: db}
-  ingress:
-  - fromEndpoints:
-    - matchLabels: {app: web}
-    toPorts:
-    - ports:
-      - port: "5432"
-        protocol: TCP
-"#;
+const ALLOW_WEB: &str = testsupport::policies::DB_FROM_WEB;
 
 const NO_BACKENDS: Ipv4Addr = Ipv4Addr::new(172, 16, 16, 98);
 

@@ -98,22 +98,7 @@ spec:
   - {}
 "#;
 
-const ALLOW_WEB: &str = r#"
-apiVersion: cilium.io/v2
-kind: CiliumNetworkPolicy
-metadata:
-  name: db-from-web
-spec:
-  endpointSelector:
-    matchLabels: {app: db}
-  ingress:
-  - fromEndpoints:
-    - matchLabels: {app: web}
-    toPorts:
-    - ports:
-      - port: "5432"
-        protocol: TCP
-"#;
+const ALLOW_WEB: &str = testsupport::policies::DB_FROM_WEB;
 
 const DENY_WEB: &str = r#"
 apiVersion: cilium.io/v2

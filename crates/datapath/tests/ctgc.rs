@@ -5,7 +5,6 @@
 mod common;
 
 use abi::ct::{CtEntry, Ipv4CtTuple};
-use abi::endpoint::EndpointInfo;
 use common::*;
 use datapath::ctmap::{gc_map, now_secs};
 use datapath::objects::BPF_LXC;
@@ -30,28 +29,8 @@ fn tuple(sport: u16) -> Ipv4CtTuple {
 fn expired_entries_go_and_live_flows_stay() {
     let sb = Sandbox::enter();
     let mut obj = load(&sb, BPF_LXC);
-    add_endpoint(
-        &obj,
-        POD_A,
-        EndpointInfo::pod(
-            TEST_IFINDEX,
-            11,
-            [2, 0, 0, 0, 0, 0xa],
-            [2, 0, 0, 0, 1, 0xa],
-            1000,
-        ),
-    );
-    add_endpoint(
-        &obj,
-        POD_B,
-        EndpointInfo::pod(
-            TEST_IFINDEX,
-            12,
-            [2, 0, 0, 0, 0, 0xb],
-            [2, 0, 0, 0, 1, 0xb],
-            1001,
-        ),
-    );
+    add_pod(&obj, POD_A, 11, 0xa, 1000);
+    add_pod(&obj, POD_B, 12, 0xb, 1001);
     // A real flow, tracked by the program.
     let syn = ipv4(POD_A, POD_B, 6, &tcp(40000, 80, 0x02));
     obj.run("cil_from_container", &syn).unwrap();

@@ -30,17 +30,21 @@ fn send_invalid(obj: &mut TestObject, n: usize) {
     }
 }
 
-/// Drop records in the rings now.
-fn drops_read(reader: &mut EventReader) -> Vec<Vec<u8>> {
+/// Records of notification type `kind` in the rings now.
+fn records(reader: &mut EventReader, kind: u8) -> Vec<Vec<u8>> {
     let mut seen = Vec::new();
     reader.poll(200, &mut |_, rec| {
         if let Record::Sample(b) = rec {
-            if b[0] == abi::events::NOTIFY_DROP {
+            if b[0] == kind {
                 seen.push(b.to_vec());
             }
         }
     });
     seen
+}
+
+fn drops_read(reader: &mut EventReader) -> Vec<Vec<u8>> {
+    records(reader, abi::events::NOTIFY_DROP)
 }
 
 fn set(obj: &TestObject, index: u32, value: u64) {
@@ -99,17 +103,7 @@ fn debug_captures_are_written_only_when_asked_for() {
     let sb = Sandbox::enter();
     let mut obj = load(&sb, BPF_LXC);
     let mut reader = EventReader::open(&sb.bpffs()).expect("open the rings");
-    let captures = |reader: &mut EventReader| {
-        let mut seen = Vec::new();
-        reader.poll(200, &mut |_, rec| {
-            if let Record::Sample(b) = rec {
-                if b[0] == abi::events::NOTIFY_DBG_CAPTURE {
-                    seen.push(b.to_vec());
-                }
-            }
-        });
-        seen
-    };
+    let captures = |reader: &mut EventReader| records(reader, abi::events::NOTIFY_DBG_CAPTURE);
     send_invalid(&mut obj, 1);
     assert!(captures(&mut reader).is_empty());
     set(&obj, abi::runtime_config::DEBUG_DATAPATH, 1);

@@ -2,43 +2,13 @@
 //! `add-pod`/`del-pod`, a kill -9 of a node's agent, and `down`, in a lab
 //! directory of the test's own.
 
-use std::process::{Command, Output};
+mod common;
 
-const LAB: &str = env!("CARGO_BIN_EXE_cilium-lab");
-
-struct Lab {
-    dir: tempfile::TempDir,
-}
-
-impl Lab {
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(LAB)
-            .env("CILIUM_LAB_DIR", self.dir.path())
-            .args(args)
-            .output()
-            .expect("run cilium-lab")
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = self.run(&["down"]);
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use common::{text, Lab};
 
 #[test]
 fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
-    let lab = Lab {
-        dir: tempfile::tempdir().unwrap(),
-    };
+    let lab = Lab::new();
     let up = lab.run(&["up"]);
     let out = text(&up);
     assert!(up.status.success(), "{out}");

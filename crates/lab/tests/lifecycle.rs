@@ -7,51 +7,13 @@
 //! cleanup` refused while the agent runs, and with it stopped, `cleanup
 //! --all-state -f` leaves none of our devices, pins or files.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-const LAB: &str = env!("CARGO_BIN_EXE_cilium-lab");
+mod common;
 
-struct Lab {
-    dir: tempfile::TempDir,
-}
-
-impl Lab {
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(LAB);
-        c.env("CILIUM_LAB_DIR", self.dir.path()).args(args);
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().expect("run cilium-lab")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(out.status.success(), "{args:?}: {}", text(&out));
-        text(&out)
-    }
-
-    fn node(&self, n: usize) -> PathBuf {
-        self.dir.path().join(format!("node{n}"))
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = self.run(&["down"]);
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use common::{text, Lab};
 
 const ALLOW_TRAFFIC: &str = r#"apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy
@@ -128,9 +90,7 @@ fn listing(lab: &Lab, node: &str, cmd: &str) -> String {
 
 #[test]
 fn boots_as_the_daemonset_restarts_without_loss_and_cleans_up() {
-    let lab = Lab {
-        dir: tempfile::tempdir().unwrap(),
-    };
+    let lab = Lab::new();
     let up = lab.ok(&["up", "--set", "clean-cilium-bpf-state=true"]);
     let boot = std::fs::read_to_string(lab.node(1).join("boot.log")).unwrap();
     let order: Vec<&str> = boot

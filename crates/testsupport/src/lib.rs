@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod node;
+pub mod policies;
 pub mod traffic;
 
 use std::io;

@@ -78,6 +78,21 @@ pub fn load(sb: &Sandbox, obj: datapath::objects::Object) -> TestObject {
     TestObject::load(obj, &pins, &SIZES).expect("load BPF object")
 }
 
+/// A pod on this node: endpoint `id`, MACs ending in `n`, identity `identity`.
+pub fn add_pod(obj: &TestObject, ip: Ipv4Addr, id: u16, n: u8, identity: u32) {
+    add_endpoint(
+        obj,
+        ip,
+        EndpointInfo::pod(
+            TEST_IFINDEX,
+            id,
+            [2, 0, 0, 0, 0, n],
+            [2, 0, 0, 0, 1, n],
+            identity,
+        ),
+    );
+}
+
 /// Puts an endpoint's ingress program into its cilium_call_policy slot
 /// (the slot keeps the program when this object goes).
 pub fn install_ingress(obj: &TestObject, endpoint_id: u16) {
