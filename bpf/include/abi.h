@@ -281,7 +281,7 @@ struct ipv4_revnat_entry {
 struct ipv4_nat_entry {
 	__u64 created;
 	__u64 needs_ct;
-	__u64 pad1;
+	__u64 last_used;	/* ct_now() of the last packet, for NAT GC (Cilium: pad) */
 	__u64 pad2;
 	__u32 to_addr;		/* egress: new source; ingress: new destination */
 	__u16 to_port;

@@ -95,10 +95,20 @@ static __always_inline int nodeport_nat_port(__u32 backend, __u16 bport, __u32 n
 	return -DROP_NAT_NO_MAPPING;
 }
 
+/* Marks a NAT entry as used now; NAT GC keeps the entries of live flows.
+ * Written at most once a second, so busy flows do not bounce the line. */
+static __always_inline void nat_touch(struct ipv4_nat_entry *nat)
+{
+	__u64 now = ct_now();
+
+	if (nat->last_used != now)
+		nat->last_used = now;
+}
+
 /* A backend's reply: back to the client, from the node address and the
  * NodePort it connected to, out of the native device. */
 static __always_inline int nodeport_reply(struct __sk_buff *ctx, int l4_off, __u8 proto,
-					  __u32 node, const struct ipv4_nat_entry *nat)
+					  __u32 node, struct ipv4_nat_entry *nat)
 {
 	__u32 ifindex = (__u32)runtime_config(RUNTIME_CONFIG_NATIVE_IFINDEX);
 	__u32 to_addr = nat->to_addr;
@@ -107,6 +117,7 @@ static __always_inline int nodeport_reply(struct __sk_buff *ctx, int l4_off, __u
 
 	if (!ifindex)
 		return -DROP_NO_FIB;
+	nat_touch(nat);
 	ret = lb4_xlate_both(ctx, l4_off, proto, node, rev_port, to_addr, to_port);
 	if (IS_ERR(ret))
 		return ret;
@@ -171,6 +182,7 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 	key = nat_key(saddr, daddr, sport, dport, proto, NAT_DIR_EGRESS);
 	nat = bpf_map_lookup_elem(&cilium_snat_v4_external, &key);
 	if (nat) {
+		nat_touch(nat);
 		backend = nat->to_addr;
 		bport = nat->to_port;
 		natport = nat->rev_port;
@@ -186,10 +198,12 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 		if (IS_ERR(ret))
 			return ret;
 		fwd.created = ct_now();
+		fwd.last_used = fwd.created;
 		fwd.to_addr = backend;
 		fwd.to_port = bport;
 		fwd.rev_port = natport;
 		rev.created = fwd.created;
+		rev.last_used = fwd.created;
 		rev.to_addr = saddr;
 		rev.to_port = sport;
 		rev.rev_port = dport;

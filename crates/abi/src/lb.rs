@@ -119,7 +119,9 @@ pub const NAT_DIR_INGRESS: u8 = 1;
 pub struct Ipv4NatEntry {
     pub created: u64,
     pub needs_ct: u64,
-    pub pad1: u64,
+    /// Seconds (the datapath's clock) of the last packet: NAT GC goes by
+    /// it (Cilium: padding).
+    pub last_used: u64,
     pub pad2: u64,
     /// Egress: the new source; ingress: the new destination.
     pub to_addr: Be32,

@@ -1,5 +1,5 @@
-//! Conntrack GC (Cilium's `ctmap/gc`): expired entries leave the CT maps
-//! on a schedule. `conntrack-gc-interval` fixes it; at 0 (the default) it
+//! Conntrack GC (Cilium's `ctmap/gc`): expired entries leave the CT maps,
+//! and idle NodePort NAT pairs the NAT map, on a schedule. `conntrack-gc-interval` fixes it; at 0 (the default) it
 //! adapts: a pass that deleted over a quarter of a map's capacity brings
 //! the next one closer (down to 10 s), one that deleted under 5% pushes it
 //! out (up to `conntrack-gc-max-interval`, 12 h by default, the CT maps
@@ -21,6 +21,8 @@ pub struct GcCounters {
     /// Last pass, TCP map then the other one: (alive, deleted)
     pub tcp: [AtomicU64; 2],
     pub any: [AtomicU64; 2],
+    /// Last pass over the NodePort NAT map: (alive, deleted)
+    pub nat: [AtomicU64; 2],
     pub interval_secs: AtomicU64,
 }
 
@@ -64,6 +66,15 @@ pub fn pass(d: &Daemon) -> (u64, u64) {
             Err(e) => {
                 tracing::warn!(subsys = "ct-gc", map = name, error = %e, "Unable to garbage collect conntrack map")
             }
+        }
+    }
+    match datapath::ctmap::gc_nat(&globals, now) {
+        Ok(s) => {
+            d.ct_gc.nat[0].store(s.alive, Ordering::Relaxed);
+            d.ct_gc.nat[1].store(s.deleted, Ordering::Relaxed);
+        }
+        Err(e) => {
+            tracing::warn!(subsys = "ct-gc", map = abi::maps::SNAT4_EXTERNAL, error = %e, "Unable to garbage collect the NAT map")
         }
     }
     d.ct_gc.runs.fetch_add(1, Ordering::Relaxed);

@@ -174,6 +174,19 @@ fn ct_gc_families(d: &Daemon) -> Vec<Family> {
             )],
         },
         Family {
+            name: "cilium_datapath_nat_gc_entries",
+            help: "The number of alive and deleted nat entries at the end of a garbage collector run",
+            kind: "gauge",
+            samples: [("alive", 0), ("deleted", 1)]
+                .map(|(status, i)| {
+                    (
+                        vec![("family", "ipv4".to_owned()), ("status", status.to_owned())],
+                        g.nat[i].load(Relaxed) as f64,
+                    )
+                })
+                .into(),
+        },
+        Family {
             name: "cilium_datapath_conntrack_gc_entries",
             help: "The number of alive and deleted conntrack entries at the end of a garbage collector run",
             kind: "gauge",

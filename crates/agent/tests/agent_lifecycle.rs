@@ -118,7 +118,8 @@ fn sample_ct() -> (Ipv4CtTuple, CtEntry) {
     (
         key,
         CtEntry {
-            lifetime: 12345,
+            // alive: conntrack GC runs at start
+            lifetime: datapath::ctmap::now_secs() + 3600,
             packets: 3,
             bytes: 180,
             src_sec_id: 1234,

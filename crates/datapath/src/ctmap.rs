@@ -1,11 +1,20 @@
-//! Conntrack garbage collection: entries whose lifetime has passed leave
-//! `cilium_ct4_global` and `cilium_ct_any4_global`. An entry is re-read
-//! just before it is deleted, so a flow whose packet refreshed it meanwhile
-//! stays; a live flow's entry is never removed.
+//! Conntrack and NAT garbage collection: entries whose lifetime has passed
+//! leave `cilium_ct4_global` and `cilium_ct_any4_global`; NodePort NAT
+//! pairs in `cilium_snat_v4_external` go once neither direction has seen a
+//! packet for a connection's lifetime. An entry is re-read just before it
+//! is deleted, so a flow whose packet refreshed it meanwhile stays; a live
+//! flow's entry is never removed.
 
 use crate::{Error, PinnedMap};
 use abi::ct::{CtEntry, Ipv4CtTuple};
+use abi::lb::{Ipv4NatEntry, NAT_DIR_EGRESS, NAT_DIR_INGRESS};
+use abi::Plain;
 use std::path::Path;
+
+/// Cilium's connection lifetimes (CT_CONNECTION_LIFETIME_TCP / _NONTCP),
+/// which NAT entries follow.
+const NAT_LIFETIME_TCP: u64 = 21600;
+const NAT_LIFETIME_OTHER: u64 = 60;
 
 /// One pass over one map.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -28,6 +37,66 @@ pub fn now_secs() -> u32 {
 
 fn expired(e: &CtEntry, now: u32) -> bool {
     e.lifetime < now
+}
+
+fn nat_stale(key: &Ipv4CtTuple, e: &Ipv4NatEntry, now: u32) -> bool {
+    let life = if key.nexthdr == 6 {
+        NAT_LIFETIME_TCP
+    } else {
+        NAT_LIFETIME_OTHER
+    };
+    e.last_used.max(e.created) + life < u64::from(now)
+}
+
+/// The key of the entry that translates the replies of the flow `fwd`
+/// (client to NodePort) describes.
+fn reply_key(key: &Ipv4CtTuple, fwd: &Ipv4NatEntry) -> Ipv4CtTuple {
+    Ipv4CtTuple {
+        saddr: fwd.to_addr,
+        daddr: key.daddr,
+        sport: fwd.to_port,
+        dport: fwd.rev_port,
+        nexthdr: key.nexthdr,
+        flags: NAT_DIR_INGRESS,
+    }
+}
+
+/// Removes the NodePort NAT pairs neither of whose directions carried a
+/// packet for a connection's lifetime, and stale halves without a pair.
+pub fn gc_nat(globals: &Path, now: u32) -> Result<GcStats, Error> {
+    let name = abi::maps::SNAT4_EXTERNAL;
+    let map = PinnedMap::open(&globals.join(name), name)?;
+    let mut stats = GcStats {
+        max_entries: u64::from(map.meta().max_entries),
+        ..Default::default()
+    };
+    let entries = map.entries::<Ipv4CtTuple, Ipv4NatEntry>()?;
+    let mut paired = std::collections::HashSet::new();
+    for (key, fwd) in entries.iter().filter(|(k, _)| k.flags == NAT_DIR_EGRESS) {
+        let rkey = reply_key(key, fwd);
+        paired.insert(rkey.as_bytes().to_vec());
+        let stale = |k: &Ipv4CtTuple| -> Result<bool, Error> {
+            Ok(map
+                .get::<Ipv4CtTuple, Ipv4NatEntry>(k)?
+                .is_none_or(|e| nat_stale(k, &e, now)))
+        };
+        if stale(key)? && stale(&rkey)? {
+            stats.deleted += u64::from(map.remove(key)?) + u64::from(map.remove(&rkey)?);
+        } else {
+            stats.alive += 1 + u64::from(map.get::<_, Ipv4NatEntry>(&rkey)?.is_some());
+        }
+    }
+    for (key, rev) in entries.iter().filter(|(k, _)| k.flags == NAT_DIR_INGRESS) {
+        if paired.contains(key.as_bytes()) {
+            continue;
+        }
+        if nat_stale(key, rev, now) {
+            stats.deleted += u64::from(map.remove(key)?);
+        } else {
+            stats.alive += 1;
+        }
+    }
+    Ok(stats)
 }
 
 /// Removes the expired entries of the CT map `name` under `globals`.

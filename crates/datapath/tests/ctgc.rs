@@ -1,12 +1,13 @@
 //! Conntrack GC against the maps the programs write: a flow the datapath
 //! just tracked stays, entries whose lifetime has passed go, and nothing
-//! else is touched.
+//! else is touched; NodePort NAT pairs go only when both directions idle.
 
 mod common;
 
 use abi::ct::{CtEntry, Ipv4CtTuple};
+use abi::lb::{Ipv4NatEntry, NAT_DIR_EGRESS, NAT_DIR_INGRESS};
 use common::*;
-use datapath::ctmap::{gc_map, now_secs};
+use datapath::ctmap::{gc_map, gc_nat, now_secs};
 use datapath::objects::BPF_LXC;
 use std::net::Ipv4Addr;
 use testsupport::Sandbox;
@@ -71,4 +72,68 @@ fn expired_entries_go_and_live_flows_stay() {
             .deleted,
         0
     );
+}
+
+fn nat_key(saddr: [u8; 4], daddr: [u8; 4], sport: u16, dport: u16, flags: u8) -> Ipv4CtTuple {
+    Ipv4CtTuple {
+        saddr: Ipv4Addr::from(saddr).into(),
+        daddr: Ipv4Addr::from(daddr).into(),
+        sport: abi::Be16::new(sport),
+        dport: abi::Be16::new(dport),
+        nexthdr: 6,
+        flags,
+    }
+}
+
+/// A NodePort flow's pair: client 198.18.0.50:`cport` to node
+/// 198.18.0.11:30080, balanced to backend 10.2.0.2:80 from node port `cport`.
+fn nat_pair(cport: u16, fwd_used: u64, rev_used: u64) -> [(Ipv4CtTuple, Ipv4NatEntry); 2] {
+    let (client, node, backend) = ([198, 18, 0, 50], [198, 18, 0, 11], [10, 2, 0, 2]);
+    let entry = |to: [u8; 4], to_port: u16, rev_port: u16, used: u64| Ipv4NatEntry {
+        created: 1,
+        last_used: used,
+        to_addr: Ipv4Addr::from(to).into(),
+        to_port: abi::Be16::new(to_port),
+        rev_port: abi::Be16::new(rev_port),
+        ..Default::default()
+    };
+    [
+        (
+            nat_key(client, node, cport, 30080, NAT_DIR_EGRESS),
+            entry(backend, 80, cport, fwd_used),
+        ),
+        (
+            nat_key(backend, node, 80, cport, NAT_DIR_INGRESS),
+            entry(client, cport, 30080, rev_used),
+        ),
+    ]
+}
+
+#[test]
+fn nat_pairs_go_only_when_both_directions_are_idle() {
+    let sb = Sandbox::enter();
+    let obj = load(&sb, BPF_LXC);
+    let nat = obj.map(abi::maps::SNAT4_EXTERNAL).unwrap();
+    let now = u64::from(now_secs());
+    // idle both ways for longer than a TCP connection lives
+    let idle = nat_pair(40001, now - 30_000, now - 30_000);
+    // the client went quiet, the backend still answers
+    let half = nat_pair(40002, now - 30_000, now - 5);
+    let busy = nat_pair(40003, now, now);
+    for (k, v) in idle.iter().chain(&half).chain(&busy) {
+        nat.put(k, v).unwrap();
+    }
+    // a reply entry whose pair is gone, idle
+    let orphan = nat_pair(40004, 0, now - 30_000)[1];
+    nat.put(&orphan.0, &orphan.1).unwrap();
+
+    let globals = sb.bpffs().join(abi::maps::GLOBALS_DIR);
+    let stats = gc_nat(&globals, now as u32).unwrap();
+    assert_eq!((stats.deleted, stats.alive), (3, 4));
+    let left: Vec<Ipv4CtTuple> = nat.keys().unwrap();
+    for (k, _) in half.iter().chain(&busy) {
+        assert!(left.contains(k));
+    }
+    assert!(!left.contains(&idle[0].0) && !left.contains(&idle[1].0));
+    assert!(!left.contains(&orphan.0));
 }

@@ -102,6 +102,9 @@ fn nodeport_flows_are_translated_both_ways() {
         .unwrap()
         .expect("egress entry");
     assert_eq!((fwd.to_addr.ip(), fwd.to_port.get()), (BACKEND, 8080));
+    // NAT GC goes by the last packet's time
+    let now = u64::from(datapath::ctmap::now_secs());
+    assert!(fwd.last_used + 1 >= now && fwd.last_used <= now, "{fwd:?}");
     let rev: Ipv4NatEntry = nat
         .get(&nat_key(BACKEND, NODE, 8080, 45000, NAT_DIR_INGRESS))
         .unwrap()
