@@ -93,6 +93,35 @@ impl CniConfig {
     }
 }
 
+/// Writes the configuration once the API answers on `socket` (kubelet
+/// sends pods, and the plugin calls the API, as soon as the file is
+/// there), then keeps it written every 10 s.
+pub fn write_when_ready(d: &std::sync::Arc<crate::daemon::Daemon>, socket: PathBuf) {
+    let d = std::sync::Arc::clone(d);
+    tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        while tokio::net::UnixStream::connect(&socket).await.is_err() {
+            if tokio::time::Instant::now() > deadline {
+                tracing::error!(subsys = "cni-config", socket = %socket.display(), "API never answered; CNI configuration not written");
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        if let Err(e) = d.config.cni.write() {
+            tracing::error!(subsys = "cni-config", file = %d.config.cni.path.display(), error = %e, "Unable to write CNI configuration");
+        }
+        let cni = d.config.cni.clone();
+        d.controllers.spawn(
+            "write-cni-file",
+            std::time::Duration::from_secs(10),
+            move || {
+                let cni = cni.clone();
+                async move { cni.write().map(drop).map_err(|e| e.to_string()) }
+            },
+        );
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

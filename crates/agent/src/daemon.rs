@@ -271,17 +271,6 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     tokio::task::spawn_blocking(move || crate::policies::prepare_next(&d));
     start_controllers(&daemon, host_ips);
     tracing::info!(subsys = "daemon", bootstrapTime = ?t0.elapsed(), "Daemon initialization completed");
-    // Last: kubelet sends pods once this file is there.
-    if let Err(e) = daemon.config.cni.write() {
-        tracing::error!(subsys = "cni-config", file = %daemon.config.cni.path.display(), error = %e, "Unable to write CNI configuration");
-    }
-    let cni = daemon.config.cni.clone();
-    daemon
-        .controllers
-        .spawn("write-cni-file", Duration::from_secs(10), move || {
-            let cni = cni.clone();
-            async move { cni.write().map(drop).map_err(|e| e.to_string()) }
-        });
     daemon.monitor.agent(
         crate::monitor::AgentNotify::Start,
         serde_json::json!({ "version": env!("CARGO_PKG_VERSION") }),

@@ -71,6 +71,7 @@ fn main() -> ExitCode {
 
 async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     let socket = config.socket_path.clone();
+    let socket_for_cni = socket.clone();
     let port = config.health_port;
     let prometheus = config.prometheus_addr;
     let bpf_root = config.bpf_root.clone();
@@ -85,6 +86,7 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         let (d, s) = (running.daemon.clone(), stopped(stop_rx.clone()));
         async move { agent::api_server::serve(d, &socket, s).await }
     });
+    agent::cni_config::write_when_ready(&running.daemon, socket_for_cni);
     if let Some(addr) = prometheus {
         let (d, s) = (running.daemon.clone(), stopped(stop_rx.clone()));
         tokio::spawn(async move {

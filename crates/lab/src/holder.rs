@@ -239,7 +239,10 @@ pub fn run_node(l: &Layout, index: usize, underlay: i32) -> anyhow::Result<()> {
         remove_node_cgroup(index);
         return Err(e);
     }
-    let supervised = supervise(l, "cilium-agent", || start_agent(l, index), agent_ready);
+    // Ready as kubelet sees a node: the agent answers and has written its
+    // CNI configuration.
+    let ready = || agent_ready() && l.cni_conf_file().exists();
+    let supervised = supervise(l, "cilium-agent", || start_agent(l, index), ready);
     remove_node_cgroup(index);
     supervised
 }
