@@ -373,6 +373,7 @@ struct ratelimit_metrics_value {
 #define RUNTIME_CONFIG_NODEPORT_RANGE	7
 /* monitor-aggregation: 0 none (trace every packet) .. 4 maximum */
 #define RUNTIME_CONFIG_MONITOR_AGGREGATION	8
+#define MONITOR_AGGREGATION_MEDIUM	3
 /* bpf-events-default-rate-limit: events per second into cilium_events, 0 =
  * unlimited; and bpf-events-default-burst-limit: the bucket size (0 = the
  * rate) */

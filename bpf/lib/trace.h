@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Trace notifications (Cilium's trace.h): a forwarded packet reported at
- * its observation point, with the packet's first bytes. With
- * monitor-aggregation above none only the packets that open or close a
- * connection are reported, as Cilium's medium level does.
+ * its observation point, with the packet's first bytes. From
+ * monitor-aggregation medium on, only the packets that open or close a
+ * connection are reported; lower levels report every packet (this datapath
+ * has no from-* points for them to suppress).
  */
 #ifndef __LIB_TRACE_H_
 #define __LIB_TRACE_H_
@@ -37,8 +38,8 @@ static __always_inline void send_trace_notify(struct __sk_buff *ctx, __u8 obs_po
 		.ifindex = ifindex,
 	};
 
-	if (runtime_config(RUNTIME_CONFIG_MONITOR_AGGREGATION) > 0 && ct_status != CT_NEW &&
-	    !(tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)))
+	if (runtime_config(RUNTIME_CONFIG_MONITOR_AGGREGATION) >= MONITOR_AGGREGATION_MEDIUM &&
+	    ct_status != CT_NEW && !(tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)))
 		return;
 	notify_output(ctx, &msg, sizeof(msg), cap_len);
 }

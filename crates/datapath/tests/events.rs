@@ -117,3 +117,32 @@ fn debug_captures_are_written_only_when_asked_for() {
     assert_eq!(msg.len_cap, 42);
     assert!(seen[0].len() >= 24 + 42);
 }
+
+#[test]
+fn aggregation_keeps_new_and_closing_packets_from_medium_on() {
+    use abi::runtime_config::MONITOR_AGGREGATION;
+    let sb = Sandbox::enter();
+    let mut obj = load(&sb, BPF_LXC);
+    let (a, b) = (Ipv4Addr::new(10, 0, 0, 5), Ipv4Addr::new(10, 0, 0, 6));
+    add_pod(&obj, a, 11, 0xa, 1000);
+    add_pod(&obj, b, 12, 0xb, 1001);
+    let mut reader = EventReader::open(&sb.bpffs()).expect("open the rings");
+    let mut traced = |obj: &mut TestObject, flags: u8| {
+        let pkt = ipv4(a, b, 6, &tcp(40000, 80, flags));
+        assert_eq!(
+            obj.run("cil_from_container", &pkt).unwrap().retval,
+            TC_ACT_REDIRECT
+        );
+        records(&mut reader, abi::events::NOTIFY_TRACE).len()
+    };
+    // Medium (3): the SYN and the FIN, not the established ACK.
+    set(&obj, MONITOR_AGGREGATION, 3);
+    assert_eq!(traced(&mut obj, 0x02), 1, "SYN");
+    assert_eq!(traced(&mut obj, 0x10), 0, "established ACK");
+    assert_eq!(traced(&mut obj, 0x11), 1, "FIN");
+    // Low (2) and none (0) trace every packet.
+    for level in [2, 0] {
+        set(&obj, MONITOR_AGGREGATION, level);
+        assert_eq!(traced(&mut obj, 0x10), 1, "ACK at level {level}");
+    }
+}
