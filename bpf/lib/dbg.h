@@ -21,15 +21,7 @@ static __always_inline void send_debug_capture(struct __sk_buff *ctx, __u8 point
 		return;
 	cap_len = notify_cap_len(ctx);
 	msg = (struct debug_capture_msg){
-		.hdr = {
-			.type = CILIUM_NOTIFY_DBG_CAPTURE,
-			.subtype = point,
-			.source = source,
-			.hash = bpf_get_hash_recalc(ctx),
-		},
-		.len_orig = ctx->len,
-		.len_cap = (__u16)cap_len,
-		.version = NOTIFY_CAPTURE_VER,
+		NOTIFY_CAPTURE_HDR(ctx, CILIUM_NOTIFY_DBG_CAPTURE, point, source, cap_len),
 		.arg1 = ifindex,
 	};
 	notify_output(ctx, &msg, sizeof(msg), cap_len);

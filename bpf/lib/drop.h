@@ -20,15 +20,7 @@ static __always_inline int __send_drop_notify(struct __sk_buff *ctx, __u32 src,
 	__u8 code = (__u8)(-reason);
 	__u32 cap_len = notify_cap_len(ctx);
 	struct drop_notify msg = {
-		.hdr = {
-			.type = CILIUM_NOTIFY_DROP,
-			.subtype = code,
-			.source = source,
-			.hash = bpf_get_hash_recalc(ctx),
-		},
-		.len_orig = ctx->len,
-		.len_cap = (__u16)cap_len,
-		.version = NOTIFY_CAPTURE_VER,
+		NOTIFY_CAPTURE_HDR(ctx, CILIUM_NOTIFY_DROP, code, source, cap_len),
 		.src_label = src,
 		.dst_label = dst,
 		.dst_id = dst_id,

@@ -8,6 +8,19 @@
 #include "runtime_config.h"
 #include "ratelimit.h"
 
+/* The fields every capture-style record starts with: the common header and
+ * the capture lengths (designated initializers for any record type). */
+#define NOTIFY_CAPTURE_HDR(ctx, msg_type, msg_subtype, msg_source, cap_len)	\
+	.hdr = {								\
+		.type = (msg_type),						\
+		.subtype = (msg_subtype),					\
+		.source = (msg_source),						\
+		.hash = bpf_get_hash_recalc(ctx),				\
+	},									\
+	.len_orig = (ctx)->len,							\
+	.len_cap = (__u16)(cap_len),						\
+	.version = NOTIFY_CAPTURE_VER
+
 /* How much of the packet a notification carries. */
 static __always_inline __u32 notify_cap_len(const struct __sk_buff *ctx)
 {

@@ -97,14 +97,7 @@ static __always_inline void send_policy_verdict_notify(struct __sk_buff *ctx, __
 {
 	__u32 cap_len = notify_cap_len(ctx);
 	struct policy_verdict_notify msg = {
-		.hdr = {
-			.type = CILIUM_NOTIFY_POLICY_VERDICT,
-			.source = (__u16)ep_id,
-			.hash = bpf_get_hash_recalc(ctx),
-		},
-		.len_orig = ctx->len,
-		.len_cap = (__u16)cap_len,
-		.version = NOTIFY_CAPTURE_VER,
+		NOTIFY_CAPTURE_HDR(ctx, CILIUM_NOTIFY_POLICY_VERDICT, 0, (__u16)ep_id, cap_len),
 		.remote_label = remote,
 		.verdict = verdict,
 		.dst_port = bpf_ntohs(dport),

@@ -20,17 +20,16 @@ static __always_inline void send_trace_notify(struct __sk_buff *ctx, __u8 obs_po
 					      __u16 source, __u32 src, __u32 dst, __u16 dst_id,
 					      __u32 ifindex, __u8 ct_status, __u8 tcp_flags)
 {
-	__u32 cap_len = notify_cap_len(ctx);
-	struct trace_notify msg = {
-		.hdr = {
-			.type = CILIUM_NOTIFY_TRACE,
-			.subtype = obs_point,
-			.source = source,
-			.hash = bpf_get_hash_recalc(ctx),
-		},
-		.len_orig = ctx->len,
-		.len_cap = (__u16)cap_len,
-		.version = NOTIFY_CAPTURE_VER,
+	struct trace_notify msg;
+	__u32 cap_len;
+
+	/* decided first: a suppressed packet costs no hash or record */
+	if (runtime_config(RUNTIME_CONFIG_MONITOR_AGGREGATION) >= MONITOR_AGGREGATION_MEDIUM &&
+	    ct_status != CT_NEW && !(tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)))
+		return;
+	cap_len = notify_cap_len(ctx);
+	msg = (struct trace_notify){
+		NOTIFY_CAPTURE_HDR(ctx, CILIUM_NOTIFY_TRACE, obs_point, source, cap_len),
 		.src_label = src,
 		.dst_label = dst,
 		.dst_id = dst_id,
@@ -38,9 +37,6 @@ static __always_inline void send_trace_notify(struct __sk_buff *ctx, __u8 obs_po
 		.ifindex = ifindex,
 	};
 
-	if (runtime_config(RUNTIME_CONFIG_MONITOR_AGGREGATION) >= MONITOR_AGGREGATION_MEDIUM &&
-	    ct_status != CT_NEW && !(tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)))
-		return;
 	notify_output(ctx, &msg, sizeof(msg), cap_len);
 }
 
