@@ -97,6 +97,9 @@ impl CniConfig {
 /// sends pods, and the plugin calls the API, as soon as the file is
 /// there), then keeps it written every 10 s.
 pub fn write_when_ready(d: &std::sync::Arc<crate::daemon::Daemon>, socket: PathBuf) {
+    if !d.config.cni.enabled() {
+        return;
+    }
     let d = std::sync::Arc::clone(d);
     tokio::spawn(async move {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);

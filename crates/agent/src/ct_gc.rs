@@ -26,9 +26,8 @@ pub struct GcCounters {
     pub interval_secs: AtomicU64,
 }
 
-/// The interval after a pass that deleted `deleted` of `capacity`.
-pub fn next_interval(prev: Duration, deleted: u64, capacity: u64, max: Duration) -> Duration {
-    let ratio = deleted as f64 / capacity.max(1) as f64;
+/// The interval after a pass that deleted `ratio` of a map's capacity.
+pub fn next_interval(prev: Duration, ratio: f64, max: Duration) -> Duration {
     let next = if ratio >= 0.25 {
         prev.mul_f64(1.0 - ratio.min(0.9))
     } else if ratio < 0.05 {
@@ -39,11 +38,12 @@ pub fn next_interval(prev: Duration, deleted: u64, capacity: u64, max: Duration)
     next.clamp(MIN_INTERVAL, max.max(MIN_INTERVAL))
 }
 
-/// One pass over both maps; returns the highest deleted/capacity pair.
-pub fn pass(d: &Daemon) -> (u64, u64) {
+/// One pass over the maps; returns the highest share of a CT map's
+/// capacity it deleted.
+pub fn pass(d: &Daemon) -> f64 {
     let globals = d.config.bpf_root.join(abi::maps::GLOBALS_DIR);
     let now = datapath::ctmap::now_secs();
-    let mut worst = (0, 1);
+    let mut worst: f64 = 0.0;
     for (name, slot) in [
         (abi::maps::CT4_GLOBAL, &d.ct_gc.tcp),
         (abi::maps::CT_ANY4_GLOBAL, &d.ct_gc.any),
@@ -52,9 +52,7 @@ pub fn pass(d: &Daemon) -> (u64, u64) {
             Ok(s) => {
                 slot[0].store(s.alive, Ordering::Relaxed);
                 slot[1].store(s.deleted, Ordering::Relaxed);
-                if s.deleted * worst.1 >= worst.0 * s.max_entries.max(1) {
-                    worst = (s.deleted, s.max_entries);
-                }
+                worst = worst.max(s.deleted_ratio());
                 tracing::debug!(
                     subsys = "ct-gc",
                     map = name,
@@ -93,12 +91,11 @@ pub fn start(d: &Arc<Daemon>, fixed: Duration, max: Duration) {
         };
         loop {
             let dd = Arc::clone(&d);
-            let Ok((deleted, capacity)) = tokio::task::spawn_blocking(move || pass(&dd)).await
-            else {
+            let Ok(ratio) = tokio::task::spawn_blocking(move || pass(&dd)).await else {
                 return;
             };
             if fixed.is_zero() {
-                interval = next_interval(interval, deleted, capacity, max);
+                interval = next_interval(interval, ratio, max);
             }
             d.ct_gc
                 .interval_secs
@@ -116,19 +113,10 @@ mod tests {
     fn the_interval_follows_how_much_a_pass_deleted() {
         let max = DEFAULT_MAX;
         let five = Duration::from_secs(300);
-        assert_eq!(
-            next_interval(five, 50_000, 100_000, max),
-            Duration::from_secs(150)
-        );
-        assert_eq!(
-            next_interval(five, 0, 100_000, max),
-            Duration::from_secs(450)
-        );
-        assert_eq!(next_interval(five, 10_000, 100_000, max), five);
-        assert_eq!(
-            next_interval(MIN_INTERVAL, 99_000, 100_000, max),
-            MIN_INTERVAL
-        );
-        assert_eq!(next_interval(max, 0, 100_000, max), max);
+        assert_eq!(next_interval(five, 0.5, max), Duration::from_secs(150));
+        assert_eq!(next_interval(five, 0.0, max), Duration::from_secs(450));
+        assert_eq!(next_interval(five, 0.1, max), five);
+        assert_eq!(next_interval(MIN_INTERVAL, 0.99, max), MIN_INTERVAL);
+        assert_eq!(next_interval(max, 0.0, max), max);
     }
 }

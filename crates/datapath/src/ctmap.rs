@@ -24,6 +24,13 @@ pub struct GcStats {
     pub max_entries: u64,
 }
 
+impl GcStats {
+    /// The share of the map's capacity the pass deleted.
+    pub fn deleted_ratio(&self) -> f64 {
+        self.deleted as f64 / self.max_entries.max(1) as f64
+    }
+}
+
 /// The datapath's clock: seconds of CLOCK_MONOTONIC (bpf_ktime_get_ns).
 pub fn now_secs() -> u32 {
     let mut ts = libc::timespec {
@@ -75,15 +82,18 @@ pub fn gc_nat(globals: &Path, now: u32) -> Result<GcStats, Error> {
     for (key, fwd) in entries.iter().filter(|(k, _)| k.flags == NAT_DIR_EGRESS) {
         let rkey = reply_key(key, fwd);
         paired.insert(rkey.as_bytes().to_vec());
-        let stale = |k: &Ipv4CtTuple| -> Result<bool, Error> {
-            Ok(map
-                .get::<Ipv4CtTuple, Ipv4NatEntry>(k)?
-                .is_none_or(|e| nat_stale(k, &e, now)))
+        // both directions as they are now, each read once
+        let (now_fwd, now_rev) = (
+            map.get::<_, Ipv4NatEntry>(key)?,
+            map.get::<_, Ipv4NatEntry>(&rkey)?,
+        );
+        let stale = |k: &Ipv4CtTuple, e: &Option<Ipv4NatEntry>| {
+            e.as_ref().is_none_or(|e| nat_stale(k, e, now))
         };
-        if stale(key)? && stale(&rkey)? {
+        if stale(key, &now_fwd) && stale(&rkey, &now_rev) {
             stats.deleted += u64::from(map.remove(key)?) + u64::from(map.remove(&rkey)?);
         } else {
-            stats.alive += 1 + u64::from(map.get::<_, Ipv4NatEntry>(&rkey)?.is_some());
+            stats.alive += u64::from(now_fwd.is_some()) + u64::from(now_rev.is_some());
         }
     }
     for (key, rev) in entries.iter().filter(|(k, _)| k.flags == NAT_DIR_INGRESS) {
