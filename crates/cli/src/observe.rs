@@ -128,6 +128,15 @@ fn end(pod: &str, ip: &str, port: u16, id: u32) -> String {
     format!("{who}{at}{id}")
 }
 
+/// Hubble's summary of a packet: `TCP Flags: SYN`, `ICMPv4 EchoRequest`.
+fn summary(p: &api::monitor::Packet) -> String {
+    match p.protocol.as_str() {
+        "TCP" => format!("TCP Flags: {}", p.flags.join(", ")),
+        "ICMPv4" => format!("ICMPv4 {}", p.flags.join(", ")),
+        other => other.to_owned(),
+    }
+}
+
 /// Hubble's compact line.
 pub fn compact(ev: &MonitorEvent) -> String {
     let p = ev.packet.clone().unwrap_or_default();
@@ -146,16 +155,12 @@ pub fn compact(ev: &MonitorEvent) -> String {
         ),
         _ => format!("{} FORWARDED", ev.obs_point),
     };
-    let summary = match p.protocol.as_str() {
-        "TCP" => format!("TCP Flags: {}", p.flags.join(", ")),
-        "ICMPv4" => format!("ICMPv4 {}", p.flags.join(", ")),
-        other => other.to_owned(),
-    };
     format!(
-        "{}: {} -> {} {what} ({summary})",
+        "{}: {} -> {} {what} ({})",
         ev.time,
         end(&ev.src_pod, &p.src_ip, p.src_port, sid),
         end(&ev.dst_pod, &p.dst_ip, p.dst_port, did),
+        summary(&p),
     )
 }
 
@@ -186,7 +191,7 @@ pub fn flow_json(ev: &MonitorEvent) -> serde_json::Value {
         "destination": json_end(&ev.dst_pod, did),
         "Type": "L3_L4",
         "event_type": { "type": ev.kind },
-        "Summary": compact(ev).split_once(") ").map_or("", |x| x.1).to_owned(),
+        "Summary": summary(&p),
     });
     if ev.kind == "drop" {
         flow["drop_reason"] = json!(ev.reason);
@@ -286,6 +291,7 @@ mod tests {
         assert_eq!(j["verdict"], "DROPPED");
         assert_eq!(j["destination"]["namespace"], "prod");
         assert_eq!(j["l4"]["TCP"]["flags"]["SYN"], true);
+        assert_eq!(j["Summary"], "TCP Flags: SYN");
     }
 
     #[test]
