@@ -363,14 +363,7 @@ fn one_node(pods: usize, secs: u32) -> anyhow::Result<()> {
         verdict(rss0 < RSS_TARGET_MB && rss_n < RSS_TARGET_MB)
     );
 
-    let ip_of = |ns: &Path| -> anyhow::Result<Ipv4Addr> {
-        let out = in_ns(ns, "ip", &["-4", "-o", "addr", "show", "dev", "eth0"])?;
-        out.split_whitespace()
-            .skip_while(|w| *w != "inet")
-            .nth(1)
-            .and_then(|a| a.split('/').next()?.parse().ok())
-            .context("pod address")
-    };
+    let ip_of = |ns: &Path| testsupport::node::eth0_ipv4(ns).context("pod address");
     let ours_bps = iperf(
         &b.netns("pod1"),
         &b.netns("pod0"),

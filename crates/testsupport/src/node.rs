@@ -324,13 +324,7 @@ impl Node {
         if !self.netns(pod).exists() {
             return self.add_pod(pod);
         }
-        let out = self.in_pod(pod, &["ip", "-4", "-o", "addr", "show", "dev", "eth0"]);
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .skip_while(|w| *w != "inet")
-            .nth(1)
-            .and_then(|a| a.split('/').next()?.parse().ok())
-            .expect("pod address")
+        eth0_ipv4(&self.netns(pod)).expect("pod address")
     }
 
     /// Runs a command in a pod: its network namespace, the node's cgroup.
@@ -494,6 +488,19 @@ fn plug(netns: &Path, port: &str, ip: Ipv4Addr) {
 
 /// Whether a TCP connection from the netns at `from` to ip:port is
 /// accepted within `timeout`.
+/// The IPv4 address of `eth0` in the network namespace at `netns`.
+pub fn eth0_ipv4(netns: &Path) -> Option<Ipv4Addr> {
+    let mut cmd = Command::new("ip");
+    cmd.args(["-4", "-o", "addr", "show", "dev", "eth0"]);
+    in_netns(&mut cmd, netns);
+    let out = cmd.output().ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .skip_while(|w| *w != "inet")
+        .nth(1)
+        .and_then(|a| a.split('/').next()?.parse().ok())
+}
+
 /// GET /metrics from a Prometheus endpoint at ip:port, the whole answer.
 pub fn scrape(ip: Ipv4Addr, port: u16) -> String {
     use std::io::Read;
