@@ -165,18 +165,19 @@ pub fn run_bench(secs: u32) -> anyhow::Result<()> {
         .spawn()?;
 
     // Tracing every packet against medium (new and closing packets only).
-    let (mut none, mut medium) = (Vec::new(), Vec::new());
-    for _ in 0..3 {
-        node.cilium_ok(&["config", "MonitorAggregationLevel=None"]);
-        none.push(iperf(&sns, &cns, server, secs)?);
-        node.cilium_ok(&["config", "MonitorAggregationLevel=Medium"]);
-        medium.push(iperf(&sns, &cns, server, secs)?);
-    }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    };
-    let (none, medium) = (median(&mut none), median(&mut medium));
+    let [none, medium] = crate::interleaved(
+        3,
+        [
+            &mut || {
+                node.cilium_ok(&["config", "MonitorAggregationLevel=None"]);
+                iperf(&sns, &cns, server, secs)
+            },
+            &mut || {
+                node.cilium_ok(&["config", "MonitorAggregationLevel=Medium"]);
+                iperf(&sns, &cns, server, secs)
+            },
+        ],
+    )?;
     println!("per-packet cost of monitor-aggregation none (iperf3 pod to pod, {secs} s, median of 3, cilium monitor attached):");
     println!("  none (every packet traced)   {:7.2} Gbit/s", none / 1e9);
     println!("  baseline: medium             {:7.2} Gbit/s", medium / 1e9);

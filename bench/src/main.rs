@@ -227,6 +227,25 @@ pub(crate) fn latency_line(name: &str, samples: &mut [f64]) -> (f64, f64) {
     (p50, p99)
 }
 
+/// The median of `rounds` measurements of each of `probes`, taken in
+/// turns so a noisy moment of the machine hits all of them alike.
+pub(crate) fn interleaved<const N: usize>(
+    rounds: usize,
+    mut probes: [&mut dyn FnMut() -> anyhow::Result<f64>; N],
+) -> anyhow::Result<[f64; N]> {
+    let mut samples = vec![Vec::new(); N];
+    for _ in 0..rounds {
+        for (i, probe) in probes.iter_mut().enumerate() {
+            samples[i].push(probe()?);
+        }
+    }
+    Ok(std::array::from_fn(|i| {
+        let s = &mut samples[i];
+        s.sort_by(f64::total_cmp);
+        s[s.len() / 2]
+    }))
+}
+
 pub(crate) fn iperf(
     server_ns: &Path,
     client_ns: &Path,

@@ -8,7 +8,7 @@
 //! - how long a `cilium service update` takes until every node of a
 //!   3-node cluster balances to the new backend.
 
-use crate::{in_ns, iperf, latency_line, plain_veth, verdict, THROUGHPUT_TARGET};
+use crate::{in_ns, interleaved, iperf, latency_line, plain_veth, verdict, THROUGHPUT_TARGET};
 use anyhow::Context;
 use std::io::{BufRead, BufReader, Write};
 use std::net::Ipv4Addr;
@@ -22,6 +22,8 @@ const SCALES: [usize; 3] = [10, 1000, 5000];
 const SCALE_TARGET: f64 = 1.5;
 /// Rounds of each connection-rate probe (the machine is noisy).
 const ROUNDS: usize = 5;
+/// Rounds of the throughput probe, which takes `secs` each.
+const THROUGHPUT_ROUNDS: usize = 3;
 /// The plain pods' gateway: an address of the node's namespace.
 const PLAIN_GW: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 1);
 
@@ -95,25 +97,6 @@ fn conn_rate(
         .trim()
         .parse()
         .context("conn-rate output")
-}
-
-/// The median of `rounds` measurements of each of `probes`, taken in
-/// turns so a noisy moment of the machine hits all of them alike.
-fn interleaved<const N: usize>(
-    rounds: usize,
-    mut probes: [&mut dyn FnMut() -> anyhow::Result<f64>; N],
-) -> anyhow::Result<[f64; N]> {
-    let mut samples = vec![Vec::new(); N];
-    for _ in 0..rounds {
-        for (i, probe) in probes.iter_mut().enumerate() {
-            samples[i].push(probe()?);
-        }
-    }
-    Ok(std::array::from_fn(|i| {
-        let s = &mut samples[i];
-        s.sort_by(f64::total_cmp);
-        s[s.len() / 2]
-    }))
 }
 
 /// A server for the connection-rate client, which makes one connection at
@@ -237,9 +220,15 @@ pub fn run_bench(secs: u32) -> anyhow::Result<()> {
     let cgroup = node.cgroup.clone();
     let _ = client;
 
-    let via_vip = iperf(&sns, &cns, VIP, secs)?;
-    let direct = iperf(&sns, &cns, server, secs)?;
-    println!("pod-to-ClusterIP TCP throughput (iperf3, {secs} s, per-packet path in bpf_lxc):");
+    let [via_vip, direct] = interleaved(
+        THROUGHPUT_ROUNDS,
+        [&mut || iperf(&sns, &cns, VIP, secs), &mut || {
+            iperf(&sns, &cns, server, secs)
+        }],
+    )?;
+    println!(
+        "pod-to-ClusterIP TCP throughput (iperf3, {secs} s, per-packet path in bpf_lxc; median of {THROUGHPUT_ROUNDS}):"
+    );
     println!(
         "  to the ClusterIP             {:7.2} Gbit/s",
         via_vip / 1e9
