@@ -12,9 +12,17 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use std::sync::Arc;
 
+/// The documents as `cilium policy get` shows them: each pretty-printed
+/// (they are stored as compact JSON, or as YAML by an older agent), as one
+/// YAML stream that `policy import` takes back.
 fn joined(docs: &[Stored]) -> String {
     docs.iter()
-        .map(|d| d.text.as_str())
+        .map(
+            |d| match serde_json::from_str::<serde_json::Value>(&d.text) {
+                Ok(tree) => format!("{tree:#}\n"),
+                Err(_) => d.text.clone(),
+            },
+        )
         .collect::<Vec<_>>()
         .join("---\n")
 }
@@ -25,21 +33,19 @@ async fn regenerate(d: &Arc<crate::daemon::Daemon>, reason: &'static str) {
 }
 
 pub async fn put(State(d): Shared, body: Bytes) -> Response {
-    let text = match std::str::from_utf8(&body) {
-        Ok(t) => t,
-        Err(_) => return error(StatusCode::BAD_REQUEST, "policy is not UTF-8 text"),
+    // A policy of a thousand rules takes tens of milliseconds to read:
+    // off the runtime's threads.
+    let parsed = tokio::task::spawn_blocking(move || {
+        let text = std::str::from_utf8(&body).map_err(|_| "policy is not UTF-8 text".to_owned())?;
+        policy::parse_documents(text).map_err(|e| format!("invalid policy: {e}"))
+    })
+    .await;
+    let docs = match parsed {
+        Ok(Ok(docs)) => docs,
+        Ok(Err(e)) => return error(StatusCode::BAD_REQUEST, e),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
-    let docs = match policy::parse_documents(text) {
-        Ok(docs) => docs,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("invalid policy: {e}")),
-    };
-    let stored: Vec<Stored> = docs
-        .iter()
-        .map(|doc| Stored {
-            labels: doc.labels().iter().map(|l| l.to_string()).collect(),
-            text: doc.text.clone(),
-        })
-        .collect();
+    let stored: Vec<Stored> = docs.iter().map(Stored::of).collect();
     let revision = match d.policies.import(docs) {
         Ok(r) => r,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),

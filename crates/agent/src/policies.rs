@@ -21,9 +21,9 @@ pub struct Stored {
 }
 
 impl Stored {
-    fn of(doc: &Document) -> Self {
+    pub fn of(doc: &Document) -> Self {
         Self {
-            labels: doc.labels().iter().map(|l| l.to_string()).collect(),
+            labels: label_strings(doc),
             text: doc.text.clone(),
         }
     }
@@ -35,6 +35,11 @@ impl Stored {
         let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
         format!("{POLICIES_PREFIX}/{cluster}/{hex}")
     }
+}
+
+/// What identifies a document: its labels as `source:key=value` strings.
+fn label_strings(doc: &Document) -> Vec<String> {
+    doc.labels().iter().map(|l| l.to_string()).collect()
 }
 
 pub const POLICIES_PREFIX: &str = "cilium/state/policies/v1";
@@ -63,6 +68,17 @@ impl Realized {
 struct Repo {
     docs: BTreeMap<Vec<String>, Document>,
     revision: u64,
+    /// Every document's rules in one list, made once per revision: each
+    /// regeneration, trace and scrape reads it.
+    flat: Option<Arc<Vec<policy::Rule>>>,
+}
+
+impl Repo {
+    /// The documents changed: a new revision, and the list is remade.
+    fn changed(&mut self) {
+        self.revision += 1;
+        self.flat = None;
+    }
 }
 
 pub struct Policies {
@@ -219,16 +235,29 @@ impl Policies {
     pub fn import(&self, docs: Vec<Document>) -> Result<u64, String> {
         let mut repo = self.repo.lock().expect("policy lock");
         for doc in docs {
-            let key = Stored::of(&doc).labels;
+            let key = label_strings(&doc);
             repo.docs.insert(key, doc);
         }
-        repo.revision += 1;
+        repo.changed();
         self.save(&repo)?;
         Ok(repo.revision)
     }
 
     /// A document learned from the kvstore; Ok(false) when nothing changed.
     pub fn upsert(&self, stored: &Stored) -> Result<bool, String> {
+        // The echo of this node's own import, and every relist, carry the
+        // text already in force: no need to parse it again.
+        if self
+            .repo
+            .lock()
+            .expect("policy lock")
+            .docs
+            .get(&stored.labels)
+            .map(|d| &d.text)
+            == Some(&stored.text)
+        {
+            return Ok(false);
+        }
         let mut docs = policy::parse_documents(&stored.text).map_err(|e| e.to_string())?;
         if docs.len() != 1 {
             return Err(format!("expected one policy, found {}", docs.len()));
@@ -239,7 +268,7 @@ impl Policies {
             return Ok(false);
         }
         repo.docs.insert(stored.labels.clone(), doc);
-        repo.revision += 1;
+        repo.changed();
         self.save(&repo)?;
         Ok(true)
     }
@@ -261,7 +290,7 @@ impl Policies {
             .map(|d| Stored::of(&d))
             .collect();
         if !removed.is_empty() {
-            repo.revision += 1;
+            repo.changed();
             self.save(&repo)?;
         }
         Ok((removed, repo.revision))
@@ -274,7 +303,7 @@ impl Policies {
         repo.docs
             .retain(|_, doc| keys.contains(&Stored::of(doc).key(cluster)));
         if repo.docs.len() != before {
-            repo.revision += 1;
+            repo.changed();
             let _ = self.save(&repo);
         }
     }
@@ -294,7 +323,7 @@ impl Policies {
         if gone.is_empty() {
             return false;
         }
-        repo.revision += 1;
+        repo.changed();
         let _ = self.save(&repo);
         true
     }
@@ -312,15 +341,19 @@ impl Policies {
         (docs, repo.revision)
     }
 
-    pub fn revision(&self) -> u64 {
-        self.repo.lock().expect("policy lock").revision
+    /// Every rule in force, and the revision they make.
+    pub fn rules(&self) -> (Arc<Vec<policy::Rule>>, u64) {
+        let mut guard = self.repo.lock().expect("policy lock");
+        let repo = &mut *guard;
+        let docs = &repo.docs;
+        let rules = repo
+            .flat
+            .get_or_insert_with(|| Arc::new(docs.values().flat_map(|d| d.rules.clone()).collect()));
+        (Arc::clone(rules), repo.revision)
     }
 
-    /// Every rule in force, and the revision they make.
-    pub fn rules(&self) -> (Vec<policy::Rule>, u64) {
-        let repo = self.repo.lock().expect("policy lock");
-        let rules = repo.docs.values().flat_map(|d| d.rules.clone()).collect();
-        (rules, repo.revision)
+    pub fn revision(&self) -> u64 {
+        self.repo.lock().expect("policy lock").revision
     }
 
     fn save(&self, repo: &Repo) -> Result<(), String> {
@@ -406,18 +439,18 @@ pub fn regenerate(d: &Daemon, reason: &str) {
     tracing::info!(subsys = "policy", reason, endpoints = n, revision, duration = ?t.elapsed(), "Policy regenerated");
 }
 
-/// Follows the cluster's policies in the kvstore, and regenerates when the
-/// identities the rules may select change.
 /// Tells `cilium monitor` a policy changed (Cilium's PolicyUpdated /
 /// PolicyDeleted notification).
 pub fn announce(d: &Daemon, what: crate::monitor::AgentNotify, labels: &[String], rules: usize) {
-    let (_, revision) = d.policies.rules();
+    let revision = d.policies.revision();
     d.monitor.agent(
         what,
         serde_json::json!({ "labels": labels, "revision": revision, "rule_count": rules }),
     );
 }
 
+/// Follows the cluster's policies in the kvstore, and regenerates when the
+/// identities the rules may select change.
 pub fn follow(d: &Arc<Daemon>) {
     let mut changes = d.identities.subscribe();
     let dd = Arc::clone(d);

@@ -68,25 +68,27 @@ impl PolicyMap {
     /// written before stale ones go, so traffic the old and the new policy
     /// both allow never meets a gap. Unchanged entries keep their counters.
     pub fn sync(&self, entries: &[(PolicyKey, PolicyEntry)]) -> Result<(), Error> {
-        let have: BTreeMap<[u8; 12], PolicyEntry> = self
+        let have: BTreeMap<[u8; 12], (PolicyKey, PolicyEntry)> = self
             .map
             .entries::<PolicyKey, PolicyEntry>()?
             .into_iter()
-            .map(|(k, v)| (key_bytes(&k), v))
+            .map(|(k, v)| (key_bytes(&k), (k, v)))
             .collect();
         let mut want = BTreeMap::new();
         for (k, v) in entries {
             want.insert(key_bytes(k), ());
             if have
                 .get(&key_bytes(k))
-                .is_none_or(|old| old.flags != v.flags)
+                .is_none_or(|(_, old)| old.flags != v.flags)
             {
                 self.map.put(k, v)?;
             }
         }
-        for (k, _) in self.map.entries::<PolicyKey, PolicyEntry>()? {
-            if !want.contains_key(&key_bytes(&k)) {
-                self.map.remove(&k)?;
+        // Only this agent writes the map, so what it held before is all
+        // that can be stale.
+        for (bytes, (k, _)) in &have {
+            if !want.contains_key(bytes) {
+                self.map.remove(k)?;
             }
         }
         Ok(())

@@ -24,7 +24,8 @@ pub struct ParseError {
 }
 
 /// One policy as imported: its rules (which share their labels), and its
-/// text in canonical YAML, to store and share.
+/// text as JSON, to store and share: YAML is written out with keys sorted
+/// and scalars as strings, JSON is kept as written.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Document {
     pub text: String,
@@ -48,18 +49,28 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, ParseError> {
 
 /// Parses `text` into its policies; a list of bare rules gives one policy
 /// per rule.
+///
+/// Each document is read once into a tree, which picks the kind and gives
+/// the canonical text; the typed reading then walks the tree. Only when
+/// that fails is the text read again, for the error's line.
 pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
     let mut docs = Vec::new();
-    let kinds: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(text)
-        .enumerate()
-        .map(|(i, doc)| serde_yaml::Value::deserialize(doc).map_err(|e| yaml_error(i + 1, e)))
-        .collect::<Result<_, _>>()?;
-    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    let (trees, json) = trees(text)?;
+    // JSON (what nodes share) is kept as written; a tree read from it
+    // reads the same as the text.
+    let canonical = |tree: &serde_json::Value| {
+        if json {
+            text.trim().to_owned()
+        } else {
+            tree.to_string()
+        }
+    };
+    for (i, tree) in trees.iter().enumerate() {
         let document = i + 1;
-        match &kinds[i] {
-            serde_yaml::Value::Null => continue,
-            serde_yaml::Value::Sequence(items) => {
-                let specs: Vec<RuleSpec> = typed(document, doc)?;
+        match tree {
+            serde_json::Value::Null => continue,
+            serde_json::Value::Array(items) => {
+                let specs: Vec<RuleSpec> = typed(text, i, tree)?;
                 for (n, spec) in specs.iter().enumerate() {
                     let labels = spec_labels(spec);
                     let rule = cilium_rule(spec, None, labels).map_err(|m| ParseError {
@@ -68,28 +79,33 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
                         message: m,
                         line: None,
                     })?;
+                    let one = serde_json::Value::Array(vec![items[n].clone()]);
                     docs.push(Document {
-                        text: canonical(&serde_yaml::Value::Sequence(vec![items[n].clone()])),
+                        text: if items.len() == 1 {
+                            canonical(&one)
+                        } else {
+                            one.to_string()
+                        },
                         rules: vec![rule],
                     });
                 }
             }
-            serde_yaml::Value::Mapping(m) => {
+            serde_json::Value::Object(m) => {
                 let kind = m.get("kind").and_then(|k| k.as_str()).unwrap_or("");
                 match kind {
                     "CiliumNetworkPolicy" | "CiliumClusterwideNetworkPolicy" => {
-                        let p: CiliumPolicy = typed(document, doc)?;
+                        let p: CiliumPolicy = typed(text, i, tree)?;
                         api_version(document, &p.api_version, "cilium.io/v2")?;
                         docs.push(Document {
-                            text: canonical(&kinds[i]),
+                            text: canonical(tree),
                             rules: cilium_policy(document, &p)?,
                         });
                     }
                     "NetworkPolicy" => {
-                        let p: NetworkPolicy = typed(document, doc)?;
+                        let p: NetworkPolicy = typed(text, i, tree)?;
                         api_version(document, &p.api_version, "networking.k8s.io/v1")?;
                         docs.push(Document {
-                            text: canonical(&kinds[i]),
+                            text: canonical(tree),
                             rules: vec![network_policy(&p)],
                         });
                     }
@@ -125,8 +141,63 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
     Ok(docs)
 }
 
-fn canonical(v: &serde_yaml::Value) -> String {
-    serde_yaml::to_string(v).expect("a parsed YAML value serializes")
+/// The documents of `text` as trees with every scalar a string. A YAML
+/// scalar is text until a field's type reads it, so this is the tree the
+/// typed reading of the YAML itself sees, and the JSON written from it
+/// reads back to the same policy. JSON (what nodes share) skips YAML, and
+/// says so.
+fn trees(text: &str) -> Result<(Vec<serde_json::Value>, bool), ParseError> {
+    let head = text.trim_start();
+    if head.starts_with('{') || head.starts_with('[') {
+        if let Ok(mut tree) = serde_json::from_str::<serde_json::Value>(text) {
+            scalars_as_text(&mut tree);
+            return Ok((vec![tree], true));
+        }
+    }
+    let trees = serde_yaml::Deserializer::from_str(text)
+        .enumerate()
+        .map(|(i, doc)| {
+            serde_yaml::Value::deserialize(doc)
+                .map(yaml_tree)
+                .map_err(|e| yaml_error(i + 1, e))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((trees, false))
+}
+
+fn yaml_tree(v: serde_yaml::Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    use serde_yaml::Value as Y;
+    match v {
+        Y::Null => J::Null,
+        Y::Bool(b) => J::String(b.to_string()),
+        Y::Number(n) => J::String(n.to_string()),
+        Y::String(s) => J::String(s),
+        Y::Sequence(items) => J::Array(items.into_iter().map(yaml_tree).collect()),
+        Y::Mapping(m) => J::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    let key = match yaml_tree(k) {
+                        J::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    (key, yaml_tree(v))
+                })
+                .collect(),
+        ),
+        Y::Tagged(t) => yaml_tree(t.value),
+    }
+}
+
+fn scalars_as_text(v: &mut serde_json::Value) {
+    use serde_json::Value as J;
+    match v {
+        J::Bool(b) => *v = J::String(b.to_string()),
+        J::Number(n) => *v = J::String(n.to_string()),
+        J::Array(items) => items.iter_mut().for_each(scalars_as_text),
+        J::Object(m) => m.values_mut().for_each(scalars_as_text),
+        J::Null | J::String(_) => {}
+    }
 }
 
 fn api_version(document: usize, have: &str, want: &str) -> Result<(), ParseError> {
@@ -150,10 +221,34 @@ fn yaml_error(document: usize, e: serde_yaml::Error) -> ParseError {
     }
 }
 
-/// Deserializes one document, keeping the failing field's path.
-fn typed<'de, T: Deserialize<'de>>(
+/// Reads document `index` as `T` from its tree; when that fails, from the
+/// text, whose error has the line (and whose reading is the one that
+/// counts, should the two ever differ).
+fn typed<T: serde::de::DeserializeOwned>(
+    text: &str,
+    index: usize,
+    tree: &serde_json::Value,
+) -> Result<T, ParseError> {
+    let tree_err = match serde_path_to_error::deserialize(tree) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    match serde_yaml::Deserializer::from_str(text).nth(index) {
+        Some(doc) => typed_from_text(index + 1, doc),
+        None => Err(ParseError {
+            document: index + 1,
+            path: tree_err.path().to_string(),
+            message: tree_err.into_inner().to_string(),
+            line: None,
+        }),
+    }
+}
+
+/// Deserializes one document from its text, keeping the failing field's
+/// path and line.
+fn typed_from_text<T: serde::de::DeserializeOwned>(
     document: usize,
-    doc: serde_yaml::Deserializer<'de>,
+    doc: serde_yaml::Deserializer<'_>,
 ) -> Result<T, ParseError> {
     serde_path_to_error::deserialize(doc).map_err(|e| {
         let path = e.path().to_string();

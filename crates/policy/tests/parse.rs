@@ -237,3 +237,27 @@ fn bad_input_names_the_field_and_line() {
     assert!(error("").message.contains("no rules"));
     assert!(error("just text").message.contains("expected a policy"));
 }
+
+#[test]
+fn the_shared_text_reads_back_to_the_same_policy() {
+    // Plain scalars a YAML reader takes as text wherever a field wants
+    // text: a numeric label value, an unquoted port, a boolean-looking
+    // label. Nodes share the canonical JSON, which must keep them so.
+    let text = WEB_DB
+        .replace(
+            "app: web",
+            "app: web\n        version: 2\n        canary: true",
+        )
+        .replace("\"5432\"", "5432");
+    let docs = parse_documents(&text).unwrap();
+    assert_eq!(docs.len(), 1);
+    assert!(docs[0].text.starts_with('{'), "{}", docs[0].text);
+    let again = parse_documents(&docs[0].text).unwrap();
+    assert_eq!(again, docs);
+    let peer = &docs[0].rules[0];
+    let shown = format!("{peer:?}");
+    assert!(
+        shown.contains("version") && shown.contains("canary"),
+        "{shown}"
+    );
+}
