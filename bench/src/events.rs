@@ -10,7 +10,7 @@
 //!   throughput with monitor-aggregation none against medium, with a
 //!   `cilium monitor` client attached.
 
-use crate::{iperf, verdict};
+use crate::verdict;
 use anyhow::Context;
 use std::net::{Ipv4Addr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -165,18 +165,13 @@ pub fn run_bench(secs: u32) -> anyhow::Result<()> {
         .spawn()?;
 
     // Tracing every packet against medium (new and closing packets only).
-    let [none, medium] = crate::interleaved(
-        3,
+    let [none, medium] = crate::iperf_per_setting(
+        &node,
         [
-            &mut || {
-                node.cilium_ok(&["config", "MonitorAggregationLevel=None"]);
-                iperf(&sns, &cns, server, secs)
-            },
-            &mut || {
-                node.cilium_ok(&["config", "MonitorAggregationLevel=Medium"]);
-                iperf(&sns, &cns, server, secs)
-            },
+            "MonitorAggregationLevel=None",
+            "MonitorAggregationLevel=Medium",
         ],
+        (&sns, &cns, server, secs),
     )?;
     println!("per-packet cost of monitor-aggregation none (iperf3 pod to pod, {secs} s, median of 3, cilium monitor attached):");
     println!("  none (every packet traced)   {:7.2} Gbit/s", none / 1e9);

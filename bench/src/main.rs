@@ -246,6 +246,20 @@ pub(crate) fn interleaved<const N: usize>(
     }))
 }
 
+/// iperf3 throughput under each of two `cilium config` settings of `node`
+/// (median of 3 rounds, taken in turns).
+pub(crate) fn iperf_per_setting(
+    node: &testsupport::node::Node,
+    settings: [&str; 2],
+    (server_ns, client_ns, server_ip, secs): (&Path, &Path, Ipv4Addr, u32),
+) -> anyhow::Result<[f64; 2]> {
+    let under = |setting: &str| {
+        node.cilium_ok(&["config", setting]);
+        iperf(server_ns, client_ns, server_ip, secs)
+    };
+    interleaved(3, [&mut || under(settings[0]), &mut || under(settings[1])])
+}
+
 pub(crate) fn iperf(
     server_ns: &Path,
     client_ns: &Path,

@@ -8,7 +8,7 @@
 //!   1000-rule policy in force against the same path with enforcement
 //!   `never`.
 
-use crate::{iperf, latency_line, verdict, THROUGHPUT_TARGET};
+use crate::{latency_line, verdict, THROUGHPUT_TARGET};
 use anyhow::Context;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -147,19 +147,10 @@ pub fn run_bench(secs: u32) -> anyhow::Result<()> {
         cluster.nodes[1].netns("server2"),
         cluster.nodes[1].netns("client2"),
     );
-    let node2 = &cluster.nodes[1];
-    let [enforced, never] = crate::interleaved(
-        3,
-        [
-            &mut || {
-                node2.cilium_ok(&["config", "PolicyEnforcement=default"]);
-                iperf(&sns, &cns, server, secs)
-            },
-            &mut || {
-                node2.cilium_ok(&["config", "PolicyEnforcement=never"]);
-                iperf(&sns, &cns, server, secs)
-            },
-        ],
+    let [enforced, never] = crate::iperf_per_setting(
+        &cluster.nodes[1],
+        ["PolicyEnforcement=default", "PolicyEnforcement=never"],
+        (&sns, &cns, server, secs),
     )?;
     println!(
         "per-packet cost of enforcement (iperf3 pod to pod on one node, {secs} s, median of 3):"

@@ -48,11 +48,7 @@ fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
         "{out}"
     );
     assert!(out.contains("Revision: "), "{out}");
-    assert!(
-        out.contains("k8s:io.cilium.k8s.policy.name: demo-tcp-only")
-            || out.contains("name: demo-tcp-only"),
-        "{out}"
-    );
+    assert!(out.contains("\"name\": \"demo-tcp-only\""), "{out}");
 
     let add = lab.run(&["add-pod", "web", "--node", "node2", "--labels", "app=web"]);
     assert!(add.status.success(), "{}", text(&add));
