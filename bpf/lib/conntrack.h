@@ -193,6 +193,34 @@ static __always_inline void ct_lookup4(struct __sk_buff *ctx, int dir,
 }
 
 /* Stores a new entry under the tuple ct_lookup4 left. */
+/*
+ * As Cilium does, a flow also gets an ICMP entry between its two addresses,
+ * so the errors its peer sends about it (port unreachable, fragmentation
+ * needed, time exceeded) pass as CT_RELATED where policy would refuse a
+ * new ICMP flow. It lives as long as a non-TCP flow and is refreshed by the
+ * errors it lets through.
+ */
+static __always_inline int ct_create_related4(const struct ipv4_ct_tuple *tuple,
+					      const struct ct_entry *flow)
+{
+	struct ipv4_ct_tuple icmp = {
+		.daddr = tuple->daddr,
+		.saddr = tuple->saddr,
+		.nexthdr = IPPROTO_ICMP,
+		.flags = tuple->flags | TUPLE_F_RELATED,
+	};
+	struct ct_entry entry = *flow;
+
+	entry.flags = (flow->flags & CT_F_LB_LOOPBACK) | CT_F_SEEN_NON_SYN;
+	/* it counts the errors, not the flow's packets */
+	entry.packets = 0;
+	entry.bytes = 0;
+	entry.lifetime = ct_now() + CT_CONNECTION_LIFETIME_NONTCP;
+	if (bpf_map_update_elem(&cilium_ct_any4_global, &icmp, &entry, BPF_ANY) < 0)
+		return -DROP_CT_CREATE_FAILED;
+	return 0;
+}
+
 static __always_inline int ct_create4(struct __sk_buff *ctx,
 				      const struct ipv4_ct_tuple *tuple,
 				      const struct ct_state *state,
@@ -216,6 +244,8 @@ static __always_inline int ct_create4(struct __sk_buff *ctx,
 	entry.lifetime = now + ct_lifetime(&entry, tuple->nexthdr);
 	if (bpf_map_update_elem(ct_map_for(tuple->nexthdr), tuple, &entry, BPF_ANY) < 0)
 		return -DROP_CT_CREATE_FAILED;
+	if (tuple->nexthdr != IPPROTO_ICMP)
+		return ct_create_related4(tuple, &entry);
 	return 0;
 }
 

@@ -60,6 +60,10 @@ fn two_pods_talk_survive_agent_kill_and_are_deleted_cleanly() {
         "ingress entry of pod-b:\n{ct}"
     );
     assert!(ct.contains("ICMP OUT"), "ICMP entries:\n{ct}");
+    assert!(
+        ct.contains(&format!("ICMP OUT {a}:0 -> {b}:0 related ")),
+        "the TCP flow's entry for ICMP errors about it:\n{ct}"
+    );
     let metrics = node.cilium_ok(&["bpf", "metrics", "list"]);
     assert!(
         metrics.contains("Success") || metrics.contains("Forwarded"),

@@ -1,7 +1,8 @@
 //! Policy enforcement in cil_from_container on crafted packets: egress at
 //! the source and ingress at the destination, per endpoint, with Cilium's
 //! drop reasons; replies of allowed flows pass whatever the policy says the
-//! other way, and an endpoint without a policy map is not served.
+//! other way, as do ICMP errors about them, and an endpoint without a
+//! policy map is not served.
 
 mod common;
 
@@ -21,6 +22,8 @@ const ID_B: u32 = 1001;
 const EP_A: u16 = 11;
 const EP_B: u16 = 12;
 const TCP: u8 = 6;
+const UDP: u8 = 17;
+const ICMP: u8 = 1;
 
 fn two_pods(sb: &Sandbox) -> TestObject {
     let obj = load(sb, BPF_LXC);
@@ -111,6 +114,48 @@ fn ingress_is_enforced_at_the_destination_and_replies_pass() {
         TC_ACT_SHOT
     );
     assert_eq!(metric(&obj, abi::drop::DROP_POLICY, DIR_EGRESS).0, 1);
+}
+
+/// ICMP port unreachable about `datagram` (a frame): the error quotes the
+/// datagram's IP header and its first 8 bytes.
+fn port_unreachable(datagram: &[u8]) -> Vec<u8> {
+    let mut icmp = vec![3, 3, 0, 0, 0, 0, 0, 0];
+    icmp.extend_from_slice(&datagram[14..14 + 28]);
+    icmp
+}
+
+#[test]
+fn errors_about_an_allowed_flow_pass_as_related() {
+    let sb = Sandbox::enter();
+    let mut obj = two_pods(&sb);
+    // B takes A's UDP on 53 and may send nothing itself
+    set_policy(&obj, EP_B, &[(ID_A, false, UDP, 53)], &[]);
+    let query = ipv4(POD_A, POD_B, UDP, &udp(40000, 53));
+    let error = ipv4(POD_B, POD_A, ICMP, &port_unreachable(&query));
+    assert_eq!(
+        obj.run("cil_from_container", &error).unwrap().retval,
+        TC_ACT_SHOT,
+        "with no flow behind it, the error is B's own new ICMP traffic"
+    );
+    assert_eq!(metric(&obj, abi::drop::DROP_POLICY, DIR_EGRESS).0, 1);
+    assert_eq!(
+        obj.run("cil_from_container", &query).unwrap().retval,
+        TC_ACT_REDIRECT
+    );
+    assert_eq!(
+        obj.run("cil_from_container", &error).unwrap().retval,
+        TC_ACT_REDIRECT,
+        "an error about the flow is related to it"
+    );
+    assert_eq!(metric(&obj, abi::drop::DROP_POLICY, DIR_EGRESS).0, 1);
+    let ct = obj.map(abi::maps::CT_ANY4_GLOBAL).unwrap();
+    let related = ct
+        .entries::<abi::ct::Ipv4CtTuple, abi::ct::CtEntry>()
+        .unwrap()
+        .into_iter()
+        .filter(|(k, _)| k.nexthdr == ICMP && k.flags & abi::ct::TUPLE_F_RELATED != 0)
+        .count();
+    assert_eq!(related, 2, "one for A's egress entry, one for B's ingress entry");
 }
 
 #[test]
