@@ -397,20 +397,16 @@ fn one_node(pods: usize, secs: u32) -> anyhow::Result<()> {
     );
 
     let ip_of = |ns: &Path| testsupport::node::eth0_ipv4(ns).context("pod address");
-    let ours_bps = iperf(
-        &b.netns("pod1"),
-        &b.netns("pod0"),
-        ip_of(&b.netns("pod1"))?,
-        secs,
-    )?;
-    let base_bps = iperf(
-        &b.netns("base1"),
-        &b.netns("base0"),
-        ip_of(&b.netns("base1"))?,
-        secs,
+    let (ours_ip, base_ip) = (ip_of(&b.netns("pod1"))?, ip_of(&b.netns("base1"))?);
+    let [ours_bps, base_bps] = interleaved(
+        3,
+        [
+            &mut || iperf(&b.netns("pod1"), &b.netns("pod0"), ours_ip, secs),
+            &mut || iperf(&b.netns("base1"), &b.netns("base0"), base_ip, secs),
+        ],
     )?;
     let ratio = ours_bps / base_bps;
-    println!("pod-to-pod TCP throughput (iperf3, {secs} s):");
+    println!("pod-to-pod TCP throughput (iperf3, {secs} s, median of 3):");
     println!(
         "  through bpf_lxc (peer redirect)  {:7.2} Gbit/s",
         ours_bps / 1e9

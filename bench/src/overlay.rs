@@ -148,13 +148,18 @@ pub fn run_bench(pods: usize, secs: u32) -> anyhow::Result<()> {
     );
 
     let server = first.context("no pod")?;
-    let ours = iperf(&node1.netns("p0"), &node2.netns("probe"), server, secs)?;
     let (a, b) = (Ipv4Addr::new(198, 18, 0, 31), Ipv4Addr::new(198, 18, 0, 32));
     let (pod_a, _) = plain_vxlan_node(&cluster, 1, a, b)?;
     let (pod_b, ip_b) = plain_vxlan_node(&cluster, 2, b, a)?;
-    let base = iperf(&pod_b, &pod_a, ip_b, secs)?;
+    let [ours, base] = crate::interleaved(
+        3,
+        [
+            &mut || iperf(&node1.netns("p0"), &node2.netns("probe"), server, secs),
+            &mut || iperf(&pod_b, &pod_a, ip_b, secs),
+        ],
+    )?;
     let ratio = ours / base;
-    println!("cross-node pod-to-pod TCP throughput (iperf3, {secs} s):");
+    println!("cross-node pod-to-pod TCP throughput (iperf3, {secs} s, median of 3):");
     println!(
         "  through cilium_vxlan + BPF        {:7.2} Gbit/s",
         ours / 1e9

@@ -155,7 +155,10 @@ fn errors_about_an_allowed_flow_pass_as_related() {
         .into_iter()
         .filter(|(k, _)| k.nexthdr == ICMP && k.flags & abi::ct::TUPLE_F_RELATED != 0)
         .count();
-    assert_eq!(related, 2, "one for A's egress entry, one for B's ingress entry");
+    assert_eq!(
+        related, 2,
+        "one for A's egress entry, one for B's ingress entry"
+    );
 }
 
 #[test]
