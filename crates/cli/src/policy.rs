@@ -1,4 +1,4 @@
-//! `cilium policy import|get|delete`.
+//! `cilium policy import|get|delete|trace|selectors|wait`.
 
 use crate::table::print_json;
 use crate::Ctx;
@@ -29,6 +29,8 @@ pub enum Command {
         #[arg(short = 'o', long)]
         output: Option<String>,
     },
+    /// Wait for all endpoints to have updated to a given policy revision
+    Wait(WaitArgs),
     /// Delete policy rules
     Delete {
         /// Policies whose labels include all of these
@@ -65,6 +67,74 @@ pub struct TraceArgs {
     /// Set tracing to TRACE_VERBOSE
     #[arg(short = 'v', long)]
     verbose: bool,
+}
+
+#[derive(clap::Args)]
+pub struct WaitArgs {
+    /// The policy revision (as `policy import` printed it)
+    revision: u64,
+    /// Sleep interval between checks (seconds)
+    #[arg(long = "sleep-time", default_value_t = 1.0)]
+    sleep_time: f64,
+    /// Wait time after which command fails if endpoint regeneration fails (seconds)
+    #[arg(long = "fail-wait-time", default_value_t = 60.0)]
+    fail_wait_time: f64,
+    /// Wait time after which command fails (seconds)
+    #[arg(long = "max-wait-time", default_value_t = 360.0)]
+    max_wait_time: f64,
+}
+
+/// Polls the endpoint list until every endpoint is ready at `revision` or
+/// later, as Cilium's `policy wait` does: a failed endpoint ends the wait
+/// after `fail-wait-time`, anything else after `max-wait-time`.
+fn wait(client: &api::Client, a: &WaitArgs) -> anyhow::Result<ExitCode> {
+    use std::time::{Duration, Instant};
+    let secs = |s: f64, flag: &str| {
+        Duration::try_from_secs_f64(s).map_err(|_| anyhow::anyhow!("invalid --{flag} {s}"))
+    };
+    let sleep = secs(a.sleep_time, "sleep-time")?;
+    let fail_after = secs(a.fail_wait_time, "fail-wait-time")?;
+    let give_up_after = secs(a.max_wait_time, "max-wait-time")?;
+    let start = Instant::now();
+    let mut waited = false;
+    loop {
+        let eps: Vec<api::endpoint::Endpoint> = client
+            .get_json("/endpoint", &[])
+            .context("cannot list endpoints")?;
+        let needed = eps.len();
+        let ready = eps
+            .iter()
+            .filter(|e| {
+                e.status.state == "ready" && e.status.policy.realized.policy_revision >= a.revision
+            })
+            .count();
+        let failed = eps.iter().filter(|e| e.status.state == "not-ready").count();
+        if ready == needed {
+            if waited {
+                println!();
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        let elapsed = start.elapsed();
+        if elapsed >= fail_after && failed > 0 {
+            eprintln!("\n{failed} endpoints have failed regeneration after {elapsed:?}");
+            return Ok(ExitCode::FAILURE);
+        }
+        if elapsed >= give_up_after {
+            eprintln!(
+                "\n{} endpoints still not ready after {elapsed:?} ({failed} failed)",
+                needed - ready
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+        print!(
+            "\rWaiting for endpoints to run policy revision {}: {ready}/{needed}              ",
+            a.revision
+        );
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        std::thread::sleep(sleep);
+        waited = true;
+    }
 }
 
 fn peer(labels: &[String], identity: Option<u32>, pod: &Option<String>) -> serde_json::Value {
@@ -137,6 +207,7 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Trace(a) => return trace(&client, a),
+        Command::Wait(a) => return wait(&client, a),
         Command::Selectors { output } => {
             let list: Vec<serde_json::Value> = client.get_json("/policy/selectors", &[])?;
             if output.is_some() {

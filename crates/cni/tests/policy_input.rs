@@ -58,6 +58,26 @@ fn bad_policies_are_refused_by_field_and_change_nothing() {
     });
     let before = revision(&node);
 
+    // Every endpoint runs the imported revision: `policy wait` returns at
+    // once; a revision nobody has reached fails after --max-wait-time.
+    let rev: u64 = before.trim_start_matches("Revision: ").parse().unwrap();
+    node.cilium_ok(&["policy", "wait", &rev.to_string()]);
+    let ahead = node.cilium(&[
+        "policy",
+        "wait",
+        &(rev + 100).to_string(),
+        "--max-wait-time",
+        "0.3",
+        "--sleep-time",
+        "0.1",
+    ]);
+    assert!(!ahead.status.success());
+    assert!(
+        String::from_utf8_lossy(&ahead.stderr).contains("3 endpoints still not ready"),
+        "{}",
+        String::from_utf8_lossy(&ahead.stderr)
+    );
+
     let cases: &[(&str, String, &str)] = &[
         ("invalid YAML", GOOD.replace("{app: a}", "{app: a"), "line"),
         (
