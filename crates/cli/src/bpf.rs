@@ -29,6 +29,19 @@ pub enum CtCommand {
         #[command(flatten)]
         args: ListArgs,
     },
+    /// Flush all connection tracking entries (only `global` is supported)
+    Flush {
+        #[arg(value_parser = ["global"])]
+        kind: String,
+    },
+}
+
+#[derive(clap::Subcommand)]
+pub enum NatCommand {
+    /// List all NAT mapping entries
+    List(ListArgs),
+    /// Flush all NAT mapping entries
+    Flush,
 }
 
 #[derive(clap::Subcommand)]
@@ -56,7 +69,7 @@ pub enum Command {
     Lb(ListOnly),
     /// NAT mapping tables (cilium_snat_v4_external)
     #[command(subcommand)]
-    Nat(ListOnly),
+    Nat(NatCommand),
     /// Manage policy related BPF maps
     #[command(subcommand)]
     Policy(crate::bpf_policy::Command),
@@ -64,6 +77,24 @@ pub enum Command {
 
 fn open(ctx: &Ctx, name: &str) -> anyhow::Result<PinnedMap> {
     Ok(PinnedMap::open_global(&ctx.bpf_root, name)?)
+}
+
+/// Empties the named maps, as Cilium's `bpf ct flush` and `bpf nat flush`
+/// do: a map that is not there is skipped with a note.
+fn flush(ctx: &Ctx, names: &[&str]) -> anyhow::Result<ExitCode> {
+    for name in names {
+        let path = datapath::map::global_pin_path(&ctx.bpf_root, name);
+        let map = match PinnedMap::open(&path, name) {
+            Ok(m) => m,
+            Err(e) if !path.exists() => {
+                eprintln!("Unable to open {}: {e}. Skipping.", path.display());
+                continue;
+            }
+            Err(e) => anyhow::bail!("Unable to open {}: {e}", path.display()),
+        };
+        println!("Flushed {} entries from {}", map.clear()?, path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn v4(bytes: &[u8]) -> Ipv4Addr {
@@ -375,11 +406,15 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::Endpoint(ListOnly::List(a)) => endpoints(ctx, a),
         Command::Ipcache(ListOnly::List(a)) => ipcache(ctx, a),
         Command::Ct(CtCommand::List { args, .. }) => ct(ctx, args),
+        Command::Ct(CtCommand::Flush { .. }) => {
+            flush(ctx, &[maps::CT4_GLOBAL, maps::CT_ANY4_GLOBAL])
+        }
         Command::Metrics(ListOnly::List(a)) => metrics(ctx, a),
         Command::Tunnel(ListOnly::List(a)) => tunnel(ctx, a),
         Command::Config(ListOnly::List(a)) => runtime_config(ctx, a),
         Command::Lb(ListOnly::List(a)) => lb_list(ctx, a),
-        Command::Nat(ListOnly::List(a)) => nat_list(ctx, a),
+        Command::Nat(NatCommand::List(a)) => nat_list(ctx, a),
+        Command::Nat(NatCommand::Flush) => flush(ctx, &[maps::SNAT4_EXTERNAL]),
         Command::Policy(cmd) => crate::bpf_policy::run(ctx, cmd),
     }
 }

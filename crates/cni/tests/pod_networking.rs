@@ -64,6 +64,23 @@ fn two_pods_talk_survive_agent_kill_and_are_deleted_cleanly() {
         ct.contains(&format!("ICMP OUT {a}:0 -> {b}:0 related ")),
         "the TCP flow's entry for ICMP errors about it:\n{ct}"
     );
+    // Flushing conntrack empties both tables; new flows start over.
+    let flushed = node.cilium_ok(&["bpf", "ct", "flush", "global"]);
+    assert!(
+        flushed.lines().count() == 2
+            && flushed.contains("cilium_ct4_global")
+            && flushed.contains("cilium_ct_any4_global")
+            && !flushed.contains("Flushed 0 entries from"),
+        "{flushed}"
+    );
+    let ct = node.cilium_ok(&["bpf", "ct", "list", "global"]);
+    assert!(ct.trim().is_empty() || !ct.contains("TCP"), "{ct}");
+    tcp_exchange(node.netns("pod-b"), node.netns("pod-a"), b, 8082);
+    let nat = node.cilium_ok(&["bpf", "nat", "flush"]);
+    assert!(
+        nat.starts_with("Flushed 0 entries from") && nat.contains("cilium_snat_v4_external"),
+        "{nat}"
+    );
     let metrics = node.cilium_ok(&["bpf", "metrics", "list"]);
     assert!(
         metrics.contains("Success") || metrics.contains("Forwarded"),

@@ -188,4 +188,16 @@ impl PinnedMap {
     pub fn count(&self) -> Result<usize, Error> {
         Ok(self.raw_keys()?.len())
     }
+
+    /// Deletes every entry of a hash-type map; returns how many it deleted
+    /// (entries the datapath removed meanwhile are not counted).
+    pub fn clear(&self) -> Result<usize, Error> {
+        let mut deleted = 0;
+        for key in self.raw_keys()? {
+            if sys::delete(self.fd.as_fd(), &key).map_err(self.op_err("delete"))? {
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
 }
