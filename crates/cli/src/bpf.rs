@@ -37,6 +37,21 @@ pub enum CtCommand {
 }
 
 #[derive(clap::Subcommand)]
+pub enum LbCommand {
+    /// List load-balancing configuration
+    List(ListArgs),
+    /// Maglev lookup tables
+    #[command(subcommand)]
+    Maglev(MaglevCommand),
+}
+
+#[derive(clap::Subcommand)]
+pub enum MaglevCommand {
+    /// List Maglev lookup tables
+    List(ListArgs),
+}
+
+#[derive(clap::Subcommand)]
 pub enum NatCommand {
     /// List all NAT mapping entries
     List(ListArgs),
@@ -66,7 +81,7 @@ pub enum Command {
     Config(ListOnly),
     /// Load-balancing maps (cilium_lb4_*)
     #[command(subcommand)]
-    Lb(ListOnly),
+    Lb(LbCommand),
     /// NAT mapping tables (cilium_snat_v4_external)
     #[command(subcommand)]
     Nat(NatCommand),
@@ -178,6 +193,22 @@ fn ipcache(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
 
 /// `cilium bpf lb list`: per frontend, its service entry (`0.0.0.0:0
 /// (<revnat>) (0) [<flags>]`) and each backend slot.
+/// Cilium's `bpf lb maglev list`: each service's table (keyed
+/// `[<rev-NAT ID>]/v4`) as the backend ID in every slot.
+fn maglev_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let pins = ctx.bpf_root.join(maps::GLOBALS_DIR);
+    let mut json = serde_json::Map::new();
+    let mut rows = Vec::new();
+    for (id, lut) in datapath::lbmap::maglev_tables(&pins)? {
+        let slots: Vec<String> = lut.backend_ids.iter().map(u32::to_string).collect();
+        let table = format!("[{}]", slots.join(" "));
+        let key = format!("[{id}]/v4");
+        json.insert(key.clone(), serde_json::json!([table]));
+        rows.push(row![key, table]);
+    }
+    json_or_table(args, json.into(), row!["SVC ID", "LOOKUP TABLE"], rows)
+}
+
 fn lb_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     use abi::lb::{Lb4Backend, Lb4Key, Lb4Service};
     let services = open(ctx, maps::LB4_SERVICES)?.entries::<Lb4Key, Lb4Service>()?;
@@ -412,7 +443,8 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::Metrics(ListOnly::List(a)) => metrics(ctx, a),
         Command::Tunnel(ListOnly::List(a)) => tunnel(ctx, a),
         Command::Config(ListOnly::List(a)) => runtime_config(ctx, a),
-        Command::Lb(ListOnly::List(a)) => lb_list(ctx, a),
+        Command::Lb(LbCommand::List(a)) => lb_list(ctx, a),
+        Command::Lb(LbCommand::Maglev(MaglevCommand::List(a))) => maglev_list(ctx, a),
         Command::Nat(NatCommand::List(a)) => nat_list(ctx, a),
         Command::Nat(NatCommand::Flush) => flush(ctx, &[maps::SNAT4_EXTERNAL]),
         Command::Policy(cmd) => crate::bpf_policy::run(ctx, cmd),

@@ -205,6 +205,20 @@ fn nodeport_reaches_backends_from_the_underlay() {
     }
     let lb = cluster.nodes[0].cilium_ok(&["bpf", "lb", "list"]);
     assert!(lb.contains("[NodePort, non-routable]"), "{lb}");
+    // Its Maglev table: every slot names the one backend.
+    let maglev = cluster.nodes[0].cilium_ok(&["bpf", "lb", "maglev", "list", "-o", "json"]);
+    let tables: serde_json::Value = serde_json::from_str(&maglev).unwrap();
+    let table = tables["[9]/v4"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("{maglev}"));
+    let slots: Vec<&str> = table.trim_matches(['[', ']']).split(' ').collect();
+    assert_eq!(slots.len(), 16381);
+    assert!(slots.iter().all(|s| *s == slots[0] && *s != "0"), "{table}");
+    let shown = cluster.nodes[0].cilium_ok(&["bpf", "lb", "maglev", "list"]);
+    assert!(
+        shown.starts_with("SVC ID") && shown.contains("[9]/v4"),
+        "{shown}"
+    );
 
     // A machine on the underlay, through node1 (backend remote) and node2
     // (backend local); replies come from the address it connected to.

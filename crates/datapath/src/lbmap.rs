@@ -76,6 +76,21 @@ pub fn keys(pin_dir: &Path) -> Result<lb::MapKeys, Error> {
     })
 }
 
+/// Every service's Maglev table in `cilium_lb4_maglev` under `pin_dir`,
+/// by rev-NAT ID (`cilium bpf lb maglev list`).
+pub fn maglev_tables(pin_dir: &Path) -> Result<Vec<(u16, Box<abi::lb::MaglevLut>)>, Error> {
+    let outer = PinnedMap::open(&pin_dir.join(abi::maps::LB4_MAGLEV), abi::maps::LB4_MAGLEV)?;
+    let mut out = Vec::new();
+    for (key, inner_id) in outer.entries::<abi::Be16, u32>()? {
+        let inner = PinnedMap::from_id(inner_id, "cilium_maglev_inner")?;
+        if let Some(lut) = inner.get::<u32, abi::lb::MaglevLut>(&0)? {
+            out.push((key.get(), Box::new(lut)));
+        }
+    }
+    out.sort_by_key(|(id, _)| *id);
+    Ok(out)
+}
+
 /// Cilium's inner map of a Maglev table: one array element holding it.
 fn maglev_inner_meta() -> crate::sys::MapMeta {
     crate::sys::MapMeta {

@@ -39,6 +39,22 @@ impl PinnedMap {
         })
     }
 
+    /// Opens a map by its kernel ID, e.g. an inner map a map-in-map names.
+    pub fn from_id(id: u32, name: &str) -> Result<Self, Error> {
+        let op = |e| Error::MapOp {
+            op: "open by id",
+            map: name.to_owned(),
+            source: e,
+        };
+        let fd = sys::map_fd_by_id(id).map_err(op)?;
+        let meta = sys::map_meta(fd.as_fd()).map_err(op)?;
+        Ok(Self {
+            name: name.to_owned(),
+            fd,
+            meta,
+        })
+    }
+
     /// The kernel's ID of the map.
     pub fn id(&self) -> Result<u32, Error> {
         sys::map_id(self.fd.as_fd()).map_err(self.op_err("info"))

@@ -203,6 +203,38 @@ pub fn map_meta(fd: BorrowedFd<'_>) -> io::Result<MapMeta> {
     })
 }
 
+const BPF_MAP_GET_FD_BY_ID: libc::c_long = 14;
+
+/// Opens a map by its kernel ID (what userspace reads from a map-in-map).
+pub fn map_fd_by_id(id: u32) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    #[repr(C)]
+    struct ByIdAttr {
+        map_id: u32,
+        next_id: u32,
+        open_flags: u32,
+    }
+    let mut attr = ByIdAttr {
+        map_id: id,
+        next_id: 0,
+        open_flags: 0,
+    };
+    // SAFETY: attr is a valid BPF_MAP_GET_FD_BY_ID attribute.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_GET_FD_BY_ID,
+            &mut attr as *mut ByIdAttr,
+            std::mem::size_of::<ByIdAttr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a fresh descriptor we now own.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(ret as i32) })
+}
+
 /// The kernel's ID of a map (what a map-in-map lookup returns).
 pub fn map_id(fd: BorrowedFd<'_>) -> io::Result<u32> {
     let mut info = [0u32; 20];
