@@ -61,9 +61,6 @@ int cil_from_host(struct __sk_buff *ctx)
 	if (!is_local_pod(ep))
 		return host_to_remote_pod(ctx, ip4);
 	src_id = ip4_identity(ip4->saddr);
-	if (ipv4_is_fragment(ip4))
-		return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id,
-					-DROP_FRAG_NOSUPPORT, METRIC_INGRESS, 0);
 	ret = policy_tail_call_ingress(ctx, ep, ip4->daddr, src_id, 0);
 	return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id, ret, METRIC_INGRESS, 0);
 }

@@ -48,10 +48,6 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 	}
 	sec_id = src_ep->sec_id;
 	src_lxc = src_ep->lxc_id;
-	if (ipv4_is_fragment(ip4)) {
-		ret = -DROP_FRAG_NOSUPPORT;
-		goto drop;
-	}
 	l4_off = ipv4_l4_off(ip4);
 	proto = ip4->protocol;
 	ret = ct_parse4(ctx, ip4, &pkt);

@@ -69,10 +69,6 @@ static __always_inline int handle_ipv4_from_overlay(struct __sk_buff *ctx)
 		update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
 		return CTX_ACT_OK;
 	}
-	if (ipv4_is_fragment(ip4)) {
-		ret = -DROP_FRAG_NOSUPPORT;
-		goto drop;
-	}
 	ret = policy_tail_call_ingress(ctx, ep, ip4->daddr, src_id, POLICY_F_PEER);
 drop:
 	return send_drop_notify(ctx, src_id, ep ? ep->sec_id : IDENTITY_UNKNOWN,

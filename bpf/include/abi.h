@@ -26,6 +26,7 @@
 #define LB_MAP_SIZE		65536
 #define NAT_MAP_SIZE		131072
 #define LB_REVERSE_SK_MAP_SIZE	262144
+#define FRAG_MAP_SIZE		8192	/* bpf-fragments-map-max */
 /* Maglev lookup table size (bpf-lb-maglev-table-size): compiled in, as in
  * Cilium, since it is the inner map's value size. */
 #define LB_MAGLEV_LUT_SIZE	16381
@@ -288,6 +289,22 @@ struct ipv4_nat_entry {
 	__u16 rev_port;		/* NodePort: the other side's port (Cilium: pad) */
 };
 
+/* ---- cilium_ipv4_frag_datagrams: ipv4_frag_id -> ipv4_frag_l4ports (LRU)
+ * The ports of a fragmented datagram, learned from its first fragment, for
+ * the fragments after it, which carry no L4 header. ---- */
+struct ipv4_frag_id {
+	__u32 daddr;		/* network order */
+	__u32 saddr;		/* network order */
+	__u16 id;		/* the IP ID, network order */
+	__u8 proto;
+	__u8 pad;
+};
+
+struct ipv4_frag_l4ports {
+	__u16 sport;		/* the datagram's source port, network order */
+	__u16 dport;		/* its destination port */
+};
+
 /* ---- cilium_policy_<EPID>: policy_key (LPM) -> policy_entry ---- */
 struct policy_key {
 	__u32 prefixlen;
@@ -384,6 +401,9 @@ struct ratelimit_metrics_value {
 #define RUNTIME_CONFIG_EVENTS_DISABLED		11
 /* 1: write debug captures (debug with debug-verbose=datapath) */
 #define RUNTIME_CONFIG_DEBUG_DATAPATH		12
+/* 1: enable-ipv4-fragment-tracking=false, fragments are dropped (0, the
+ * default, tracks them) */
+#define RUNTIME_CONFIG_FRAGMENTS_DISABLED	13
 #define NODEPORT_PORT_MIN_DEFAULT	30000
 #define NODEPORT_PORT_MAX_DEFAULT	32767
 #define LB_ALGORITHM_RANDOM		0
@@ -520,6 +540,7 @@ struct policy_verdict_notify {
 #define DROP_NO_FIB		169
 #define DROP_INVALID_IDENTITY	171
 #define DROP_UNKNOWN_SENDER	172
+#define DROP_FRAG_NOT_FOUND	175
 #define DROP_POLICY_DENY	181
 #define DROP_TTL_EXCEEDED	196
 #define DROP_EP_NOT_READY	203

@@ -16,6 +16,7 @@
 #include <linux/icmp.h>
 #include "conntrack_map.h"
 #include "ipv4.h"
+#include "frag.h"
 
 #define TCP_FLAG_FIN	0x01
 #define TCP_FLAG_SYN	0x02
@@ -143,15 +144,29 @@ static __always_inline void ct_update(struct ct_entry *entry, __u8 nexthdr,
 	entry->lifetime = ct_now() + ct_lifetime(entry, nexthdr);
 }
 
-/* Reads the packet's tuple. Returns 0 or a negative drop reason. */
+/* Reads the packet's tuple; a fragment gets its datagram's. Returns 0 or a
+ * negative drop reason. */
 static __always_inline int ct_parse4(struct __sk_buff *ctx, const struct iphdr *ip4,
 				     struct ct_packet *pkt)
 {
+	struct ipv4_frag_l4ports ports = {};
+	int ret;
+
 	__builtin_memset(pkt, 0, sizeof(*pkt));
 	pkt->tuple.daddr = ip4->daddr;
 	pkt->tuple.saddr = ip4->saddr;
 	pkt->tuple.nexthdr = ip4->protocol;
-	return ct_extract_l4(ctx, ipv4_l4_off(ip4), &pkt->tuple, &pkt->tcp_flags);
+	if (ipv4_is_fragment(ip4)) {
+		ret = ipv4_frag_recall(ip4, &ports);
+		/* tuples keep the source port in dport */
+		pkt->tuple.dport = ports.sport;
+		pkt->tuple.sport = ports.dport;
+		return ret;
+	}
+	ret = ct_extract_l4(ctx, ipv4_l4_off(ip4), &pkt->tuple, &pkt->tcp_flags);
+	if (ret == 0 && ipv4_is_first_fragment(ip4))
+		ipv4_frag_remember(ip4, pkt->tuple.dport, pkt->tuple.sport);
+	return ret;
 }
 
 /*

@@ -24,6 +24,12 @@ static __always_inline int ipv4_is_fragment(const struct iphdr *ip4)
 	return ip4->frag_off & bpf_htons(0x1fff);
 }
 
+/* The first fragment of a datagram that has more (its header has ports). */
+static __always_inline int ipv4_is_first_fragment(const struct iphdr *ip4)
+{
+	return (ip4->frag_off & bpf_htons(0x3fff)) == bpf_htons(0x2000);
+}
+
 static __always_inline int ipv4_l4_off(const struct iphdr *ip4)
 {
 	return ETH_HLEN + ip4->ihl * 4;

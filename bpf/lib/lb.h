@@ -187,7 +187,9 @@ static __always_inline int lb4_select(struct __sk_buff *ctx, const struct ct_pac
 }
 
 /* Rewrites the destination (dst) or source address and port of a TCP/UDP
- * packet, with the L3 and L4 checksums. port 0 keeps the port. */
+ * packet, with the L3 and L4 checksums. port 0 keeps the port. A later
+ * fragment has no L4 header: only its address changes (the first
+ * fragment's L4 checksum covers the whole datagram). */
 static __always_inline int lb4_xlate(struct __sk_buff *ctx, int l4_off, __u8 proto,
 				     int dst, __u32 address, __u16 port)
 {
@@ -197,21 +199,26 @@ static __always_inline int lb4_xlate(struct __sk_buff *ctx, int l4_off, __u8 pro
 	int csum_off = l4_off + (proto == IPPROTO_TCP ? 16 : 6);
 	/* a UDP checksum of 0 means none, and must stay so */
 	__u64 mangled = proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+	__u16 frag_off, old_port = 0;
 	__u32 old_addr;
-	__u16 old_port;
+	int has_l4;
 
-	if (bpf_skb_load_bytes(ctx, addr_off, &old_addr, 4) < 0 ||
-	    bpf_skb_load_bytes(ctx, port_off, &old_port, 2) < 0)
+	if (bpf_skb_load_bytes(ctx, ETH_HLEN + offsetof(struct iphdr, frag_off),
+			       &frag_off, 2) < 0 ||
+	    bpf_skb_load_bytes(ctx, addr_off, &old_addr, 4) < 0)
+		return -DROP_INVALID;
+	has_l4 = !(frag_off & bpf_htons(0x1fff));
+	if (has_l4 && bpf_skb_load_bytes(ctx, port_off, &old_port, 2) < 0)
 		return -DROP_INVALID;
 	if (old_addr != address) {
-		if (bpf_l4_csum_replace(ctx, csum_off, old_addr, address,
-					mangled | BPF_F_PSEUDO_HDR | 4) < 0 ||
+		if ((has_l4 && bpf_l4_csum_replace(ctx, csum_off, old_addr, address,
+						   mangled | BPF_F_PSEUDO_HDR | 4) < 0) ||
 		    bpf_l3_csum_replace(ctx, ETH_HLEN + offsetof(struct iphdr, check),
 					old_addr, address, 4) < 0 ||
 		    bpf_skb_store_bytes(ctx, addr_off, &address, 4, 0) < 0)
 			return -DROP_WRITE_ERROR;
 	}
-	if (port && old_port != port) {
+	if (has_l4 && port && old_port != port) {
 		if (bpf_l4_csum_replace(ctx, csum_off, old_port, port, mangled | 2) < 0 ||
 		    bpf_skb_store_bytes(ctx, port_off, &port, 2, 0) < 0)
 			return -DROP_WRITE_ERROR;

@@ -114,6 +114,14 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_snat_v4_external SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct ipv4_frag_id);
+	__type(value, struct ipv4_frag_l4ports);
+	__uint(max_entries, FRAG_MAP_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_ipv4_frag_datagrams SEC(".maps");
+
 /* An endpoint's ingress, by endpoint ID (Cilium's POLICY_CALL_MAP): local
  * delivery tail-calls the endpoint's slot, which applies its ingress
  * policy and delivers. An endpoint without a slot is not served. */

@@ -45,6 +45,7 @@ drop_reasons! {
     DROP_NO_FIB = 169, "FIB lookup failed";
     DROP_INVALID_IDENTITY = 171, "Invalid identity";
     DROP_UNKNOWN_SENDER = 172, "Unknown sender";
+    DROP_FRAG_NOT_FOUND = 175, "First logical datagram fragment not found";
     DROP_POLICY_DENY = 181, "Policy denied by denylist";
     DROP_TTL_EXCEEDED = 196, "TTL exceeded";
     DROP_EP_NOT_READY = 203, "Endpoint not ready";

@@ -10,6 +10,7 @@ pub mod ct;
 pub mod drop;
 pub mod endpoint;
 pub mod events;
+pub mod frag;
 pub mod identity;
 pub mod ipcache;
 pub mod lb;

@@ -19,6 +19,7 @@ pub const LB4_REVERSE_SK: &str = "cilium_lb4_reverse_sk";
 pub const LB_AFFINITY_MATCH: &str = "cilium_lb_affinity_match";
 pub const RATELIMIT: &str = "cilium_ratelimit";
 pub const RATELIMIT_METRICS: &str = "cilium_ratelimit_metrics";
+pub const IPV4_FRAG_DATAGRAMS: &str = "cilium_ipv4_frag_datagrams";
 
 pub const ENDPOINTS_MAP_SIZE: u32 = 65535;
 pub const IPCACHE_MAP_SIZE: u32 = 512000;
@@ -29,6 +30,8 @@ pub const RUNTIME_CONFIG_SIZE: u32 = 256;
 pub const TUNNEL_MAP_SIZE: u32 = 65536;
 pub const POLICY_MAP_SIZE: u32 = 16384;
 pub const LB_MAP_SIZE: u32 = 65536;
+/// bpf-fragments-map-max default.
+pub const FRAG_MAP_SIZE: u32 = 8192;
 
 /// Directory below the bpffs root where global maps are pinned.
 pub const GLOBALS_DIR: &str = "tc/globals";

@@ -24,6 +24,8 @@ pub const EVENTS_BURST_LIMIT: u32 = 10;
 pub const EVENTS_DISABLED: u32 = 11;
 /// 1: write debug captures (debug with debug-verbose=datapath).
 pub const DEBUG_DATAPATH: u32 = 12;
+/// 1: enable-ipv4-fragment-tracking=false (later fragments are dropped).
+pub const FRAGMENTS_DISABLED: u32 = 13;
 pub const LB_ALGORITHM_RANDOM: u64 = 0;
 pub const LB_ALGORITHM_MAGLEV: u64 = 1;
 
@@ -43,6 +45,7 @@ pub fn index_name(index: u32) -> Option<&'static str> {
         EVENTS_BURST_LIMIT => Some("EventsBurstLimit"),
         EVENTS_DISABLED => Some("EventsDisabled"),
         DEBUG_DATAPATH => Some("DebugDatapath"),
+        FRAGMENTS_DISABLED => Some("FragmentsDisabled"),
         _ => None,
     }
 }

@@ -104,6 +104,7 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     let sizes = datapath::MapSizes {
         ct_tcp: config.ct_tcp_max,
         ct_any: config.ct_any_max,
+        frag: config.frag_max,
     };
     let mut dp = datapath::Datapath::init(&config.bpf_root, &sizes)
         .context("initialising BPF maps and programs")?;
@@ -199,6 +200,10 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
             .unwrap_or("None"),
     )?;
     write_events_config(&config.bpf_root, &config.events)?;
+    datapath::PinnedMap::open_global(&config.bpf_root, abi::maps::RUNTIME_CONFIG)?.put(
+        &abi::runtime_config::FRAGMENTS_DISABLED,
+        &u64::from(!config.fragment_tracking),
+    )?;
     let monitor = Arc::new(crate::monitor::Hub::default());
     let daemon = Arc::new(Daemon {
         runtime: Mutex::new(runtime),

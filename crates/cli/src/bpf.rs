@@ -88,6 +88,9 @@ pub enum Command {
     /// Manage policy related BPF maps
     #[command(subcommand)]
     Policy(crate::bpf_policy::Command),
+    /// IPv4 fragment tracking (cilium_ipv4_frag_datagrams)
+    #[command(subcommand)]
+    Frag(ListOnly),
 }
 
 fn open(ctx: &Ctx, name: &str) -> anyhow::Result<PinnedMap> {
@@ -274,13 +277,8 @@ fn lb_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
 
 /// One `cilium bpf ct list global` line, in the original direction.
 fn ct_line(k: &Ipv4CtTuple, v: &CtEntry) -> String {
-    let proto = match k.nexthdr {
-        6 => "TCP".to_owned(),
-        17 => "UDP".to_owned(),
-        1 => "ICMP".to_owned(),
-        132 => "SCTP".to_owned(),
-        n => format!("NextHeader={n}"),
-    };
+    let proto =
+        proto_name(k.nexthdr).map_or_else(|| format!("NextHeader={}", k.nexthdr), str::to_owned);
     let dir = if k.flags & TUPLE_F_IN != 0 {
         "IN"
     } else {
@@ -339,11 +337,7 @@ fn nat_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     let now = mono_secs();
     let mut lines = Vec::new();
     for (k, v) in open(ctx, maps::SNAT4_EXTERNAL)?.entries::<Ipv4CtTuple, Ipv4NatEntry>()? {
-        let proto = match k.nexthdr {
-            6 => "TCP".to_string(),
-            17 => "UDP".to_string(),
-            p => p.to_string(),
-        };
+        let proto = proto_name(k.nexthdr).map_or_else(|| k.nexthdr.to_string(), str::to_owned);
         let (dir, created) = (k.flags, v.created);
         let (src, dst) = (k.saddr.ip(), k.daddr.ip());
         let (sport, dport) = (k.sport.get(), k.dport.get());
@@ -360,6 +354,49 @@ fn nat_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     print_lines(args, lines)
+}
+
+fn proto_name(proto: u8) -> Option<&'static str> {
+    match proto {
+        1 => Some("ICMP"),
+        6 => Some("TCP"),
+        17 => Some("UDP"),
+        132 => Some("SCTP"),
+        _ => None,
+    }
+}
+
+/// Cilium's `bpf frag list`: the datagrams whose first fragment was seen.
+fn frag_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    use abi::frag::{Ipv4FragId, Ipv4FragL4Ports};
+    let mut json = Vec::new();
+    let mut rows = Vec::new();
+    for (k, v) in open(ctx, maps::IPV4_FRAG_DATAGRAMS)?.entries::<Ipv4FragId, Ipv4FragL4Ports>()? {
+        let proto = proto_name(k.proto).map_or_else(|| k.proto.to_string(), str::to_owned);
+        let src = format!("{}:{}", k.saddr.ip(), v.sport.get());
+        let dst = format!("{}:{}", k.daddr.ip(), v.dport.get());
+        let id = k.id.get();
+        json.push(serde_json::json!({
+            "ID": id, "Proto": proto, "SourceAddress": src, "DestAddress": dst, "SipCallIdHash": 0,
+        }));
+        rows.push(row![id, proto, src, dst, 0]);
+    }
+    if args.output.is_none() && rows.is_empty() {
+        eprintln!("No entries found.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    json_or_table(
+        args,
+        json.into(),
+        row![
+            "ID",
+            "PROTO",
+            "SOURCE ADDRESS:PORT",
+            "DEST ADDRESS:PORT",
+            "SIP CALL-ID HASH"
+        ],
+        rows,
+    )
 }
 
 /// Line listings (`ct`, `nat`): sorted lines, or a JSON array of them.
@@ -448,5 +485,6 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::Nat(NatCommand::List(a)) => nat_list(ctx, a),
         Command::Nat(NatCommand::Flush) => flush(ctx, &[maps::SNAT4_EXTERNAL]),
         Command::Policy(cmd) => crate::bpf_policy::run(ctx, cmd),
+        Command::Frag(ListOnly::List(a)) => frag_list(ctx, a),
     }
 }

@@ -90,6 +90,14 @@ fn pods_on_three_nodes_talk_through_the_overlay() {
         }
     }
     assert!(cluster.nodes[2].ping("web-3", db));
+    // Datagrams above the route MTU go as fragments, across nodes too.
+    assert!(cluster.nodes[0].ping_sized("web-1", pods[1].2, 3000));
+    assert!(cluster.nodes[2].ping_sized("web-3", db, 3000));
+    let frags = cluster.nodes[0].cilium_ok(&["bpf", "frag", "list"]);
+    assert!(
+        frags.starts_with("ID") && frags.contains(&format!("ICMP    {}:", pods[0].2)),
+        "{frags}"
+    );
     for (i, _, _) in &pods {
         let j = (i + 1) % 3;
         let (client, server) = (&cluster.nodes[*i], &cluster.nodes[j]);

@@ -22,6 +22,7 @@ const MIGRATING_SUFFIX: &str = ":migrating";
 pub struct MapSizes {
     pub ct_tcp: u32,
     pub ct_any: u32,
+    pub frag: u32,
 }
 
 impl Default for MapSizes {
@@ -29,15 +30,17 @@ impl Default for MapSizes {
         Self {
             ct_tcp: abi::maps::CT_MAP_SIZE_TCP,
             ct_any: abi::maps::CT_MAP_SIZE_ANY,
+            frag: abi::maps::FRAG_MAP_SIZE,
         }
     }
 }
 
 impl MapSizes {
-    pub(crate) fn overrides(&self) -> [(&'static str, u32); 2] {
+    pub(crate) fn overrides(&self) -> [(&'static str, u32); 3] {
         [
             (abi::maps::CT4_GLOBAL, self.ct_tcp),
             (abi::maps::CT_ANY4_GLOBAL, self.ct_any),
+            (abi::maps::IPV4_FRAG_DATAGRAMS, self.frag),
         ]
     }
 }

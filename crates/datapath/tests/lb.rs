@@ -1,7 +1,8 @@
 //! ClusterIP load balancing in cil_from_container on crafted packets, with
 //! the LB maps written from `lb`'s own entries: DNAT to a backend with valid
 //! checksums, the flow kept on its backend, replies turned back into the
-//! frontend, terminating backends, and services without backends.
+//! frontend, fragmented datagrams, terminating backends, and services
+//! without backends.
 
 mod common;
 
@@ -55,6 +56,38 @@ fn syn(sport: u16) -> Vec<u8> {
 
 fn setup(sb: &Sandbox) -> (TestObject, LoadBalancer) {
     (pods(sb), LoadBalancer::new())
+}
+
+#[test]
+fn a_fragmented_datagram_to_a_frontend_goes_whole_to_its_backend() {
+    let sb = Sandbox::enter();
+    let (mut obj, mut lb) = setup(&sb);
+    service(&obj, &mut lb, &[(BACKEND_A, BackendState::Active)]);
+    let first = [udp(40000, 80), vec![0xab; 16]].concat();
+    let first = obj
+        .run(
+            "cil_from_container",
+            &fragment(CLIENT, VIP, 17, 21, 0, true, &first),
+        )
+        .unwrap();
+    assert_eq!(first.retval, TC_ACT_REDIRECT);
+    assert_eq!(addrs(&first.packet), (CLIENT, BACKEND_A, 40000, 8080));
+
+    let payload = [0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4];
+    let rest = obj
+        .run(
+            "cil_from_container",
+            &fragment(CLIENT, VIP, 17, 21, 3, false, &payload),
+        )
+        .unwrap();
+    assert_eq!(rest.retval, TC_ACT_REDIRECT);
+    assert_eq!(
+        addrs(&rest.packet).1,
+        BACKEND_A,
+        "same backend as its first"
+    );
+    assert_eq!(&rest.packet[34..], &payload, "no L4 header to rewrite");
+    assert_eq!(ipv4_checksum(&rest.packet[14..34]), 0);
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! Policy enforcement in cil_from_container on crafted packets: egress at
 //! the source and ingress at the destination, per endpoint, with Cilium's
 //! drop reasons; replies of allowed flows pass whatever the policy says the
-//! other way, as do ICMP errors about them, and an endpoint without a
-//! policy map is not served.
+//! other way, as do ICMP errors about them; later fragments of a datagram
+//! are judged by its first's ports; and an endpoint without a policy map is
+//! not served.
 
 mod common;
 
@@ -158,6 +159,72 @@ fn errors_about_an_allowed_flow_pass_as_related() {
     assert_eq!(
         related, 2,
         "one for A's egress entry, one for B's ingress entry"
+    );
+}
+
+#[test]
+fn later_fragments_follow_their_first_through_policy() {
+    let sb = Sandbox::enter();
+    let mut obj = two_pods(&sb);
+    // B takes A's UDP on 53 only
+    set_policy(&obj, EP_B, &[(ID_A, false, UDP, 53)], &[]);
+    let datagram = |id: u16, dport: u16| {
+        let first = [udp(40000, dport), vec![0xab; 16]].concat();
+        // read as a UDP header, the rest would say port 9999 to 9999
+        let rest = [0x27, 0x0f, 0x27, 0x0f, 1, 2, 3, 4];
+        (
+            fragment(POD_A, POD_B, UDP, id, 0, true, &first),
+            fragment(POD_A, POD_B, UDP, id, 3, false, &rest),
+        )
+    };
+    let run =
+        |obj: &mut TestObject, frame: &[u8]| obj.run("cil_from_container", frame).unwrap().retval;
+
+    let (first, rest) = datagram(7, 53);
+    assert_eq!(run(&mut obj, &first), TC_ACT_REDIRECT);
+    assert_eq!(
+        run(&mut obj, &rest),
+        TC_ACT_REDIRECT,
+        "the rest of an allowed datagram"
+    );
+
+    let (first, rest) = datagram(8, 54);
+    assert_eq!(run(&mut obj, &first), TC_ACT_SHOT);
+    assert_eq!(
+        run(&mut obj, &rest),
+        TC_ACT_SHOT,
+        "the rest of a denied datagram"
+    );
+    assert_eq!(metric(&obj, abi::drop::DROP_POLICY, DIR_INGRESS).0, 2);
+
+    let (_, orphan) = datagram(9, 53);
+    assert_eq!(
+        run(&mut obj, &orphan),
+        TC_ACT_SHOT,
+        "no first fragment seen"
+    );
+    assert_eq!(
+        metric(&obj, abi::drop::DROP_FRAG_NOT_FOUND, DIR_EGRESS).0,
+        1
+    );
+
+    // enable-ipv4-fragment-tracking=false: later fragments are refused
+    obj.map(abi::maps::RUNTIME_CONFIG)
+        .unwrap()
+        .put(&abi::runtime_config::FRAGMENTS_DISABLED, &1u64)
+        .unwrap();
+    let (first, rest) = datagram(10, 53);
+    assert_eq!(
+        obj.run("cil_from_container", &first).unwrap().retval,
+        TC_ACT_REDIRECT
+    );
+    assert_eq!(
+        obj.run("cil_from_container", &rest).unwrap().retval,
+        TC_ACT_SHOT
+    );
+    assert_eq!(
+        metric(&obj, abi::drop::DROP_FRAG_NOSUPPORT, DIR_EGRESS).0,
+        1
     );
 }
 

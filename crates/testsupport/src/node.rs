@@ -338,9 +338,19 @@ impl Node {
     }
 
     pub fn ping(&self, from: &str, to: Ipv4Addr) -> bool {
-        self.in_pod(from, &["ping", "-c", "1", "-W", "2", &to.to_string()])
-            .status
-            .success()
+        self.ping_sized(from, to, 56)
+    }
+
+    /// A ping with `size` bytes of data: above the route MTU it travels
+    /// as fragments.
+    pub fn ping_sized(&self, from: &str, to: Ipv4Addr, size: u16) -> bool {
+        let size = size.to_string();
+        self.in_pod(
+            from,
+            &["ping", "-c", "1", "-W", "2", "-s", &size, &to.to_string()],
+        )
+        .status
+        .success()
     }
 
     pub fn links(&self) -> String {

@@ -54,6 +54,10 @@ pub struct DaemonConfig {
     pub mtu: u32,
     pub ct_tcp_max: u32,
     pub ct_any_max: u32,
+    /// bpf-fragments-map-max: datagrams whose later fragments can be tracked.
+    pub frag_max: u32,
+    /// enable-ipv4-fragment-tracking.
+    pub fragment_tracking: bool,
     pub cluster_name: String,
     /// `K8S_NODE_NAME`, else the hostname.
     pub node_name: String,
@@ -300,6 +304,8 @@ impl DaemonConfig {
             mtu,
             ct_tcp_max: num("bpf-ct-global-tcp-max") as u32,
             ct_any_max: num("bpf-ct-global-any-max") as u32,
+            frag_max: num("bpf-fragments-map-max") as u32,
+            fragment_tracking: boolean("enable-ipv4-fragment-tracking"),
             cluster_name: l.get("cluster-name").to_owned(),
             node_name: node_name(),
             kvstore,

@@ -149,6 +149,8 @@ pub const KEYS: &[Key] = &[
     k("enable-host-firewall", Bool, "false"),
     k("enable-bandwidth-manager", Bool, "false"),
     k("enable-ipv4-big-tcp", Bool, "false"),
+    k("enable-ipv4-fragment-tracking", Bool, "true"),
+    k("bpf-fragments-map-max", Uint(256, 1 << 24), "8192"),
     k("enable-ipv6-big-tcp", Bool, "false"),
     k("cni-chaining-mode", Str, "none"),
     k("write-cni-conf-when-ready", Str, ""),

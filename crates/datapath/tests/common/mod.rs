@@ -52,6 +52,28 @@ pub fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, l4: &[u8]) -> Vec<u8> {
     )
 }
 
+/// A fragment of IP datagram `id`: `offset` in 8-byte units, `more` sets
+/// MF; `payload` is what this fragment carries (an L4 header only in the
+/// first).
+pub fn fragment(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    proto: u8,
+    id: u16,
+    offset: u16,
+    more: bool,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut f = ipv4(src, dst, proto, payload);
+    f[18..20].copy_from_slice(&id.to_be_bytes());
+    let frag = offset | if more { 0x2000 } else { 0 };
+    f[20..22].copy_from_slice(&frag.to_be_bytes());
+    f[24..26].copy_from_slice(&[0, 0]);
+    let csum = ipv4_checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&csum.to_be_bytes());
+    f
+}
+
 pub fn tcp(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
     let mut t = Vec::new();
     t.extend_from_slice(&sport.to_be_bytes());
