@@ -38,6 +38,18 @@ fn bpf_attr<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<()> {
     }
 }
 
+/// A bpf(2) command that answers with a new file descriptor.
+fn bpf_new_fd<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: as bpf_attr.
+    let ret =
+        unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>()) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a fresh descriptor we now own.
+    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(ret as i32) })
+}
+
 fn attr(fd: BorrowedFd<'_>, key: *const u8, value: *const u8, flags: u64) -> MapElemAttr {
     MapElemAttr {
         map_fd: fd.as_raw_fd() as u32,
@@ -136,7 +148,6 @@ pub struct MapMeta {
 
 /// Opens a pinned object by path.
 pub fn obj_get(path: &std::path::Path) -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
     use std::os::unix::ffi::OsStrExt;
     #[repr(C)]
     struct ObjGetAttr {
@@ -155,20 +166,8 @@ pub fn obj_get(path: &std::path::Path) -> io::Result<std::os::fd::OwnedFd> {
         path_fd: 0,
         _pad: 0,
     };
-    // SAFETY: attr is a valid BPF_OBJ_GET attribute; cpath outlives the call.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_OBJ_GET,
-            &mut attr as *mut ObjGetAttr,
-            std::mem::size_of::<ObjGetAttr>(),
-        )
-    };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel returned a fresh descriptor we now own.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(ret as i32) })
+    // cpath outlives the call
+    bpf_new_fd(BPF_OBJ_GET, &mut attr)
 }
 
 /// BPF_OBJ_GET_INFO_BY_FD into `info` (the kernel fills what fits).
@@ -207,7 +206,6 @@ const BPF_MAP_GET_FD_BY_ID: libc::c_long = 14;
 
 /// Opens a map by its kernel ID (what userspace reads from a map-in-map).
 pub fn map_fd_by_id(id: u32) -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
     #[repr(C)]
     struct ByIdAttr {
         map_id: u32,
@@ -219,20 +217,7 @@ pub fn map_fd_by_id(id: u32) -> io::Result<std::os::fd::OwnedFd> {
         next_id: 0,
         open_flags: 0,
     };
-    // SAFETY: attr is a valid BPF_MAP_GET_FD_BY_ID attribute.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_MAP_GET_FD_BY_ID,
-            &mut attr as *mut ByIdAttr,
-            std::mem::size_of::<ByIdAttr>(),
-        )
-    };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel returned a fresh descriptor we now own.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(ret as i32) })
+    bpf_new_fd(BPF_MAP_GET_FD_BY_ID, &mut attr)
 }
 
 /// The kernel's ID of a map (what a map-in-map lookup returns).
@@ -296,7 +281,6 @@ pub fn map_create(
     inner: Option<BorrowedFd<'_>>,
     name: &str,
 ) -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
     let mut attr = MapCreateAttr {
         map_type: meta.map_type,
         key_size: meta.key_size,
@@ -310,20 +294,7 @@ pub fn map_create(
     for (d, s) in attr.map_name.iter_mut().zip(name.bytes().take(15)) {
         *d = s;
     }
-    // SAFETY: attr is a valid BPF_MAP_CREATE attribute of the size passed.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_MAP_CREATE,
-            &mut attr as *mut MapCreateAttr,
-            std::mem::size_of::<MapCreateAttr>(),
-        )
-    };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel returned a fresh descriptor we now own.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(ret as i32) })
+    bpf_new_fd(BPF_MAP_CREATE, &mut attr)
 }
 
 /// Pins an object at `path` (BPF_OBJ_PIN).

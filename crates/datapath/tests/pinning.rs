@@ -10,6 +10,7 @@ fn small() -> MapSizes {
     MapSizes {
         ct_tcp: 1024,
         ct_any: 1024,
+        ..Default::default()
     }
 }
 
@@ -66,6 +67,7 @@ fn resized_map_is_migrated_and_others_keep_state() {
         &MapSizes {
             ct_tcp: 2048,
             ct_any: 1024,
+            ..Default::default()
         },
     )
     .expect("init with a bigger CT map");

@@ -228,6 +228,7 @@ fn loading_bpf_sock_keeps_the_nodes_resized_maps() {
     let sizes = datapath::MapSizes {
         ct_tcp: 4096,
         ct_any: 4096,
+        ..Default::default()
     };
     let _dp = datapath::Datapath::init(&sb.bpffs(), &sizes).unwrap();
     let ct = || {
