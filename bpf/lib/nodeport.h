@@ -155,7 +155,7 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 	__u8 proto;
 
 	ip4 = ipv4_hdr(ctx);
-	if (!ip4 || !lb4_is_balanced_proto(ip4->protocol) || ipv4_is_fragment(ip4))
+	if (!ip4 || !lb4_is_balanced_proto(ip4->protocol))
 		return CTX_ACT_OK;
 	/* NodePort connections and the replies to their SNAT both go to a
 	 * node address; passing traffic needs no parsing or lookups. */

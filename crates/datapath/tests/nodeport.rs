@@ -1,6 +1,7 @@
 //! cil_from_netdev on crafted packets: a NodePort connection is DNATed to
 //! its backend and SNATed to the node address, both NAT entries exist, and
-//! the backend's reply is turned back into one from the node's NodePort.
+//! the backend's reply is turned back into one from the node's NodePort;
+//! the later fragments of a datagram follow its first.
 
 mod common;
 
@@ -59,10 +60,9 @@ fn nat_key(saddr: Ipv4Addr, daddr: Ipv4Addr, sport: u16, dport: u16, dir: u8) ->
     }
 }
 
-#[test]
-fn nodeport_flows_are_translated_both_ways() {
-    let sb = Sandbox::enter();
-    let mut obj = node(&sb);
+/// A node with NodePort 30080 to BACKEND, a pod of its own.
+fn node_with_local_backend(sb: &Sandbox) -> TestObject {
+    let obj = node(sb);
     add_endpoint(
         &obj,
         BACKEND,
@@ -83,6 +83,41 @@ fn nodeport_flows_are_translated_both_ways() {
         .unwrap();
     let (up, _) = LoadBalancer::new().upsert(&nodeport(&[BACKEND])).unwrap();
     datapath::lbmap::apply(obj.pin_dir(), &up).unwrap();
+    obj
+}
+
+#[test]
+fn a_fragmented_datagram_to_a_nodeport_is_translated_whole() {
+    let sb = Sandbox::enter();
+    let mut obj = node_with_local_backend(&sb);
+    let first = [udp(45000, 30080), vec![0xab; 16]].concat();
+    let out = obj
+        .run(
+            "cil_from_netdev",
+            &fragment(CLIENT, NODE, 17, 33, 0, true, &first),
+        )
+        .unwrap();
+    assert_eq!(out.retval, TC_ACT_REDIRECT);
+    assert_eq!(addrs(&out.packet), (NODE, BACKEND, 45000, 8080));
+
+    let payload = [0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4];
+    let rest = obj
+        .run(
+            "cil_from_netdev",
+            &fragment(CLIENT, NODE, 17, 33, 3, false, &payload),
+        )
+        .unwrap();
+    assert_eq!(rest.retval, TC_ACT_REDIRECT);
+    let (src, dst, _, _) = addrs(&rest.packet);
+    assert_eq!((src, dst), (NODE, BACKEND));
+    assert_eq!(&rest.packet[34..], &payload);
+    assert_eq!(ipv4_checksum(&rest.packet[14..34]), 0);
+}
+
+#[test]
+fn nodeport_flows_are_translated_both_ways() {
+    let sb = Sandbox::enter();
+    let mut obj = node_with_local_backend(&sb);
 
     let syn = with_l4_checksum(ipv4(CLIENT, NODE, 6, &tcp(45000, 30080, 0x02)));
     let out = obj.run("cil_from_netdev", &syn).unwrap();
