@@ -47,18 +47,41 @@ static __always_inline void *ct_map_for(__u8 nexthdr)
 struct ct_packet {
 	struct ipv4_ct_tuple tuple;	/* no direction bit set */
 	__u8 tcp_flags;
+	__u8 icmp_type;			/* what ICMP policy rules match on */
 };
 
-/* Fills the tuple's ports and flags from the L4 header at l4_off.
- * Returns 0 or a negative drop reason. */
-static __always_inline int ct_extract_l4(struct __sk_buff *ctx, int l4_off,
-					 struct ipv4_ct_tuple *tuple,
-					 __u8 *tcp_flags)
+/* An ICMP message's tuple: echoes by their identifier, errors as related
+ * to the flow they are about. Returns 0 or a negative drop reason. */
+static __always_inline int ct_icmp_tuple(struct ipv4_ct_tuple *tuple, __u8 type, __u16 id)
 {
+	switch (type) {
+	case ICMP_ECHO:
+		tuple->dport = id;
+		return 0;
+	case ICMP_ECHOREPLY:
+		tuple->sport = id;
+		return 0;
+	case ICMP_DEST_UNREACH:
+	case ICMP_TIME_EXCEEDED:
+	case ICMP_PARAMETERPROB:
+		tuple->flags |= TUPLE_F_RELATED;
+		return 0;
+	default:
+		return -DROP_UNKNOWN_ICMP_TYPE;
+	}
+}
+
+/* Fills the tuple's ports and flags, and the TCP flags or ICMP type, from
+ * the L4 header at l4_off. Returns 0 or a negative drop reason. */
+static __always_inline int ct_extract_l4(struct __sk_buff *ctx, int l4_off,
+					 struct ct_packet *pkt)
+{
+	struct ipv4_ct_tuple *tuple = &pkt->tuple;
+
 	switch (tuple->nexthdr) {
 	case IPPROTO_TCP:
 		/* flags live in byte 13 of the TCP header */
-		if (bpf_skb_load_bytes(ctx, l4_off + 13, tcp_flags, 1) < 0)
+		if (bpf_skb_load_bytes(ctx, l4_off + 13, &pkt->tcp_flags, 1) < 0)
 			return -DROP_CT_INVALID_HDR;
 		/* fallthrough */
 	case IPPROTO_UDP:
@@ -71,21 +94,8 @@ static __always_inline int ct_extract_l4(struct __sk_buff *ctx, int l4_off,
 
 		if (bpf_skb_load_bytes(ctx, l4_off, &icmp, sizeof(icmp)) < 0)
 			return -DROP_CT_INVALID_HDR;
-		switch (icmp.type) {
-		case ICMP_ECHO:
-			tuple->dport = icmp.un.echo.id;
-			return 0;
-		case ICMP_ECHOREPLY:
-			tuple->sport = icmp.un.echo.id;
-			return 0;
-		case ICMP_DEST_UNREACH:
-		case ICMP_TIME_EXCEEDED:
-		case ICMP_PARAMETERPROB:
-			tuple->flags |= TUPLE_F_RELATED;
-			return 0;
-		default:
-			return -DROP_UNKNOWN_ICMP_TYPE;
-		}
+		pkt->icmp_type = icmp.type;
+		return ct_icmp_tuple(tuple, icmp.type, icmp.un.echo.id);
 	}
 	default:
 		return -DROP_CT_UNKNOWN_PROTO;
@@ -156,17 +166,28 @@ static __always_inline int ct_parse4(struct __sk_buff *ctx, const struct iphdr *
 	pkt->tuple.daddr = ip4->daddr;
 	pkt->tuple.saddr = ip4->saddr;
 	pkt->tuple.nexthdr = ip4->protocol;
+	/* ICMP has no ports: its fragments note the type and identifier */
 	if (ipv4_is_fragment(ip4)) {
 		ret = ipv4_frag_recall(ip4, &ports);
-		/* tuples keep the source port in dport */
-		pkt->tuple.dport = ports.sport;
-		pkt->tuple.sport = ports.dport;
-		return ret;
+		if (ret < 0)
+			return ret;
+		if (pkt->tuple.nexthdr != IPPROTO_ICMP) {
+			/* tuples keep the source port in dport */
+			pkt->tuple.dport = ports.sport;
+			pkt->tuple.sport = ports.dport;
+			return 0;
+		}
+		pkt->icmp_type = (__u8)ports.sport;
+		return ct_icmp_tuple(&pkt->tuple, pkt->icmp_type, ports.dport);
 	}
-	ret = ct_extract_l4(ctx, ipv4_l4_off(ip4), &pkt->tuple, &pkt->tcp_flags);
-	if (ret == 0 && ipv4_is_first_fragment(ip4))
+	ret = ct_extract_l4(ctx, ipv4_l4_off(ip4), pkt);
+	if (ret < 0 || !ipv4_is_first_fragment(ip4))
+		return ret;
+	if (pkt->tuple.nexthdr == IPPROTO_ICMP)
+		ipv4_frag_remember(ip4, pkt->icmp_type, pkt->tuple.dport | pkt->tuple.sport);
+	else
 		ipv4_frag_remember(ip4, pkt->tuple.dport, pkt->tuple.sport);
-	return ret;
+	return 0;
 }
 
 /*

@@ -29,9 +29,6 @@ static __always_inline int policy_exact_proto(const struct policy_entry *e)
 	return !(e->flags & POLICY_FLAG_WILDCARD_PROTOCOL);
 }
 
-/* May traffic between endpoint ep_id and the peer `remote` pass, in the
- * given direction, to destination port dport (network order; 0 for
- * protocols without ports)? Returns 0 or a negative drop reason. */
 /* Cilium's match types, as policy verdict events carry them */
 #define POLICY_MATCH_NONE	0
 #define POLICY_MATCH_L3_ONLY	1
@@ -40,6 +37,11 @@ static __always_inline int policy_exact_proto(const struct policy_entry *e)
 #define POLICY_MATCH_ALL	4
 #define POLICY_MATCH_L3_PROTO	5
 #define POLICY_MATCH_PROTO_ONLY	6
+
+/* May traffic between endpoint ep_id and the peer `remote` pass, in the
+ * given direction, to destination port dport (network order; policy_dport
+ * gives it, 0 for protocols without ports)? Returns 0 or a negative drop
+ * reason. */
 
 static __always_inline int policy_can_access4(__u32 ep_id, __u32 remote, __u8 egress,
 					      __u8 proto, __u16 dport, __u32 len,
@@ -108,12 +110,19 @@ static __always_inline void send_policy_verdict_notify(struct __sk_buff *ctx, __
 	notify_output(ctx, &msg, sizeof(msg), cap_len);
 }
 
-/* The destination port policy keys carry: CT tuples keep it in sport. */
+/* The "port" policy keys carry: the destination port (CT tuples keep it in
+ * sport), or for ICMP the type << 8, as Cilium keys ICMP rules. */
 static __always_inline __u16 policy_dport(const struct ct_packet *pkt)
 {
-	__u8 proto = pkt->tuple.nexthdr;
-
-	return proto == IPPROTO_TCP || proto == IPPROTO_UDP ? pkt->tuple.sport : 0;
+	switch (pkt->tuple.nexthdr) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+		return pkt->tuple.sport;
+	case IPPROTO_ICMP:
+		return bpf_htons((__u16)pkt->icmp_type << 8);
+	default:
+		return 0;
+	}
 }
 
 /*

@@ -1,7 +1,7 @@
 //! Policy on one node through the CLI: every kind of bad input is refused
 //! with the field named and a non-zero exit while the policy in force
-//! stays; `cilium policy selectors`; the `always` and `never` enforcement
-//! modes switched at run time.
+//! stays; ICMP rules by type; `cilium policy selectors`; the `always` and
+//! `never` enforcement modes switched at run time.
 
 mod common;
 
@@ -108,6 +108,22 @@ fn bad_policies_are_refused_by_field_and_change_nothing() {
         ),
         ("unknown protocol", GOOD.replace("TCP", "XTP"), "protocol"),
         (
+            "ICMPs beside toPorts",
+            GOOD.replace(
+                "    toPorts:",
+                "    icmps: [{fields: [{type: 8}]}]\n    toPorts:",
+            ),
+            "ICMPs block may only be present without ToPorts",
+        ),
+        (
+            "unknown ICMP type",
+            GOOD.replace(
+                "    toPorts:\n    - ports:\n      - port: \"80\"\n        protocol: TCP\n",
+                "    icmps: [{fields: [{type: EchoPlease}]}]\n",
+            ),
+            "spec.ingress[0].icmps[0].fields[0].type",
+        ),
+        (
             "wrong kind",
             GOOD.replace("CiliumNetworkPolicy", "CiliumPolicy"),
             "kind",
@@ -129,6 +145,30 @@ fn bad_policies_are_refused_by_field_and_change_nothing() {
         "the good policy still allows a"
     );
     assert!(!reachable(&node.netns("c"), b, 80), "and still blocks c");
+
+    // ICMP rules: c may ping b (echo requests only); a, allowed TCP 80
+    // alone, may not.
+    assert!(!node.ping("c", b) && !node.ping("a", b));
+    let icmp = GOOD
+        .replace("b-from-a", "b-pinged-by-c")
+        .replace("{app: a}", "{app: c}")
+        .replace(
+            "    toPorts:\n    - ports:\n      - port: \"80\"\n        protocol: TCP\n",
+            "    icmps:\n    - fields:\n      - {type: EchoRequest, family: IPv4}\n",
+        );
+    let out = node.import_policy(&icmp);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for("c to ping b", 10, || node.ping("c", b));
+    assert!(!node.ping("a", b), "a has no ICMP rule");
+    node.cilium_ok(&[
+        "policy",
+        "delete",
+        "k8s:io.cilium.k8s.policy.name=b-pinged-by-c",
+    ]);
 
     let sel = node.cilium_ok(&["policy", "selectors"]);
     assert!(

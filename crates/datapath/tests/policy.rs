@@ -163,6 +163,39 @@ fn errors_about_an_allowed_flow_pass_as_related() {
 }
 
 #[test]
+fn icmp_rules_match_the_type() {
+    let sb = Sandbox::enter();
+    let mut obj = two_pods(&sb);
+    let echo = |id: u16| {
+        ipv4(
+            POD_A,
+            POD_B,
+            ICMP,
+            &[8, 0, 0, 0, (id >> 8) as u8, id as u8, 0, 1],
+        )
+    };
+    // B takes echo requests (type 8) from A, keyed type << 8 as in Cilium
+    set_policy(&obj, EP_B, &[(ID_A, false, ICMP, 8 << 8)], &[]);
+    assert_eq!(
+        obj.run("cil_from_container", &echo(1)).unwrap().retval,
+        TC_ACT_REDIRECT
+    );
+    let reply = ipv4(POD_B, POD_A, ICMP, &[0, 0, 0, 0, 0, 1, 0, 1]);
+    assert_eq!(
+        obj.run("cil_from_container", &reply).unwrap().retval,
+        TC_ACT_REDIRECT,
+        "the reply is the flow's"
+    );
+    // only timestamp requests (type 13): an echo request is refused
+    set_policy(&obj, EP_B, &[(ID_A, false, ICMP, 13 << 8)], &[]);
+    assert_eq!(
+        obj.run("cil_from_container", &echo(2)).unwrap().retval,
+        TC_ACT_SHOT
+    );
+    assert_eq!(metric(&obj, abi::drop::DROP_POLICY, DIR_INGRESS).0, 1);
+}
+
+#[test]
 fn later_fragments_follow_their_first_through_policy() {
     let sb = Sandbox::enter();
     let mut obj = two_pods(&sb);

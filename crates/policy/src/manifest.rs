@@ -307,6 +307,8 @@ pub struct IngressSpec {
     pub from_entities: Option<Vec<EntitySpec>>,
     #[serde(default)]
     pub to_ports: Option<Vec<PortRuleSpec>>,
+    #[serde(default)]
+    pub icmps: Option<Vec<IcmpRuleSpec>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -322,6 +324,91 @@ pub struct EgressSpec {
     pub to_entities: Option<Vec<EntitySpec>>,
     #[serde(default)]
     pub to_ports: Option<Vec<PortRuleSpec>>,
+    #[serde(default)]
+    pub icmps: Option<Vec<IcmpRuleSpec>>,
+}
+
+/// `icmps`: ICMP types a rule allows, instead of ports.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IcmpRuleSpec {
+    #[serde(default)]
+    pub fields: Option<Vec<IcmpFieldSpec>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IcmpFieldSpec {
+    #[serde(rename = "type")]
+    pub icmp_type: IcmpTypeSpec,
+    #[serde(default)]
+    pub family: Option<IcmpFamilySpec>,
+}
+
+/// An ICMP type by number or by Cilium's name (`EchoRequest`, ...).
+#[derive(Deserialize, Clone, Copy)]
+#[serde(try_from = "PortValue")]
+pub struct IcmpTypeSpec(pub u8);
+
+/// Cilium's names of ICMPv4 types.
+const ICMPV4_TYPES: &[(&str, u8)] = &[
+    ("EchoReply", 0),
+    ("DestinationUnreachable", 3),
+    ("Redirect", 5),
+    ("Echo", 8),
+    ("EchoRequest", 8),
+    ("RouterAdvertisement", 9),
+    ("RouterSelection", 10),
+    ("TimeExceeded", 11),
+    ("ParameterProblem", 12),
+    ("Timestamp", 13),
+    ("TimestampReply", 14),
+    ("Photuris", 40),
+    ("ExtendedEchoRequest", 42),
+    ("ExtendedEchoReply", 43),
+];
+
+impl TryFrom<PortValue> for IcmpTypeSpec {
+    type Error = String;
+    fn try_from(v: PortValue) -> Result<Self, String> {
+        let n = match v {
+            PortValue::Number(n) => n,
+            PortValue::Text(s) => match s.trim().parse::<i64>() {
+                Ok(n) => n,
+                Err(_) => {
+                    return ICMPV4_TYPES
+                        .iter()
+                        .find(|(name, _)| *name == s.trim())
+                        .map(|(_, t)| Self(*t))
+                        .ok_or_else(|| format!("unknown ICMP type {s:?}"))
+                }
+            },
+        };
+        u8::try_from(n)
+            .map(Self)
+            .map_err(|_| format!("ICMP type {n} out of range (0-255)"))
+    }
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(try_from = "String")]
+pub struct IcmpFamilySpec(pub bool);
+
+impl IcmpFamilySpec {
+    pub fn is_ipv4(self) -> bool {
+        self.0
+    }
+}
+
+impl TryFrom<String> for IcmpFamilySpec {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        match s.as_str() {
+            "IPv4" => Ok(Self(true)),
+            "IPv6" => Ok(Self(false)),
+            _ => Err(format!("unknown ICMP family {s:?}: expected IPv4 or IPv6")),
+        }
+    }
 }
 
 // ---- networking.k8s.io/v1 NetworkPolicy ----

@@ -4,7 +4,7 @@
 
 use crate::labels::{Label, Labels, NAMESPACE_KEY, SOURCE_K8S};
 use crate::manifest::*;
-use crate::rule::{Peer, PeerRule, Rule};
+use crate::rule::{Peer, PeerRule, PortProtocol, Protocol, Rule};
 use crate::selector::{Operator, Requirement, Selector};
 use serde::Deserialize;
 
@@ -372,58 +372,96 @@ fn cilium_rule(spec: &RuleSpec, namespace: Option<&str>, labels: Labels) -> Resu
         .ok_or("endpointSelector is required")?
         .to_selector();
     let ingress = |list: &Option<Vec<IngressSpec>>| {
-        list.as_ref().map(|rules| {
-            rules
-                .iter()
-                .map(|r| {
-                    peer_rule(
-                        r.from_endpoints.as_deref(),
-                        r.from_cidr.as_deref(),
-                        r.from_cidr_set.as_deref(),
-                        r.from_entities.as_deref(),
-                        r.to_ports.as_deref(),
-                        namespace,
-                    )
-                })
-                .collect()
-        })
+        list.as_ref()
+            .map(|rules| {
+                rules
+                    .iter()
+                    .map(|r| {
+                        Ok(peer_rule(
+                            r.from_endpoints.as_deref(),
+                            r.from_cidr.as_deref(),
+                            r.from_cidr_set.as_deref(),
+                            r.from_entities.as_deref(),
+                            l4(r.to_ports.as_deref(), r.icmps.as_deref())?,
+                            namespace,
+                        ))
+                    })
+                    .collect::<Result<_, String>>()
+            })
+            .transpose()
     };
     let egress = |list: &Option<Vec<EgressSpec>>| {
-        list.as_ref().map(|rules| {
-            rules
-                .iter()
-                .map(|r| {
-                    peer_rule(
-                        r.to_endpoints.as_deref(),
-                        r.to_cidr.as_deref(),
-                        r.to_cidr_set.as_deref(),
-                        r.to_entities.as_deref(),
-                        r.to_ports.as_deref(),
-                        namespace,
-                    )
-                })
-                .collect()
-        })
+        list.as_ref()
+            .map(|rules| {
+                rules
+                    .iter()
+                    .map(|r| {
+                        Ok(peer_rule(
+                            r.to_endpoints.as_deref(),
+                            r.to_cidr.as_deref(),
+                            r.to_cidr_set.as_deref(),
+                            r.to_entities.as_deref(),
+                            l4(r.to_ports.as_deref(), r.icmps.as_deref())?,
+                            namespace,
+                        ))
+                    })
+                    .collect::<Result<_, String>>()
+            })
+            .transpose()
     };
     Ok(Rule {
         subject: namespaced(subject, namespace),
-        ingress: ingress(&spec.ingress),
-        ingress_deny: ingress(&spec.ingress_deny),
-        egress: egress(&spec.egress),
-        egress_deny: egress(&spec.egress_deny),
+        ingress: ingress(&spec.ingress)?,
+        ingress_deny: ingress(&spec.ingress_deny)?,
+        egress: egress(&spec.egress)?,
+        egress_deny: egress(&spec.egress_deny)?,
         labels,
         description: spec.description.clone().unwrap_or_default(),
     })
 }
 
+/// A rule's L4 part: its `toPorts`, or its `icmps` as ICMP "ports" (type
+/// << 8, Cilium's key). None when the rule has neither (it is L3-only);
+/// Some(empty) when it names only ICMPv6 types, which allow nothing here.
+fn l4(
+    ports: Option<&[PortRuleSpec]>,
+    icmps: Option<&[IcmpRuleSpec]>,
+) -> Result<Option<Vec<PortProtocol>>, String> {
+    let icmps = icmps.unwrap_or_default();
+    let ports = ports.unwrap_or_default();
+    if !icmps.is_empty() && !ports.is_empty() {
+        return Err("The ICMPs block may only be present without ToPorts. Define a separate rule to use ToPorts.".into());
+    }
+    if !icmps.is_empty() {
+        return Ok(Some(
+            icmps
+                .iter()
+                .flat_map(|r| r.fields.iter().flatten())
+                .filter(|f| f.family.is_none_or(|f| f.is_ipv4()))
+                .map(|f| PortProtocol {
+                    port: u16::from(f.icmp_type.0) << 8,
+                    end_port: 0,
+                    protocol: Protocol::Icmp,
+                })
+                .collect(),
+        ));
+    }
+    let ports: Vec<_> = ports
+        .iter()
+        .flat_map(|r| r.ports.iter().flatten().map(|p| p.0))
+        .collect();
+    Ok((!ports.is_empty()).then_some(ports))
+}
+
 /// A Cilium ingress/egress rule: its L3 peers and L4 ports. Ports without
-/// any L3 peer apply to every peer; a rule with neither allows nothing.
+/// any L3 peer apply to every peer; a rule with neither allows nothing, nor
+/// does one whose L4 part came to nothing.
 fn peer_rule(
     endpoints: Option<&[SelectorSpec]>,
     cidrs: Option<&[CidrSpec]>,
     cidr_sets: Option<&[CidrSetSpec]>,
     entities: Option<&[EntitySpec]>,
-    ports: Option<&[PortRuleSpec]>,
+    ports: Option<Vec<PortProtocol>>,
     namespace: Option<&str>,
 ) -> PeerRule {
     let mut peers: Vec<Peer> = Vec::new();
@@ -447,11 +485,11 @@ fn peer_rule(
             .iter()
             .map(|e| Peer::Entity(e.0)),
     );
-    let ports: Vec<_> = ports
-        .unwrap_or_default()
-        .iter()
-        .flat_map(|r| r.ports.iter().flatten().map(|p| p.0))
-        .collect();
+    let ports = match ports {
+        Some(p) if p.is_empty() => return PeerRule::default(),
+        Some(p) => p,
+        None => Vec::new(),
+    };
     if peers.is_empty() && !ports.is_empty() {
         peers.push(Peer::Any);
     }

@@ -104,6 +104,8 @@ pub enum Protocol {
     Tcp,
     Udp,
     Sctp,
+    /// An `icmps` rule: the port is the ICMP type << 8, as Cilium keys it.
+    Icmp,
 }
 
 impl Protocol {
@@ -124,6 +126,7 @@ impl Protocol {
             Protocol::Tcp => 6,
             Protocol::Udp => 17,
             Protocol::Sctp => 132,
+            Protocol::Icmp => 1,
         }
     }
 }

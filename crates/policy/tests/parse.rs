@@ -261,3 +261,52 @@ fn the_shared_text_reads_back_to_the_same_policy() {
         "{shown}"
     );
 }
+
+#[test]
+fn icmp_rules_allow_their_types_only() {
+    let with_icmps = |fields: &str| {
+        WEB_DB.replace(
+            "    toPorts:\n    - ports:\n      - port: \"5432\"\n        protocol: TCP\n",
+            &format!("    icmps: [{{fields: [{fields}]}}]\n"),
+        )
+    };
+    let rules = parse(&with_icmps("{type: 8}, {type: EchoReply, family: IPv4}")).unwrap();
+    let db = resolve(
+        &rules,
+        &pod("db", "prod"),
+        &universe(),
+        Enforcement::Default,
+    );
+    assert!(db.state.lookup(WEB, false, 1, 8 << 8).allowed());
+    assert!(
+        db.state.lookup(WEB, false, 1, 0).allowed(),
+        "type 0 is exact, not any"
+    );
+    assert_eq!(db.state.lookup(WEB, false, 1, 13 << 8), Verdict::NoMatch);
+    assert_eq!(db.state.lookup(WEB, false, 6, 5432), Verdict::NoMatch);
+
+    // ICMPv6 types allow nothing here (no IPv6), and never everything
+    let rules = parse(&with_icmps("{type: 128, family: IPv6}")).unwrap();
+    let db = resolve(
+        &rules,
+        &pod("db", "prod"),
+        &universe(),
+        Enforcement::Default,
+    );
+    assert_eq!(db.state.lookup(WEB, false, 1, 8 << 8), Verdict::NoMatch);
+    assert_eq!(db.state.lookup(WEB, false, 6, 5432), Verdict::NoMatch);
+
+    let e = error(&with_icmps("{type: 300}"));
+    assert_eq!(e.path, "spec.ingress[0].icmps[0].fields[0].type");
+    assert!(e.message.contains("out of range"), "{e}");
+    let e = error(&with_icmps("{type: 8, family: IPv5}"));
+    assert_eq!(e.path, "spec.ingress[0].icmps[0].fields[0].family");
+    let e = error(&WEB_DB.replace(
+        "    toPorts:",
+        "    icmps: [{fields: [{type: 8}]}]\n    toPorts:",
+    ));
+    assert!(
+        e.message.contains("may only be present without ToPorts"),
+        "{e}"
+    );
+}
