@@ -19,6 +19,35 @@ pub struct CniConfig {
 }
 
 impl CniConfig {
+    /// What `cilium status` says of it (Cilium's "CNI Config file" line):
+    /// the file as it is on disk now.
+    pub fn status(&self) -> api::models::Status {
+        use api::models::{State, Status};
+        let (state, msg) = if !self.enabled() {
+            (
+                State::Disabled,
+                "CNI configuration management disabled".to_owned(),
+            )
+        } else if std::fs::read_to_string(&self.path).is_ok_and(|c| c == self.content()) {
+            (
+                State::Ok,
+                format!(
+                    "successfully wrote CNI configuration file to {}",
+                    self.path.display()
+                ),
+            )
+        } else {
+            (
+                State::Failure,
+                format!(
+                    "CNI configuration file {} not written yet",
+                    self.path.display()
+                ),
+            )
+        };
+        Status { state, msg }
+    }
+
     /// Cilium's conflist for chaining mode `none`.
     pub fn content(&self) -> String {
         let v = serde_json::json!({

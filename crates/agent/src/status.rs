@@ -72,11 +72,8 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
         cni_chaining: Some(ModeStatus {
             mode: d.config.cni_chaining_mode.clone(),
         }),
-        cni_file: Some(Status {
-            state: State::Disabled,
-            msg: "CNI configuration management disabled".into(),
-        }),
-        node_monitor: disabled(),
+        cni_file: Some(d.config.cni.status()),
+        node_monitor: d.monitor.monitor_status(),
         ipv4_big_tcp: off(),
         ipv6_big_tcp: off(),
         bandwidth_manager: off(),
@@ -106,7 +103,7 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
             min_identity: crate::identity::MIN_GLOBAL,
             max_identity: crate::identity::MAX_GLOBAL,
         }),
-        hubble: disabled(),
+        hubble: Some(d.monitor.hubble_status()),
         encryption: Some(ModeStatus {
             mode: "Disabled".into(),
         }),

@@ -162,6 +162,20 @@ fn agent_serves_status_and_health_and_keeps_maps_across_kill_9() {
         "{s}"
     );
     assert!(s.contains("Controller Status:"), "{s}");
+    // the monitor reads a ring per CPU, and observe keeps flows
+    assert!(
+        s.contains("NodeMonitor:             Listening for events on ")
+            && s.contains("CPUs with 64x"),
+        "{s}"
+    );
+    assert!(
+        s.contains("Hubble:                  Ok   Current/Max Flows: "),
+        "{s}"
+    );
+    assert!(
+        s.contains("CNI Config file:         CNI configuration management disabled"),
+        "{s}"
+    );
     let json = node.cilium(&["status", "-o", "json"]);
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("status json");
     assert_eq!(v["cilium"]["state"], "Ok");

@@ -20,7 +20,7 @@ pub struct EventReader {
 }
 
 /// Pages per CPU ring (Cilium's monitor uses 64).
-const RING_PAGES: usize = 64;
+pub const RING_PAGES: usize = 64;
 
 impl EventReader {
     /// Opens a ring for each possible CPU on the pinned `cilium_events`.

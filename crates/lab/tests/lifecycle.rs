@@ -131,6 +131,12 @@ fn boots_as_the_daemonset_restarts_without_loss_and_cleans_up() {
         .node(1)
         .join("etc/cni/net.d/05-cilium.conflist")
         .exists());
+    let status = listing(&lab, "node1", "cilium status");
+    assert!(
+        status.contains("CNI Config file:         successfully wrote CNI configuration file to ")
+            && status.contains("05-cilium.conflist"),
+        "{status}"
+    );
     assert!(up.contains("dropped by the policy"), "{up}");
 
     let policy = lab.dir.path().join("allow-stream.yaml");

@@ -33,6 +33,11 @@ pub struct Hub {
     /// Records read from the rings, by notification type (index 0: ones
     /// this agent does not know)
     received: [AtomicU64; 6],
+    /// CPUs whose rings are read (0: none could be opened)
+    cpus: std::sync::atomic::AtomicUsize,
+    /// Flows seen since the start, and when that was (Hubble's Flows/s)
+    flows: AtomicU64,
+    started: std::time::Instant,
 }
 
 impl Default for Hub {
@@ -43,6 +48,9 @@ impl Default for Hub {
             pods: RwLock::default(),
             lost: AtomicU64::new(0),
             received: Default::default(),
+            cpus: Default::default(),
+            flows: AtomicU64::new(0),
+            started: std::time::Instant::now(),
         }
     }
 }
@@ -84,6 +92,7 @@ impl Hub {
         }
         let ev = Arc::new(ev);
         if ev.packet.is_some() && ev.kind != "capture" {
+            self.flows.fetch_add(1, Ordering::Relaxed);
             let mut recent = self.recent.lock().expect("recent lock");
             if recent.len() == RECENT {
                 recent.pop_front();
@@ -124,6 +133,33 @@ impl Hub {
         .collect()
     }
 
+    /// Cilium's NodeMonitor status line: the rings being read.
+    pub fn monitor_status(&self) -> Option<api::models::Status> {
+        let cpus = self.cpus.load(Ordering::Relaxed);
+        (cpus > 0).then(|| api::models::Status {
+            state: api::models::State::Ok,
+            msg: format!(
+                "Listening for events on {cpus} CPUs with {}x{} of shared memory",
+                datapath::events::RING_PAGES,
+                page_size()
+            ),
+        })
+    }
+
+    /// Cilium's Hubble status line: the flows kept for `cilium observe`.
+    pub fn hubble_status(&self) -> api::models::Status {
+        let current = self.recent.lock().expect("recent lock").len();
+        let secs = self.started.elapsed().as_secs_f64().max(1.0);
+        let rate = self.flows.load(Ordering::Relaxed) as f64 / secs;
+        api::models::Status {
+            state: api::models::State::Ok,
+            msg: format!(
+                "Current/Max Flows: {current}/{RECENT} ({:.2}%), Flows/s: {rate:.2}   Metrics: Disabled",
+                current as f64 * 100.0 / RECENT as f64
+            ),
+        }
+    }
+
     fn recent(&self) -> Vec<Arc<MonitorEvent>> {
         self.recent
             .lock()
@@ -132,6 +168,12 @@ impl Hub {
             .cloned()
             .collect()
     }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n).unwrap_or(4096)
 }
 
 /// Where `cilium monitor` connects: beside the API socket.
@@ -231,6 +273,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let cpus = read_rings(&bpf_root, Arc::clone(&hub)).unwrap_or(0);
+    hub.cpus.store(cpus, Ordering::Relaxed);
     let monitor = bind(&socket)?;
     let observe = bind(&observer)?;
     tracing::info!(subsys = "monitor", socket = %socket.display(), observer = %observer.display(), cpus, "Monitor listening");
