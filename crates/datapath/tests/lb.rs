@@ -63,31 +63,13 @@ fn a_fragmented_datagram_to_a_frontend_goes_whole_to_its_backend() {
     let sb = Sandbox::enter();
     let (mut obj, mut lb) = setup(&sb);
     service(&obj, &mut lb, &[(BACKEND_A, BackendState::Active)]);
-    let first = [udp(40000, 80), vec![0xab; 16]].concat();
-    let first = obj
-        .run(
-            "cil_from_container",
-            &fragment(CLIENT, VIP, 17, 21, 0, true, &first),
-        )
-        .unwrap();
-    assert_eq!(first.retval, TC_ACT_REDIRECT);
-    assert_eq!(addrs(&first.packet), (CLIENT, BACKEND_A, 40000, 8080));
-
-    let payload = [0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4];
-    let rest = obj
-        .run(
-            "cil_from_container",
-            &fragment(CLIENT, VIP, 17, 21, 3, false, &payload),
-        )
-        .unwrap();
-    assert_eq!(rest.retval, TC_ACT_REDIRECT);
-    assert_eq!(
-        addrs(&rest.packet).1,
-        BACKEND_A,
-        "same backend as its first"
-    );
-    assert_eq!(&rest.packet[34..], &payload, "no L4 header to rewrite");
-    assert_eq!(ipv4_checksum(&rest.packet[14..34]), 0);
+    let (first, rest) = udp_fragments((CLIENT, 40000), (VIP, 80), 21);
+    let out = obj.run("cil_from_container", &first).unwrap();
+    assert_eq!(out.retval, TC_ACT_REDIRECT);
+    assert_eq!(addrs(&out.packet), (CLIENT, BACKEND_A, 40000, 8080));
+    let out = obj.run("cil_from_container", &rest).unwrap();
+    assert_eq!(out.retval, TC_ACT_REDIRECT);
+    assert_rest_translated(&out.packet, CLIENT, BACKEND_A);
 }
 
 #[test]

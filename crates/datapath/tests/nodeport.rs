@@ -90,28 +90,13 @@ fn node_with_local_backend(sb: &Sandbox) -> TestObject {
 fn a_fragmented_datagram_to_a_nodeport_is_translated_whole() {
     let sb = Sandbox::enter();
     let mut obj = node_with_local_backend(&sb);
-    let first = [udp(45000, 30080), vec![0xab; 16]].concat();
-    let out = obj
-        .run(
-            "cil_from_netdev",
-            &fragment(CLIENT, NODE, 17, 33, 0, true, &first),
-        )
-        .unwrap();
+    let (first, rest) = udp_fragments((CLIENT, 45000), (NODE, 30080), 33);
+    let out = obj.run("cil_from_netdev", &first).unwrap();
     assert_eq!(out.retval, TC_ACT_REDIRECT);
     assert_eq!(addrs(&out.packet), (NODE, BACKEND, 45000, 8080));
-
-    let payload = [0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4];
-    let rest = obj
-        .run(
-            "cil_from_netdev",
-            &fragment(CLIENT, NODE, 17, 33, 3, false, &payload),
-        )
-        .unwrap();
-    assert_eq!(rest.retval, TC_ACT_REDIRECT);
-    let (src, dst, _, _) = addrs(&rest.packet);
-    assert_eq!((src, dst), (NODE, BACKEND));
-    assert_eq!(&rest.packet[34..], &payload);
-    assert_eq!(ipv4_checksum(&rest.packet[14..34]), 0);
+    let out = obj.run("cil_from_netdev", &rest).unwrap();
+    assert_eq!(out.retval, TC_ACT_REDIRECT);
+    assert_rest_translated(&out.packet, NODE, BACKEND);
 }
 
 #[test]

@@ -201,15 +201,7 @@ fn later_fragments_follow_their_first_through_policy() {
     let mut obj = two_pods(&sb);
     // B takes A's UDP on 53 only
     set_policy(&obj, EP_B, &[(ID_A, false, UDP, 53)], &[]);
-    let datagram = |id: u16, dport: u16| {
-        let first = [udp(40000, dport), vec![0xab; 16]].concat();
-        // read as a UDP header, the rest would say port 9999 to 9999
-        let rest = [0x27, 0x0f, 0x27, 0x0f, 1, 2, 3, 4];
-        (
-            fragment(POD_A, POD_B, UDP, id, 0, true, &first),
-            fragment(POD_A, POD_B, UDP, id, 3, false, &rest),
-        )
-    };
+    let datagram = |id: u16, dport: u16| udp_fragments((POD_A, 40000), (POD_B, dport), id);
     let run =
         |obj: &mut TestObject, frame: &[u8]| obj.run("cil_from_container", frame).unwrap().retval;
 

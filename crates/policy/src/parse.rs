@@ -371,43 +371,35 @@ fn cilium_rule(spec: &RuleSpec, namespace: Option<&str>, labels: Labels) -> Resu
         .as_ref()
         .ok_or("endpointSelector is required")?
         .to_selector();
+    let section = |list: Option<Vec<Section<'_>>>| {
+        list.map(|rules| {
+            rules
+                .into_iter()
+                .map(|r| {
+                    Ok(peer_rule(
+                        r.endpoints,
+                        r.cidrs,
+                        r.cidr_sets,
+                        r.entities,
+                        l4(r.ports, r.icmps)?,
+                        namespace,
+                    ))
+                })
+                .collect::<Result<_, String>>()
+        })
+        .transpose()
+    };
     let ingress = |list: &Option<Vec<IngressSpec>>| {
-        list.as_ref()
-            .map(|rules| {
-                rules
-                    .iter()
-                    .map(|r| {
-                        Ok(peer_rule(
-                            r.from_endpoints.as_deref(),
-                            r.from_cidr.as_deref(),
-                            r.from_cidr_set.as_deref(),
-                            r.from_entities.as_deref(),
-                            l4(r.to_ports.as_deref(), r.icmps.as_deref())?,
-                            namespace,
-                        ))
-                    })
-                    .collect::<Result<_, String>>()
-            })
-            .transpose()
+        section(
+            list.as_ref()
+                .map(|l| l.iter().map(Section::ingress).collect()),
+        )
     };
     let egress = |list: &Option<Vec<EgressSpec>>| {
-        list.as_ref()
-            .map(|rules| {
-                rules
-                    .iter()
-                    .map(|r| {
-                        Ok(peer_rule(
-                            r.to_endpoints.as_deref(),
-                            r.to_cidr.as_deref(),
-                            r.to_cidr_set.as_deref(),
-                            r.to_entities.as_deref(),
-                            l4(r.to_ports.as_deref(), r.icmps.as_deref())?,
-                            namespace,
-                        ))
-                    })
-                    .collect::<Result<_, String>>()
-            })
-            .transpose()
+        section(
+            list.as_ref()
+                .map(|l| l.iter().map(Section::egress).collect()),
+        )
     };
     Ok(Rule {
         subject: namespaced(subject, namespace),
@@ -418,6 +410,41 @@ fn cilium_rule(spec: &RuleSpec, namespace: Option<&str>, labels: Labels) -> Resu
         labels,
         description: spec.description.clone().unwrap_or_default(),
     })
+}
+
+/// An ingress or egress rule with its direction's field names set aside:
+/// the peers (`from*` or `to*`) and the L4 part.
+struct Section<'a> {
+    endpoints: Option<&'a [SelectorSpec]>,
+    cidrs: Option<&'a [CidrSpec]>,
+    cidr_sets: Option<&'a [CidrSetSpec]>,
+    entities: Option<&'a [EntitySpec]>,
+    ports: Option<&'a [PortRuleSpec]>,
+    icmps: Option<&'a [IcmpRuleSpec]>,
+}
+
+impl<'a> Section<'a> {
+    fn ingress(r: &'a IngressSpec) -> Self {
+        Self {
+            endpoints: r.from_endpoints.as_deref(),
+            cidrs: r.from_cidr.as_deref(),
+            cidr_sets: r.from_cidr_set.as_deref(),
+            entities: r.from_entities.as_deref(),
+            ports: r.to_ports.as_deref(),
+            icmps: r.icmps.as_deref(),
+        }
+    }
+
+    fn egress(r: &'a EgressSpec) -> Self {
+        Self {
+            endpoints: r.to_endpoints.as_deref(),
+            cidrs: r.to_cidr.as_deref(),
+            cidr_sets: r.to_cidr_set.as_deref(),
+            entities: r.to_entities.as_deref(),
+            ports: r.to_ports.as_deref(),
+            icmps: r.icmps.as_deref(),
+        }
+    }
 }
 
 /// A rule's L4 part: its `toPorts`, or its `icmps` as ICMP "ports" (type

@@ -74,6 +74,33 @@ pub fn fragment(
     f
 }
 
+/// The last 8 bytes of a `udp_fragments` datagram: read as a UDP header,
+/// they would name port 9999 to 9999.
+pub const FRAGMENT_REST: [u8; 8] = [0x27, 0x0f, 0x27, 0x0f, 1, 2, 3, 4];
+
+/// UDP datagram `id` from src:sport to dst:dport in two fragments: the
+/// first with the UDP header and 16 bytes, then (at byte 24) FRAGMENT_REST.
+pub fn udp_fragments(
+    (src, sport): (Ipv4Addr, u16),
+    (dst, dport): (Ipv4Addr, u16),
+    id: u16,
+) -> (Vec<u8>, Vec<u8>) {
+    let first = [udp(sport, dport), vec![0xab; 16]].concat();
+    (
+        fragment(src, dst, 17, id, 0, true, &first),
+        fragment(src, dst, 17, id, 3, false, &FRAGMENT_REST),
+    )
+}
+
+/// A later fragment after translation: addresses as given, the payload
+/// untouched (it has no L4 header), the IP checksum right.
+pub fn assert_rest_translated(frame: &[u8], src: Ipv4Addr, dst: Ipv4Addr) {
+    let (s, d, _, _) = addrs(frame);
+    assert_eq!((s, d), (src, dst));
+    assert_eq!(&frame[34..], &FRAGMENT_REST, "no L4 header to rewrite");
+    assert_eq!(ipv4_checksum(&frame[14..34]), 0);
+}
+
 pub fn tcp(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
     let mut t = Vec::new();
     t.extend_from_slice(&sport.to_be_bytes());
