@@ -299,14 +299,95 @@ static __always_inline int lb4_rev_nat(struct __sk_buff *ctx, int l4_off, __u8 p
 	return lb4_xlate(ctx, l4_off, proto, 0, nat->address, nat->port);
 }
 
+/* RFC 1624: a header checksum after 4 bytes of the header went from old
+ * to new (one's complement sums do not care about byte order). */
+static __always_inline __u16 csum_replace4(__u16 check, __u32 old, __u32 new)
+{
+	__u32 sum = (__u16)~check;
+
+	sum += (__u16)~old + (__u16)~(old >> 16) + (__u16)new + (__u16)(new >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)~sum;
+}
+
+/* Rewrites len (2 or 4) bytes of an ICMP message at off, and its checksum with them
+ * (ICMP has no pseudo header). */
+static __always_inline int lb4_icmp_store(struct __sk_buff *ctx, int icmp_off, int off,
+					  const void *to, int len)
+{
+	__u32 old = 0, new = 0;
+
+	if (bpf_skb_load_bytes(ctx, off, &old, len) < 0)
+		return -DROP_INVALID;
+	__builtin_memcpy(&new, to, len);
+	if (old == new)
+		return 0;
+	if (bpf_l4_csum_replace(ctx, icmp_off + 2, old, new, len) < 0 ||
+	    bpf_skb_store_bytes(ctx, off, &new, len, 0) < 0)
+		return -DROP_CSUM_L4;
+	return 0;
+}
+
+/*
+ * An ICMP error (port unreachable, ...) about a load-balanced flow, on
+ * its way to the client: it quotes a datagram to the backend, and the
+ * client's socket only knows the frontend. The quoted destination and port
+ * become the frontend's, and so does the error's source when the backend
+ * itself sent it.
+ */
+static __always_inline int lb4_rev_nat_icmp(struct __sk_buff *ctx, int l4_off,
+					    __u16 rev_nat_index)
+{
+	struct lb4_reverse_nat *nat;
+	int quoted = l4_off + 8;	/* the quoted IP header */
+	struct iphdr in;
+	__u32 outer_src, frontend;
+	__u16 check, port;
+	int ret;
+
+	nat = bpf_map_lookup_elem(&cilium_lb4_reverse_nat, &rev_nat_index);
+	if (!nat)
+		return 0;
+	if (bpf_skb_load_bytes(ctx, quoted, &in, sizeof(in)) < 0 ||
+	    bpf_skb_load_bytes(ctx, ETH_HLEN + offsetof(struct iphdr, saddr), &outer_src, 4) < 0)
+		return -DROP_INVALID;
+	if (in.ihl != 5 || !lb4_is_balanced_proto(in.protocol))
+		return 0;
+	frontend = nat->address;
+	if (outer_src == in.daddr) {
+		if (bpf_l3_csum_replace(ctx, ETH_HLEN + offsetof(struct iphdr, check),
+					outer_src, frontend, 4) < 0 ||
+		    bpf_skb_store_bytes(ctx, ETH_HLEN + offsetof(struct iphdr, saddr),
+					&frontend, 4, 0) < 0)
+			return -DROP_CSUM_L3;
+	}
+	/* the quoted header's checksum follows its address, and the ICMP
+	 * checksum follows both */
+	frontend = nat->address;
+	check = csum_replace4(in.check, in.daddr, frontend);
+	ret = lb4_icmp_store(ctx, l4_off, quoted + offsetof(struct iphdr, daddr), &frontend, 4);
+	if (IS_ERR(ret))
+		return ret;
+	ret = lb4_icmp_store(ctx, l4_off, quoted + offsetof(struct iphdr, check), &check, 2);
+	port = nat->port;
+	if (IS_ERR(ret) || !port)
+		return ret;
+	return lb4_icmp_store(ctx, l4_off, quoted + sizeof(in) + 2, &port, 2);
+}
+
 /* After tracking a packet into a local pod (own_addr): a reply to a
  * load-balanced connection of that pod gets the frontend back as its
- * source, and a hairpin reply the pod's own address as destination. */
+ * source, an ICMP error about one the frontend as what it quotes, and a
+ * hairpin reply the pod's own address as destination. */
 static __always_inline int lb4_rev_nat_ingress(struct __sk_buff *ctx, int l4_off, __u8 proto,
 					       const struct ct_state *state, __u32 own_addr)
 {
 	int ret;
 
+	if (state->status == CT_RELATED && state->rev_nat_index && !state->loopback &&
+	    proto == IPPROTO_ICMP)
+		return lb4_rev_nat_icmp(ctx, l4_off, state->rev_nat_index);
 	if (state->status != CT_REPLY || !state->rev_nat_index)
 		return 0;
 	ret = lb4_rev_nat(ctx, l4_off, proto, state->rev_nat_index);

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{connect_in, exchange, wait_for, Cluster, LineServer};
+use common::{connect_in, exchange, udp_refused_in, wait_for, Cluster, LineServer};
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr};
 use testsupport::client::{self, Placement, Proto};
@@ -79,6 +79,12 @@ fn a_pod_reaches_a_clusterip_with_backends_on_other_nodes() {
     assert_eq!(
         answered,
         BTreeSet::from(["web-2".to_owned(), "web-3".to_owned()])
+    );
+    // Nothing takes UDP on the backends' port: the client's socket hears
+    // the port unreachable, which the datapath turned into the frontend's.
+    assert!(
+        udp_refused_in(&client_ns, VIP, 80).unwrap(),
+        "UDP to the ClusterIP is refused at once"
     );
 
     // An established connection to web-2 survives web-2 leaving the service.

@@ -1,8 +1,8 @@
 //! ClusterIP load balancing in cil_from_container on crafted packets, with
 //! the LB maps written from `lb`'s own entries: DNAT to a backend with valid
 //! checksums, the flow kept on its backend, replies turned back into the
-//! frontend, fragmented datagrams, terminating backends, and services
-//! without backends.
+//! frontend (ICMP errors too), fragmented datagrams, terminating backends,
+//! and services without backends.
 
 mod common;
 
@@ -70,6 +70,30 @@ fn a_fragmented_datagram_to_a_frontend_goes_whole_to_its_backend() {
     let out = obj.run("cil_from_container", &rest).unwrap();
     assert_eq!(out.retval, TC_ACT_REDIRECT);
     assert_rest_translated(&out.packet, CLIENT, BACKEND_A);
+}
+
+#[test]
+fn an_icmp_error_from_the_backend_speaks_of_the_frontend() {
+    let sb = Sandbox::enter();
+    let (mut obj, mut lb) = setup(&sb);
+    service(&obj, &mut lb, &[(BACKEND_A, BackendState::Active)]);
+    let query = ipv4(CLIENT, VIP, 17, &udp(40000, 80));
+    let sent = obj.run("cil_from_container", &query).unwrap();
+    assert_eq!(addrs(&sent.packet), (CLIENT, BACKEND_A, 40000, 8080));
+
+    // nothing listens on the backend's port
+    let error = port_unreachable(BACKEND_A, CLIENT, &sent.packet);
+    let out = obj.run("cil_from_container", &error).unwrap();
+    assert_eq!(out.retval, TC_ACT_REDIRECT);
+    let p = &out.packet;
+    assert_eq!(addrs(p).0, VIP, "from the frontend");
+    assert_eq!(ipv4_checksum(&p[14..34]), 0);
+    assert_eq!(ipv4_checksum(&p[34..]), 0, "ICMP checksum");
+    let quoted = &p[42..];
+    assert_eq!(&quoted[16..20], &VIP.octets(), "about the frontend");
+    assert_eq!(&quoted[22..24], &80u16.to_be_bytes(), "and its port");
+    assert_eq!(&quoted[12..16], &CLIENT.octets());
+    assert_eq!(ipv4_checksum(&quoted[..20]), 0, "quoted header checksum");
 }
 
 #[test]

@@ -117,14 +117,6 @@ fn ingress_is_enforced_at_the_destination_and_replies_pass() {
     assert_eq!(metric(&obj, abi::drop::DROP_POLICY, DIR_EGRESS).0, 1);
 }
 
-/// ICMP port unreachable about `datagram` (a frame): the error quotes the
-/// datagram's IP header and its first 8 bytes.
-fn port_unreachable(datagram: &[u8]) -> Vec<u8> {
-    let mut icmp = vec![3, 3, 0, 0, 0, 0, 0, 0];
-    icmp.extend_from_slice(&datagram[14..14 + 28]);
-    icmp
-}
-
 #[test]
 fn errors_about_an_allowed_flow_pass_as_related() {
     let sb = Sandbox::enter();
@@ -132,7 +124,7 @@ fn errors_about_an_allowed_flow_pass_as_related() {
     // B takes A's UDP on 53 and may send nothing itself
     set_policy(&obj, EP_B, &[(ID_A, false, UDP, 53)], &[]);
     let query = ipv4(POD_A, POD_B, UDP, &udp(40000, 53));
-    let error = ipv4(POD_B, POD_A, ICMP, &port_unreachable(&query));
+    let error = port_unreachable(POD_B, POD_A, &query);
     assert_eq!(
         obj.run("cil_from_container", &error).unwrap().retval,
         TC_ACT_SHOT,

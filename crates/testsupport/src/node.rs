@@ -555,6 +555,34 @@ pub fn connect_in(netns: &Path, ip: Ipv4Addr, port: u16) -> std::io::Result<std:
     .map_err(|_| std::io::Error::other("connect thread panicked"))?
 }
 
+/// Sends a UDP datagram from `netns` to ip:port with a connected socket
+/// and says whether it was refused (the ICMP port unreachable reached the
+/// socket) within 3 s.
+pub fn udp_refused_in(netns: &Path, ip: Ipv4Addr, port: u16) -> std::io::Result<bool> {
+    let ns = netdev::NetNs::open(netns).map_err(std::io::Error::other)?;
+    std::thread::spawn(move || {
+        ns.enter().map_err(std::io::Error::other)?;
+        let s = std::net::UdpSocket::bind("0.0.0.0:0")?;
+        s.connect((ip, port))?;
+        s.set_read_timeout(Some(Duration::from_secs(3)))?;
+        s.send(b"anyone?")?;
+        let mut buf = [0u8; 64];
+        match s.recv(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Ok(true),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+            Ok(_) => Ok(false),
+        }
+    })
+    .join()
+    .map_err(|_| std::io::Error::other("udp thread panicked"))?
+}
+
 /// Sends one line and reads one line back.
 pub fn exchange(stream: &mut std::net::TcpStream, line: &str) -> std::io::Result<String> {
     use std::io::{BufRead, BufReader};

@@ -74,6 +74,17 @@ pub fn fragment(
     f
 }
 
+/// ICMP port unreachable from `from` to `to` about `datagram` (a frame): it
+/// quotes the datagram's IP header and first 8 bytes, and has a valid
+/// checksum.
+pub fn port_unreachable(from: Ipv4Addr, to: Ipv4Addr, datagram: &[u8]) -> Vec<u8> {
+    let mut icmp = vec![3, 3, 0, 0, 0, 0, 0, 0];
+    icmp.extend_from_slice(&datagram[14..14 + 28]);
+    let csum = ipv4_checksum(&icmp);
+    icmp[2..4].copy_from_slice(&csum.to_be_bytes());
+    ipv4(from, to, 1, &icmp)
+}
+
 /// The last 8 bytes of a `udp_fragments` datagram: read as a UDP header,
 /// they would name port 9999 to 9999.
 pub const FRAGMENT_REST: [u8; 8] = [0x27, 0x0f, 0x27, 0x0f, 1, 2, 3, 4];
