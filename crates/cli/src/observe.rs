@@ -1,7 +1,7 @@
 //! `cilium observe`: flows from the agent's events, as Hubble lists them —
 //! who talked to whom (pod names and identities), ports, and the verdict
-//! with its drop reason — filtered by pod, namespace, verdict, port and
-//! type. It shows the last flows the agent kept, and with `--follow` the
+//! with its drop reason — filtered by pod, namespace, verdict, port, IP,
+//! protocol, identity and type. It shows the last flows the agent kept, and with `--follow` the
 //! ones that come after.
 
 use crate::Ctx;
@@ -31,6 +31,27 @@ pub struct Args {
     /// Show flows from or to this port
     #[arg(long)]
     port: Vec<u16>,
+    /// Show flows from or to this IP address (or CIDR)
+    #[arg(long)]
+    ip: Vec<IpFilter>,
+    /// Show flows from this IP address (or CIDR)
+    #[arg(long = "from-ip")]
+    from_ip: Vec<IpFilter>,
+    /// Show flows to this IP address (or CIDR)
+    #[arg(long = "to-ip")]
+    to_ip: Vec<IpFilter>,
+    /// Show only flows of this L4 protocol (tcp, udp, icmp)
+    #[arg(long, value_parser = ["tcp", "udp", "icmp", "icmpv4"], ignore_case = true)]
+    protocol: Vec<String>,
+    /// Show flows from or to this security identity
+    #[arg(long)]
+    identity: Vec<u32>,
+    /// Show flows from this security identity
+    #[arg(long = "from-identity")]
+    from_identity: Vec<u32>,
+    /// Show flows to this security identity
+    #[arg(long = "to-identity")]
+    to_identity: Vec<u32>,
     /// Show only these event types
     #[arg(short = 't', long = "type", value_parser = ["trace", "drop", "policy-verdict"])]
     types: Vec<String>,
@@ -43,6 +64,39 @@ pub struct Args {
     /// compact (one line each) or json
     #[arg(short = 'o', long, default_value = "compact", value_parser = ["compact", "json", "jsonpb"])]
     output: String,
+}
+
+/// An address or CIDR, as Hubble's IP filters take them.
+#[derive(Clone, Copy, Debug)]
+pub struct IpFilter {
+    net: std::net::Ipv4Addr,
+    len: u8,
+}
+
+impl std::str::FromStr for IpFilter {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (ip, len) = s.split_once('/').unwrap_or((s, "32"));
+        let net = ip
+            .parse()
+            .map_err(|_| format!("invalid IP address {ip:?} (only IPv4 is supported)"))?;
+        let len = len
+            .parse::<u8>()
+            .ok()
+            .filter(|l| *l <= 32)
+            .ok_or_else(|| format!("invalid prefix length in {s:?}"))?;
+        Ok(Self { net, len })
+    }
+}
+
+impl IpFilter {
+    fn contains(&self, ip: &str) -> bool {
+        let Ok(ip) = ip.parse::<std::net::Ipv4Addr>() else {
+            return false;
+        };
+        let mask = u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0);
+        u32::from(ip) & mask == u32::from(self.net) & mask
+    }
 }
 
 /// Hubble's verdict of an event.
@@ -110,6 +164,30 @@ impl Args {
             && any_pod(&self.pod, &[src, dst])
             && any_pod(&self.from_pod, &[src])
             && any_pod(&self.to_pod, &[dst])
+            && self.wants_ends(ev, p)
+    }
+
+    /// The address, protocol and identity filters.
+    fn wants_ends(&self, ev: &MonitorEvent, p: &api::monitor::Packet) -> bool {
+        let any_ip = |filters: &[IpFilter], ips: &[&str]| {
+            filters.is_empty() || filters.iter().any(|f| ips.iter().any(|ip| f.contains(ip)))
+        };
+        let (src_id, dst_id) = identities(ev);
+        let any_id = |filters: &[u32], ids: &[u32]| {
+            filters.is_empty() || filters.iter().any(|f| ids.contains(f))
+        };
+        let proto = p.protocol.to_ascii_lowercase();
+        any_ip(&self.ip, &[&p.src_ip, &p.dst_ip])
+            && any_ip(&self.from_ip, &[&p.src_ip])
+            && any_ip(&self.to_ip, &[&p.dst_ip])
+            && (self.protocol.is_empty()
+                || self
+                    .protocol
+                    .iter()
+                    .any(|f| proto.starts_with(&f.to_ascii_lowercase())))
+            && any_id(&self.identity, &[src_id, dst_id])
+            && any_id(&self.from_identity, &[src_id])
+            && any_id(&self.to_identity, &[dst_id])
     }
 }
 
@@ -310,8 +388,30 @@ mod tests {
             (&["--port", "8080"], true),
             (&["--port", "80"], false),
             (&["--type", "trace"], false),
+            (&["--ip", "10.2.0.2"], true),
+            (&["--from-ip", "10.2.0.2"], false),
+            (&["--from-ip", "10.1.0.0/16"], true),
+            (&["--to-ip", "10.1.0.0/16"], false),
+            (&["--protocol", "tcp"], true),
+            (&["--protocol", "UDP"], false),
+            (&["--identity", "301"], true),
+            (&["--from-identity", "301"], false),
+            (&["--to-identity", "301"], true),
+            (&["--from-identity", "300", "--to-identity", "302"], false),
         ] {
             assert_eq!(args(flags).wants(&ev), expected, "{flags:?}");
         }
+    }
+
+    #[test]
+    fn bad_ip_filters_are_named() {
+        assert!("10.0.0.0/33"
+            .parse::<IpFilter>()
+            .unwrap_err()
+            .contains("prefix length"));
+        assert!("fd00::1"
+            .parse::<IpFilter>()
+            .unwrap_err()
+            .contains("only IPv4"));
     }
 }

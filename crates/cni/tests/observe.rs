@@ -228,6 +228,30 @@ fn flows_drops_and_agent_events_are_observable() {
         observe(&cluster.nodes[1], &["-n", "kube-system"]).is_empty(),
         "no pods in kube-system"
     );
+    // Hubble's address, protocol and identity filters
+    let by_ip = observe(
+        &cluster.nodes[1],
+        &[
+            "--from-ip",
+            &web.to_string(),
+            "--to-ip",
+            &format!("{db}/32"),
+            "--protocol",
+            "tcp",
+        ],
+    );
+    assert!(
+        !by_ip.is_empty()
+            && by_ip
+                .iter()
+                .all(|l| l.contains("default/web:") && l.contains("-> default/db:")),
+        "{by_ip:#?}"
+    );
+    assert!(observe(
+        &cluster.nodes[1],
+        &["--from-ip", &web.to_string(), "--protocol", "udp"]
+    )
+    .is_empty());
     let svc = observe(
         &cluster.nodes[0],
         &["--from-pod", "web", "--type", "drop", "-o", "json"],
