@@ -255,7 +255,9 @@ pub fn explain(
         "ICMP" => 1,
         p => return Err(format!("unknown protocol {p:?}: expected TCP, UDP or ICMP")),
     };
-    let port = if proto == 1 { 0 } else { req.port };
+    // ICMP means a ping: an echo request, whose type policy keys carry
+    // in the port (type << 8), as the datapath looks it up
+    let port = if proto == 1 { 8 << 8 } else { req.port };
     let src = end_of(d, &req.src, pods)?;
     let dst = end_of(d, &req.dst, pods)?;
     let (src_id, _) = ipcache(d, src.ip);
