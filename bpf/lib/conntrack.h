@@ -228,7 +228,6 @@ static __always_inline void ct_lookup4(struct __sk_buff *ctx, int dir,
 	state->status = CT_NEW;
 }
 
-/* Stores a new entry under the tuple ct_lookup4 left. */
 /*
  * As Cilium does, a flow also gets an ICMP entry between its two addresses,
  * so the errors its peer sends about it (port unreachable, fragmentation
@@ -257,6 +256,7 @@ static __always_inline int ct_create_related4(const struct ipv4_ct_tuple *tuple,
 	return 0;
 }
 
+/* Stores a new entry under the tuple ct_lookup4 left. */
 static __always_inline int ct_create4(struct __sk_buff *ctx,
 				      const struct ipv4_ct_tuple *tuple,
 				      const struct ct_state *state,

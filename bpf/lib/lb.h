@@ -364,7 +364,6 @@ static __always_inline int lb4_rev_nat_icmp(struct __sk_buff *ctx, int l4_off,
 	}
 	/* the quoted header's checksum follows its address, and the ICMP
 	 * checksum follows both */
-	frontend = nat->address;
 	check = csum_replace4(in.check, in.daddr, frontend);
 	ret = lb4_icmp_store(ctx, l4_off, quoted + offsetof(struct iphdr, daddr), &frontend, 4);
 	if (IS_ERR(ret))

@@ -42,7 +42,6 @@ static __always_inline int policy_exact_proto(const struct policy_entry *e)
  * given direction, to destination port dport (network order; policy_dport
  * gives it, 0 for protocols without ports)? Returns 0 or a negative drop
  * reason. */
-
 static __always_inline int policy_can_access4(__u32 ep_id, __u32 remote, __u8 egress,
 					      __u8 proto, __u16 dport, __u32 len,
 					      __u8 *match)

@@ -11,11 +11,6 @@ use abi::lb::{Ipv4NatEntry, NAT_DIR_EGRESS, NAT_DIR_INGRESS};
 use abi::Plain;
 use std::path::Path;
 
-/// Cilium's connection lifetimes (CT_CONNECTION_LIFETIME_TCP / _NONTCP),
-/// which NAT entries follow.
-const NAT_LIFETIME_TCP: u64 = 21600;
-const NAT_LIFETIME_OTHER: u64 = 60;
-
 /// One pass over one map.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GcStats {
@@ -47,12 +42,13 @@ fn expired(e: &CtEntry, now: u32) -> bool {
 }
 
 fn nat_stale(key: &Ipv4CtTuple, e: &Ipv4NatEntry, now: u32) -> bool {
+    // NAT entries live as long as the connections they translate
     let life = if key.nexthdr == 6 {
-        NAT_LIFETIME_TCP
+        abi::ct::CT_CONNECTION_LIFETIME_TCP
     } else {
-        NAT_LIFETIME_OTHER
+        abi::ct::CT_CONNECTION_LIFETIME_NONTCP
     };
-    e.last_used.max(e.created) + life < u64::from(now)
+    e.last_used.max(e.created) + u64::from(life) < u64::from(now)
 }
 
 /// The key of the entry that translates the replies of the flow `fwd`

@@ -25,8 +25,8 @@ fn bpf(cmd: libc::c_long, attr: &mut MapElemAttr) -> io::Result<()> {
 }
 
 /// bpf(2) with `attr`, a `#[repr(C)]` prefix of `union bpf_attr` that the
-/// command reads.
-fn bpf_attr<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<()> {
+/// command reads; the kernel's non-negative answer.
+fn bpf_call<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
     // SAFETY: callers pass a fully initialised repr(C) bpf_attr prefix for
     // cmd, and the size passed is that prefix's.
     let ret =
@@ -34,20 +34,19 @@ fn bpf_attr<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<()> {
     if ret < 0 {
         Err(io::Error::last_os_error())
     } else {
-        Ok(())
+        Ok(ret)
     }
+}
+
+fn bpf_attr<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<()> {
+    bpf_call(cmd, attr).map(drop)
 }
 
 /// A bpf(2) command that answers with a new file descriptor.
 fn bpf_new_fd<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<std::os::fd::OwnedFd> {
-    // SAFETY: as bpf_attr.
-    let ret =
-        unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>()) };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let fd = bpf_call(cmd, attr)?;
     // SAFETY: the kernel returned a fresh descriptor we now own.
-    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(ret as i32) })
+    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) })
 }
 
 fn attr(fd: BorrowedFd<'_>, key: *const u8, value: *const u8, flags: u64) -> MapElemAttr {
