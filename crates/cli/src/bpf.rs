@@ -194,8 +194,6 @@ fn ipcache(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     kv_listing(args, row!["IP PREFIX/ADDRESS", "IDENTITY"], pairs)
 }
 
-/// `cilium bpf lb list`: per frontend, its service entry (`0.0.0.0:0
-/// (<revnat>) (0) [<flags>]`) and each backend slot.
 /// Cilium's `bpf lb maglev list`: each service's table (keyed
 /// `[<rev-NAT ID>]/v4`) as the backend ID in every slot.
 fn maglev_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
@@ -212,6 +210,8 @@ fn maglev_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     json_or_table(args, json.into(), row!["SVC ID", "LOOKUP TABLE"], rows)
 }
 
+/// `cilium bpf lb list`: per frontend, its service entry (`0.0.0.0:0
+/// (<revnat>) (0) [<flags>]`) and each backend slot.
 fn lb_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     use abi::lb::{Lb4Backend, Lb4Key, Lb4Service};
     let services = open(ctx, maps::LB4_SERVICES)?.entries::<Lb4Key, Lb4Service>()?;

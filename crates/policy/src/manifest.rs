@@ -217,15 +217,25 @@ pub enum PortValue {
     Text(String),
 }
 
+impl PortValue {
+    /// The number written, as a number or as text; other text goes to
+    /// `named`.
+    fn number(self, named: impl FnOnce(&str) -> Result<i64, String>) -> Result<i64, String> {
+        match self {
+            PortValue::Number(n) => Ok(n),
+            PortValue::Text(s) => s.trim().parse::<i64>().or_else(|_| named(s.trim())),
+        }
+    }
+}
+
 impl TryFrom<PortValue> for PortSpec {
     type Error = String;
     fn try_from(v: PortValue) -> Result<Self, String> {
-        let n = match v {
-            PortValue::Number(n) => n,
-            PortValue::Text(s) => s.trim().parse::<i64>().map_err(|_| {
-                format!("port {s:?} is not a number (named ports are not supported)")
-            })?,
-        };
+        let n = v.number(|s| {
+            Err(format!(
+                "port {s:?} is not a number (named ports are not supported)"
+            ))
+        })?;
         u16::try_from(n)
             .map(Self)
             .map_err(|_| format!("port {n} out of range (0-65535)"))
@@ -371,19 +381,13 @@ const ICMPV4_TYPES: &[(&str, u8)] = &[
 impl TryFrom<PortValue> for IcmpTypeSpec {
     type Error = String;
     fn try_from(v: PortValue) -> Result<Self, String> {
-        let n = match v {
-            PortValue::Number(n) => n,
-            PortValue::Text(s) => match s.trim().parse::<i64>() {
-                Ok(n) => n,
-                Err(_) => {
-                    return ICMPV4_TYPES
-                        .iter()
-                        .find(|(name, _)| *name == s.trim())
-                        .map(|(_, t)| Self(*t))
-                        .ok_or_else(|| format!("unknown ICMP type {s:?}"))
-                }
-            },
-        };
+        let n = v.number(|s| {
+            ICMPV4_TYPES
+                .iter()
+                .find(|(name, _)| *name == s)
+                .map(|(_, t)| i64::from(*t))
+                .ok_or_else(|| format!("unknown ICMP type {s:?}"))
+        })?;
         u8::try_from(n)
             .map(Self)
             .map_err(|_| format!("ICMP type {n} out of range (0-255)"))

@@ -375,16 +375,7 @@ fn cilium_rule(spec: &RuleSpec, namespace: Option<&str>, labels: Labels) -> Resu
         list.map(|rules| {
             rules
                 .into_iter()
-                .map(|r| {
-                    Ok(peer_rule(
-                        r.endpoints,
-                        r.cidrs,
-                        r.cidr_sets,
-                        r.entities,
-                        l4(r.ports, r.icmps)?,
-                        namespace,
-                    ))
-                })
+                .map(|r| peer_rule(&r, namespace))
                 .collect::<Result<_, String>>()
         })
         .transpose()
@@ -483,44 +474,37 @@ fn l4(
 /// A Cilium ingress/egress rule: its L3 peers and L4 ports. Ports without
 /// any L3 peer apply to every peer; a rule with neither allows nothing, nor
 /// does one whose L4 part came to nothing.
-fn peer_rule(
-    endpoints: Option<&[SelectorSpec]>,
-    cidrs: Option<&[CidrSpec]>,
-    cidr_sets: Option<&[CidrSetSpec]>,
-    entities: Option<&[EntitySpec]>,
-    ports: Option<Vec<PortProtocol>>,
-    namespace: Option<&str>,
-) -> PeerRule {
+fn peer_rule(r: &Section<'_>, namespace: Option<&str>) -> Result<PeerRule, String> {
     let mut peers: Vec<Peer> = Vec::new();
     peers.extend(
-        endpoints
+        r.endpoints
             .unwrap_or_default()
             .iter()
             .map(|s| Peer::Endpoints(namespaced(s.to_selector(), namespace))),
     );
-    peers.extend(cidrs.unwrap_or_default().iter().map(|c| Peer::Cidr {
+    peers.extend(r.cidrs.unwrap_or_default().iter().map(|c| Peer::Cidr {
         cidr: c.0,
         except: Vec::new(),
     }));
-    peers.extend(cidr_sets.unwrap_or_default().iter().map(|c| Peer::Cidr {
+    peers.extend(r.cidr_sets.unwrap_or_default().iter().map(|c| Peer::Cidr {
         cidr: c.cidr.0,
         except: c.except.iter().flatten().map(|e| e.0).collect(),
     }));
     peers.extend(
-        entities
+        r.entities
             .unwrap_or_default()
             .iter()
             .map(|e| Peer::Entity(e.0)),
     );
-    let ports = match ports {
-        Some(p) if p.is_empty() => return PeerRule::default(),
+    let ports = match l4(r.ports, r.icmps)? {
+        Some(p) if p.is_empty() => return Ok(PeerRule::default()),
         Some(p) => p,
         None => Vec::new(),
     };
     if peers.is_empty() && !ports.is_empty() {
         peers.push(Peer::Any);
     }
-    PeerRule { peers, ports }
+    Ok(PeerRule { peers, ports })
 }
 
 fn network_policy(p: &NetworkPolicy) -> Rule {

@@ -523,13 +523,10 @@ pub fn scrape(ip: Ipv4Addr, port: u16) -> String {
 }
 
 pub fn tcp_reachable(from: &Path, ip: Ipv4Addr, port: u16, timeout: Duration) -> bool {
-    let ns = netdev::NetNs::open(from).expect("open netns");
-    std::thread::spawn(move || {
-        ns.enter().expect("enter netns");
-        std::net::TcpStream::connect_timeout(&(ip, port).into(), timeout).is_ok()
+    on_thread_in(from, move || {
+        Ok(std::net::TcpStream::connect_timeout(&(ip, port).into(), timeout).is_ok())
     })
-    .join()
-    .expect("connect thread")
+    .expect("connect from the netns")
 }
 
 /// Polls `f` until it holds or `secs` pass.
@@ -541,27 +538,35 @@ pub fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// Opens a TCP connection from inside the netns at `netns` (the socket
-/// belongs to that namespace; the stream works from any thread).
-pub fn connect_in(netns: &Path, ip: Ipv4Addr, port: u16) -> std::io::Result<std::net::TcpStream> {
+/// Runs `f` on a thread of its own inside the netns at `netns`: sockets
+/// it opens belong to that namespace and work from any thread after.
+fn on_thread_in<T: Send + 'static>(
+    netns: &Path,
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
     let ns = netdev::NetNs::open(netns).map_err(std::io::Error::other)?;
     std::thread::spawn(move || {
         ns.enter().map_err(std::io::Error::other)?;
+        f()
+    })
+    .join()
+    .map_err(|_| std::io::Error::other("netns thread panicked"))?
+}
+
+/// Opens a TCP connection from inside the netns at `netns`.
+pub fn connect_in(netns: &Path, ip: Ipv4Addr, port: u16) -> std::io::Result<std::net::TcpStream> {
+    on_thread_in(netns, move || {
         let s = std::net::TcpStream::connect_timeout(&(ip, port).into(), Duration::from_secs(5))?;
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
         Ok(s)
     })
-    .join()
-    .map_err(|_| std::io::Error::other("connect thread panicked"))?
 }
 
 /// Sends a UDP datagram from `netns` to ip:port with a connected socket
 /// and says whether it was refused (the ICMP port unreachable reached the
 /// socket) within 3 s.
 pub fn udp_refused_in(netns: &Path, ip: Ipv4Addr, port: u16) -> std::io::Result<bool> {
-    let ns = netdev::NetNs::open(netns).map_err(std::io::Error::other)?;
-    std::thread::spawn(move || {
-        ns.enter().map_err(std::io::Error::other)?;
+    on_thread_in(netns, move || {
         let s = std::net::UdpSocket::bind("0.0.0.0:0")?;
         s.connect((ip, port))?;
         s.set_read_timeout(Some(Duration::from_secs(3)))?;
@@ -579,8 +584,6 @@ pub fn udp_refused_in(netns: &Path, ip: Ipv4Addr, port: u16) -> std::io::Result<
             Ok(_) => Ok(false),
         }
     })
-    .join()
-    .map_err(|_| std::io::Error::other("udp thread panicked"))?
 }
 
 /// Sends one line and reads one line back.
