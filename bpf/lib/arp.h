@@ -7,8 +7,20 @@
 #ifndef __LIB_ARP_H_
 #define __LIB_ARP_H_
 
-#include <linux/if_arp.h>
 #include "endpoint.h"
+
+/* From <linux/if_arp.h>, which pulls glibc through <linux/if.h>. */
+#define ARPHRD_ETHER	1
+#define ARPOP_REQUEST	1
+#define ARPOP_REPLY	2
+
+struct arphdr {
+	__be16 ar_hrd;
+	__be16 ar_pro;
+	__u8 ar_hln;
+	__u8 ar_pln;
+	__be16 ar_op;
+};
 
 struct arp_eth {
 	struct arphdr hdr;

@@ -13,7 +13,7 @@
 
 #include <linux/in.h>
 #include <linux/tcp.h>
-#include <linux/icmp.h>
+#include "icmp.h"
 #include "conntrack_map.h"
 #include "ipv4.h"
 #include "frag.h"
