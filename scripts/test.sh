@@ -1,18 +1,45 @@
 #!/usr/bin/env bash
 # Runs every test (unit, BPF_PROG_TEST_RUN, agent end-to-end) as root and
-# closes with one summary line. Kernel tests make their own namespaces.
+# closes with one summary line counting every test of every target, also
+# when some fail. Kernel tests make their own namespaces.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # --all-targets builds the binaries the end-to-end tests drive and skips
-# doc-tests (there are none worth running).
-cargo test --release --workspace --locked --all-targets 2>&1 | tee "$log"
+# doc-tests (there are none worth running); --no-fail-fast runs every
+# target after one fails, so the summary below is the whole suite's.
+cargo test --release --workspace --locked --all-targets --no-fail-fast 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 
-passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
-failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
+# Each target prints one "Running" line and, unless its binary died (a
+# signal, an abort), one "test result:" line. A target that died counts as
+# one failure, as its own tests were never reported.
+read -r passed failed results < <(awk '
+    /^test result: / {
+        results++
+        for (i = 1; i <= NF; i++) {
+            if ($(i + 1) ~ /^passed;?$/) passed += $i
+            if ($(i + 1) ~ /^failed;?$/) failed += $i
+        }
+    }
+    END { print passed + 0, failed + 0, results + 0 }' "$log")
+targets=$(grep -cE '^\s+Running (unittests )?\S' "$log")
+died=$((targets > results ? targets - results : 0))
+failed=$((failed + died))
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
+    # cargo failed before any test could (a build error): say so rather
+    # than print a clean count
+    echo
+    echo "tests: ${passed} passed, build or run failed (cargo exit ${status})"
+    exit "$status"
+fi
+suffix=""
+[ "$died" -gt 0 ] && suffix=" (${died} target(s) died without a result)"
 echo
-echo "tests: ${passed} passed, ${failed} failed"
+echo "tests: ${passed} passed, ${failed} failed${suffix}"
+if [ "$failed" -gt 0 ] && [ "$status" -eq 0 ]; then
+    status=1
+fi
 exit "$status"
