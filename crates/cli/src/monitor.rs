@@ -195,7 +195,9 @@ impl Args {
 }
 
 pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
-    let path = agent_socket(ctx, "monitor1_2.sock");
+    // The agent's JSON-lines stream of decoded events (its
+    // `monitor1_2.sock` speaks Cilium's gob protocol, for cilium-dbg).
+    let path = agent_socket(ctx, "cilium-rs-monitor.sock");
     let stream = std::os::unix::net::UnixStream::connect(&path)
         .with_context(|| format!("connecting to the monitor at {}", path.display()))?;
     let mut out = std::io::stdout().lock();

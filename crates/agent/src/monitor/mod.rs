@@ -1,22 +1,33 @@
 //! The monitor: the datapath's events from `cilium_events` and the agent's
-//! own notifications, decoded once into a hub that streams them to `cilium
-//! monitor` clients on `<run dir>/monitor1_2.sock` and keeps the latest for
-//! `cilium observe` on `<run dir>/hubble.sock`, one JSON object per line.
+//! own notifications, read once into a hub that hands them to three kinds
+//! of clients, each on a socket beside the API socket:
+//! - `monitor1_2.sock`: Cilium 1.16's monitor protocol 1.2 (gob-encoded
+//!   payloads carrying the rings' raw samples, see `listener1_2`), what
+//!   Cilium's own `cilium-dbg monitor` reads;
+//! - `cilium-rs-monitor.sock`: our `cilium monitor`'s stream, the events
+//!   decoded, one JSON object per line (a `hello` line with the CPUs read
+//!   first); no Cilium tool knows this name;
+//! - `hubble.sock`: `cilium observe`, the kept flows then the live ones, in
+//!   the same JSON lines.
+//!
 //! The rings are read by a thread of their own so a burst of events never
 //! waits for the API.
 
 mod agent_events;
 mod decode;
+pub mod gob;
+mod json_lines;
+pub mod listener1_2;
 
 pub use agent_events::AgentNotify;
 pub use decode::{decode, parse_packet, summarize, MonitorEvent, Packet};
+pub use listener1_2::Payload;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use tokio::io::AsyncWriteExt;
 use tokio::sync::broadcast;
 
 /// Flows `cilium observe` can look back on (Hubble keeps 4095).
@@ -24,7 +35,10 @@ const RECENT: usize = 4095;
 
 /// Where events meet their readers.
 pub struct Hub {
+    /// Decoded events, for our JSON clients
     tx: broadcast::Sender<Arc<MonitorEvent>>,
+    /// Cilium's payloads, for `monitor1_2.sock` listeners
+    payloads: broadcast::Sender<Arc<Payload>>,
     recent: Mutex<VecDeque<Arc<MonitorEvent>>>,
     /// `namespace/pod` by address, local and remote
     pods: RwLock<HashMap<Ipv4Addr, String>>,
@@ -44,6 +58,7 @@ impl Default for Hub {
     fn default() -> Self {
         Self {
             tx: broadcast::channel(4096).0,
+            payloads: broadcast::channel(4096).0,
             recent: Mutex::new(VecDeque::with_capacity(RECENT)),
             pods: RwLock::default(),
             lost: AtomicU64::new(0),
@@ -102,13 +117,52 @@ impl Hub {
         let _ = self.tx.send(ev);
     }
 
+    /// Hands a payload to the `monitor1_2.sock` listeners; builds it only
+    /// when there are some.
+    fn send_payload(&self, payload: impl FnOnce() -> Payload) {
+        if self.payloads.receiver_count() > 0 {
+            let _ = self.payloads.send(Arc::new(payload()));
+        }
+    }
+
+    /// Clients connected to `monitor1_2.sock`.
+    pub fn monitor_listeners(&self) -> usize {
+        self.payloads.receiver_count()
+    }
+
+    /// A sample read from the ring of `cpu`: counted, sent as read to
+    /// Cilium's clients and decoded for ours.
+    pub fn sample(&self, cpu: usize, raw: &[u8]) {
+        let kind = usize::from(raw.first().copied().unwrap_or(0));
+        self.received[if kind < 6 { kind } else { 0 }].fetch_add(1, Ordering::Relaxed);
+        self.send_payload(|| Payload::sample(cpu, raw));
+        if let Some(mut ev) = decode(raw) {
+            ev.cpu = cpu as u32;
+            self.publish(ev);
+        }
+    }
+
+    /// Records the ring of `cpu` could not take.
+    pub fn lost_samples(&self, cpu: usize, count: u64) {
+        self.lost.fetch_add(count, Ordering::Relaxed);
+        self.send_payload(|| Payload::lost(cpu, count));
+        self.publish(MonitorEvent {
+            kind: "lost".into(),
+            cpu: cpu as u32,
+            len_orig: count as u32,
+            ..Default::default()
+        });
+    }
+
     /// An agent notification (`cilium monitor --type agent`).
     pub fn agent(&self, what: AgentNotify, body: serde_json::Value) {
+        let text = body.to_string();
+        self.send_payload(|| Payload::agent(what, &text));
         self.publish(MonitorEvent {
             kind: "agent".into(),
             reason: what as u8,
             reason_text: what.text().into(),
-            message: body.to_string(),
+            message: text,
             ..Default::default()
         });
     }
@@ -176,9 +230,14 @@ fn page_size() -> usize {
     usize::try_from(n).unwrap_or(4096)
 }
 
-/// Where `cilium monitor` connects: beside the API socket.
+/// Where Cilium's `cilium-dbg monitor` connects: beside the API socket.
 pub fn socket_path(api_socket: &Path) -> PathBuf {
     api_socket.with_file_name("monitor1_2.sock")
+}
+
+/// Where our `cilium monitor` connects: beside the other sockets.
+pub fn json_socket_path(socket: &Path) -> PathBuf {
+    socket.with_file_name("cilium-rs-monitor.sock")
 }
 
 /// Where `cilium observe` connects: beside the API socket.
@@ -201,60 +260,12 @@ fn read_rings(bpf_root: &Path, hub: Arc<Hub>) -> Option<usize> {
         .name("monitor".into())
         .spawn(move || loop {
             reader.poll(1000, &mut |cpu, rec| match rec {
-                datapath::events::Record::Sample(bytes) => {
-                    let kind = usize::from(bytes.first().copied().unwrap_or(0));
-                    hub.received[if kind < 6 { kind } else { 0 }].fetch_add(1, Ordering::Relaxed);
-                    if let Some(mut ev) = decode(bytes) {
-                        ev.cpu = cpu as u32;
-                        hub.publish(ev);
-                    }
-                }
-                datapath::events::Record::Lost(n) => {
-                    hub.lost.fetch_add(n, Ordering::Relaxed);
-                    hub.publish(MonitorEvent {
-                        kind: "lost".into(),
-                        cpu: cpu as u32,
-                        len_orig: n as u32,
-                        ..Default::default()
-                    });
-                }
+                datapath::events::Record::Sample(raw) => hub.sample(cpu, raw),
+                datapath::events::Record::Lost(n) => hub.lost_samples(cpu, n),
             });
         })
         .ok()?;
     Some(cpus)
-}
-
-/// Streams `first`, then the live events, to one client as JSON lines.
-async fn stream(
-    mut conn: tokio::net::UnixStream,
-    first: Vec<String>,
-    mut rx: broadcast::Receiver<Arc<MonitorEvent>>,
-) {
-    for line in first {
-        if conn
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .is_err()
-        {
-            return;
-        }
-    }
-    loop {
-        let line = match rx.recv().await {
-            Ok(ev) => serde_json::to_string(&*ev).expect("event serializes"),
-            Err(broadcast::error::RecvError::Lagged(n)) => {
-                format!("{{\"type\":\"lost\",\"len_orig\":{n}}}")
-            }
-            Err(broadcast::error::RecvError::Closed) => return,
-        };
-        if conn
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .is_err()
-        {
-            return;
-        }
-    }
 }
 
 fn bind(socket: &Path) -> anyhow::Result<tokio::net::UnixListener> {
@@ -263,8 +274,10 @@ fn bind(socket: &Path) -> anyhow::Result<tokio::net::UnixListener> {
         .map_err(|e| anyhow::anyhow!("binding {}: {e}", socket.display()))
 }
 
-/// Serves `cilium monitor` (live events) and `cilium observe` (the kept
-/// flows, a `replay-end` marker, then live events) until `shutdown`.
+/// Serves Cilium's monitor clients on `socket` (`monitor1_2.sock`), ours
+/// beside it (`cilium-rs-monitor.sock`: live events) and `cilium observe`
+/// on `observer` (the kept flows, a `replay-end` marker, then live events)
+/// until `shutdown`.
 pub async fn serve(
     hub: Arc<Hub>,
     bpf_root: PathBuf,
@@ -274,17 +287,23 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let cpus = read_rings(&bpf_root, Arc::clone(&hub)).unwrap_or(0);
     hub.cpus.store(cpus, Ordering::Relaxed);
+    let json_socket = json_socket_path(&socket);
     let monitor = bind(&socket)?;
+    let json = bind(&json_socket)?;
     let observe = bind(&observer)?;
-    tracing::info!(subsys = "monitor", socket = %socket.display(), observer = %observer.display(), cpus, "Monitor listening");
+    tracing::info!(subsys = "monitor", socket = %socket.display(), json = %json_socket.display(), observer = %observer.display(), cpus, "Monitor listening");
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
             accepted = monitor.accept() => {
                 let Ok((conn, _)) = accepted else { continue };
+                tokio::spawn(listener1_2::stream(conn, hub.payloads.subscribe()));
+            }
+            accepted = json.accept() => {
+                let Ok((conn, _)) = accepted else { continue };
                 let hello = format!("{{\"type\":\"hello\",\"cpus\":{cpus}}}");
-                tokio::spawn(stream(conn, vec![hello], hub.tx.subscribe()));
+                tokio::spawn(json_lines::stream(conn, vec![hello], hub.tx.subscribe()));
             }
             accepted = observe.accept() => {
                 let Ok((conn, _)) = accepted else { continue };
@@ -295,12 +314,13 @@ pub async fn serve(
                     .map(|ev| serde_json::to_string(&**ev).expect("event serializes"))
                     .collect();
                 first.push("{\"type\":\"replay-end\"}".into());
-                tokio::spawn(stream(conn, first, rx));
+                tokio::spawn(json_lines::stream(conn, first, rx));
             }
         }
     }
-    let _ = std::fs::remove_file(&socket);
-    let _ = std::fs::remove_file(&observer);
+    for path in [&socket, &json_socket, &observer] {
+        let _ = std::fs::remove_file(path);
+    }
     Ok(())
 }
 
@@ -330,6 +350,38 @@ mod tests {
         assert_eq!(
             (kept[0].src_pod.as_str(), kept[0].dst_pod.as_str()),
             ("", "default/db")
+        );
+    }
+
+    #[test]
+    fn cilium_listeners_get_samples_as_read_and_lost_counts() {
+        let hub = Hub::default();
+        let mut rx = hub.payloads.subscribe();
+        let raw = [200u8, 1, 2, 3];
+        hub.sample(3, &raw);
+        hub.lost_samples(1, 12);
+        assert_eq!(*rx.try_recv().unwrap(), Payload::sample(3, &raw));
+        assert_eq!(*rx.try_recv().unwrap(), Payload::lost(1, 12));
+        assert_eq!(hub.lost(), 12);
+        assert_eq!(hub.received()[0], ("Unknown", 1));
+    }
+
+    #[test]
+    fn payloads_are_built_only_for_listeners() {
+        let hub = Hub::default();
+        hub.sample(0, &[4, 0, 0, 0]);
+        let mut rx = hub.payloads.subscribe();
+        assert!(rx.try_recv().is_err());
+        assert_eq!(hub.monitor_listeners(), 1);
+    }
+
+    #[test]
+    fn json_clients_have_a_socket_of_their_own() {
+        let monitor = socket_path(Path::new("/var/run/cilium/cilium.sock"));
+        assert_eq!(monitor, Path::new("/var/run/cilium/monitor1_2.sock"));
+        assert_eq!(
+            json_socket_path(&monitor),
+            Path::new("/var/run/cilium/cilium-rs-monitor.sock")
         );
     }
 }

@@ -1,0 +1,3 @@
+module cilium-rs/gobdecode
+
+go 1.22
