@@ -4,14 +4,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
-if ! command -v clang >/dev/null || ! command -v etcd >/dev/null || ! [ -f /usr/include/bpf/bpf_helpers.h ] \
+if ! command -v clang >/dev/null || ! command -v cc >/dev/null || ! command -v etcd >/dev/null || ! [ -f /usr/include/bpf/bpf_helpers.h ] \
     || ! command -v curl >/dev/null || ! command -v iperf3 >/dev/null || ! command -v ip >/dev/null \
     || ! command -v ping >/dev/null || ! command -v nsenter >/dev/null \
     || ! command -v protoc >/dev/null || ! [ -f /usr/include/google/protobuf/descriptor.proto ] \
     || ! command -v iptables >/dev/null || ! command -v python3 >/dev/null; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends \
-        clang llvm libbpf-dev linux-libc-dev iproute2 etcd-server curl iperf3 iputils-ping util-linux protobuf-compiler libprotobuf-dev iptables python3 ca-certificates >/dev/null
+        gcc libc6-dev clang llvm libbpf-dev linux-libc-dev iproute2 etcd-server curl iperf3 iputils-ping util-linux protobuf-compiler libprotobuf-dev iptables python3 ca-certificates >/dev/null
 fi
 
 if ! command -v cargo >/dev/null; then

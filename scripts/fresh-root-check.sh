@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Runs the README's install command (scripts/install.sh) inside a fresh
+# Debian 12 root made with debootstrap, with nothing in it but what
+# debootstrap's minbase gives and the prerequisites the README names (the
+# Rust toolchain, Go), bind-mounted read-only from this machine. It passes
+# once every binary and every BPF object is built there, so a package
+# installed by hand on this machine can no longer hide a missing install
+# step. Downloads are cached (Debian packages, crates); the root never is:
+# it is made anew on every run and removed afterwards.
+#
+# As root. Usage: scripts/fresh-root-check.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src=$PWD
+
+cache=${CILIUM_RS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cilium-rs}/fresh-root
+mkdir -p "$cache/debs" "$cache/apt-archives/partial"
+chmod 755 "$cache" "$cache/apt-archives"
+
+if ! command -v debootstrap >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+fi
+
+# The mirror this machine's apt uses, so the root sees the same archive.
+mirror=$(sed -n 's/^URIs:[[:space:]]*\(\S*debian\/\?\)$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)
+mirror=${mirror:-$(awk '$1 == "deb" && $3 == "bookworm" { print $2; exit }' /etc/apt/sources.list 2>/dev/null)}
+mirror=${mirror:-http://deb.debian.org/debian}
+
+sysroot=$(rustc --print sysroot)
+goroot=$(command -v go >/dev/null && go env GOROOT || true)
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+
+root=$(mktemp -d /var/tmp/cilium-rs-fresh-root.XXXXXX)
+chmod 755 "$root"   # a root dir, not a private temp dir: apt's _apt user walks it
+cleanup() {
+    # The bind mounts live in the unshared mount namespace below and are
+    # gone with it; --one-file-system still guards against a stray one.
+    rm -rf --one-file-system "$root"
+}
+trap cleanup EXIT
+
+echo "fresh root: debootstrap bookworm (minbase) from $mirror into $root"
+t0=$SECONDS
+debootstrap --variant=minbase --cache-dir="$cache/debs" bookworm "$root" "$mirror" >"$root.log" 2>&1 || {
+    tail -n 30 "$root.log" >&2
+    rm -f "$root.log"
+    echo "fresh root: debootstrap failed" >&2
+    exit 1
+}
+rm -f "$root.log"
+echo "fresh root: made in $((SECONDS - t0)) s"
+
+# What a machine's own apt would have: its resolver; no service may start
+# inside the root (etcd's package would otherwise try).
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+chmod +x "$root/usr/sbin/policy-rc.d"
+
+# The source tree as a clean clone has it: tracked and untracked files that
+# git does not ignore, no target/.
+mkdir -p "$root/src"
+git ls-files -z --cached --others --exclude-standard | tar -C "$src" --null -T - -cf - | tar -C "$root/src" -xf -
+
+mkdir -p "$root$sysroot" "$root/root/.cargo/registry"
+[ -n "$goroot" ] && mkdir -p "$root$goroot"
+path=$sysroot/bin${goroot:+:$goroot/bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+t0=$SECONDS
+unshare --mount --propagation private bash -euo pipefail -c '
+    root=$1 sysroot=$2 goroot=$3 cargo_home=$4 cache=$5 path=$6
+    ro_bind() { mount --bind "$1" "$2"; mount -o remount,bind,ro "$2"; }
+    ro_bind "$sysroot" "$root$sysroot"
+    [ -n "$goroot" ] && ro_bind "$goroot" "$root$goroot"
+    mkdir -p "$cargo_home/registry"
+    mount --bind "$cargo_home/registry" "$root/root/.cargo/registry"
+    mount --bind "$cache/apt-archives" "$root/var/cache/apt/archives"
+    mount -t proc proc "$root/proc"
+    mount --rbind /dev "$root/dev"
+    mount -t tmpfs tmpfs "$root/tmp"
+    # apt keeps the .debs it fetched in the cached archives dir
+    echo "Binary::apt::APT::Keep-Downloaded-Packages \"true\";" >"$root/etc/apt/apt.conf.d/99keep"
+    chroot "$root" /usr/bin/env -i HOME=/root PATH="$path" CARGO_HOME=/root/.cargo \
+        CI="${CI:-}" TERM=dumb bash -c "cd /src && ./scripts/install.sh"
+' fresh-root "$root" "$sysroot" "$goroot" "$cargo_home" "$cache" "$path"
+echo "fresh root: install.sh done in $((SECONDS - t0)) s"
+
+missing=()
+for bin in cilium cilium-agent cilium-cni cilium-lab cilium-mount cilium-sysctlfix; do
+    [ -x "$root/src/target/release/$bin" ] || missing+=("binary $bin")
+done
+for obj in bpf/bpf_*.c; do
+    name=$(basename "$obj" .c)
+    compgen -G "$root/src/target/release/build/datapath-*/out/$name.o" >/dev/null || missing+=("BPF object $name.o")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    printf 'fresh root: not built: %s\n' "${missing[@]}" >&2
+    exit 1
+fi
+echo "fresh root: every binary and BPF object built from a fresh Debian 12"
