@@ -15,7 +15,6 @@
 #include "lib/nodeport.h"
 #include "lib/reject.h"
 #include "lib/policy.h"
-#include "lib/dbg.h"
 
 /* The node's own packets to a pod on another node go through the overlay
  * as Cilium's LOCAL_NODE_ID, which the far side sees as remote-node. */
@@ -73,7 +72,6 @@ int cil_from_netdev(struct __sk_buff *ctx)
 	__u16 proto = 0;
 	int ret, verdict;
 
-	send_debug_capture(ctx, DBG_CAPTURE_FROM_NETDEV, 0, ctx->ifindex);
 	ret = validate_ethertype(ctx, &proto);
 	if (IS_ERR(ret) || proto != ETH_P_IP)
 		return CTX_ACT_OK;

@@ -177,7 +177,6 @@ int cil_from_container(struct __sk_buff *ctx)
 	__u16 proto = 0;
 	int ret;
 
-	send_debug_capture(ctx, DBG_CAPTURE_FROM_LXC, 0, ctx->ifindex);
 	ret = validate_ethertype(ctx, &proto);
 	if (IS_ERR(ret))
 		return send_drop_notify(ctx, IDENTITY_UNKNOWN, IDENTITY_UNKNOWN, 0,

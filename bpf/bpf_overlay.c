@@ -17,7 +17,6 @@
 #include "lib/encap.h"
 #include "lib/lb.h"
 #include "lib/policy.h"
-#include "lib/dbg.h"
 
 /* The sender's identity rides in the VNI. A node never sends as host (it
  * uses remote-node), so a host VNI is forged. For remote-node the ipcache
@@ -82,7 +81,6 @@ int cil_from_overlay(struct __sk_buff *ctx)
 	__u16 proto = 0;
 	int ret;
 
-	send_debug_capture(ctx, DBG_CAPTURE_FROM_OVERLAY, 0, ctx->ifindex);
 	ret = validate_ethertype(ctx, &proto);
 	if (IS_ERR(ret))
 		return send_drop_notify(ctx, IDENTITY_UNKNOWN, IDENTITY_UNKNOWN, 0,

@@ -12,7 +12,14 @@
 #include <linux/types.h>
 
 /* ---- Map names (pinned by name under <bpffs>/tc/globals) ---- */
-/* The Rust side spells these in crates/abi/src/maps.rs. */
+/* The Rust side spells these in crates/abi/src/maps.rs. A map Cilium 1.16
+ * knows carries its 1.16 name, type, sizes and flags (preallocate-bpf-maps
+ * off: hash maps BPF_F_NO_PREALLOC, as Cilium's Helm chart and its CLI
+ * open them), so 1.16's tools open our pins without re-creating them. A
+ * map of our own is named cilium_rs_*: no 1.16 glob or prefix
+ * (cilium_policy_*, cilium_calls_*, cilium_ct*, ...) takes it for one of
+ * its own, while `cilium-dbg post-uninstall-cleanup` (cilium_*) still
+ * removes it. */
 
 /* ---- Default map sizes (cilium-config knobs may override) ---- */
 #define ENDPOINTS_MAP_SIZE	65535
@@ -24,7 +31,10 @@
 #define TUNNEL_MAP_SIZE		65536
 #define POLICY_MAP_SIZE		16384
 #define LB_MAP_SIZE		65536
-#define NAT_MAP_SIZE		131072
+/* bpf-nat-global-max: 2/3 of the CT maps (TCP + any) at their defaults,
+ * and auto-sized to that share of smaller CT maps (Cilium's
+ * checkMapSizeLimits); crates/datapath MapSizes::nat does the latter. */
+#define NAT_MAP_SIZE		524288
 #define LB_REVERSE_SK_MAP_SIZE	262144
 #define FRAG_MAP_SIZE		8192	/* bpf-fragments-map-max */
 /* Maglev lookup table size (bpf-lb-maglev-table-size): compiled in, as in
@@ -154,8 +164,12 @@ struct ipv4_ct_tuple {
 #define CT_REPLY		2
 #define CT_RELATED		3
 
+/* Cilium's agent defaults: bpf-ct-timeout-regular-tcp-syn,
+ * bpf-ct-timeout-regular-tcp and bpf-ct-timeout-service-tcp (one value
+ * here: regular and service entries live alike), -regular-any,
+ * -regular-tcp-fin. */
 #define CT_SYN_TIMEOUT			60
-#define CT_CONNECTION_LIFETIME_TCP	21600
+#define CT_CONNECTION_LIFETIME_TCP	8000
 #define CT_CONNECTION_LIFETIME_NONTCP	60
 #define CT_CLOSE_TIMEOUT		10
 
@@ -347,28 +361,34 @@ struct metrics_value {
 	__u64 bytes;
 };
 
-/* ---- cilium_ratelimit: ratelimit_key -> ratelimit_value (token bucket,
- * LRU) and cilium_ratelimit_metrics: usage -> events refused ---- */
+/* ---- cilium_rs_ratelimit: rs_ratelimit_key -> rs_ratelimit_value (token
+ * bucket, LRU) and cilium_rs_ratelimit_metrics: usage -> events refused ----
+ * Maps of our own: the events rate limit (bpf-events-default-rate-limit) is
+ * Cilium 1.17's, and these are 1.17's cilium_ratelimit and
+ * cilium_ratelimit_metrics layouts. Cilium 1.16 has no metrics map, and its
+ * cilium_ratelimit is keyed by { __u32 netdev_idx } alone (the ICMPv6
+ * replies of a service without backends, which this IPv4 datapath never
+ * sends), so a map of this layout must not carry that name. */
 #define RATELIMIT_MAP_SIZE		1024
 #define RATELIMIT_METRICS_MAP_SIZE	64
 #define RATELIMIT_USAGE_ICMPV6		1
 #define RATELIMIT_USAGE_EVENTS_MAP	2
 
-struct ratelimit_key {
+struct rs_ratelimit_key {
 	__u32 usage;
 	__u32 key;		/* per-usage discriminator (netdev index for ICMPv6) */
 };
 
-struct ratelimit_value {
+struct rs_ratelimit_value {
 	__u64 last_topup;	/* ktime ns */
 	__u64 tokens;
 };
 
-struct ratelimit_metrics_key {
+struct rs_ratelimit_metrics_key {
 	__u32 usage;
 };
 
-struct ratelimit_metrics_value {
+struct rs_ratelimit_metrics_value {
 	__u64 dropped;
 };
 
@@ -442,7 +462,7 @@ struct drop_notify {
 	__u32 ifindex;
 };
 
-/* A packet captured where a program takes it (type
+/* A packet captured at a point of the datapath (type
  * CILIUM_NOTIFY_DBG_CAPTURE, subtype DBG_CAPTURE_*), written only with
  * datapath debugging on (debug-verbose=datapath) */
 struct debug_capture_msg {
@@ -454,10 +474,17 @@ struct debug_capture_msg {
 	__u32 arg2;
 };
 
-#define DBG_CAPTURE_FROM_LXC		1
-#define DBG_CAPTURE_FROM_NETDEV		2
-#define DBG_CAPTURE_FROM_OVERLAY	3
+/* Capture points, Cilium 1.16's numbers (bpf/lib/dbg.h); 1-3 are reserved
+ * there. Only the delivery to an endpoint is captured here, as in 1.16. */
+#define DBG_CAPTURE_UNSPEC		0
 #define DBG_CAPTURE_DELIVERY		4
+#define DBG_CAPTURE_FROM_LB		5
+#define DBG_CAPTURE_AFTER_V46		6
+#define DBG_CAPTURE_AFTER_V64		7
+#define DBG_CAPTURE_PROXY_PRE		8
+#define DBG_CAPTURE_PROXY_POST		9
+#define DBG_CAPTURE_SNAT_PRE		10
+#define DBG_CAPTURE_SNAT_POST		11
 
 struct trace_notify {
 	struct notify_common_hdr hdr;
@@ -576,10 +603,10 @@ ABI_SIZE(struct lb_affinity_match, 8);
 ABI_SIZE(struct ipv4_revnat_tuple, 16);
 ABI_SIZE(struct ipv4_revnat_entry, 8);
 ABI_SIZE(struct metrics_key, 8);
-ABI_SIZE(struct ratelimit_key, 8);
-ABI_SIZE(struct ratelimit_value, 16);
-ABI_SIZE(struct ratelimit_metrics_key, 4);
-ABI_SIZE(struct ratelimit_metrics_value, 8);
+ABI_SIZE(struct rs_ratelimit_key, 8);
+ABI_SIZE(struct rs_ratelimit_value, 16);
+ABI_SIZE(struct rs_ratelimit_metrics_key, 4);
+ABI_SIZE(struct rs_ratelimit_metrics_value, 8);
 ABI_SIZE(struct metrics_value, 16);
 ABI_SIZE(struct drop_notify, 36);
 ABI_SIZE(struct trace_notify, 48);

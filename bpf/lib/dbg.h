@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Debug captures (Cilium's dbg.h): every packet a program takes, with its
- * first bytes, for `cilium monitor --type capture`. Cilium compiles them in
- * with DEBUG; one object serves every node here, so a runtime-config flag
- * turns them on instead, and they cost a map lookup when off.
+ * Debug captures (Cilium's dbg.h): a packet at a capture point (Cilium
+ * 1.16's DBG_CAPTURE_* numbers; here only the delivery to an endpoint, as
+ * 1.16 captures it), with its first bytes, for `cilium monitor --type
+ * capture`. Cilium compiles them in with DEBUG; one object serves every
+ * node here, so a runtime-config flag turns them on instead, and they cost
+ * a map lookup when off.
  */
 #ifndef __LIB_DBG_H_
 #define __LIB_DBG_H_

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Global maps shared by every object, pinned by name in <bpffs>/tc/globals. */
+/* Global maps shared by every object, pinned by name in <bpffs>/tc/globals.
+ * Hash maps (HASH, PERCPU_HASH, HASH_OF_MAPS) are BPF_F_NO_PREALLOC, as
+ * Cilium creates them with preallocate-bpf-maps=false, the value its Helm
+ * chart writes and its CLI assumes: a pin without the flag is one Cilium's
+ * tools re-create. LRU maps and arrays take no flag. */
 #ifndef __LIB_MAPS_H_
 #define __LIB_MAPS_H_
 
@@ -77,6 +81,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
 	__type(key, __u16);
 	__uint(max_entries, LB_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct lb4_maglev_inner);
 } cilium_lb4_maglev SEC(".maps");
@@ -136,7 +141,9 @@ struct {
 /* Each endpoint's policy map (cilium_policy_<EPID>, Cilium's LPM layout),
  * by endpoint ID. Cilium compiles the map into a per-endpoint program; one
  * object serves every endpoint here, so it finds the map through this
- * map-in-map. */
+ * map-in-map, a map of our own: named so that Cilium's
+ * `bpf policy get --all` (glob cilium_policy_*) does not read it as an
+ * endpoint's policy map. */
 struct policy_map {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
 	/* sizes, not types: BTF would only carry forward declarations here */
@@ -152,13 +159,14 @@ struct {
 	__uint(max_entries, ENDPOINTS_MAP_SIZE);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct policy_map);
-} cilium_policy_maps SEC(".maps");
+} cilium_rs_policy_maps SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__type(key, struct metrics_key);
 	__type(value, struct metrics_value);
 	__uint(max_entries, METRICS_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_metrics SEC(".maps");
 
@@ -170,21 +178,23 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_runtime_config SEC(".maps");
 
+/* The events rate limit's buckets and refusals (Cilium 1.17's maps, ours
+ * in a 1.16 world: see abi.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__type(key, struct ratelimit_key);
-	__type(value, struct ratelimit_value);
+	__type(key, struct rs_ratelimit_key);
+	__type(value, struct rs_ratelimit_value);
 	__uint(max_entries, RATELIMIT_MAP_SIZE);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} cilium_ratelimit SEC(".maps");
+} cilium_rs_ratelimit SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__type(key, struct ratelimit_metrics_key);
-	__type(value, struct ratelimit_metrics_value);
+	__type(key, struct rs_ratelimit_metrics_key);
+	__type(value, struct rs_ratelimit_metrics_value);
 	__uint(max_entries, RATELIMIT_METRICS_MAP_SIZE);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} cilium_ratelimit_metrics SEC(".maps");
+} cilium_rs_ratelimit_metrics SEC(".maps");
 
 /* max_entries 0: the loader sizes it to the number of possible CPUs. */
 struct {

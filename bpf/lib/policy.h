@@ -56,7 +56,7 @@ static __always_inline int policy_can_access4(__u32 ep_id, __u32 remote, __u8 eg
 	struct policy_entry *a, *b, *pick;
 	void *map;
 
-	map = bpf_map_lookup_elem(&cilium_policy_maps, &ep_id);
+	map = bpf_map_lookup_elem(&cilium_rs_policy_maps, &ep_id);
 	if (!map)
 		return -DROP_NO_CONFIG;
 	a = bpf_map_lookup_elem(map, &key);

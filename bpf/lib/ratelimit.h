@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Token buckets in cilium_ratelimit (Cilium's ratelimit.h): a usage may
- * spend `rate` tokens a second and save up to `burst`; what it cannot pay
- * for is refused and counted in cilium_ratelimit_metrics.
+ * Token buckets in cilium_rs_ratelimit (Cilium 1.17's ratelimit.h): a usage
+ * may spend `rate` tokens a second and save up to `burst`; what it cannot
+ * pay for is refused and counted in cilium_rs_ratelimit_metrics.
  */
 #ifndef __LIB_RATELIMIT_H_
 #define __LIB_RATELIMIT_H_
@@ -13,14 +13,14 @@
 
 static __always_inline void ratelimit_count_refused(__u32 usage)
 {
-	struct ratelimit_metrics_key key = { .usage = usage };
-	struct ratelimit_metrics_value *v, one = { .dropped = 1 };
+	struct rs_ratelimit_metrics_key key = { .usage = usage };
+	struct rs_ratelimit_metrics_value *v, one = { .dropped = 1 };
 
-	v = bpf_map_lookup_elem(&cilium_ratelimit_metrics, &key);
+	v = bpf_map_lookup_elem(&cilium_rs_ratelimit_metrics, &key);
 	if (v)
 		__sync_fetch_and_add(&v->dropped, 1);
 	else
-		bpf_map_update_elem(&cilium_ratelimit_metrics, &key, &one, BPF_NOEXIST);
+		bpf_map_update_elem(&cilium_rs_ratelimit_metrics, &key, &one, BPF_NOEXIST);
 }
 
 /* May `usage` spend a token now? rate 0 means unlimited. The bucket is
@@ -28,8 +28,8 @@ static __always_inline void ratelimit_count_refused(__u32 usage)
  * never refuses one wrongly. */
 static __always_inline int ratelimit_take(__u32 usage, __u32 key_id, __u64 rate, __u64 burst)
 {
-	struct ratelimit_key key = { .usage = usage, .key = key_id };
-	struct ratelimit_value *v, fresh;
+	struct rs_ratelimit_key key = { .usage = usage, .key = key_id };
+	struct rs_ratelimit_value *v, fresh;
 	__u64 now, elapsed, earned;
 
 	if (!rate)
@@ -37,11 +37,11 @@ static __always_inline int ratelimit_take(__u32 usage, __u32 key_id, __u64 rate,
 	if (!burst)
 		burst = rate;
 	now = bpf_ktime_get_ns();
-	v = bpf_map_lookup_elem(&cilium_ratelimit, &key);
+	v = bpf_map_lookup_elem(&cilium_rs_ratelimit, &key);
 	if (!v) {
 		fresh.last_topup = now;
 		fresh.tokens = burst - 1;
-		bpf_map_update_elem(&cilium_ratelimit, &key, &fresh, BPF_ANY);
+		bpf_map_update_elem(&cilium_rs_ratelimit, &key, &fresh, BPF_ANY);
 		return 1;
 	}
 	elapsed = now - v->last_topup;

@@ -11,8 +11,10 @@ pub const TUPLE_F_IN: u8 = 1;
 pub const TUPLE_F_RELATED: u8 = 2;
 pub const TUPLE_F_SERVICE: u8 = 4;
 
-/// Seconds a flow lives without packets (CT_CONNECTION_LIFETIME_*).
-pub const CT_CONNECTION_LIFETIME_TCP: u32 = 21600;
+/// Seconds a flow lives without packets (CT_CONNECTION_LIFETIME_*):
+/// Cilium's agent defaults, bpf-ct-timeout-regular-tcp and
+/// -service-tcp (8000 s), -regular-any and -service-any (60 s).
+pub const CT_CONNECTION_LIFETIME_TCP: u32 = 8000;
 pub const CT_CONNECTION_LIFETIME_NONTCP: u32 = 60;
 
 pub const CT_F_RX_CLOSING: u16 = 1 << 0;

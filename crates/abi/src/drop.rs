@@ -48,5 +48,5 @@ drop_reasons! {
     DROP_FRAG_NOT_FOUND = 175, "First logical datagram fragment not found";
     DROP_POLICY_DENY = 181, "Policy denied by denylist";
     DROP_TTL_EXCEEDED = 196, "TTL exceeded";
-    DROP_EP_NOT_READY = 203, "Endpoint not ready";
+    DROP_EP_NOT_READY = 203, "Endpoint policy program not available";
 }

@@ -114,14 +114,32 @@ assert_layout!(
 );
 unsafe impl Plain for DebugCaptureMsg {}
 
-/// Cilium's text for a capture point, as `cilium monitor` prints it.
+/// Capture points (`DBG_CAPTURE_*`), Cilium 1.16's numbers; 1-3 are
+/// reserved there. The datapath captures only deliveries, as 1.16 does.
+pub const DBG_CAPTURE_UNSPEC: u8 = 0;
+pub const DBG_CAPTURE_DELIVERY: u8 = 4;
+pub const DBG_CAPTURE_FROM_LB: u8 = 5;
+pub const DBG_CAPTURE_AFTER_V46: u8 = 6;
+pub const DBG_CAPTURE_AFTER_V64: u8 = 7;
+pub const DBG_CAPTURE_PROXY_PRE: u8 = 8;
+pub const DBG_CAPTURE_PROXY_POST: u8 = 9;
+pub const DBG_CAPTURE_SNAT_PRE: u8 = 10;
+pub const DBG_CAPTURE_SNAT_POST: u8 = 11;
+
+/// Cilium 1.16's text for a capture point (`subTypeString` in
+/// pkg/monitor/datapath_debug.go), as `cilium monitor` prints it before
+/// the capture's argument (an ifindex, or a proxy port).
 pub fn capture_point_text(subtype: u8) -> &'static str {
     match subtype {
-        1 => "Incoming packet from container ifindex",
-        2 => "Incoming packet from netdev ifindex",
-        3 => "Incoming packet from overlay ifindex",
-        4 => "Delivery to ifindex",
-        _ => "Unknown capture",
+        DBG_CAPTURE_DELIVERY => "Delivery to ifindex",
+        DBG_CAPTURE_FROM_LB => "Incoming packet to load balancer on ifindex",
+        DBG_CAPTURE_AFTER_V46 => "Packet after nat46 ifindex",
+        DBG_CAPTURE_AFTER_V64 => "Packet after nat64 ifindex",
+        DBG_CAPTURE_PROXY_PRE => "Packet to proxy port (Pre)",
+        DBG_CAPTURE_PROXY_POST => "Packet to proxy port (Post)",
+        DBG_CAPTURE_SNAT_PRE => "Packet going into snat engine on ifindex",
+        DBG_CAPTURE_SNAT_POST => "Packet coming from snat engine on ifindex",
+        _ => "Unknown message type",
     }
 }
 

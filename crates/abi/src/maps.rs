@@ -1,4 +1,7 @@
 //! Pinned map names and default sizes (bpf/lib/maps.h, bpf/include/abi.h).
+//!
+//! A map Cilium 1.16 knows keeps its 1.16 name; a map of our own is named
+//! `cilium_rs_*`, a prefix no 1.16 tool globs or parses.
 
 pub const LXC: &str = "cilium_lxc";
 pub const IPCACHE: &str = "cilium_ipcache";
@@ -17,9 +20,23 @@ pub const LB4_MAGLEV: &str = "cilium_lb4_maglev";
 pub const CALL_POLICY: &str = "cilium_call_policy";
 pub const LB4_REVERSE_SK: &str = "cilium_lb4_reverse_sk";
 pub const LB_AFFINITY_MATCH: &str = "cilium_lb_affinity_match";
-pub const RATELIMIT: &str = "cilium_ratelimit";
-pub const RATELIMIT_METRICS: &str = "cilium_ratelimit_metrics";
+/// The events rate limit's token buckets (ours: Cilium 1.17's layout).
+pub const RATELIMIT: &str = "cilium_rs_ratelimit";
+/// Events the rate limit refused, by usage (ours: Cilium 1.17's layout).
+pub const RATELIMIT_METRICS: &str = "cilium_rs_ratelimit_metrics";
+/// Each endpoint's `cilium_policy_<EPID>` by endpoint ID (ours).
+pub const POLICY_MAPS: &str = "cilium_rs_policy_maps";
 pub const IPV4_FRAG_DATAGRAMS: &str = "cilium_ipv4_frag_datagrams";
+
+/// Maps of our own pinned under another name by earlier versions, as
+/// (old, new): names a 1.16 tool would take for its own. A restarting agent
+/// moves such a pin to its new name when the map there has the new map's
+/// shape, so its contents survive.
+pub const RENAMED: [(&str, &str); 3] = [
+    ("cilium_policy_maps", POLICY_MAPS),
+    ("cilium_ratelimit", RATELIMIT),
+    ("cilium_ratelimit_metrics", RATELIMIT_METRICS),
+];
 
 pub const ENDPOINTS_MAP_SIZE: u32 = 65535;
 pub const IPCACHE_MAP_SIZE: u32 = 512000;
@@ -30,6 +47,9 @@ pub const RUNTIME_CONFIG_SIZE: u32 = 256;
 pub const TUNNEL_MAP_SIZE: u32 = 65536;
 pub const POLICY_MAP_SIZE: u32 = 16384;
 pub const LB_MAP_SIZE: u32 = 65536;
+/// bpf-nat-global-max default: 2/3 of the default CT sizes (TCP + any).
+pub const NAT_MAP_SIZE: u32 = 524288;
+pub const LB_REVERSE_SK_MAP_SIZE: u32 = 262144;
 /// bpf-fragments-map-max default.
 pub const FRAG_MAP_SIZE: u32 = 8192;
 

@@ -1,5 +1,9 @@
-//! `cilium_ratelimit` (token buckets) and `cilium_ratelimit_metrics`
-//! (what each usage had refused).
+//! `cilium_rs_ratelimit` (token buckets) and `cilium_rs_ratelimit_metrics`
+//! (what each usage had refused): the events rate limit, maps of our own
+//! with Cilium 1.17's `cilium_ratelimit` / `cilium_ratelimit_metrics`
+//! layouts (C: `struct rs_ratelimit_*`). Cilium 1.16 has no metrics map and
+//! keys its `cilium_ratelimit` by a netdev index alone, so these must not
+//! carry its names.
 
 use crate::{assert_layout, Plain};
 

@@ -36,10 +36,24 @@ impl Default for MapSizes {
 }
 
 impl MapSizes {
-    pub(crate) fn overrides(&self) -> [(&'static str, u32); 3] {
+    /// `cilium_snat_v4_external`'s size: bpf-nat-global-max at its default
+    /// (2/3 of the default CT sizes), or 2/3 of smaller CT maps when it
+    /// would exceed them, as Cilium sizes it (`checkMapSizeLimits`).
+    pub fn nat(&self) -> u32 {
+        let ct = u64::from(self.ct_tcp) + u64::from(self.ct_any);
+        if u64::from(abi::maps::NAT_MAP_SIZE) > ct {
+            (ct * 2 / 3) as u32
+        } else {
+            abi::maps::NAT_MAP_SIZE
+        }
+    }
+
+    /// Each sized map's max entries, for [`load_object`].
+    pub fn overrides(&self) -> [(&'static str, u32); 4] {
         [
             (abi::maps::CT4_GLOBAL, self.ct_tcp),
             (abi::maps::CT_ANY4_GLOBAL, self.ct_any),
+            (abi::maps::SNAT4_EXTERNAL, self.nat()),
             (abi::maps::IPV4_FRAG_DATAGRAMS, self.frag),
         ]
     }
@@ -236,6 +250,7 @@ pub fn load_object(
 ) -> Result<Ebpf, Error> {
     std::fs::create_dir_all(pin_dir).map_err(|e| Error::io("creating", pin_dir, e))?;
     let expected = expected_pinned_maps(obj, overrides)?;
+    adopt_renamed_pins(pin_dir, &expected);
     let moved = move_incompatible_pins(pin_dir, &expected)?;
 
     let mut loader = EbpfLoader::new();
@@ -350,6 +365,39 @@ fn expected_pinned_maps(
         ));
     }
     Ok(out)
+}
+
+/// Moves the pin of a map of ours that an earlier version pinned under
+/// another name (`abi::maps::RENAMED`) to its new name, when the map there
+/// has the new map's shape (so it is ours, and its contents and the
+/// programs sharing it carry on). A pin of another shape, e.g. Cilium's own
+/// map of that name, is left alone.
+fn adopt_renamed_pins(pin_dir: &Path, expected: &[(String, MapMeta)]) {
+    for (old, new) in abi::maps::RENAMED {
+        let Some((_, want)) = expected.iter().find(|(n, _)| n == new) else {
+            continue;
+        };
+        let (from, to) = (pin_dir.join(old), pin_dir.join(new));
+        if to.exists() {
+            continue;
+        }
+        let Ok(fd) = sys::obj_get(&from) else {
+            continue;
+        };
+        match sys::map_meta(std::os::fd::AsFd::as_fd(&fd)) {
+            Ok(have) if have == *want => match std::fs::rename(&from, &to) {
+                Ok(()) => {
+                    tracing::info!(subsys = "datapath", from = %old, to = %new, "Renamed map pin")
+                }
+                Err(e) => {
+                    tracing::warn!(subsys = "datapath", from = %old, to = %new, error = %e, "Unable to rename map pin")
+                }
+            },
+            _ => {
+                tracing::info!(subsys = "datapath", pin = %from.display(), "Pin under a former name of ours has another shape; left alone")
+            }
+        }
+    }
 }
 
 /// Renames pins that do not match their expected shape; returns the new paths.

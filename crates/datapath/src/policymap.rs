@@ -1,6 +1,7 @@
 //! Per-endpoint policy maps: `cilium_policy_<EPID>` (Cilium's LPM layout),
-//! each reachable by the datapath through `cilium_policy_maps`, the
-//! map-in-map keyed by endpoint ID that the objects define.
+//! each reachable by the datapath through `cilium_rs_policy_maps`, the
+//! map-in-map keyed by endpoint ID that the objects define (a map of our
+//! own, named so Cilium's `cilium_policy_*` glob does not match it).
 
 use crate::map::PinnedMap;
 use crate::sys::{self, MapMeta};
@@ -10,7 +11,7 @@ use std::collections::BTreeMap;
 use std::os::fd::AsFd;
 use std::path::Path;
 
-pub const OUTER: &str = "cilium_policy_maps";
+pub const OUTER: &str = abi::maps::POLICY_MAPS;
 const BPF_MAP_TYPE_LPM_TRIE: u32 = 11;
 const BPF_F_NO_PREALLOC: u32 = 1;
 

@@ -1,7 +1,7 @@
 //! Notifications in cilium_events: a drop reaches the ring with its record
 //! and packet, the events rate limit lets `burst` through and counts the
-//! rest in cilium_ratelimit_metrics, and a notification type turned off
-//! writes nothing.
+//! rest in cilium_rs_ratelimit_metrics, a notification type turned off
+//! writes nothing, and debug captures are Cilium 1.16's delivery captures.
 
 mod common;
 
@@ -102,17 +102,39 @@ fn drops_are_reported_rate_limited_and_can_be_turned_off() {
 fn debug_captures_are_written_only_when_asked_for() {
     let sb = Sandbox::enter();
     let mut obj = load(&sb, BPF_LXC);
+    // not send_invalid's addresses
+    let (a, b) = (Ipv4Addr::new(10, 0, 0, 7), Ipv4Addr::new(10, 0, 0, 8));
+    add_pod(&obj, a, 11, 0xa, 1000);
+    add_pod(&obj, b, 12, 0xb, 1001);
     let mut reader = EventReader::open(&sb.bpffs()).expect("open the rings");
     let captures = |reader: &mut EventReader| records(reader, abi::events::NOTIFY_DBG_CAPTURE);
-    send_invalid(&mut obj, 1);
+    let pkt = ipv4(a, b, 17, &udp(1000, 53));
+    let deliver = |obj: &mut TestObject| {
+        assert_eq!(
+            obj.run("cil_from_container", &pkt).unwrap().retval,
+            TC_ACT_REDIRECT
+        );
+    };
+    deliver(&mut obj);
     assert!(captures(&mut reader).is_empty());
     set(&obj, abi::runtime_config::DEBUG_DATAPATH, 1);
+    deliver(&mut obj);
+    // A drop is no capture point in Cilium 1.16: only the delivery is.
     send_invalid(&mut obj, 1);
     let seen = captures(&mut reader);
     assert_eq!(seen.len(), 1);
-    assert_eq!(seen[0][1], 1, "DBG_CAPTURE_FROM_LXC");
+    assert_eq!(
+        seen[0][1],
+        abi::events::DBG_CAPTURE_DELIVERY,
+        "DBG_CAPTURE_DELIVERY"
+    );
     let msg = <abi::events::DebugCaptureMsg as abi::Plain>::from_bytes(&seen[0]).unwrap();
-    assert_eq!(msg.arg1, TEST_IFINDEX);
+    assert_eq!(msg.hdr.source, 12, "the receiving endpoint");
+    assert_eq!(msg.arg1, TEST_IFINDEX, "the receiving endpoint's ifindex");
+    assert_eq!(
+        abi::events::capture_point_text(seen[0][1]),
+        "Delivery to ifindex"
+    );
     // the packet follows (perf pads the sample to 8 bytes)
     assert_eq!(msg.len_cap, 42);
     assert!(seen[0].len() >= 24 + 42);

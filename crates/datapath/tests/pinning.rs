@@ -1,4 +1,5 @@
-//! Global maps survive a reload; incompatible pins are migrated, not reused.
+//! Global maps survive a reload; incompatible pins are migrated, not reused;
+//! pins of ours under a former name move to the new one.
 
 use abi::endpoint::{EndpointInfo, EndpointKey};
 use abi::maps;
@@ -85,4 +86,55 @@ fn resized_map_is_migrated_and_others_keep_state() {
         .filter(|e| e.file_name().to_string_lossy().contains(":migrating"))
         .collect();
     assert!(leftovers.is_empty(), "migrated pins are removed");
+}
+
+#[test]
+fn maps_pinned_under_a_former_name_of_ours_move_to_the_new_one() {
+    use abi::ratelimit::{RatelimitMetricsKey, RatelimitMetricsValue};
+    let sb = Sandbox::enter();
+    let globals = sb.bpffs().join(maps::GLOBALS_DIR);
+    let dp = Datapath::init(&sb.bpffs(), &small()).expect("first init");
+    datapath::policymap::PolicyMap::open(&globals, 7).expect("policy map");
+    let policy_id = PinnedMap::open_global(&sb.bpffs(), &datapath::policymap::name(7))
+        .unwrap()
+        .id()
+        .unwrap();
+    let refused = RatelimitMetricsKey { usage: 2 };
+    PinnedMap::open_global(&sb.bpffs(), maps::RATELIMIT_METRICS)
+        .unwrap()
+        .put(&refused, &RatelimitMetricsValue { dropped: 5 })
+        .unwrap();
+    let other_id = PinnedMap::open_global(&sb.bpffs(), maps::LB_AFFINITY_MATCH)
+        .unwrap()
+        .id()
+        .unwrap();
+    drop(dp);
+    // An earlier version's pins, cilium_policy_maps and
+    // cilium_ratelimit_metrics; and under cilium_ratelimit a map of another
+    // shape (as Cilium 1.16's own would be), which is not ours to take.
+    let rename =
+        |from: &str, to: &str| std::fs::rename(globals.join(from), globals.join(to)).unwrap();
+    rename(maps::POLICY_MAPS, "cilium_policy_maps");
+    rename(maps::RATELIMIT_METRICS, "cilium_ratelimit_metrics");
+    std::fs::remove_file(globals.join(maps::RATELIMIT)).unwrap();
+    rename(maps::LB_AFFINITY_MATCH, "cilium_ratelimit");
+
+    let _dp = Datapath::init(&sb.bpffs(), &small()).expect("second init");
+    for old in ["cilium_policy_maps", "cilium_ratelimit_metrics"] {
+        assert!(!globals.join(old).exists(), "{old} moved");
+    }
+    let outer = PinnedMap::open_global(&sb.bpffs(), maps::POLICY_MAPS).unwrap();
+    assert_eq!(
+        outer.get::<u32, u32>(&7).unwrap(),
+        Some(policy_id),
+        "the endpoint's policy map is still registered"
+    );
+    let counted = PinnedMap::open_global(&sb.bpffs(), maps::RATELIMIT_METRICS)
+        .unwrap()
+        .get::<_, RatelimitMetricsValue>(&refused)
+        .unwrap();
+    assert_eq!(counted.map(|v| v.dropped), Some(5), "refusals kept");
+    let other = PinnedMap::open_global(&sb.bpffs(), "cilium_ratelimit").unwrap();
+    assert_eq!(other.id().unwrap(), other_id, "another shape is left alone");
+    assert!(globals.join(maps::RATELIMIT).exists(), "a fresh bucket map");
 }

@@ -128,14 +128,20 @@ pub fn udp(sport: u16, dport: u16) -> Vec<u8> {
     u
 }
 
-const SIZES: [(&str, u32); 2] = [
-    (abi::maps::CT4_GLOBAL, 1024),
-    (abi::maps::CT_ANY4_GLOBAL, 1024),
-];
+/// A test node's map sizes: small CT maps (and so, as in Cilium, a NAT map
+/// of 2/3 their size).
+fn sizes() -> [(&'static str, u32); 4] {
+    datapath::MapSizes {
+        ct_tcp: 1024,
+        ct_any: 1024,
+        ..Default::default()
+    }
+    .overrides()
+}
 
 pub fn load(sb: &Sandbox, obj: datapath::objects::Object) -> TestObject {
     let pins = sb.bpffs().join("tc/globals");
-    TestObject::load(obj, &pins, &SIZES).expect("load BPF object")
+    TestObject::load(obj, &pins, &sizes()).expect("load BPF object")
 }
 
 /// A pod on this node: endpoint `id`, MACs ending in `n`, identity `identity`.
@@ -158,7 +164,7 @@ pub fn add_pod(obj: &TestObject, ip: Ipv4Addr, id: u16, n: u8, identity: u32) {
 pub fn install_ingress(obj: &TestObject, endpoint_id: u16) {
     use datapath::loader::{install_tail_call, load_classifier, load_object, LXC_POLICY};
     let mut lxc =
-        load_object(datapath::objects::BPF_LXC, obj.pin_dir(), &SIZES).expect("load bpf_lxc");
+        load_object(datapath::objects::BPF_LXC, obj.pin_dir(), &sizes()).expect("load bpf_lxc");
     let prog =
         load_classifier(&mut lxc, "bpf_lxc.o", LXC_POLICY).expect("load the ingress program");
     install_tail_call(obj.pin_dir(), prog, endpoint_id).expect("fill cilium_call_policy");
