@@ -82,7 +82,10 @@ unshare --mount --propagation private bash -euo pipefail -c '
     echo "Binary::apt::APT::Keep-Downloaded-Packages \"true\";" >"$root/etc/apt/apt.conf.d/99keep"
     chroot "$root" /usr/bin/env -i HOME=/root PATH="$path" CARGO_HOME=/root/.cargo \
         CI="${CI:-}" TERM=dumb bash -c "cd /src && ./scripts/install.sh"
-' fresh-root "$root" "$sysroot" "$goroot" "$cargo_home" "$cache" "$path"
+' fresh-root "$root" "$sysroot" "$goroot" "$cargo_home" "$cache" "$path" || {
+    echo "fresh root: ./scripts/install.sh failed on a fresh Debian 12 (a package missing from it?)" >&2
+    exit 1
+}
 echo "fresh root: install.sh done in $((SECONDS - t0)) s"
 
 missing=()

@@ -19,5 +19,9 @@ if ! command -v cargo >/dev/null; then
     exit 1
 fi
 
+if ! command -v go >/dev/null; then
+    echo "warning: Go not found on PATH: the tests need it (README: prerequisites)" >&2
+fi
+
 cargo build --release --workspace --locked
 echo "built: $(ls target/release/ | grep -E "^(cilium|cilium-agent|cilium-cni|cilium-lab|cilium-mount|cilium-sysctlfix)$" | tr '\n' ' ')"
