@@ -15,7 +15,7 @@ use std::sync::Arc;
 /// The documents as `cilium policy get` shows them: each pretty-printed
 /// (they are stored as compact JSON, or as YAML by an older agent), as one
 /// YAML stream that `policy import` takes back.
-fn joined(docs: &[Stored]) -> String {
+pub(crate) fn joined(docs: &[Stored]) -> String {
     docs.iter()
         .map(
             |d| match serde_json::from_str::<serde_json::Value>(&d.text) {

@@ -198,6 +198,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
     Router::new()
         .route("/v1/healthz", get(healthz))
         .route("/v1/config", get(get_config).patch(patch_config))
+        .route("/v1/debuginfo", get(crate::api_debuginfo::get))
         .route("/v1/ipam", post(api_ipam::allocate_next))
         .route(
             "/v1/ipam/{ip}",

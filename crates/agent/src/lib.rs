@@ -1,6 +1,7 @@
 //! cilium-agent: wires the datapath, node devices, configuration and the
 //! REST API together. It holds no packet or policy logic of its own.
 
+pub mod api_debuginfo;
 pub mod api_endpoint;
 pub mod api_identity;
 pub mod api_ipam;

@@ -66,12 +66,8 @@ pub fn parse(spec: &ServiceSpec) -> Result<lb::ServiceSpec, ServiceError> {
             f.ip
         )));
     }
-    if !matches!(f.protocol.as_str(), "" | "TCP" | "UDP" | "ANY") {
-        return Err(ServiceError::Frontend(format!(
-            "unknown protocol {:?}",
-            f.protocol
-        )));
-    }
+    // f.protocol is ignored, as by Cilium: every service balances every
+    // L4 protocol
     let scope = match f.scope.as_str() {
         "" | "external" => abi::lb::LB_LOOKUP_SCOPE_EXT,
         "internal" => abi::lb::LB_LOOKUP_SCOPE_INT,
@@ -86,6 +82,9 @@ pub fn parse(spec: &ServiceSpec) -> Result<lb::ServiceSpec, ServiceError> {
         t => ServiceType::parse(t)
             .ok_or_else(|| ServiceError::Invalid(format!("unknown service type {t:?}")))?,
     };
+    if let Some(flags) = &spec.flags {
+        check_policies(flags)?;
+    }
     let mut backends = Vec::new();
     for b in &spec.backend_addresses {
         let ip = ipv4(&b.ip, "backend address").map_err(ServiceError::Backend)?;
@@ -113,6 +112,30 @@ pub fn parse(spec: &ServiceSpec) -> Result<lb::ServiceSpec, ServiceError> {
     })
 }
 
+/// Traffic and NAT policies this load balancer has: every backend for every
+/// client (`Cluster`), no NAT46/64. Cilium 1.16's `service update` sends
+/// `Cluster` for both traffic policies.
+fn check_policies(flags: &api::service::ServiceSpecFlags) -> Result<(), ServiceError> {
+    for (name, value) in [
+        ("trafficPolicy", &flags.traffic_policy),
+        ("extTrafficPolicy", &flags.ext_traffic_policy),
+        ("intTrafficPolicy", &flags.int_traffic_policy),
+    ] {
+        if !matches!(value.as_str(), "" | "Cluster") {
+            return Err(ServiceError::Invalid(format!(
+                "{name} {value:?} is not supported: only Cluster"
+            )));
+        }
+    }
+    if !matches!(flags.nat_policy.as_str(), "" | "None") {
+        return Err(ServiceError::Invalid(format!(
+            "natPolicy {:?} is not supported: only None",
+            flags.nat_policy
+        )));
+    }
+    Ok(())
+}
+
 /// The spec the datapath realizes for a service, as the API shows it.
 fn realized(svc: &lb::Service) -> ServiceSpec {
     ServiceSpec {
@@ -120,7 +143,7 @@ fn realized(svc: &lb::Service) -> ServiceSpec {
         frontend_address: FrontendAddress {
             ip: svc.frontend.ip.to_string(),
             port: svc.frontend.port,
-            protocol: "ANY".into(),
+            protocol: api::service::L4Protocol::Any,
             scope: if svc.frontend.scope == abi::lb::LB_LOOKUP_SCOPE_INT {
                 "internal".into()
             } else {
@@ -321,8 +344,19 @@ impl Services {
         let svc = lb.get(id)?;
         let spec = self.specs.lock().expect("specs lock").get(&id).cloned();
         let realized = realized(svc);
+        let spec = match spec {
+            // Cilium's clients read spec.flags.type without a nil check
+            Some(mut spec) => {
+                let flags = spec.flags.get_or_insert_with(Default::default);
+                if flags.kind.is_empty() {
+                    flags.kind = svc.kind.as_str().into();
+                }
+                spec
+            }
+            None => realized.clone(),
+        };
         Some(Service {
-            spec: spec.unwrap_or_else(|| realized.clone()),
+            spec,
             status: ServiceStatus { realized },
         })
     }

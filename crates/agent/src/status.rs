@@ -30,7 +30,8 @@ fn bpf_maps(d: &Daemon) -> BpfMapStatus {
     }
 }
 
-/// The full status; `brief` keeps only what `cilium status --brief` needs.
+/// The full status; `brief` keeps only what `cilium status --brief` needs
+/// (Cilium's brief answer: `cilium`, `cluster`, a failing controller).
 pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
     let controllers = d.controllers.snapshot();
     let cilium = Some(Status::ok(api::version_string()));
@@ -40,12 +41,12 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
             .find(|c| c.status.consecutive_failure_count > 0);
         return StatusResponse {
             cilium,
+            cluster: Some(ClusterStatus::default()),
             controllers: failing.into_iter().collect(),
             ..Default::default()
         };
     }
-    let disabled = || Some(Status::disabled());
-    let off = || Some(EnabledStatus { enabled: false });
+    let off = || Some(BigTcp::default());
     StatusResponse {
         cilium,
         kvstore: Some(kvstore_status(d)),
@@ -53,66 +54,132 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
             state: State::Disabled,
             ..Default::default()
         }),
-        kube_proxy_replacement: Some(match &d.native_device {
-            Some(dev) => KubeProxyReplacement {
-                mode: "True".into(),
-                devices: vec![format!(
-                    "{dev}   {}",
-                    d.node_ip.map(|i| i.to_string()).unwrap_or_default()
-                )],
-            },
-            None => KubeProxyReplacement {
-                mode: "False".into(),
-                devices: vec![],
-            },
-        }),
-        host_firewall: Some(ModeStatus {
+        kube_proxy_replacement: Some(kube_proxy_replacement(d)),
+        host_firewall: Some(HostFirewall {
             mode: "Disabled".into(),
+            devices: d.native_device.iter().cloned().collect(),
         }),
-        cni_chaining: Some(ModeStatus {
-            mode: d.config.cni_chaining_mode.clone(),
+        srv6: Some(Srv6::default()),
+        cni_chaining: Some(CniChainingStatus {
+            mode: match d.config.cni_chaining_mode.as_str() {
+                "" => "none".into(),
+                m => m.into(),
+            },
         }),
         cni_file: Some(d.config.cni.status()),
         node_monitor: d.monitor.monitor_status(),
         ipv4_big_tcp: off(),
         ipv6_big_tcp: off(),
-        bandwidth_manager: off(),
-        routing: Some(if d.config.tunneling() {
-            Routing {
-                intra_host_routing_mode: "Legacy".into(),
-                inter_host_routing_mode: "Tunnel".into(),
-                tunnel_protocol: d.config.tunnel_protocol.clone(),
-            }
-        } else {
-            Routing {
-                intra_host_routing_mode: "Legacy".into(),
-                inter_host_routing_mode: "Native".into(),
-                tunnel_protocol: String::new(),
-            }
+        bandwidth_manager: Some(BandwidthManager::default()),
+        routing: Some(Routing {
+            intra_host_routing_mode: "Legacy".into(),
+            inter_host_routing_mode: if d.config.tunneling() {
+                "Tunnel".into()
+            } else {
+                "Native".into()
+            },
+            tunnel_protocol: if d.config.tunneling() {
+                d.config.tunnel_protocol.clone()
+            } else {
+                String::new()
+            },
         }),
         datapath_mode: "veth".into(),
-        attach_mode: d.attach_mode.as_str().into(),
+        attach_mode: match d.attach_mode {
+            datapath::attach::AttachMode::Tcx => "tcx".into(),
+            datapath::attach::AttachMode::Tc => "tc".into(),
+        },
         ipam: Some(ipam_status(d)),
+        // the agent masquerades nothing (no BPF or iptables SNAT for pods)
         masquerading: Some(Masquerading {
             enabled: false,
-            mode: String::new(),
+            enabled_protocols: Some(MasqueradingProtocols::default()),
+            ..Default::default()
         }),
         controllers,
-        proxy: disabled(),
+        // no L7 proxy: Cilium sends no proxy object then
+        proxy: None,
         identity_range: Some(IdentityRange {
             min_identity: crate::identity::MIN_GLOBAL,
             max_identity: crate::identity::MAX_GLOBAL,
         }),
         hubble: Some(d.monitor.hubble_status()),
-        encryption: Some(ModeStatus {
+        encryption: Some(EncryptionStatus {
             mode: "Disabled".into(),
+            msg: String::new(),
         }),
-        cluster: None,
+        // no cilium-health daemon: no ciliumHealth
+        cluster: Some(ClusterStatus {
+            cilium_health: None,
+            self_: d.node.name.clone(),
+        }),
         bpf_maps: Some(bpf_maps(d)),
-        clock_source: Some(ModeStatus {
+        clock_source: Some(ClockSource {
             mode: "ktime".into(),
+            hertz: None,
         }),
+        auth_certificate_provider: Some(Status::disabled()),
         ..Default::default()
+    }
+}
+
+/// What the load balancer does, as Cilium's `KubeProxyReplacement`:
+/// NodePort (SNAT, Random or Maglev, no XDP) on the native device when
+/// enabled; ClusterIP session affinity and terminating backends kept for
+/// their flows always; socket LB when attached. ExternalIPs, HostPort and
+/// NAT46/64 services are not served from outside, so they are off.
+fn kube_proxy_replacement(d: &Daemon) -> KubeProxyReplacement {
+    let c = &d.config;
+    let node_port = match &d.native_device {
+        Some(_) => NodePortFeature {
+            enabled: true,
+            mode: "SNAT".into(),
+            algorithm: if c.maglev.is_some() {
+                "Maglev".into()
+            } else {
+                "Random".into()
+            },
+            lut_size: c.maglev.map(|m| m.table_size),
+            acceleration: "None".into(),
+            port_min: Some(c.node_port_range.0),
+            port_max: Some(c.node_port_range.1),
+            dsr_mode: String::new(),
+        },
+        None => NodePortFeature::default(),
+    };
+    let devices: Vec<KubeProxyReplacementDevice> = d
+        .native_device
+        .iter()
+        .map(|name| KubeProxyReplacementDevice {
+            name: name.clone(),
+            ip: d.node_ip.iter().map(|ip| ip.to_string()).collect(),
+        })
+        .collect();
+    KubeProxyReplacement {
+        mode: if matches!(
+            c.all.get("kube-proxy-replacement").map(String::as_str),
+            Some("true" | "strict")
+        ) {
+            "True".into()
+        } else {
+            "False".into()
+        },
+        devices: devices.iter().map(|dev| dev.name.clone()).collect(),
+        direct_routing_device: d.native_device.clone().unwrap_or_default(),
+        device_list: devices,
+        features: KubeProxyReplacementFeatures {
+            node_port,
+            host_port: EnabledStatus::new(false),
+            external_ips: EnabledStatus::new(false),
+            host_reachable_services: None,
+            socket_lb: EnabledStatus::new(c.socket_lb),
+            // bpf_sock emits no trace events
+            socket_lb_tracing: EnabledStatus::new(false),
+            session_affinity: EnabledStatus::new(true),
+            graceful_termination: EnabledStatus::new(true),
+            nat46_x64: Nat46X64::default(),
+            bpf_socket_lb_hostns_only: false,
+        },
     }
 }
 

@@ -1,6 +1,64 @@
 //! The `/service` models (Cilium's `ServiceSpec`, `Service`).
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A frontend's layer 4 protocol. Cilium 1.16 ignores it ("all services
+/// will behave as if protocol any is specified") and never sends it; its
+/// `cilium-dbg` refuses any value but tcp, udp and sctp. So `Any` is sent
+/// as no `protocol` at all, and read from no field, `""`, `any` or `NONE`
+/// (Cilium's name for it) or `ANY` (what our older agents sent), in any
+/// case.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum L4Protocol {
+    #[default]
+    Any,
+    Tcp,
+    Udp,
+    Sctp,
+}
+
+impl L4Protocol {
+    pub fn is_any(&self) -> bool {
+        *self == L4Protocol::Any
+    }
+
+    /// The swagger enum's spelling (`any`, `tcp`, `udp`; `sctp` as Cilium reads it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            L4Protocol::Any => "any",
+            L4Protocol::Tcp => "tcp",
+            L4Protocol::Udp => "udp",
+            L4Protocol::Sctp => "sctp",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "" | "any" | "none" => Some(L4Protocol::Any),
+            "tcp" => Some(L4Protocol::Tcp),
+            "udp" => Some(L4Protocol::Udp),
+            "sctp" => Some(L4Protocol::Sctp),
+            _ => None,
+        }
+    }
+}
+
+impl Serialize for L4Protocol {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for L4Protocol {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        L4Protocol::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown protocol {s:?}: expected tcp, udp, sctp or any"
+            ))
+        })
+    }
+}
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
@@ -8,8 +66,8 @@ pub struct FrontendAddress {
     pub ip: String,
     #[serde(default)]
     pub port: u16,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub protocol: String,
+    #[serde(default, skip_serializing_if = "L4Protocol::is_any")]
+    pub protocol: L4Protocol,
     /// `external` (default) or `internal`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub scope: String,
@@ -30,6 +88,8 @@ pub struct BackendAddress {
     pub preferred: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<u16>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub zone: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -38,12 +98,24 @@ pub struct ServiceSpecFlags {
     /// `ClusterIP`, `NodePort`, `ExternalIPs`, `HostPort`, `LoadBalancer`, `LocalRedirect`.
     #[serde(rename = "type", default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
+    /// `Cluster` or `Local` (deprecated for `extTrafficPolicy`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub traffic_policy: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ext_traffic_policy: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub int_traffic_policy: String,
+    /// `None`, `Nat46` or `Nat64`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub nat_policy: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check_node_port: Option<u16>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -56,7 +128,9 @@ pub struct ServiceSpec {
     pub backend_addresses: Vec<BackendAddress>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flags: Option<ServiceSpecFlags>,
-    #[serde(default)]
+    /// Swagger's `updateServices`; older agents of ours wrote
+    /// `update-services` into the kvstore.
+    #[serde(rename = "updateServices", alias = "update-services", default)]
     pub update_services: bool,
     /// Session affinity timeout in seconds (0 = none); ours, Cilium keeps it
     /// in the service's k8s object.

@@ -124,12 +124,14 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Status(args) => status::run(&ctx, &args),
         Command::Version => {
-            println!("Client: {}", api::version_string());
-            match ctx.client().and_then(|c| {
-                Ok(c.get_json::<api::models::StatusResponse>("/healthz", &[("brief", "true")])?)
-            }) {
-                Ok(s) => println!("Daemon: {}", s.cilium.map(|c| c.msg).unwrap_or_default()),
-                Err(e) => eprintln!("Daemon: {e}"),
+            // as Cilium's: the daemon's version comes from /debuginfo
+            println!("Client: {}", api::full_version());
+            match ctx
+                .client()
+                .and_then(|c| Ok(c.get_json::<api::models::DebugInfo>("/debuginfo", &[])?))
+            {
+                Ok(info) => println!("Daemon: {}", info.cilium_version),
+                Err(e) => eprintln!("Daemon: Not responding: {e}"),
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -2,7 +2,7 @@
 
 use crate::table::{print_json, Output};
 use crate::Ctx;
-use api::models::{State, StatusResponse};
+use api::models::{HubbleStatus, Masquerading, MonitorStatus, State, StatusResponse};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -68,6 +68,71 @@ fn on_off(enabled: Option<bool>) -> &'static str {
     }
 }
 
+/// `Listening for events on N CPUs with PxS of shared memory`, and the
+/// lost/unknown line when there are some.
+fn node_monitor(m: Option<&MonitorStatus>) -> (String, Option<String>) {
+    let Some(m) = m else {
+        return ("Disabled".into(), None);
+    };
+    let line = format!(
+        "Listening for events on {} CPUs with {}x{} of shared memory",
+        m.cpus, m.npages, m.pagesize
+    );
+    let unknown = m.unknown.unwrap_or(0);
+    let lost = (m.lost != 0 || unknown != 0)
+        .then(|| format!("{} events lost, {unknown} unknown notifications", m.lost));
+    (line, lost)
+}
+
+/// `Ok   Current/Max Flows: c/m (p%), Flows/s: r   Metrics: Disabled`.
+fn hubble(h: &HubbleStatus) -> String {
+    let mut fields = vec![state_line(h.state, &h.msg)];
+    if let Some(o) = &h.observer {
+        let mut observer = Vec::new();
+        if o.max_flows > 0 {
+            observer.push(format!(
+                "Current/Max Flows: {}/{} ({:.2}%)",
+                o.current_flows,
+                o.max_flows,
+                o.current_flows as f64 * 100.0 / o.max_flows as f64
+            ));
+        }
+        if let Some(up) = api::duration::parse_go_duration(&o.uptime).filter(|d| !d.is_zero()) {
+            observer.push(format!(
+                "Flows/s: {:.2}",
+                o.seen_flows as f64 / up.as_secs_f64()
+            ));
+        }
+        fields.push(observer.join(", "));
+    }
+    if let Some(m) = &h.metrics {
+        fields.push(format!("Metrics: {}", m.state));
+    }
+    fields.join("   ")
+}
+
+/// Cilium's masquerading summary: `Disabled`, or the mode and families.
+fn masquerading(m: &Masquerading) -> String {
+    let on_off = |b: bool| if b { "Enabled" } else { "Disabled" };
+    match &m.enabled_protocols {
+        None => on_off(m.enabled).into(),
+        Some(p) if !p.ipv4 && !p.ipv6 => "Disabled".into(),
+        Some(p) => {
+            let mode = match m.mode.as_str() {
+                "BPF" if m.ip_masq_agent => "BPF (ip-masq-agent)",
+                "BPF" => "BPF",
+                "iptables" => "IPTables",
+                _ => "",
+            };
+            format!(
+                "{mode} [IPv4: {}, IPv6: {}]",
+                on_off(p.ipv4),
+                on_off(p.ipv6)
+            )
+        }
+    }
+}
+
 /// The non-verbose block, one `Label:` per line, values aligned at column 25.
 pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> String {
     let mut lines: Vec<(String, String)> = Vec::new();
@@ -79,17 +144,29 @@ pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> Strin
         push("Kubernetes", state_line(k.state, &k.msg));
     }
     if let Some(k) = &s.kube_proxy_replacement {
-        if k.devices.is_empty() {
+        let devices: Vec<String> = k
+            .device_list
+            .iter()
+            .map(|d| format!("{}   {}", d.name, d.ip.join(" ")))
+            .collect();
+        if devices.is_empty() || k.mode == "False" {
             push("KubeProxyReplacement", k.mode.clone());
         } else {
             push(
                 "KubeProxyReplacement",
-                format!("{}   [{}]", k.mode, k.devices.join(", ")),
+                format!("{}   [{}]", k.mode, devices.join(", ")),
             );
         }
     }
     if let Some(h) = &s.host_firewall {
-        push("Host firewall", h.mode.clone());
+        if h.mode == "Disabled" {
+            push("Host firewall", h.mode.clone());
+        } else {
+            push(
+                "Host firewall",
+                format!("{}   [{}]", h.mode, h.devices.join(", ")),
+            );
+        }
     }
     if let Some(c) = &s.cni_chaining {
         push("CNI Chaining", c.mode.clone());
@@ -100,16 +177,11 @@ pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> Strin
     if let Some(c) = &s.cilium {
         push("Cilium", state_line(c.state, &c.msg));
     }
-    push(
-        "NodeMonitor",
-        s.node_monitor.as_ref().map_or("Disabled".into(), |n| {
-            if n.msg.is_empty() {
-                n.state.to_string()
-            } else {
-                n.msg.clone()
-            }
-        }),
-    );
+    let (monitor, lost) = node_monitor(s.node_monitor.as_ref());
+    push("NodeMonitor", monitor);
+    if let Some(lost) = lost {
+        push("", lost);
+    }
     match &s.ipam {
         Some(ipam) => {
             push("IPAM", ipam.status.clone());
@@ -148,22 +220,26 @@ pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> Strin
         );
     }
     if !s.attach_mode.is_empty() {
-        push("Attach Mode", s.attach_mode.clone());
+        let mode = if s.attach_mode == "tcx" {
+            "TCX"
+        } else {
+            "Legacy TC"
+        };
+        push("Attach Mode", mode.into());
     }
     if !s.datapath_mode.is_empty() {
         push("Device Mode", s.datapath_mode.clone());
     }
-    push(
-        "Masquerading",
-        if s.masquerading.as_ref().is_some_and(|m| m.enabled) {
-            "Enabled".into()
-        } else {
-            "Disabled".into()
-        },
-    );
+    if let Some(m) = &s.masquerading {
+        push("Masquerading", masquerading(m));
+    }
     if verbose {
         if let Some(c) = &s.clock_source {
-            push("Clock Source for BPF", c.mode.clone());
+            let source = match c.hertz {
+                Some(hz) if c.mode == "jiffies" => format!("{}   [{hz} Hz]", c.mode),
+                _ => c.mode.clone(),
+            };
+            push("Clock Source for BPF", source);
         }
     }
     let healthy = s
@@ -223,7 +299,12 @@ pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> Strin
         "Proxy Status:".into(),
         s.proxy
             .as_ref()
-            .map_or("Disabled".into(), |p| p.state.to_string()),
+            .map_or("No managed proxy redirect".into(), |p| {
+                format!(
+                    "OK, ip {}, {} redirects active on ports {}, Envoy: {}",
+                    p.ip, p.total_redirects, p.port_range, p.envoy_deployment_mode
+                )
+            }),
     ));
     if let Some(r) = &s.identity_range {
         tail.push((
@@ -233,9 +314,7 @@ pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> Strin
     }
     tail.push((
         "Hubble:".into(),
-        s.hubble
-            .as_ref()
-            .map_or("Disabled".into(), |h| state_line(h.state, &h.msg)),
+        s.hubble.as_ref().map_or("Disabled".into(), hubble),
     ));
     tail.push((
         "Encryption:".into(),

@@ -187,30 +187,37 @@ impl Hub {
         .collect()
     }
 
-    /// Cilium's NodeMonitor status line: the rings being read.
-    pub fn monitor_status(&self) -> Option<api::models::Status> {
+    /// Cilium's `MonitorStatus`: the rings being read (None: none could
+    /// be opened, which Cilium shows as `NodeMonitor: Disabled`). Records
+    /// of unknown types are not counted, so `unknown` is left out.
+    pub fn monitor_status(&self) -> Option<api::models::MonitorStatus> {
         let cpus = self.cpus.load(Ordering::Relaxed);
-        (cpus > 0).then(|| api::models::Status {
-            state: api::models::State::Ok,
-            msg: format!(
-                "Listening for events on {cpus} CPUs with {}x{} of shared memory",
-                datapath::events::RING_PAGES,
-                page_size()
-            ),
+        (cpus > 0).then(|| api::models::MonitorStatus {
+            cpus: cpus as u64,
+            npages: datapath::events::RING_PAGES as u64,
+            pagesize: page_size() as u64,
+            lost: self.lost(),
+            unknown: None,
         })
     }
 
-    /// Cilium's Hubble status line: the flows kept for `cilium observe`.
-    pub fn hubble_status(&self) -> api::models::Status {
+    /// Cilium's `HubbleStatus`: the flows kept for `cilium observe` (no
+    /// Hubble metrics server).
+    pub fn hubble_status(&self) -> api::models::HubbleStatus {
+        use api::models::{HubbleMetrics, HubbleObserver, HubbleStatus, State};
         let current = self.recent.lock().expect("recent lock").len();
-        let secs = self.started.elapsed().as_secs_f64().max(1.0);
-        let rate = self.flows.load(Ordering::Relaxed) as f64 / secs;
-        api::models::Status {
-            state: api::models::State::Ok,
-            msg: format!(
-                "Current/Max Flows: {current}/{RECENT} ({:.2}%), Flows/s: {rate:.2}   Metrics: Disabled",
-                current as f64 * 100.0 / RECENT as f64
-            ),
+        HubbleStatus {
+            state: State::Ok,
+            msg: String::new(),
+            observer: Some(HubbleObserver {
+                max_flows: RECENT as u64,
+                current_flows: current as u64,
+                seen_flows: self.flows.load(Ordering::Relaxed),
+                uptime: api::duration::go_duration(self.started.elapsed()),
+            }),
+            metrics: Some(HubbleMetrics {
+                state: State::Disabled,
+            }),
         }
     }
 
