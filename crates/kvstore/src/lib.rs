@@ -1,14 +1,17 @@
 //! Cilium's kvstore: one [`Backend`] trait with the operations the agent
 //! needs, the etcd v3 backend ([`Etcd`]) the agent runs with, and an
 //! in-process one ([`Memory`]) for tests that are not about the kvstore.
-//! [`Kvstore`] is a handle to either; [`keys`] is Cilium's key layout.
+//! [`Kvstore`] is a handle to either; [`keys`] is Cilium's key layout;
+//! [`Kvstore::source`] feeds a prefix to the watch layer.
 
 mod etcd;
 pub mod keys;
 mod memory;
+mod source;
 
 pub use etcd::Etcd;
 pub use memory::{Memory, MemorySession};
+pub use source::PrefixSource;
 
 use futures::future::BoxFuture;
 use std::sync::Arc;
