@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
+use watch::Source;
 
 /// One of a node's addresses (`Type`: InternalIP, ExternalIP, CiliumInternalIP).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,38 +147,40 @@ impl Nodes {
 /// each change to the datapath.
 pub fn follow(d: &Arc<crate::daemon::Daemon>) {
     let Some(kv) = &d.kvstore else { return };
-    let mut rx = kv.watch_prefix(&format!("{}/", kvstore::keys::NODES));
+    let source = kv
+        .source(&format!("{}/", kvstore::keys::NODES))
+        .decode(|_, raw| serde_json::from_slice::<Node>(raw));
     let d = Arc::clone(d);
-    tokio::spawn(async move {
-        while let Some(ev) = rx.recv().await {
-            match ev {
-                kvstore::Event::Upsert { key, value } => {
-                    match serde_json::from_slice::<Node>(&value) {
-                        Ok(node) if node.name == d.node.name => {}
-                        Ok(node) => {
-                            let old = d.nodes.upsert(&key, node.clone());
-                            if old.is_none() {
-                                tracing::info!(subsys = "nodemanager", node = %node.name, ip = %node.primary_ipv4(), "Node discovered");
-                            }
-                            crate::remote_nodes::upsert(&d, old.as_ref(), &node).await;
-                        }
-                        Err(e) => {
-                            tracing::warn!(subsys = "nodemanager", key = %key, error = %e, "Ignoring malformed node entry");
-                        }
-                    }
-                }
-                kvstore::Event::Delete { key } => {
-                    if let Some(node) = d.nodes.remove(&key) {
-                        tracing::info!(subsys = "nodemanager", node = %node.name, "Node deleted");
-                        crate::remote_nodes::remove(&d, &node).await;
-                    }
-                }
-                kvstore::Event::ListDone => {
-                    tracing::info!(subsys = "nodemanager", "Initial node list received");
-                }
+    let handler = move |change| {
+        let d = Arc::clone(&d);
+        async move {
+            apply(&d, change).await;
+            Ok::<(), std::convert::Infallible>(())
+        }
+    };
+    tokio::spawn(watch::Store::new("nodes").run(source, handler));
+}
+
+async fn apply(d: &crate::daemon::Daemon, change: watch::Change<String, Node>) {
+    match change {
+        watch::Change::Upsert { new, .. } if new.name == d.node.name => {}
+        watch::Change::Upsert { key, new, .. } => {
+            let old = d.nodes.upsert(&key, new.clone());
+            if old.is_none() {
+                tracing::info!(subsys = "nodemanager", node = %new.name, ip = %new.primary_ipv4(), "Node discovered");
+            }
+            crate::remote_nodes::upsert(d, old.as_ref(), &new).await;
+        }
+        watch::Change::Delete { key, .. } => {
+            if let Some(node) = d.nodes.remove(&key) {
+                tracing::info!(subsys = "nodemanager", node = %node.name, "Node deleted");
+                crate::remote_nodes::remove(d, &node).await;
             }
         }
-    });
+        watch::Change::Synced => {
+            tracing::info!(subsys = "nodemanager", "Initial node list received");
+        }
+    }
 }
 
 #[cfg(test)]
