@@ -9,6 +9,7 @@ use crate::ipcache::{Entry, SOURCE_KVSTORE};
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
+use watch::Source;
 
 /// Cilium's `identity.IPIdentityPair` JSON.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,46 +67,45 @@ pub fn withdraw(d: &Daemon, ip: Ipv4Addr) {
 /// Learns the other nodes' endpoints into the ipcache.
 pub fn follow(d: &Arc<Daemon>) {
     let Some(kv) = &d.kvstore else { return };
-    let mut rx = kv.watch_prefix(&format!("{}/", kvstore::keys::IPS));
+    let source = kv
+        .source(&format!("{}/", kvstore::keys::IPS))
+        .decode(|_, raw| serde_json::from_slice::<IpIdentityPair>(raw));
     let d = Arc::clone(d);
-    tokio::spawn(async move {
-        while let Some(ev) = rx.recv().await {
-            match ev {
-                kvstore::Event::Upsert { key, value } => learn(&d, &key, &value),
-                kvstore::Event::Delete { key } => forget(&d, &key),
-                kvstore::Event::ListDone => {
-                    tracing::info!(subsys = "ipcache", "Initial list of endpoint IPs received");
-                }
-            }
+    let handler = move |change| std::future::ready(apply(&d, change));
+    tokio::spawn(watch::Store::new("endpoint IPs").run(source, handler));
+}
+
+/// One change of the kvstore's endpoint IPs; an ipcache write that failed
+/// is tried again.
+fn apply(d: &Daemon, change: watch::Change<String, IpIdentityPair>) -> Result<(), datapath::Error> {
+    match change {
+        watch::Change::Upsert { key, new, .. } => learn(d, &key, &new),
+        watch::Change::Delete { key, .. } => forget(d, &key),
+        watch::Change::Synced => {
+            tracing::info!(subsys = "ipcache", "Initial list of endpoint IPs received");
+            Ok(())
         }
-    });
+    }
 }
 
 fn ip_of_key(key: &str) -> Option<Ipv4Addr> {
     key.rsplit('/').next()?.parse().ok()
 }
 
-fn learn(d: &Daemon, key: &str, value: &[u8]) {
-    let pair: IpIdentityPair = match serde_json::from_slice(value) {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::warn!(subsys = "ipcache", key = %key, error = %e, "Ignoring malformed IP entry");
-            return;
-        }
-    };
+fn learn(d: &Daemon, key: &str, pair: &IpIdentityPair) -> Result<(), datapath::Error> {
     let (Ok(ip), Ok(host)) = (
         pair.ip.parse::<Ipv4Addr>(),
         pair.host_ip.parse::<Ipv4Addr>(),
     ) else {
         tracing::warn!(subsys = "ipcache", key = %key, "Ignoring IP entry without IPv4 addresses");
-        return;
+        return Ok(());
     };
     if Some(host) == d.node_ip {
-        return;
+        return Ok(());
     }
     let entry = Entry::new(pair.id, SOURCE_KVSTORE).behind(host);
-    match d.ipcache.upsert(ip, 32, entry) {
-        Ok(true) => {
+    match d.ipcache.upsert(ip, 32, entry)? {
+        true => {
             d.monitor
                 .name_pod(ip, &pair.k8s_namespace, &pair.k8s_pod_name);
             d.monitor.agent(
@@ -120,30 +120,30 @@ fn learn(d: &Daemon, key: &str, value: &[u8]) {
             );
             tracing::debug!(subsys = "ipcache", ip = %ip, identity = pair.id, hostIP = %host, "Learned remote endpoint")
         }
-        Ok(false) => {
+        false => {
             tracing::warn!(subsys = "ipcache", ip = %ip, hostIP = %host, "Remote endpoint claims a local address, ignoring it")
         }
-        Err(e) => {
-            tracing::warn!(subsys = "ipcache", ip = %ip, error = %e, "Unable to write ipcache entry")
-        }
     }
+    Ok(())
 }
 
-fn forget(d: &Daemon, key: &str) {
-    let Some(ip) = ip_of_key(key) else { return };
+fn forget(d: &Daemon, key: &str) -> Result<(), datapath::Error> {
+    let Some(ip) = ip_of_key(key) else {
+        return Ok(());
+    };
     let remote = d
         .ipcache
         .get(ip, 32)
         .is_some_and(|e| e.source == SOURCE_KVSTORE);
-    if let Err(e) = d.ipcache.remove(ip, 32, SOURCE_KVSTORE) {
-        tracing::warn!(subsys = "ipcache", ip = %ip, error = %e, "Unable to remove ipcache entry");
-    } else if remote {
+    d.ipcache.remove(ip, 32, SOURCE_KVSTORE)?;
+    if remote {
         d.monitor.forget_pod(ip);
         d.monitor.agent(
             crate::monitor::AgentNotify::IpcacheDeleted,
             serde_json::json!({ "cidr": format!("{ip}/32") }),
         );
     }
+    Ok(())
 }
 
 #[cfg(test)]
