@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use watch::Source;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -382,32 +383,43 @@ pub fn follow(d: &Arc<Daemon>) {
         kvstore::keys::SERVICES,
         d.config.cluster_name
     );
-    let mut rx = kv.watch_prefix(&prefix);
+    let source = kv.source(&prefix).decode(|_, raw| decode(raw));
     let d = Arc::clone(d);
-    tokio::spawn(async move {
-        while let Some(ev) = rx.recv().await {
-            match ev {
-                kvstore::Event::Upsert { key, value } => {
-                    let applied = serde_json::from_slice::<ServiceSpec>(&value)
-                        .map_err(|e| e.to_string())
-                        .and_then(|spec| d.services.apply(&spec).map_err(|e| e.to_string()));
-                    if let Err(e) = applied {
-                        tracing::warn!(subsys = "service", key = %key, error = %e, "Unable to apply service from kvstore");
-                    }
-                }
-                kvstore::Event::Delete { key } => {
-                    let Some(id) = key.rsplit('/').next().and_then(|s| s.parse().ok()) else {
-                        continue;
-                    };
-                    if let Err(ServiceError::Failed(e)) = d.services.remove(id) {
-                        tracing::warn!(subsys = "service", serviceID = id, error = %e, "Unable to delete service");
-                    }
-                }
-                kvstore::Event::ListDone => {
-                    tracing::info!(subsys = "service", "Initial service list received");
-                    d.services.sweep();
-                }
+    let handler = move |change| std::future::ready(follow_change(&d, change));
+    tokio::spawn(watch::Store::new("services").run(source, handler));
+}
+
+/// A spec as the kvstore holds it, checked: one the load balancer would
+/// refuse is skipped at once rather than retried.
+fn decode(raw: &[u8]) -> Result<ServiceSpec, ServiceError> {
+    let spec: ServiceSpec = serde_json::from_slice(raw)
+        .map_err(|e| ServiceError::Invalid(format!("malformed service: {e}")))?;
+    parse(&spec)?;
+    Ok(spec)
+}
+
+/// One change of the kvstore's services; a datapath write that failed is
+/// tried again. Once the initial list is in, what no service occupies
+/// any more is swept from the LB maps.
+fn follow_change(
+    d: &Daemon,
+    change: watch::Change<String, ServiceSpec>,
+) -> Result<(), ServiceError> {
+    match change {
+        watch::Change::Upsert { new, .. } => d.services.apply(&new).map(|_| ()),
+        watch::Change::Delete { key, .. } => {
+            let Some(id) = key.rsplit('/').next().and_then(|s| s.parse().ok()) else {
+                return Ok(());
+            };
+            match d.services.remove(id) {
+                Err(e @ ServiceError::Failed(_)) => Err(e),
+                _ => Ok(()),
             }
         }
-    });
+        watch::Change::Synced => {
+            tracing::info!(subsys = "service", "Initial service list received");
+            d.services.sweep();
+            Ok(())
+        }
+    }
 }
