@@ -92,9 +92,11 @@ pub struct Identities {
     /// Bumped whenever the set of known identities changes (policy
     /// selects among them).
     changes: tokio::sync::watch::Sender<u64>,
-    /// True once the kvstore's initial list of identities is in (at once
+    /// Follows the kvstore's identities; taken by [`Identities::follow`].
+    store: Mutex<Option<watch::Store<String, Vec<u8>>>>,
+    /// Set once the kvstore's initial list of identities is in (at once
     /// without a kvstore).
-    listed: tokio::sync::watch::Sender<bool>,
+    synced: watch::Synced,
     kv: Option<(kvstore::Kvstore, KvWriter)>,
     /// This node's part of reference keys: its IPv4 (Cilium's GetNodeSuffix).
     node_suffix: String,
@@ -102,10 +104,14 @@ pub struct Identities {
 
 impl Identities {
     pub fn new(kv: Option<(kvstore::Kvstore, KvWriter)>, node_suffix: String) -> Arc<Self> {
+        let store = kv.as_ref().map(|_| watch::Store::new("identities"));
         Arc::new(Self {
             state: Mutex::default(),
             changes: tokio::sync::watch::Sender::new(0),
-            listed: tokio::sync::watch::Sender::new(kv.is_none()),
+            synced: store
+                .as_ref()
+                .map_or_else(watch::Synced::ready, watch::Store::synced),
+            store: Mutex::new(store),
             kv,
             node_suffix,
         })
@@ -115,9 +121,9 @@ impl Identities {
         self.changes.send_modify(|n| *n += 1);
     }
 
-    /// Wakes once the cluster's identities are all known.
-    pub fn listed(&self) -> tokio::sync::watch::Receiver<bool> {
-        self.listed.subscribe()
+    /// Tells when the cluster's identities are all known.
+    pub fn synced(&self) -> watch::Synced {
+        self.synced.clone()
     }
 
     /// Wakes when the known identities change.
@@ -133,38 +139,45 @@ impl Identities {
     /// step with the kvstore.
     pub fn follow(self: &Arc<Self>) {
         let Some((kv, _)) = &self.kv else { return };
-        let mut rx = kv.watch_prefix(&format!("{}/", kvstore::keys::IDENTITY_IDS));
+        let Some(store) = self.store.lock().expect("identities lock").take() else {
+            return;
+        };
+        let source = kv.source(&format!("{}/", kvstore::keys::IDENTITY_IDS));
         let this = Arc::clone(self);
-        tokio::spawn(async move {
-            while let Some(ev) = rx.recv().await {
-                let mut st = this.state.lock().expect("identities lock");
-                match ev {
-                    kvstore::Event::Upsert { key, value } => {
-                        if let Some(id) = id_of_master(&key) {
-                            let labels = String::from_utf8_lossy(&value).into_owned();
-                            if st.cluster.insert(id, labels.clone()) != Some(labels) {
-                                this.changed();
-                            }
-                        }
-                    }
-                    kvstore::Event::Delete { key } => {
-                        if let Some(id) = id_of_master(&key) {
-                            if st.cluster.remove(&id).is_some() {
-                                this.changed();
-                            }
-                        }
-                    }
-                    kvstore::Event::ListDone => {
-                        tracing::info!(
-                            subsys = "identity-cache",
-                            count = st.cluster.len(),
-                            "Initial identity list received"
-                        );
-                        this.listed.send_replace(true);
+        let handler = move |change| {
+            this.follow_change(change);
+            std::future::ready(Ok::<(), std::convert::Infallible>(()))
+        };
+        tokio::spawn(store.run(source, handler));
+    }
+
+    /// One change of the kvstore's identity master keys.
+    fn follow_change(&self, change: watch::Change<String, Vec<u8>>) {
+        let mut st = self.state.lock().expect("identities lock");
+        match change {
+            watch::Change::Upsert { key, new, .. } => {
+                if let Some(id) = id_of_master(&key) {
+                    let labels = String::from_utf8_lossy(&new).into_owned();
+                    if st.cluster.insert(id, labels.clone()) != Some(labels) {
+                        self.changed();
                     }
                 }
             }
-        });
+            watch::Change::Delete { key, .. } => {
+                if let Some(id) = id_of_master(&key) {
+                    if st.cluster.remove(&id).is_some() {
+                        self.changed();
+                    }
+                }
+            }
+            watch::Change::Synced => {
+                tracing::info!(
+                    subsys = "identity-cache",
+                    count = st.cluster.len(),
+                    "Initial identity list received"
+                );
+            }
+        }
     }
 
     /// The identity of a label set, taking a reference to it. No labels

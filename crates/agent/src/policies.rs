@@ -465,11 +465,11 @@ pub fn follow(d: &Arc<Daemon>) {
     let mut rx = kv.watch_prefix(&prefix);
     let d = Arc::clone(d);
     let (listed_tx, mut listed) = tokio::sync::watch::channel(false);
-    let mut ids_listed = d.identities.listed();
+    let mut ids_listed = d.identities.synced();
     let dd = Arc::clone(&d);
     tokio::spawn(async move {
         let _ = listed.wait_for(|l| *l).await;
-        let _ = ids_listed.wait_for(|l| *l).await;
+        ids_listed.wait().await;
         dd.policies
             .synced
             .store(true, std::sync::atomic::Ordering::SeqCst);
