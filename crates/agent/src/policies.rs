@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use watch::Source;
 
 /// A document as stored and shared.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -26,6 +27,15 @@ impl Stored {
             labels: label_strings(doc),
             text: doc.text.clone(),
         }
+    }
+
+    /// The one document `text` holds.
+    fn parse(&self) -> Result<Document, String> {
+        let mut docs = policy::parse_documents(&self.text).map_err(|e| e.to_string())?;
+        if docs.len() != 1 {
+            return Err(format!("expected one policy, found {}", docs.len()));
+        }
+        Ok(docs.remove(0))
     }
 
     /// The kvstore key: one per label set.
@@ -258,11 +268,7 @@ impl Policies {
         {
             return Ok(false);
         }
-        let mut docs = policy::parse_documents(&stored.text).map_err(|e| e.to_string())?;
-        if docs.len() != 1 {
-            return Err(format!("expected one policy, found {}", docs.len()));
-        }
-        let doc = docs.remove(0);
+        let doc = stored.parse()?;
         let mut repo = self.repo.lock().expect("policy lock");
         if repo.docs.get(&stored.labels) == Some(&doc) {
             return Ok(false);
@@ -294,18 +300,6 @@ impl Policies {
             self.save(&repo)?;
         }
         Ok((removed, repo.revision))
-    }
-
-    /// Keeps only the documents whose kvstore keys are in `keys`.
-    pub fn retain_keys(&self, cluster: &str, keys: &[String]) {
-        let mut repo = self.repo.lock().expect("policy lock");
-        let before = repo.docs.len();
-        repo.docs
-            .retain(|_, doc| keys.contains(&Stored::of(doc).key(cluster)));
-        if repo.docs.len() != before {
-            repo.changed();
-            let _ = self.save(&repo);
-        }
     }
 
     /// Drops a document the kvstore no longer has; true when it was here.
@@ -461,14 +455,15 @@ pub fn follow(d: &Arc<Daemon>) {
         }
     });
     let Some(kv) = &d.kvstore else { return };
-    let prefix = format!("{POLICIES_PREFIX}/{}/", d.config.cluster_name);
-    let mut rx = kv.watch_prefix(&prefix);
-    let d = Arc::clone(d);
-    let (listed_tx, mut listed) = tokio::sync::watch::channel(false);
-    let mut ids_listed = d.identities.synced();
-    let dd = Arc::clone(&d);
+    let cluster = &d.config.cluster_name;
+    // What the last run left in <state-dir>/policies.json (restored
+    // already): the first list deletes what is no longer in the kvstore.
+    let (had, _) = d.policies.get(&[]);
+    let store = watch::Store::restored("policies", had.into_iter().map(|s| (s.key(cluster), s)));
+    let (mut listed, mut ids_listed) = (store.synced(), d.identities.synced());
+    let dd = Arc::clone(d);
     tokio::spawn(async move {
-        let _ = listed.wait_for(|l| *l).await;
+        listed.wait().await;
         ids_listed.wait().await;
         dd.policies
             .synced
@@ -479,52 +474,47 @@ pub fn follow(d: &Arc<Daemon>) {
         );
         let _ = tokio::task::spawn_blocking(move || regenerate(&dd, "initial sync")).await;
     });
-    tokio::spawn(async move {
-        let mut seen: Option<Vec<String>> = Some(Vec::new());
-        while let Some(ev) = rx.recv().await {
-            if let (Some(seen), kvstore::Event::Upsert { key, .. }) = (&mut seen, &ev) {
-                seen.push(key.clone());
-            }
-            let changed = match ev {
-                kvstore::Event::Upsert { key, value } => {
-                    let stored = serde_json::from_slice::<Stored>(&value);
-                    match stored
-                        .as_ref()
-                        .map_err(|e| e.to_string())
-                        .and_then(|s| d.policies.upsert(s))
-                    {
-                        Ok(changed) => {
-                            if let (true, Ok(s)) = (changed, &stored) {
-                                announce(&d, AgentNotify::PolicyUpdated, &s.labels, 1);
-                            }
-                            changed
-                        }
-                        Err(e) => {
-                            tracing::warn!(subsys = "policy", key = %key, error = %e, "Unable to apply policy from kvstore");
-                            false
-                        }
-                    }
-                }
-                kvstore::Event::Delete { key } => {
-                    let gone = d.policies.forget_key(&d.config.cluster_name, &key);
-                    if gone {
-                        announce(&d, AgentNotify::PolicyDeleted, &[], 1);
-                    }
-                    gone
-                }
-                kvstore::Event::ListDone => {
-                    // what was deleted while this agent was down
-                    if let Some(seen) = seen.take() {
-                        d.policies.retain_keys(&d.config.cluster_name, &seen);
-                    }
-                    let _ = listed_tx.send(true);
-                    false
-                }
-            };
+    let source = kv
+        .source(&format!("{POLICIES_PREFIX}/{cluster}/"))
+        .decode(|_, raw| decode(raw));
+    let d = Arc::clone(d);
+    let handler = move |change| follow_change(Arc::clone(&d), change);
+    tokio::spawn(store.run(source, handler));
+}
+
+/// A document as the kvstore holds it, checked: one that does not parse
+/// is skipped (logged with its key) rather than retried.
+fn decode(raw: &[u8]) -> Result<Stored, String> {
+    let stored: Stored = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
+    stored.parse()?;
+    Ok(stored)
+}
+
+/// One change of the kvstore's policies, announced and regenerated for;
+/// a document that could not be applied (saved) is tried again.
+async fn follow_change(
+    d: Arc<Daemon>,
+    change: watch::Change<String, Stored>,
+) -> Result<(), String> {
+    let changed = match change {
+        watch::Change::Upsert { new, .. } => {
+            let changed = d.policies.upsert(&new)?;
             if changed {
-                let d = Arc::clone(&d);
-                let _ = tokio::task::spawn_blocking(move || regenerate(&d, "policy changed")).await;
+                announce(&d, AgentNotify::PolicyUpdated, &new.labels, 1);
             }
+            changed
         }
-    });
+        watch::Change::Delete { key, .. } => {
+            let gone = d.policies.forget_key(&d.config.cluster_name, &key);
+            if gone {
+                announce(&d, AgentNotify::PolicyDeleted, &[], 1);
+            }
+            gone
+        }
+        watch::Change::Synced => false,
+    };
+    if changed {
+        let _ = tokio::task::spawn_blocking(move || regenerate(&d, "policy changed")).await;
+    }
+    Ok(())
 }
