@@ -3,7 +3,8 @@
 //! allow rule for exactly one pod pair and port across nodes, deny over
 //! allow, entity rules, drops counted under Cilium's reasons, established
 //! allowed flows kept across policy changes, bad input refused with the
-//! old policy still in force, and deletion giving traffic back.
+//! old policy still in force, and deletion giving traffic back, also to
+//! a node whose agent was down when the policy was deleted.
 
 mod common;
 
@@ -456,4 +457,32 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     expect(&other, db, 5432, true, "other to reach db with no policy");
     let list = cluster.nodes[1].cilium_ok(&["endpoint", "list"]);
     assert!(list.contains("Disabled           Disabled"), "{list}");
+}
+
+#[test]
+fn a_policy_deleted_while_an_agent_is_down_is_gone_when_it_is_back() {
+    let mut cluster = Cluster::new(2, &[]);
+    for node in &mut cluster.nodes {
+        node.start_agent();
+    }
+    cluster.nodes[0].add_pod_labeled("web", "app=web");
+    let db = cluster.nodes[1].add_pod_labeled("db", "app=db");
+    let _s = LineServer::start(&cluster.nodes[1].netns("db"), 5432, "db").unwrap();
+    let web = cluster.nodes[0].netns("web");
+    wait_for("node1 to learn db", 30, || {
+        cluster.nodes[0]
+            .cilium_ok(&["bpf", "ipcache", "list"])
+            .contains(&format!("{db}/32"))
+    });
+    import_ok(&cluster.nodes[0], DEFAULT_DENY);
+    expect(&web, db, 5432, false, "default deny to block web");
+
+    // node2 keeps the policy in its state dir; the kvstore loses it while
+    // node2's agent is down.
+    cluster.nodes[1].kill_agent();
+    cluster.nodes[0].cilium_ok(&["policy", "delete", "--all"]);
+    cluster.nodes[1].start_agent();
+    expect(&web, db, 5432, true, "node2 to drop the policy deleted meanwhile");
+    let got = cluster.nodes[1].cilium_ok(&["policy", "get"]);
+    assert!(!got.contains("db-default-deny"), "{got}");
 }
