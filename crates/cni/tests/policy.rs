@@ -482,7 +482,13 @@ fn a_policy_deleted_while_an_agent_is_down_is_gone_when_it_is_back() {
     cluster.nodes[1].kill_agent();
     cluster.nodes[0].cilium_ok(&["policy", "delete", "--all"]);
     cluster.nodes[1].start_agent();
-    expect(&web, db, 5432, true, "node2 to drop the policy deleted meanwhile");
+    expect(
+        &web,
+        db,
+        5432,
+        true,
+        "node2 to drop the policy deleted meanwhile",
+    );
     let got = cluster.nodes[1].cilium_ok(&["policy", "get"]);
     assert!(!got.contains("db-default-deny"), "{got}");
 }

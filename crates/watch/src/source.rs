@@ -7,8 +7,13 @@ use tokio::sync::mpsc;
 /// What a source reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event<K, V> {
-    Upsert { key: K, value: V },
-    Delete { key: K },
+    Upsert {
+        key: K,
+        value: V,
+    },
+    Delete {
+        key: K,
+    },
     /// A new listing begins: every key it does not upsert before the next
     /// `ListDone` is gone.
     Relist,

@@ -221,7 +221,12 @@ where
                     if let Err(e) = handler.handle(Change::Synced).await {
                         tracing::warn!(subsys = "watch", store = self.name, error = %e, "Handler failed on the initial sync");
                     }
-                    tracing::debug!(subsys = "watch", store = self.name, keys = self.entries.len(), "Initial list handled");
+                    tracing::debug!(
+                        subsys = "watch",
+                        store = self.name,
+                        keys = self.entries.len(),
+                        "Initial list handled"
+                    );
                     self.synced.send_replace(true);
                 }
             }

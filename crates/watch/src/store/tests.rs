@@ -25,7 +25,11 @@ struct Seen(Arc<Mutex<Vec<String>>>);
 impl Seen {
     fn record(&self, c: &Change<String, u32>) {
         let line = match c {
-            Change::Upsert { key, old: None, new } => format!("+{key}={new}"),
+            Change::Upsert {
+                key,
+                old: None,
+                new,
+            } => format!("+{key}={new}"),
             Change::Upsert {
                 key,
                 old: Some(old),
@@ -190,7 +194,11 @@ async fn a_failed_handler_is_retried_until_it_succeeds_without_holding_up_others
 
 #[tokio::test(flavor = "current_thread")]
 async fn restored_keys_absent_from_the_first_list_are_deleted() {
-    let had = [("a".to_string(), 1), ("b".to_string(), 2), ("c".to_string(), 3)];
+    let had = [
+        ("a".to_string(), 1),
+        ("b".to_string(), 2),
+        ("c".to_string(), 3),
+    ];
     let (tx, seen, mut synced) = start(Store::restored("test", had));
     for ev in [up("a", 1), up("c", 4), up("d", 5), Event::ListDone] {
         tx.send(ev).await.unwrap();
