@@ -187,7 +187,13 @@ async fn a_failed_handler_is_retried_until_it_succeeds_without_holding_up_others
     assert!(synced.wait().await, "a failing key does not hold up sync");
     tx.send(up("a", 5)).await.unwrap();
     tx.send(up("c", 3)).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // retries take 5 + 10 + 20 ms; give a loaded machine ample time
+    for _ in 0..500 {
+        if seen.0.lock().unwrap().len() == 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     // a's retries see its latest value, once
     assert_eq!(seen.take(), ["+b=2", "synced", "+c=3", "+a=5"]);
 }
