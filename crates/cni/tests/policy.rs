@@ -22,6 +22,14 @@ fn expect(from: &Path, ip: Ipv4Addr, port: u16, open: bool, what: &str) {
     wait_for(what, 20, || reachable(from, ip, port) == open);
 }
 
+/// Waits until `node`'s ipcache has the endpoint at `ip`.
+fn learn(node: &common::Node, ip: Ipv4Addr, what: &str) {
+    wait_for(what, 30, || {
+        node.cilium_ok(&["bpf", "ipcache", "list"])
+            .contains(&format!("{ip}/32"))
+    });
+}
+
 fn import(node: &common::Node, text: &str) -> std::process::Output {
     node.import_policy(text)
 }
@@ -141,11 +149,7 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
         cluster.nodes[0].netns("web"),
         cluster.nodes[0].netns("other"),
     );
-    wait_for("node1 to learn db", 30, || {
-        cluster.nodes[0]
-            .cilium_ok(&["bpf", "ipcache", "list"])
-            .contains(&format!("{db}/32"))
-    });
+    learn(&cluster.nodes[0], db, "node1 to learn db");
     expect(&web, db, 5432, true, "web to reach db before any policy");
     let list = cluster.nodes[1].cilium_ok(&["endpoint", "list"]);
     assert!(list.contains("Disabled           Disabled"), "{list}");
@@ -469,11 +473,7 @@ fn a_policy_deleted_while_an_agent_is_down_is_gone_when_it_is_back() {
     let db = cluster.nodes[1].add_pod_labeled("db", "app=db");
     let _s = LineServer::start(&cluster.nodes[1].netns("db"), 5432, "db").unwrap();
     let web = cluster.nodes[0].netns("web");
-    wait_for("node1 to learn db", 30, || {
-        cluster.nodes[0]
-            .cilium_ok(&["bpf", "ipcache", "list"])
-            .contains(&format!("{db}/32"))
-    });
+    learn(&cluster.nodes[0], db, "node1 to learn db");
     import_ok(&cluster.nodes[0], DEFAULT_DENY);
     expect(&web, db, 5432, false, "default deny to block web");
 
