@@ -129,8 +129,9 @@ pub fn write_when_ready(d: &std::sync::Arc<crate::daemon::Daemon>, socket: PathB
     if !d.config.cni.enabled() {
         return;
     }
+    let tasks = d.tasks.clone();
     let d = std::sync::Arc::clone(d);
-    tokio::spawn(async move {
+    tasks.spawn("write-cni-conf-when-ready", async move {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
         while tokio::net::UnixStream::connect(&socket).await.is_err() {
             if tokio::time::Instant::now() > deadline {

@@ -7,12 +7,21 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Controllers {
     inner: Arc<Mutex<BTreeMap<String, ControllerStatusStatus>>>,
+    tasks: crate::tasks::Tasks,
 }
 
 impl Controllers {
+    /// Controllers whose runs are tasks of `tasks`, stopped with them.
+    pub fn new(tasks: crate::tasks::Tasks) -> Self {
+        Self {
+            inner: Arc::default(),
+            tasks,
+        }
+    }
+
     fn record(&self, name: &str, result: &Result<(), String>) {
         let mut map = self.inner.lock().expect("controller lock");
         let st = map.entry(name.to_owned()).or_default();
@@ -33,7 +42,7 @@ impl Controllers {
         }
     }
 
-    /// Runs `run` now and then every `interval` until the runtime stops.
+    /// Runs `run` now and then every `interval` until the agent stops.
     pub fn spawn<F, Fut>(&self, name: &'static str, interval: Duration, mut run: F)
     where
         F: FnMut() -> Fut + Send + 'static,
@@ -45,7 +54,7 @@ impl Controllers {
             .expect("controller lock")
             .entry(name.to_owned())
             .or_default();
-        tokio::spawn(async move {
+        self.tasks.spawn(name, async move {
             let mut tick = tokio::time::interval(interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {

@@ -82,8 +82,9 @@ pub fn pass(d: &Daemon) -> f64 {
 /// Runs passes until the agent stops.
 pub fn start(d: &Arc<Daemon>, fixed: Duration, max: Duration) {
     let max = if max.is_zero() { DEFAULT_MAX } else { max };
+    let tasks = d.tasks.clone();
     let d = Arc::clone(d);
-    tokio::spawn(async move {
+    tasks.spawn("ct-gc", async move {
         let mut interval = if fixed.is_zero() {
             START_INTERVAL
         } else {

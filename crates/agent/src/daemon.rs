@@ -38,6 +38,8 @@ pub struct Daemon {
     /// Events for `cilium monitor` and `cilium observe`.
     pub monitor: Arc<crate::monitor::Hub>,
     pub ct_gc: crate::ct_gc::GcCounters,
+    /// The background tasks, stopped and waited for at shutdown.
+    pub tasks: crate::tasks::Tasks,
 }
 
 /// Everything that must live until shutdown.
@@ -88,7 +90,7 @@ async fn detect_node_ip(nl: &netdev::Netlink) -> Result<Option<Ipv4Addr>, netdev
 
 /// Brings the node up: dirs, pid file, bpffs, sysctls, maps, devices, host
 /// entries. Returns once the agent is ready to serve.
-pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
+pub async fn start(config: DaemonConfig, tasks: crate::tasks::Tasks) -> anyhow::Result<Running> {
     let t0 = Instant::now();
     for dir in [&config.run_dir, &config.state_dir] {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -180,11 +182,13 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
             .context("registering the node in the kvstore")?;
         tracing::info!(subsys = "nodediscovery", node = %node.name, key = %key, "Node registered in kvstore");
     }
-    let kvwriter = kv.clone().map(crate::kvwriter::KvWriter::start);
+    let kvwriter = kv
+        .clone()
+        .map(|kv| crate::kvwriter::KvWriter::start(kv, &tasks));
     let node_suffix = node_ip.map_or_else(|| node.name.clone(), |ip| ip.to_string());
     let identities =
         crate::identity::Identities::new(kv.clone().zip(kvwriter.clone()), node_suffix);
-    identities.follow();
+    identities.follow(&tasks);
 
     let runtime = RuntimeOptions::new(
         config.debug,
@@ -207,7 +211,7 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
     let monitor = Arc::new(crate::monitor::Hub::default());
     let daemon = Arc::new(Daemon {
         runtime: Mutex::new(runtime),
-        controllers: Controllers::default(),
+        controllers: Controllers::new(tasks.clone()),
         datapath: Mutex::new(dp),
         host,
         attach_mode,
@@ -241,6 +245,7 @@ pub async fn start(config: DaemonConfig) -> anyhow::Result<Running> {
         started: t0,
         monitor,
         ct_gc: Default::default(),
+        tasks,
         config,
     });
     let restored = daemon.policies.restore();

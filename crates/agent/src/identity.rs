@@ -137,7 +137,7 @@ impl Identities {
 
     /// Keeps the cluster's identities (for listing and, later, policy) in
     /// step with the kvstore.
-    pub fn follow(self: &Arc<Self>) {
+    pub fn follow(self: &Arc<Self>, tasks: &crate::tasks::Tasks) {
         let Some((kv, _)) = &self.kv else { return };
         let Some(store) = self.store.lock().expect("identities lock").take() else {
             return;
@@ -148,7 +148,7 @@ impl Identities {
             this.follow_change(change);
             std::future::ready(Ok::<(), std::convert::Infallible>(()))
         };
-        tokio::spawn(store.run(source, handler));
+        tasks.spawn("identities", store.run(source, handler));
     }
 
     /// One change of the kvstore's identity master keys.
@@ -420,7 +420,7 @@ mod tests {
         let store = kvstore::Memory::new();
         let node = |suffix: &str| {
             let kv = kvstore::Kvstore::new(store.session());
-            let writer = KvWriter::start(kv.clone());
+            let writer = KvWriter::start(kv.clone(), &crate::tasks::Tasks::default());
             Identities::new(Some((kv, writer)), suffix.into())
         };
         let (a, b) = (node("198.18.0.11"), node("198.18.0.12"));

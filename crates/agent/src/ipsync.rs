@@ -70,9 +70,13 @@ pub fn follow(d: &Arc<Daemon>) {
     let source = kv
         .source(&format!("{}/", kvstore::keys::IPS))
         .decode(|_, raw| serde_json::from_slice::<IpIdentityPair>(raw));
+    let tasks = d.tasks.clone();
     let d = Arc::clone(d);
     let handler = move |change| std::future::ready(apply(&d, change));
-    tokio::spawn(watch::Store::new("endpoint IPs").run(source, handler));
+    tasks.spawn(
+        "ipsync",
+        watch::Store::new("endpoint IPs").run(source, handler),
+    );
 }
 
 /// One change of the kvstore's endpoint IPs; an ipcache write that failed

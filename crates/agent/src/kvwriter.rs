@@ -25,9 +25,9 @@ const RETRY: Duration = Duration::from_millis(500);
 
 impl KvWriter {
     /// Starts the writer task (a tokio runtime must be running).
-    pub fn start(kv: kvstore::Kvstore) -> Self {
+    pub fn start(kv: kvstore::Kvstore, tasks: &crate::tasks::Tasks) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
+        tasks.spawn("kvstore-writer", async move {
             while let Some(op) = rx.recv().await {
                 apply(&kv, op).await;
             }

@@ -33,4 +33,5 @@ pub mod policy_trace;
 pub mod remote_nodes;
 pub mod services;
 pub mod status;
+pub mod tasks;
 mod timefmt;

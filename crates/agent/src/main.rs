@@ -69,6 +69,9 @@ fn main() -> ExitCode {
     }
 }
 
+/// How long shutdown waits for the agent's tasks to end.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     let socket = config.socket_path.clone();
     let socket_for_cni = socket.clone();
@@ -77,54 +80,72 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     let bpf_root = config.bpf_root.clone();
     let monitor_socket = agent::monitor::socket_path(&socket);
     let observer_socket = agent::monitor::observer_socket_path(&socket);
-    let running = agent::daemon::start(config).await?;
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
-    let mut api = tokio::spawn({
-        let (d, s) = (running.daemon.clone(), stopped(stop_rx.clone()));
-        async move { agent::api_server::serve(d, &socket, s).await }
-    });
+    let tasks = agent::tasks::Tasks::default();
+    let running = agent::daemon::start(config, tasks.clone()).await?;
+    // The two servers whose failure ends the agent report it here; every
+    // other task logs its own.
+    let (failed_tx, mut failed) = tokio::sync::mpsc::channel::<anyhow::Error>(2);
+    {
+        let (d, failed_tx) = (running.daemon.clone(), failed_tx.clone());
+        tasks.spawn_graceful("api-server", |stop| async move {
+            let served = agent::api_server::serve(d, &socket, stop).await;
+            let _ = failed_tx
+                .send(
+                    served
+                        .err()
+                        .unwrap_or_else(|| anyhow::anyhow!("API server stopped unexpectedly")),
+                )
+                .await;
+        });
+    }
     agent::cni_config::write_when_ready(&running.daemon, socket_for_cni);
     if let Some(addr) = prometheus {
-        let (d, s) = (running.daemon.clone(), stopped(stop_rx.clone()));
-        tokio::spawn(async move {
-            if let Err(e) = agent::metrics::serve(d, addr, s).await {
+        let d = running.daemon.clone();
+        tasks.spawn_graceful("metrics-server", |stop| async move {
+            if let Err(e) = agent::metrics::serve(d, addr, stop).await {
                 tracing::error!(subsys = "metrics", error = %e, "Metrics endpoint failed");
             }
         });
     }
     {
-        let (hub, s) = (running.daemon.monitor.clone(), stopped(stop_rx.clone()));
-        tokio::spawn(async move {
+        let (hub, t) = (running.daemon.monitor.clone(), tasks.clone());
+        tasks.spawn_graceful("monitor", |_stop| async move {
             let served =
-                agent::monitor::serve(hub, bpf_root, monitor_socket, observer_socket, s).await;
+                agent::monitor::serve(hub, bpf_root, monitor_socket, observer_socket, t).await;
             if let Err(e) = served {
                 tracing::error!(subsys = "monitor", error = %e, "Monitor failed");
             }
         });
     }
-    let mut health = tokio::spawn(agent::health::serve(
-        running.daemon.clone(),
-        port,
-        stopped(stop_rx),
-    ));
+    {
+        let d = running.daemon.clone();
+        tasks.spawn_graceful("health-server", |stop| async move {
+            let served = agent::health::serve(d, port, stop).await;
+            let _ = failed_tx
+                .send(
+                    served
+                        .err()
+                        .unwrap_or_else(|| anyhow::anyhow!("health server stopped unexpectedly")),
+                )
+                .await;
+        });
+    }
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!(subsys = "daemon", signal = "SIGTERM", "Shutting down"),
-        _ = tokio::signal::ctrl_c() => tracing::info!(subsys = "daemon", signal = "SIGINT", "Shutting down"),
-        r = first_to_fail(&mut api, &mut health) => return r,
+    let failure = tokio::select! {
+        _ = term.recv() => { tracing::info!(subsys = "daemon", signal = "SIGTERM", "Shutting down"); None }
+        _ = tokio::signal::ctrl_c() => { tracing::info!(subsys = "daemon", signal = "SIGINT", "Shutting down"); None }
+        Some(e) = failed.recv() => Some(e),
+    };
+    // Every task stops and is waited for, so the sockets are removed and
+    // no map is written after this.
+    let left = tasks.shutdown(SHUTDOWN_GRACE).await;
+    if !left.is_empty() {
+        tracing::warn!(subsys = "daemon", tasks = ?left, grace = ?SHUTDOWN_GRACE, "Tasks still running after the grace period");
     }
-    let _ = stop_tx.send(true);
-    // Let both servers finish so the API socket is removed before exit.
-    let grace = std::time::Duration::from_secs(5);
-    let _ = tokio::time::timeout(grace, async {
-        let _ = api.await;
-        let _ = health.await;
-    })
-    .await;
+    if let Some(e) = failure {
+        return Err(e);
+    }
     running.daemon.config.cni.remove();
     drop(running);
     tracing::info!(
@@ -132,17 +153,4 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         "Agent stopped; pinned maps and programs left in place"
     );
     Ok(())
-}
-
-/// Resolves when either server task ends (which only happens on error).
-async fn first_to_fail(
-    a: &mut tokio::task::JoinHandle<anyhow::Result<()>>,
-    b: &mut tokio::task::JoinHandle<anyhow::Result<()>>,
-) -> anyhow::Result<()> {
-    let r = tokio::select! { r = a => r, r = b => r };
-    match r {
-        Ok(Ok(())) => Err(anyhow::anyhow!("API server stopped unexpectedly")),
-        Ok(Err(e)) => Err(e),
-        Err(e) => Err(anyhow::anyhow!("server task failed: {e}")),
-    }
 }

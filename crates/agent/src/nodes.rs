@@ -150,6 +150,7 @@ pub fn follow(d: &Arc<crate::daemon::Daemon>) {
     let source = kv
         .source(&format!("{}/", kvstore::keys::NODES))
         .decode(|_, raw| serde_json::from_slice::<Node>(raw));
+    let tasks = d.tasks.clone();
     let d = Arc::clone(d);
     let handler = move |change| {
         let d = Arc::clone(&d);
@@ -158,7 +159,7 @@ pub fn follow(d: &Arc<crate::daemon::Daemon>) {
             Ok::<(), std::convert::Infallible>(())
         }
     };
-    tokio::spawn(watch::Store::new("nodes").run(source, handler));
+    tasks.spawn("nodes", watch::Store::new("nodes").run(source, handler));
 }
 
 async fn apply(d: &crate::daemon::Daemon, change: watch::Change<String, Node>) {

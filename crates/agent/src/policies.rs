@@ -448,7 +448,7 @@ pub fn announce(d: &Daemon, what: crate::monitor::AgentNotify, labels: &[String]
 pub fn follow(d: &Arc<Daemon>) {
     let mut changes = d.identities.subscribe();
     let dd = Arc::clone(d);
-    tokio::spawn(async move {
+    d.tasks.spawn("policy-identities", async move {
         while changes.changed().await.is_ok() {
             let d = Arc::clone(&dd);
             let _ = tokio::task::spawn_blocking(move || regenerate(&d, "identities changed")).await;
@@ -462,7 +462,7 @@ pub fn follow(d: &Arc<Daemon>) {
     let store = watch::Store::restored("policies", had.into_iter().map(|s| (s.key(cluster), s)));
     let (mut listed, mut ids_listed) = (store.synced(), d.identities.synced());
     let dd = Arc::clone(d);
-    tokio::spawn(async move {
+    d.tasks.spawn("policy-initial-sync", async move {
         listed.wait().await;
         ids_listed.wait().await;
         dd.policies
@@ -477,9 +477,10 @@ pub fn follow(d: &Arc<Daemon>) {
     let source = kv
         .source(&format!("{POLICIES_PREFIX}/{cluster}/"))
         .decode(|_, raw| decode(raw));
+    let tasks = d.tasks.clone();
     let d = Arc::clone(d);
     let handler = move |change| follow_change(Arc::clone(&d), change);
-    tokio::spawn(store.run(source, handler));
+    tasks.spawn("policies", store.run(source, handler));
 }
 
 /// A document as the kvstore holds it, checked: one that does not parse

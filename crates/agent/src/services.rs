@@ -384,9 +384,13 @@ pub fn follow(d: &Arc<Daemon>) {
         d.config.cluster_name
     );
     let source = kv.source(&prefix).decode(|_, raw| decode(raw));
+    let tasks = d.tasks.clone();
     let d = Arc::clone(d);
     let handler = move |change| std::future::ready(follow_change(&d, change));
-    tokio::spawn(watch::Store::new("services").run(source, handler));
+    tasks.spawn(
+        "services",
+        watch::Store::new("services").run(source, handler),
+    );
 }
 
 /// A spec as the kvstore holds it, checked: one the load balancer would

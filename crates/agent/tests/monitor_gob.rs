@@ -53,7 +53,7 @@ fn build_decoder(dir: &Path) -> PathBuf {
 struct Served {
     hub: Arc<Hub>,
     socket: PathBuf,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    tasks: agent::tasks::Tasks,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -62,19 +62,17 @@ impl Served {
         let hub = Arc::new(Hub::default());
         let socket = monitor::socket_path(&dir.join("cilium.sock"));
         let observer = monitor::observer_socket_path(&dir.join("cilium.sock"));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let tasks = agent::tasks::Tasks::default();
         let thread = std::thread::spawn({
             let (hub, socket, bpf) = (Arc::clone(&hub), socket.clone(), dir.join("no-bpffs"));
+            let tasks = tasks.clone();
             move || {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
                     .expect("runtime");
                 rt.block_on(async move {
-                    let shutdown = async move {
-                        let _ = stopped.await;
-                    };
-                    monitor::serve(hub, bpf, socket, observer, shutdown)
+                    monitor::serve(hub, bpf, socket, observer, tasks)
                         .await
                         .expect("monitor serves");
                 });
@@ -85,7 +83,7 @@ impl Served {
         Self {
             hub,
             socket,
-            stop: Some(stop),
+            tasks,
             thread: Some(thread),
         }
     }
@@ -93,9 +91,7 @@ impl Served {
 
 impl Drop for Served {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.tasks.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

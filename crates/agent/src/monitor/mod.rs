@@ -23,6 +23,7 @@ pub use agent_events::AgentNotify;
 pub use decode::{decode, parse_packet, summarize, MonitorEvent, Packet};
 pub use listener1_2::Payload;
 
+use crate::tasks::Tasks;
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -254,7 +255,7 @@ pub fn observer_socket_path(api_socket: &Path) -> PathBuf {
 
 /// Reads the rings on a thread of their own into the hub; returns the
 /// number of CPUs read.
-fn read_rings(bpf_root: &Path, hub: Arc<Hub>) -> Option<usize> {
+fn read_rings(bpf_root: &Path, hub: Arc<Hub>, tasks: &Tasks) -> Option<usize> {
     let mut reader = match datapath::events::EventReader::open(bpf_root) {
         Ok(r) => r,
         Err(e) => {
@@ -263,13 +264,18 @@ fn read_rings(bpf_root: &Path, hub: Arc<Hub>) -> Option<usize> {
         }
     };
     let cpus = reader.cpus();
+    let tasks = tasks.clone();
+    // A thread, not a task: the rings are polled with a blocking wait. It
+    // looks at the agent's state between waits (at most 1 s) and ends with it.
     std::thread::Builder::new()
         .name("monitor".into())
-        .spawn(move || loop {
-            reader.poll(1000, &mut |cpu, rec| match rec {
-                datapath::events::Record::Sample(raw) => hub.sample(cpu, raw),
-                datapath::events::Record::Lost(n) => hub.lost_samples(cpu, n),
-            });
+        .spawn(move || {
+            while !tasks.is_stopping() {
+                reader.poll(1000, &mut |cpu, rec| match rec {
+                    datapath::events::Record::Sample(raw) => hub.sample(cpu, raw),
+                    datapath::events::Record::Lost(n) => hub.lost_samples(cpu, n),
+                });
+            }
         })
         .ok()?;
     Some(cpus)
@@ -284,33 +290,34 @@ fn bind(socket: &Path) -> anyhow::Result<tokio::net::UnixListener> {
 /// Serves Cilium's monitor clients on `socket` (`monitor1_2.sock`), ours
 /// beside it (`cilium-rs-monitor.sock`: live events) and `cilium observe`
 /// on `observer` (the kept flows, a `replay-end` marker, then live events)
-/// until `shutdown`.
+/// until the agent stops; each client's stream is one of `tasks`.
 pub async fn serve(
     hub: Arc<Hub>,
     bpf_root: PathBuf,
     socket: PathBuf,
     observer: PathBuf,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    tasks: Tasks,
 ) -> anyhow::Result<()> {
-    let cpus = read_rings(&bpf_root, Arc::clone(&hub)).unwrap_or(0);
+    let cpus = read_rings(&bpf_root, Arc::clone(&hub), &tasks).unwrap_or(0);
     hub.cpus.store(cpus, Ordering::Relaxed);
     let json_socket = json_socket_path(&socket);
     let monitor = bind(&socket)?;
     let json = bind(&json_socket)?;
     let observe = bind(&observer)?;
     tracing::info!(subsys = "monitor", socket = %socket.display(), json = %json_socket.display(), observer = %observer.display(), cpus, "Monitor listening");
+    let shutdown = tasks.stopping();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
             accepted = monitor.accept() => {
                 let Ok((conn, _)) = accepted else { continue };
-                tokio::spawn(listener1_2::stream(conn, hub.payloads.subscribe()));
+                tasks.spawn("monitor-client", listener1_2::stream(conn, hub.payloads.subscribe()));
             }
             accepted = json.accept() => {
                 let Ok((conn, _)) = accepted else { continue };
                 let hello = format!("{{\"type\":\"hello\",\"cpus\":{cpus}}}");
-                tokio::spawn(json_lines::stream(conn, vec![hello], hub.tx.subscribe()));
+                tasks.spawn("monitor-client", json_lines::stream(conn, vec![hello], hub.tx.subscribe()));
             }
             accepted = observe.accept() => {
                 let Ok((conn, _)) = accepted else { continue };
@@ -321,7 +328,7 @@ pub async fn serve(
                     .map(|ev| serde_json::to_string(&**ev).expect("event serializes"))
                     .collect();
                 first.push("{\"type\":\"replay-end\"}".into());
-                tokio::spawn(json_lines::stream(conn, first, rx));
+                tasks.spawn("observer-client", json_lines::stream(conn, first, rx));
             }
         }
     }
