@@ -41,14 +41,23 @@ pub fn next_interval(prev: Duration, ratio: f64, max: Duration) -> Duration {
 /// One pass over the maps; returns the highest share of a CT map's
 /// capacity it deleted.
 pub fn pass(d: &Daemon) -> f64 {
-    let globals = d.config.bpf_root.join(abi::maps::GLOBALS_DIR);
+    use datapath::maps::{Ct4Global, CtAny4Global, Snat4External};
+    let root = &d.config.bpf_root;
     let now = datapath::ctmap::now_secs();
     let mut worst: f64 = 0.0;
-    for (name, slot) in [
-        (abi::maps::CT4_GLOBAL, &d.ct_gc.tcp),
-        (abi::maps::CT_ANY4_GLOBAL, &d.ct_gc.any),
+    for (name, map, slot) in [
+        (
+            Ct4Global::NAME,
+            Ct4Global::open(root).map(Ct4Global::into_map),
+            &d.ct_gc.tcp,
+        ),
+        (
+            CtAny4Global::NAME,
+            CtAny4Global::open(root).map(CtAny4Global::into_map),
+            &d.ct_gc.any,
+        ),
     ] {
-        match datapath::ctmap::gc_map(&globals, name, now) {
+        match map.and_then(|m| datapath::ctmap::gc_map(&m, now)) {
             Ok(s) => {
                 slot[0].store(s.alive, Ordering::Relaxed);
                 slot[1].store(s.deleted, Ordering::Relaxed);
@@ -66,13 +75,13 @@ pub fn pass(d: &Daemon) -> f64 {
             }
         }
     }
-    match datapath::ctmap::gc_nat(&globals, now) {
+    match Snat4External::open(root).and_then(|m| datapath::ctmap::gc_nat(&m, now)) {
         Ok(s) => {
             d.ct_gc.nat[0].store(s.alive, Ordering::Relaxed);
             d.ct_gc.nat[1].store(s.deleted, Ordering::Relaxed);
         }
         Err(e) => {
-            tracing::warn!(subsys = "ct-gc", map = abi::maps::SNAT4_EXTERNAL, error = %e, "Unable to garbage collect the NAT map")
+            tracing::warn!(subsys = "ct-gc", map = Snat4External::NAME, error = %e, "Unable to garbage collect the NAT map")
         }
     }
     d.ct_gc.runs.fetch_add(1, Ordering::Relaxed);

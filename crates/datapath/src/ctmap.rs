@@ -5,11 +5,11 @@
 //! is deleted, so a flow whose packet refreshed it meanwhile stays; a live
 //! flow's entry is never removed.
 
-use crate::{Error, PinnedMap};
+use crate::maps::Snat4External;
+use crate::{Error, Map};
 use abi::ct::{CtEntry, Ipv4CtTuple};
 use abi::lb::{Ipv4NatEntry, NAT_DIR_EGRESS, NAT_DIR_INGRESS};
 use abi::Plain;
-use std::path::Path;
 
 /// One pass over one map.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -66,23 +66,18 @@ fn reply_key(key: &Ipv4CtTuple, fwd: &Ipv4NatEntry) -> Ipv4CtTuple {
 
 /// Removes the NodePort NAT pairs neither of whose directions carried a
 /// packet for a connection's lifetime, and stale halves without a pair.
-pub fn gc_nat(globals: &Path, now: u32) -> Result<GcStats, Error> {
-    let name = abi::maps::SNAT4_EXTERNAL;
-    let map = PinnedMap::open(&globals.join(name), name)?;
+pub fn gc_nat(map: &Snat4External, now: u32) -> Result<GcStats, Error> {
     let mut stats = GcStats {
-        max_entries: u64::from(map.meta().max_entries),
+        max_entries: u64::from(map.max_entries()),
         ..Default::default()
     };
-    let entries = map.entries::<Ipv4CtTuple, Ipv4NatEntry>()?;
+    let entries = map.entries()?;
     let mut paired = std::collections::HashSet::new();
     for (key, fwd) in entries.iter().filter(|(k, _)| k.flags == NAT_DIR_EGRESS) {
         let rkey = reply_key(key, fwd);
         paired.insert(rkey.as_bytes().to_vec());
         // both directions as they are now, each read once
-        let (now_fwd, now_rev) = (
-            map.get::<_, Ipv4NatEntry>(key)?,
-            map.get::<_, Ipv4NatEntry>(&rkey)?,
-        );
+        let (now_fwd, now_rev) = (map.get(key)?, map.get(&rkey)?);
         let stale = |k: &Ipv4CtTuple, e: &Option<Ipv4NatEntry>| {
             e.as_ref().is_none_or(|e| nat_stale(k, e, now))
         };
@@ -105,19 +100,18 @@ pub fn gc_nat(globals: &Path, now: u32) -> Result<GcStats, Error> {
     Ok(stats)
 }
 
-/// Removes the expired entries of the CT map `name` under `globals`.
-pub fn gc_map(globals: &Path, name: &str, now: u32) -> Result<GcStats, Error> {
-    let map = PinnedMap::open(&globals.join(name), name)?;
+/// Removes the expired entries of a CT map (`Ct4Global`, `CtAny4Global`).
+pub fn gc_map(map: &Map<Ipv4CtTuple, CtEntry>, now: u32) -> Result<GcStats, Error> {
     let mut stats = GcStats {
-        max_entries: u64::from(map.meta().max_entries),
+        max_entries: u64::from(map.max_entries()),
         ..Default::default()
     };
-    for (key, entry) in map.entries::<Ipv4CtTuple, CtEntry>()? {
+    for (key, entry) in map.entries()? {
         if !expired(&entry, now) {
             stats.alive += 1;
             continue;
         }
-        match map.get::<Ipv4CtTuple, CtEntry>(&key)? {
+        match map.get(&key)? {
             Some(fresh) if expired(&fresh, now) => {
                 if map.remove(&key)? {
                     stats.deleted += 1;

@@ -38,6 +38,14 @@ pub enum Error {
     },
     #[error("map {map}: {message}")]
     Map { map: String, message: String },
+    /// A pinned map whose layout is not the one its handle expects.
+    #[error("map {map}: {property} is {found}, expected {expected}")]
+    MapMismatch {
+        map: String,
+        property: &'static str,
+        expected: String,
+        found: String,
+    },
     #[error("parsing BPF object {object}: {message}")]
     Parse {
         object: &'static str,

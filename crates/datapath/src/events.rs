@@ -1,6 +1,7 @@
 //! Reading `cilium_events`: one perf ring per CPU, opened by the agent (the
 //! datapath's perf output only lands once a ring is there).
 
+use crate::maps::Events;
 use crate::Error;
 use aya::maps::perf::{PerfEvent, PerfEventArray, PerfEventArrayBuffer};
 use aya::maps::{Map, MapData};
@@ -25,9 +26,11 @@ pub const RING_PAGES: usize = 64;
 impl EventReader {
     /// Opens a ring for each possible CPU on the pinned `cilium_events`.
     pub fn open(bpffs_root: &Path) -> Result<Self, Error> {
-        let pin = crate::map::global_pin_path(bpffs_root, abi::maps::EVENTS);
+        // the layout check; aya reads the rings through its own descriptor
+        Events::open(bpffs_root)?;
+        let pin = Events::pin_path(bpffs_root);
         let fail = |message: String| Error::Map {
-            map: abi::maps::EVENTS.into(),
+            map: Events::NAME.into(),
             message,
         };
         let data = MapData::from_pin(&pin).map_err(|e| fail(e.to_string()))?;

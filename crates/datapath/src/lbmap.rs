@@ -2,17 +2,21 @@
 //! order `lb::Update` lists them so the datapath never sees a slot without
 //! its backend or a counted service without its slots.
 
-use crate::{Error, PinnedMap};
+use crate::maps::{Lb4Backends, Lb4Maglev, Lb4RevNat, Lb4Services, LbAffinityMatch};
+use crate::{Error, Map, PinnedMap};
+use abi::lb::MaglevLut;
 use std::path::Path;
+
+/// Cilium's name of a Maglev table's inner map.
+const MAGLEV_INNER: &str = "cilium_maglev_inner";
 
 /// Applies `up` to the maps pinned under `pin_dir` (`<bpffs>/tc/globals`).
 pub fn apply(pin_dir: &Path, up: &lb::Update) -> Result<(), Error> {
-    let open = |name: &str| PinnedMap::open(&pin_dir.join(name), name);
     let (services, backends, rev_nat, affinity) = (
-        open(abi::maps::LB4_SERVICES)?,
-        open(abi::maps::LB4_BACKENDS)?,
-        open(abi::maps::LB4_REVERSE_NAT)?,
-        open(abi::maps::LB_AFFINITY_MATCH)?,
+        Lb4Services::open_in(pin_dir)?,
+        Lb4Backends::open_in(pin_dir)?,
+        Lb4RevNat::open_in(pin_dir)?,
+        LbAffinityMatch::open_in(pin_dir)?,
     );
     for (id, b) in &up.put_backends {
         backends.put(id, b)?;
@@ -30,14 +34,14 @@ pub fn apply(pin_dir: &Path, up: &lb::Update) -> Result<(), Error> {
         affinity.remove(m)?;
     }
     if !up.put_maglev.is_empty() || !up.del_maglev.is_empty() {
-        let maglev = open(abi::maps::LB4_MAGLEV)?;
+        let maglev = Lb4Maglev::open_in(pin_dir)?;
         for (k, table) in &up.put_maglev {
-            let mut lut = Box::new(abi::lb::MaglevLut {
+            let mut lut = Box::new(MaglevLut {
                 backend_ids: [0; abi::lb::LB_MAGLEV_LUT_SIZE],
             });
             if table.len() != lut.backend_ids.len() {
                 return Err(Error::Map {
-                    map: abi::maps::LB4_MAGLEV.into(),
+                    map: Lb4Maglev::NAME.into(),
                     message: format!(
                         "maglev table of {} slots; the datapath is built for {}",
                         table.len(),
@@ -66,24 +70,26 @@ pub fn apply(pin_dir: &Path, up: &lb::Update) -> Result<(), Error> {
 
 /// Every key in the LB maps pinned under `pin_dir`.
 pub fn keys(pin_dir: &Path) -> Result<lb::MapKeys, Error> {
-    let open = |name: &str| PinnedMap::open(&pin_dir.join(name), name);
     Ok(lb::MapKeys {
-        services: open(abi::maps::LB4_SERVICES)?.keys()?,
-        rev_nat: open(abi::maps::LB4_REVERSE_NAT)?.keys()?,
-        maglev: open(abi::maps::LB4_MAGLEV)?.keys()?,
-        affinity_match: open(abi::maps::LB_AFFINITY_MATCH)?.keys()?,
-        backends: open(abi::maps::LB4_BACKENDS)?.keys()?,
+        services: Lb4Services::open_in(pin_dir)?.keys()?,
+        rev_nat: Lb4RevNat::open_in(pin_dir)?.keys()?,
+        maglev: Lb4Maglev::open_in(pin_dir)?.keys()?,
+        affinity_match: LbAffinityMatch::open_in(pin_dir)?.keys()?,
+        backends: Lb4Backends::open_in(pin_dir)?.keys()?,
     })
 }
 
 /// Every service's Maglev table in `cilium_lb4_maglev` under `pin_dir`,
 /// by rev-NAT ID (`cilium bpf lb maglev list`).
-pub fn maglev_tables(pin_dir: &Path) -> Result<Vec<(u16, Box<abi::lb::MaglevLut>)>, Error> {
-    let outer = PinnedMap::open(&pin_dir.join(abi::maps::LB4_MAGLEV), abi::maps::LB4_MAGLEV)?;
+pub fn maglev_tables(pin_dir: &Path) -> Result<Vec<(u16, Box<MaglevLut>)>, Error> {
+    let outer = Lb4Maglev::open_in(pin_dir)?;
     let mut out = Vec::new();
-    for (key, inner_id) in outer.entries::<abi::Be16, u32>()? {
-        let inner = PinnedMap::from_id(inner_id, "cilium_maglev_inner")?;
-        if let Some(lut) = inner.get::<u32, abi::lb::MaglevLut>(&0)? {
+    for (key, inner_id) in outer.entries()? {
+        let inner: Map<u32, MaglevLut> = Map::checked(
+            PinnedMap::from_id(inner_id, MAGLEV_INNER)?,
+            &maglev_inner_meta(),
+        )?;
+        if let Some(lut) = inner.get(&0)? {
             out.push((key.get(), Box::new(lut)));
         }
     }
@@ -96,7 +102,7 @@ fn maglev_inner_meta() -> crate::sys::MapMeta {
     crate::sys::MapMeta {
         map_type: 2, // BPF_MAP_TYPE_ARRAY
         key_size: 4,
-        value_size: std::mem::size_of::<abi::lb::MaglevLut>() as u32,
+        value_size: std::mem::size_of::<MaglevLut>() as u32,
         max_entries: 1,
         map_flags: 0,
     }
@@ -104,20 +110,15 @@ fn maglev_inner_meta() -> crate::sys::MapMeta {
 
 /// A fresh inner array with `lut` in it, swapped in for service `key`:
 /// flows see the old table or the new one, never a half-written one.
-fn put_maglev_table(
-    outer: &PinnedMap,
-    key: &abi::Be16,
-    lut: &abi::lb::MaglevLut,
-) -> Result<(), Error> {
+fn put_maglev_table(outer: &Lb4Maglev, key: &abi::Be16, lut: &MaglevLut) -> Result<(), Error> {
     use std::os::fd::AsFd;
-    let inner =
-        crate::sys::map_create(&maglev_inner_meta(), None, "cilium_maglev_inner").map_err(|e| {
-            Error::MapOp {
-                op: "create inner map of",
-                map: abi::maps::LB4_MAGLEV.into(),
-                source: e,
-            }
-        })?;
+    let inner = crate::sys::map_create(&maglev_inner_meta(), None, MAGLEV_INNER).map_err(|e| {
+        Error::MapOp {
+            op: "create inner map of",
+            map: Lb4Maglev::NAME.into(),
+            source: e,
+        }
+    })?;
     crate::sys::update(
         inner.as_fd(),
         &0u32.to_ne_bytes(),
@@ -126,7 +127,7 @@ fn put_maglev_table(
     )
     .map_err(|e| Error::MapOp {
         op: "fill inner map of",
-        map: abi::maps::LB4_MAGLEV.into(),
+        map: Lb4Maglev::NAME.into(),
         source: e,
     })?;
     outer.put(key, &(std::os::fd::AsRawFd::as_raw_fd(&inner) as u32))

@@ -10,12 +10,17 @@ pub mod events;
 pub mod lbmap;
 pub mod loader;
 pub mod map;
+pub mod maps;
 pub mod objects;
 pub mod policymap;
 pub mod socketlb;
 mod sys;
 pub mod testrun;
+pub mod typed;
 
 pub use error::Error;
 pub use loader::{Datapath, MapSizes};
 pub use map::PinnedMap;
+pub use maps::GlobalMap;
+pub use sys::MapMeta;
+pub use typed::{Map, PerCpuMap};

@@ -192,12 +192,8 @@ impl Datapath {
     /// Empties the endpoint's `cilium_call_policy` slot: its traffic drops
     /// as a missed tail call from then on.
     pub fn remove_policy_program(&self, endpoint_id: u16) {
-        let globals = self.bpffs_root.join(abi::maps::GLOBALS_DIR);
-        if let Ok(map) = crate::PinnedMap::open(
-            &globals.join(abi::maps::CALL_POLICY),
-            abi::maps::CALL_POLICY,
-        ) {
-            let _ = map.remove(&u32::from(endpoint_id));
+        if let Ok(map) = crate::maps::CallPolicy::open(&self.bpffs_root) {
+            let _ = map.remove(endpoint_id);
         }
     }
 
@@ -294,11 +290,7 @@ pub fn install_tail_call(
         program: LXC_POLICY.into(),
         source: Box::new(e),
     })?;
-    let map = crate::PinnedMap::open(
-        &globals.join(abi::maps::CALL_POLICY),
-        abi::maps::CALL_POLICY,
-    )?;
-    map.put(&u32::from(endpoint_id), &(fd.as_fd().as_raw_fd() as u32))
+    crate::maps::CallPolicy::open_in(globals)?.set(endpoint_id, fd.as_fd().as_raw_fd())
 }
 
 /// Loads (verifies) a tc program of a loaded object and returns it.
@@ -329,42 +321,80 @@ pub fn load_classifier<'a>(
     Ok(prog)
 }
 
+/// Each pinned-by-name map `obj` defines, as it defines it (max entries
+/// before any override).
+fn object_maps(obj: Object) -> Result<Vec<(String, MapMeta)>, Error> {
+    let parsed = aya_obj::Object::parse(obj.bytes).map_err(|e| Error::Parse {
+        object: obj.name,
+        message: format!("{e:?}"),
+    })?;
+    Ok(parsed
+        .maps
+        .iter()
+        .filter(|(_, map)| map.pinning() == PinningType::ByName)
+        .map(|(name, map)| {
+            let meta = MapMeta {
+                map_type: map.map_type(),
+                key_size: map.key_size(),
+                value_size: map.value_size(),
+                max_entries: map.max_entries(),
+                map_flags: map.map_flags(),
+            };
+            (name.clone(), meta)
+        })
+        .collect())
+}
+
+/// The definition of the global map `name` in the embedded objects: what
+/// a typed handle checks the pinned map against. The objects are parsed
+/// once per process.
+pub(crate) fn global_map_definition(name: &str) -> Result<MapMeta, Error> {
+    static DEFINED: std::sync::OnceLock<Result<Vec<(String, MapMeta)>, String>> =
+        std::sync::OnceLock::new();
+    let defined = DEFINED.get_or_init(|| {
+        let mut all = Vec::new();
+        for obj in [
+            objects::BPF_LXC,
+            objects::BPF_HOST,
+            objects::BPF_OVERLAY,
+            objects::BPF_SOCK,
+        ] {
+            all.extend(object_maps(obj).map_err(|e| e.to_string())?);
+        }
+        Ok(all)
+    });
+    let defined = defined.as_ref().map_err(|message| Error::Map {
+        map: name.to_owned(),
+        message: format!("reading the datapath's map definitions: {message}"),
+    })?;
+    defined
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, meta)| *meta)
+        .ok_or_else(|| Error::Map {
+            map: name.to_owned(),
+            message: "no datapath object defines it".into(),
+        })
+}
+
 /// What the kernel should report for each pinned map of `obj`.
 fn expected_pinned_maps(
     obj: Object,
     overrides: &[(&'static str, u32)],
 ) -> Result<Vec<(String, MapMeta)>, Error> {
-    let parsed = aya_obj::Object::parse(obj.bytes).map_err(|e| Error::Parse {
-        object: obj.name,
-        message: format!("{e:?}"),
-    })?;
     let cpus = sys::possible_cpus()
         .map_err(|e| Error::io("reading", "/sys/devices/system/cpu/possible", e))?
         as u32;
-    let mut out = Vec::new();
-    for (name, map) in &parsed.maps {
-        if map.pinning() != PinningType::ByName {
-            continue;
+    let mut maps = object_maps(obj)?;
+    for (name, meta) in &mut maps {
+        if let Some((_, size)) = overrides.iter().find(|(n, _)| n == name) {
+            meta.max_entries = *size;
         }
-        let mut max_entries = overrides
-            .iter()
-            .find(|(n, _)| n == name)
-            .map_or(map.max_entries(), |(_, s)| *s);
-        if map.map_type() == BPF_MAP_TYPE_PERF_EVENT_ARRAY && max_entries == 0 {
-            max_entries = cpus;
+        if meta.map_type == BPF_MAP_TYPE_PERF_EVENT_ARRAY && meta.max_entries == 0 {
+            meta.max_entries = cpus;
         }
-        out.push((
-            name.clone(),
-            MapMeta {
-                map_type: map.map_type(),
-                key_size: map.key_size(),
-                value_size: map.value_size(),
-                max_entries,
-                map_flags: map.map_flags(),
-            },
-        ));
     }
-    Ok(out)
+    Ok(maps)
 }
 
 /// Moves the pin of a map of ours that an earlier version pinned under

@@ -1,14 +1,14 @@
-//! Typed access to pinned maps by name, for the agent and the CLI.
+//! Untyped access to a pinned map by path and name: the raw layer under
+//! [`crate::typed::Map`] and the named handles of [`crate::maps`], for
+//! tools and tests that look at an arbitrary map. Keys and values are any
+//! `Plain` type whose size matches the map's; code that knows which map it
+//! reads uses a handle instead, so a wrong key type does not compile.
 
 use crate::sys::{self, MapMeta};
 use crate::Error;
 use abi::Plain;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-
-const BPF_MAP_TYPE_PERCPU_HASH: u32 = 5;
-const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
-const BPF_MAP_TYPE_LRU_PERCPU_HASH: u32 = 10;
 
 /// Where a global map named `name` is pinned under a bpffs root.
 pub fn global_pin_path(bpffs_root: &Path, name: &str) -> PathBuf {
@@ -37,6 +37,21 @@ impl PinnedMap {
             fd,
             meta,
         })
+    }
+
+    /// Opens the map pinned at `path`, or creates one of shape `meta` and
+    /// pins it there. When another caller pinned one meanwhile, theirs
+    /// stands and is opened.
+    pub fn open_or_create(path: &Path, name: &str, meta: &MapMeta) -> Result<Self, Error> {
+        if let Ok(map) = Self::open(path, name) {
+            return Ok(map);
+        }
+        let fd = sys::map_create(meta, None, name).map_err(|e| Error::io("creating", path, e))?;
+        match sys::obj_pin(fd.as_fd(), path) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            other => other.map_err(|e| Error::io("pinning", path, e))?,
+        }
+        Self::open(path, name)
     }
 
     /// Opens a map by its kernel ID, e.g. an inner map a map-in-map names.
@@ -71,13 +86,6 @@ impl PinnedMap {
 
     pub fn meta(&self) -> MapMeta {
         self.meta
-    }
-
-    fn is_percpu(&self) -> bool {
-        matches!(
-            self.meta.map_type,
-            BPF_MAP_TYPE_PERCPU_HASH | BPF_MAP_TYPE_PERCPU_ARRAY | BPF_MAP_TYPE_LRU_PERCPU_HASH
-        )
     }
 
     fn check<K, V>(&self) -> Result<(), Error> {
@@ -177,7 +185,7 @@ impl PinnedMap {
 
     /// All entries of a per-CPU map, one value per possible CPU.
     pub fn percpu_entries<K: Plain, V: Plain>(&self) -> Result<Vec<(K, Vec<V>)>, Error> {
-        if !self.is_percpu() {
+        if !crate::typed::is_percpu(self.meta.map_type) {
             return Err(Error::Map {
                 map: self.name.clone(),
                 message: "not a per-CPU map".into(),

@@ -4,17 +4,18 @@
 //! own, named so Cilium's `cilium_policy_*` glob does not match it).
 
 use crate::map::PinnedMap;
-use crate::sys::{self, MapMeta};
-use crate::Error;
+use crate::maps::PolicyMaps;
+use crate::sys::MapMeta;
+use crate::{Error, Map};
 use abi::policy::{PolicyEntry, PolicyKey};
 use std::collections::BTreeMap;
-use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub const OUTER: &str = abi::maps::POLICY_MAPS;
 const BPF_MAP_TYPE_LPM_TRIE: u32 = 11;
 const BPF_F_NO_PREALLOC: u32 = 1;
 
+/// The shape of every endpoint's map (`struct policy_map` in maps.h).
 fn inner_meta() -> MapMeta {
     MapMeta {
         map_type: BPF_MAP_TYPE_LPM_TRIE,
@@ -27,12 +28,24 @@ fn inner_meta() -> MapMeta {
 
 /// `cilium_policy_00123`: Cilium's pin name of endpoint 123's policy map.
 pub fn name(endpoint_id: u16) -> String {
-    format!("cilium_policy_{endpoint_id:05}")
+    format!("{PREFIX}{endpoint_id:05}")
+}
+
+const PREFIX: &str = "cilium_policy_";
+
+/// The endpoint whose policy map is pinned as `pin_name`, if it is one.
+pub fn endpoint_of(pin_name: &str) -> Option<u16> {
+    pin_name.strip_prefix(PREFIX)?.parse().ok()
+}
+
+/// Where endpoint `endpoint_id`'s policy map is pinned under a bpffs root.
+pub fn pin_path(bpffs_root: &Path, endpoint_id: u16) -> PathBuf {
+    crate::map::global_pin_path(bpffs_root, &name(endpoint_id))
 }
 
 /// One endpoint's policy map, registered with the datapath.
 pub struct PolicyMap {
-    map: PinnedMap,
+    map: Map<PolicyKey, PolicyEntry>,
 }
 
 impl PolicyMap {
@@ -41,27 +54,25 @@ impl PolicyMap {
     /// loaded, have made the map-in-map).
     pub fn open(globals: &Path, endpoint_id: u16) -> Result<Self, Error> {
         let name = name(endpoint_id);
-        let pin = globals.join(&name);
-        let map = match PinnedMap::open(&pin, &name) {
-            Ok(m) => m,
-            Err(_) => {
-                let fd = sys::map_create(&inner_meta(), None, &name)
-                    .map_err(|e| Error::io("creating", &pin, e))?;
-                match sys::obj_pin(fd.as_fd(), &pin) {
-                    // made meanwhile by another caller: theirs stands
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    other => other.map_err(|e| Error::io("pinning", &pin, e))?,
-                }
-                PinnedMap::open(&pin, &name)?
-            }
-        };
+        let raw = PinnedMap::open_or_create(&globals.join(&name), &name, &inner_meta())?;
+        let map = Map::checked(raw, &inner_meta())?;
         // An update of a map-in-map waits for running programs (an RCU
         // grace period, milliseconds): only when the entry is not this map.
-        let outer = PinnedMap::open(&globals.join(OUTER), OUTER)?;
-        let key = u32::from(endpoint_id);
-        if outer.get::<u32, u32>(&key)? != Some(map.id()?) {
-            outer.put(&key, &(map.raw_fd() as u32))?;
+        let outer = PolicyMaps::open_in(globals)?;
+        if outer.get(endpoint_id)? != Some(map.id()?) {
+            outer.set(endpoint_id, map.raw_fd())?;
         }
+        Ok(Self { map })
+    }
+
+    /// Opens the endpoint's map pinned under `bpffs_root` as it is, to read
+    /// it (`cilium bpf policy get`): nothing is created or registered.
+    pub fn pinned(bpffs_root: &Path, endpoint_id: u16) -> Result<Self, Error> {
+        let map = Map::open(
+            &pin_path(bpffs_root, endpoint_id),
+            &name(endpoint_id),
+            &inner_meta(),
+        )?;
         Ok(Self { map })
     }
 
@@ -71,7 +82,7 @@ impl PolicyMap {
     pub fn sync(&self, entries: &[(PolicyKey, PolicyEntry)]) -> Result<(), Error> {
         let have: BTreeMap<[u8; 12], (PolicyKey, PolicyEntry)> = self
             .map
-            .entries::<PolicyKey, PolicyEntry>()?
+            .entries()?
             .into_iter()
             .map(|(k, v)| (key_bytes(&k), (k, v)))
             .collect();
@@ -109,8 +120,8 @@ fn key_bytes(k: &PolicyKey) -> [u8; 12] {
 /// Forgets an endpoint's policy map: the datapath stops finding it (its
 /// traffic drops as unconfigured) and the pin goes.
 pub fn remove(globals: &Path, endpoint_id: u16) {
-    if let Ok(outer) = PinnedMap::open(&globals.join(OUTER), OUTER) {
-        let _ = outer.remove(&u32::from(endpoint_id));
+    if let Ok(outer) = PolicyMaps::open_in(globals) {
+        let _ = outer.remove(endpoint_id);
     }
     let _ = std::fs::remove_file(globals.join(name(endpoint_id)));
 }

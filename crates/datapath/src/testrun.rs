@@ -3,6 +3,7 @@
 
 use crate::loader::{load_classifier, load_object};
 use crate::map::PinnedMap;
+use crate::maps::GlobalMap;
 use crate::objects::Object;
 use crate::Error;
 use aya::programs::{TestRun, TestRunOptions};
@@ -43,7 +44,14 @@ impl TestObject {
         &self.pin_dir
     }
 
-    /// Opens one of the object's pinned maps to seed or inspect state.
+    /// Opens one of the object's global maps through its typed handle
+    /// (`obj.open::<maps::Lxc>()`) to seed or inspect state.
+    pub fn open<M: GlobalMap>(&self) -> Result<M, Error> {
+        M::open_in(&self.pin_dir)
+    }
+
+    /// Opens any map pinned in the object's directory by name, untyped
+    /// (an endpoint's policy map, or a map a test looks at as bytes).
     pub fn map(&self, name: &str) -> Result<PinnedMap, Error> {
         PinnedMap::open(&self.pin_dir.join(name), name)
     }

@@ -8,6 +8,7 @@ use abi::ct::{CtEntry, Ipv4CtTuple};
 use abi::lb::{Ipv4NatEntry, NAT_DIR_EGRESS, NAT_DIR_INGRESS};
 use common::*;
 use datapath::ctmap::{gc_map, gc_nat, now_secs};
+use datapath::maps::{Ct4Global, Snat4External};
 use datapath::objects::BPF_LXC;
 use std::net::Ipv4Addr;
 use testsupport::Sandbox;
@@ -57,7 +58,7 @@ fn expired_entries_go_and_live_flows_stay() {
         ct.put(&tuple(2000 + i), &young).unwrap();
     }
     let globals = sb.bpffs().join(abi::maps::GLOBALS_DIR);
-    let stats = gc_map(&globals, abi::maps::CT4_GLOBAL, now).unwrap();
+    let stats = gc_map(&Ct4Global::open_in(&globals).unwrap(), now).unwrap();
     assert_eq!(stats.deleted, 10);
     assert_eq!(stats.alive, 10 + tracked as u64);
     assert_eq!(stats.max_entries, 1024);
@@ -71,7 +72,7 @@ fn expired_entries_go_and_live_flows_stay() {
         TC_ACT_REDIRECT
     );
     assert_eq!(
-        gc_map(&globals, abi::maps::CT4_GLOBAL, now)
+        gc_map(&Ct4Global::open_in(&globals).unwrap(), now)
             .unwrap()
             .deleted,
         0
@@ -135,7 +136,7 @@ fn nat_pairs_go_only_when_both_directions_are_idle() {
     nat.put(&orphan.0, &orphan.1).unwrap();
 
     let globals = sb.bpffs().join(abi::maps::GLOBALS_DIR);
-    let stats = gc_nat(&globals, now as u32).unwrap();
+    let stats = gc_nat(&Snat4External::open_in(&globals).unwrap(), now as u32).unwrap();
     assert_eq!((stats.deleted, stats.alive), (3, 4));
     let left: Vec<Ipv4CtTuple> = nat.keys().unwrap();
     for (k, _) in half.iter().chain(&busy) {

@@ -1,0 +1,384 @@
+//! Named handles for the global maps the datapath pins under
+//! `<bpffs>/tc/globals`: each knows its pin name (`abi::maps`), its key and
+//! value types (`abi`) and, through the embedded BPF objects, the type and
+//! flags it is defined with. `Lxc::open(bpffs_root)` refuses a pinned map
+//! of another layout with an error naming the property that differs.
+//!
+//! ```no_run
+//! # fn f(root: &std::path::Path) -> Result<(), datapath::Error> {
+//! use abi::endpoint::{EndpointInfo, EndpointKey};
+//! let lxc = datapath::maps::Lxc::open(root)?;
+//! lxc.put(&EndpointKey::v4("10.0.0.1".parse().unwrap()), &EndpointInfo::host())?;
+//! # Ok(()) }
+//! ```
+
+use crate::typed::{Map, PerCpuMap};
+use crate::{Error, MapMeta};
+use abi::ct::{CtEntry, Ipv4CtTuple};
+use abi::endpoint::{EndpointInfo, EndpointKey};
+use abi::frag::{Ipv4FragId, Ipv4FragL4Ports};
+use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
+use abi::lb::{
+    Ipv4NatEntry, Ipv4RevnatEntry, Ipv4RevnatTuple, Lb4Backend, Lb4Key, Lb4ReverseNat, Lb4Service,
+};
+use abi::metrics::{MetricsKey, MetricsValue};
+use abi::ratelimit::{RatelimitKey, RatelimitMetricsKey, RatelimitMetricsValue, RatelimitValue};
+use abi::runtime_config as rc;
+use abi::tunnel::{TunnelKey, TunnelValue};
+use abi::Be16;
+use std::path::{Path, PathBuf};
+
+/// What every named global map handle offers beyond its typed accessors:
+/// generic code (status tables, flush commands) works over any of them.
+pub trait GlobalMap: Sized {
+    /// The pin name, e.g. `cilium_lxc`.
+    const NAME: &'static str;
+    /// Opens the map pinned in `pin_dir` (a test object's own directory).
+    fn open_in(pin_dir: &Path) -> Result<Self, Error>;
+    fn max_entries(&self) -> u32;
+    /// Deletes every entry; returns how many it deleted.
+    fn clear(&self) -> Result<usize, Error>;
+
+    /// How the datapath's objects define the map (type, sizes, flags, and
+    /// max entries before any size option): what `open` checks against.
+    fn definition() -> Result<MapMeta, Error> {
+        crate::loader::global_map_definition(Self::NAME)
+    }
+
+    /// Where the map is pinned under a bpffs root.
+    fn pin_path(bpffs_root: &Path) -> PathBuf {
+        crate::map::global_pin_path(bpffs_root, Self::NAME)
+    }
+
+    /// Opens the map pinned under `bpffs_root`.
+    fn open(bpffs_root: &Path) -> Result<Self, Error> {
+        Self::open_in(&bpffs_root.join(abi::maps::GLOBALS_DIR))
+    }
+}
+
+/// Defines a handle: a newtype over `Map<K, V>` (or `PerCpuMap`) whose
+/// definition comes from the embedded objects. `deref` handles expose the
+/// typed map; the others offer only their own methods.
+macro_rules! global_map {
+    ($(#[$doc:meta])* $handle:ident = $name:path, $kind:ident<$key:ty, $value:ty> $(, $deref:ident)?) => {
+        $(#[$doc])*
+        pub struct $handle($kind<$key, $value>);
+
+        impl $handle {
+            pub const NAME: &'static str = $name;
+
+            /// Opens the map pinned under `bpffs_root`, checking its layout.
+            pub fn open(bpffs_root: &Path) -> Result<Self, Error> {
+                <Self as GlobalMap>::open(bpffs_root)
+            }
+
+            /// Opens the map pinned in `pin_dir`, checking its layout.
+            pub fn open_in(pin_dir: &Path) -> Result<Self, Error> {
+                <Self as GlobalMap>::open_in(pin_dir)
+            }
+
+            /// Where the map is pinned under `bpffs_root`.
+            pub fn pin_path(bpffs_root: &Path) -> PathBuf {
+                <Self as GlobalMap>::pin_path(bpffs_root)
+            }
+        }
+
+        impl GlobalMap for $handle {
+            const NAME: &'static str = $name;
+
+            fn open_in(pin_dir: &Path) -> Result<Self, Error> {
+                let def = <Self as GlobalMap>::definition()?;
+                $kind::open(&pin_dir.join(Self::NAME), Self::NAME, &def).map(Self)
+            }
+
+            fn max_entries(&self) -> u32 {
+                self.0.max_entries()
+            }
+
+            fn clear(&self) -> Result<usize, Error> {
+                self.0.clear()
+            }
+        }
+
+        $(global_map!(@$deref $handle, $kind<$key, $value>);)?
+    };
+    (@deref $handle:ident, $kind:ident<$key:ty, $value:ty>) => {
+        impl $handle {
+            /// The typed map, for code that serves several maps of one
+            /// layout (the two CT maps).
+            pub fn into_map(self) -> $kind<$key, $value> {
+                self.0
+            }
+        }
+
+        impl std::ops::Deref for $handle {
+            type Target = $kind<$key, $value>;
+            fn deref(&self) -> &Self::Target {
+                &self.0
+            }
+        }
+    };
+}
+
+global_map!(
+    /// `cilium_lxc`: local endpoints and host addresses by IP.
+    Lxc = abi::maps::LXC, Map<EndpointKey, EndpointInfo>, deref
+);
+global_map!(
+    /// `cilium_ipcache`: identity and tunnel endpoint by prefix.
+    Ipcache = abi::maps::IPCACHE, Map<IpcacheKey, RemoteEndpointInfo>, deref
+);
+global_map!(
+    /// `cilium_tunnel_map`: the node behind each remote pod CIDR.
+    Tunnel = abi::maps::TUNNEL, Map<TunnelKey, TunnelValue>, deref
+);
+global_map!(
+    /// `cilium_ct4_global`: TCP conntrack.
+    Ct4Global = abi::maps::CT4_GLOBAL, Map<Ipv4CtTuple, CtEntry>, deref
+);
+global_map!(
+    /// `cilium_ct_any4_global`: non-TCP conntrack.
+    CtAny4Global = abi::maps::CT_ANY4_GLOBAL, Map<Ipv4CtTuple, CtEntry>, deref
+);
+global_map!(
+    /// `cilium_snat_v4_external`: NodePort NAT pairs.
+    Snat4External = abi::maps::SNAT4_EXTERNAL, Map<Ipv4CtTuple, Ipv4NatEntry>, deref
+);
+global_map!(
+    /// `cilium_metrics`: per-CPU drop and forward counters.
+    Metrics = abi::maps::METRICS, PerCpuMap<MetricsKey, MetricsValue>, deref
+);
+global_map!(
+    /// `cilium_lb4_services_v2`: frontends and their backend slots.
+    Lb4Services = abi::maps::LB4_SERVICES, Map<Lb4Key, Lb4Service>, deref
+);
+global_map!(
+    /// `cilium_lb4_backends_v3`: backends by ID.
+    Lb4Backends = abi::maps::LB4_BACKENDS, Map<u32, Lb4Backend>, deref
+);
+global_map!(
+    /// `cilium_lb4_reverse_nat`: service frontends by rev-NAT index.
+    Lb4RevNat = abi::maps::LB4_REVERSE_NAT, Map<Be16, Lb4ReverseNat>, deref
+);
+global_map!(
+    /// `cilium_lb_affinity_match`: (backend, rev-NAT) pairs of services
+    /// with session affinity.
+    LbAffinityMatch = abi::maps::LB_AFFINITY_MATCH, Map<abi::lb::LbAffinityMatch, u8>, deref
+);
+global_map!(
+    /// `cilium_lb4_maglev`: each service's Maglev table (an inner array),
+    /// by rev-NAT index; the value is the inner map's ID when read and a
+    /// descriptor of it when written.
+    Lb4Maglev = abi::maps::LB4_MAGLEV, Map<Be16, u32>, deref
+);
+global_map!(
+    /// `cilium_lb4_reverse_sk`: socket LB's reverse translations.
+    Lb4ReverseSk = abi::maps::LB4_REVERSE_SK, Map<Ipv4RevnatTuple, Ipv4RevnatEntry>, deref
+);
+global_map!(
+    /// `cilium_ipv4_frag_datagrams`: L4 ports of fragmented datagrams.
+    Ipv4FragDatagrams = abi::maps::IPV4_FRAG_DATAGRAMS, Map<Ipv4FragId, Ipv4FragL4Ports>, deref
+);
+global_map!(
+    /// `cilium_rs_ratelimit`: the events rate limit's token buckets.
+    Ratelimit = abi::maps::RATELIMIT, Map<RatelimitKey, RatelimitValue>, deref
+);
+global_map!(
+    /// `cilium_rs_ratelimit_metrics`: events the rate limit refused.
+    RatelimitMetrics = abi::maps::RATELIMIT_METRICS,
+    Map<RatelimitMetricsKey, RatelimitMetricsValue>, deref
+);
+global_map!(
+    /// `cilium_call_policy`: each endpoint's ingress program by endpoint
+    /// ID (a program array; see `Datapath::install_policy_program`).
+    CallPolicy = abi::maps::CALL_POLICY, Map<u32, u32>
+);
+global_map!(
+    /// `cilium_rs_policy_maps`: each endpoint's policy map by endpoint ID
+    /// (a map-in-map; see `policymap::PolicyMap`).
+    PolicyMaps = abi::maps::POLICY_MAPS, Map<u32, u32>
+);
+global_map!(
+    /// `cilium_events`: the perf event array `events::EventReader` reads.
+    Events = abi::maps::EVENTS, Map<u32, u32>
+);
+global_map!(
+    /// `cilium_runtime_config`: the agent's settings the datapath reads,
+    /// each index set through its own typed setter.
+    RuntimeConfig = abi::maps::RUNTIME_CONFIG, Map<u32, u64>
+);
+
+impl CallPolicy {
+    /// Puts the program behind `prog_fd` into the endpoint's slot.
+    pub(crate) fn set(&self, endpoint_id: u16, prog_fd: i32) -> Result<(), Error> {
+        self.0.put(&u32::from(endpoint_id), &(prog_fd as u32))
+    }
+
+    /// Empties the endpoint's slot; Ok(false) when it was empty.
+    pub fn remove(&self, endpoint_id: u16) -> Result<bool, Error> {
+        self.0.remove(&u32::from(endpoint_id))
+    }
+}
+
+impl PolicyMaps {
+    /// The kernel ID of the policy map registered for the endpoint.
+    pub fn get(&self, endpoint_id: u16) -> Result<Option<u32>, Error> {
+        self.0.get(&u32::from(endpoint_id))
+    }
+
+    /// Registers the map behind `map_fd` for the endpoint.
+    pub(crate) fn set(&self, endpoint_id: u16, map_fd: i32) -> Result<(), Error> {
+        self.0.put(&u32::from(endpoint_id), &(map_fd as u32))
+    }
+
+    /// Forgets the endpoint's policy map; Ok(false) when none was there.
+    pub fn remove(&self, endpoint_id: u16) -> Result<bool, Error> {
+        self.0.remove(&u32::from(endpoint_id))
+    }
+}
+
+/// How NodePort picks a service's backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LbAlgorithm {
+    Random,
+    Maglev,
+}
+
+impl RuntimeConfig {
+    fn set(&self, index: u32, value: u64) -> Result<(), Error> {
+        self.0.put(&index, &value)
+    }
+
+    fn value(&self, index: u32) -> Result<u64, Error> {
+        Ok(self.0.get(&index)?.unwrap_or(0))
+    }
+
+    /// Wall clock minus the datapath's monotonic clock, in 512 ns units.
+    pub fn set_utime_offset(&self, offset: u64) -> Result<(), Error> {
+        self.set(rc::UTIME_OFFSET, offset)
+    }
+
+    pub fn utime_offset(&self) -> Result<u64, Error> {
+        self.value(rc::UTIME_OFFSET)
+    }
+
+    /// The agent's last heartbeat, monotonic nanoseconds.
+    pub fn set_agent_liveness(&self, monotonic_ns: u64) -> Result<(), Error> {
+        self.set(rc::AGENT_LIVENESS, monotonic_ns)
+    }
+
+    pub fn agent_liveness(&self) -> Result<u64, Error> {
+        self.value(rc::AGENT_LIVENESS)
+    }
+
+    /// The ifindex of cilium_vxlan.
+    pub fn set_encap_ifindex(&self, ifindex: u32) -> Result<(), Error> {
+        self.set(rc::ENCAP_IFINDEX, u64::from(ifindex))
+    }
+
+    /// The pod CIDR mask the tunnel map is keyed by, e.g. /24 for
+    /// 255.255.255.0 (stored in network order, as the datapath reads it).
+    pub fn set_ipv4_mask(&self, prefix_len: u8) -> Result<(), Error> {
+        let mask = u32::MAX
+            .checked_shl(32 - u32::from(prefix_len.min(32)))
+            .unwrap_or(0);
+        self.set(rc::IPV4_MASK, u64::from(mask.to_be()))
+    }
+
+    /// The ifindex of the node's native device.
+    pub fn set_native_ifindex(&self, ifindex: u32) -> Result<(), Error> {
+        self.set(rc::NATIVE_IFINDEX, u64::from(ifindex))
+    }
+
+    pub fn set_lb_algorithm(&self, algorithm: LbAlgorithm) -> Result<(), Error> {
+        let value = match algorithm {
+            LbAlgorithm::Random => rc::LB_ALGORITHM_RANDOM,
+            LbAlgorithm::Maglev => rc::LB_ALGORITHM_MAGLEV,
+        };
+        self.set(rc::LB_ALGORITHM, value)
+    }
+
+    /// The IPv4 flow-hash seed Maglev selects with.
+    pub fn set_maglev_seed4(&self, seed: u32) -> Result<(), Error> {
+        self.set(rc::MAGLEV_SEED4, u64::from(seed))
+    }
+
+    /// node-port-range, first and last port.
+    pub fn set_nodeport_range(&self, first: u16, last: u16) -> Result<(), Error> {
+        self.set(rc::NODEPORT_RANGE, u64::from(first) << 16 | u64::from(last))
+    }
+
+    /// monitor-aggregation: 0 (every packet traced) .. 4 (maximum).
+    pub fn set_monitor_aggregation(&self, level: u64) -> Result<(), Error> {
+        self.set(rc::MONITOR_AGGREGATION, level)
+    }
+
+    /// Events a second (0 = unlimited) and the burst (0 = the rate).
+    pub fn set_events_rate_limit(&self, rate: u64, burst: u64) -> Result<(), Error> {
+        self.set(rc::EVENTS_RATE_LIMIT, rate)?;
+        self.set(rc::EVENTS_BURST_LIMIT, burst)
+    }
+
+    /// A set bit `1 << notification type` turns that type off.
+    pub fn set_events_disabled(&self, mask: u64) -> Result<(), Error> {
+        self.set(rc::EVENTS_DISABLED, mask)
+    }
+
+    /// Whether the datapath writes debug captures.
+    pub fn set_debug_datapath(&self, on: bool) -> Result<(), Error> {
+        self.set(rc::DEBUG_DATAPATH, u64::from(on))
+    }
+
+    /// Whether fragment tracking is off (later fragments are dropped).
+    pub fn set_fragments_disabled(&self, disabled: bool) -> Result<(), Error> {
+        self.set(rc::FRAGMENTS_DISABLED, u64::from(disabled))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The objects' definitions agree with the Rust types of every handle
+    /// (what `open` relies on), without a kernel.
+    #[test]
+    fn handles_match_the_objects_definitions() {
+        fn agrees<M: GlobalMap, K, V>(_: fn(&M) -> &Map<K, V>) {
+            let def = M::definition().unwrap_or_else(|e| panic!("{e}"));
+            let sizes = (
+                std::mem::size_of::<K>() as u32,
+                std::mem::size_of::<V>() as u32,
+            );
+            assert_eq!((def.key_size, def.value_size), sizes, "{}", M::NAME);
+        }
+        agrees(|m: &Lxc| &m.0);
+        agrees(|m: &Ipcache| &m.0);
+        agrees(|m: &Tunnel| &m.0);
+        agrees(|m: &Ct4Global| &m.0);
+        agrees(|m: &CtAny4Global| &m.0);
+        agrees(|m: &Snat4External| &m.0);
+        agrees(|m: &Metrics| &m.0 .0);
+        agrees(|m: &Lb4Services| &m.0);
+        agrees(|m: &Lb4Backends| &m.0);
+        agrees(|m: &Lb4RevNat| &m.0);
+        agrees(|m: &LbAffinityMatch| &m.0);
+        agrees(|m: &Lb4Maglev| &m.0);
+        agrees(|m: &Lb4ReverseSk| &m.0);
+        agrees(|m: &Ipv4FragDatagrams| &m.0);
+        agrees(|m: &Ratelimit| &m.0);
+        agrees(|m: &RatelimitMetrics| &m.0);
+        agrees(|m: &CallPolicy| &m.0);
+        agrees(|m: &PolicyMaps| &m.0);
+        agrees(|m: &Events| &m.0);
+        agrees(|m: &RuntimeConfig| &m.0);
+    }
+
+    #[test]
+    fn a_map_no_object_defines_is_refused_by_name() {
+        let e = crate::loader::global_map_definition("cilium_nope").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "map cilium_nope: no datapath object defines it"
+        );
+    }
+}
