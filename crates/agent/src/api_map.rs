@@ -9,13 +9,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use datapath::maps::Ipcache;
 
 fn ipcache(d: &Daemon) -> BpfMap {
-    let path = d
-        .config
-        .bpf_root
-        .join(abi::maps::GLOBALS_DIR)
-        .join(abi::maps::IPCACHE);
+    let path = Ipcache::pin_path(&d.config.bpf_root);
     BpfMap {
         path: path.display().to_string(),
         cache: d
@@ -39,14 +36,14 @@ pub async fn list(State(d): Shared) -> Json<BpfMapList> {
 }
 
 pub async fn get(State(d): Shared, Path(name): Path<String>) -> Response {
-    if name == abi::maps::IPCACHE {
+    if name == Ipcache::NAME {
         return Json(ipcache(&d)).into_response();
     }
     error(
         StatusCode::NOT_FOUND,
         format!(
             "map {name} not found (maps with a cache: {})",
-            abi::maps::IPCACHE
+            Ipcache::NAME
         ),
     )
 }

@@ -6,6 +6,7 @@ use crate::option::runtime::RuntimeOptions;
 use crate::option::DaemonConfig;
 use crate::pidfile::PidFile;
 use anyhow::Context;
+use datapath::maps::RuntimeConfig;
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -204,10 +205,7 @@ pub async fn start(config: DaemonConfig, tasks: crate::tasks::Tasks) -> anyhow::
             .unwrap_or("None"),
     )?;
     write_events_config(&config.bpf_root, &config.events)?;
-    datapath::PinnedMap::open_global(&config.bpf_root, abi::maps::RUNTIME_CONFIG)?.put(
-        &abi::runtime_config::FRAGMENTS_DISABLED,
-        &u64::from(!config.fragment_tracking),
-    )?;
+    RuntimeConfig::open(&config.bpf_root)?.set_fragments_disabled(!config.fragment_tracking)?;
     let monitor = Arc::new(crate::monitor::Hub::default());
     let daemon = Arc::new(Daemon {
         runtime: Mutex::new(runtime),
@@ -312,8 +310,7 @@ async fn setup_node_port(
         .with_context(|| format!("device {index} vanished"))?;
     dp.attach_native_device(&link.name)
         .with_context(|| format!("attaching cil_from_netdev to {}", link.name))?;
-    let map = datapath::PinnedMap::open_global(&config.bpf_root, abi::maps::RUNTIME_CONFIG)?;
-    map.put(&abi::runtime_config::NATIVE_IFINDEX, &u64::from(index))?;
+    RuntimeConfig::open(&config.bpf_root)?.set_native_ifindex(index)?;
     tracing::info!(subsys = "datapath", device = %link.name, "NodePort enabled on native device");
     Ok(link.name)
 }
@@ -330,12 +327,9 @@ async fn setup_overlay(
         .context("setting up cilium_vxlan")?;
     dp.attach_overlay_device(netdev::vxlan::CILIUM_VXLAN)
         .context("attaching cil_from_overlay to cilium_vxlan")?;
-    let mask = u32::MAX
-        .checked_shl(32 - u32::from(config.ipv4_range.1))
-        .unwrap_or(0);
-    let map = datapath::PinnedMap::open_global(&config.bpf_root, abi::maps::RUNTIME_CONFIG)?;
-    map.put(&abi::runtime_config::ENCAP_IFINDEX, &u64::from(vxlan.index))?;
-    map.put(&abi::runtime_config::IPV4_MASK, &u64::from(mask.to_be()))?;
+    let map = RuntimeConfig::open(&config.bpf_root)?;
+    map.set_encap_ifindex(vxlan.index)?;
+    map.set_ipv4_mask(config.ipv4_range.1)?;
     tracing::info!(
         subsys = "datapath",
         device = netdev::vxlan::CILIUM_VXLAN,
@@ -391,17 +385,16 @@ async fn connect_kvstore(
 
 /// How NodePort picks backends, for the datapath.
 fn write_lb_config(config: &DaemonConfig) -> anyhow::Result<()> {
-    use abi::runtime_config::*;
-    let map = datapath::PinnedMap::open_global(&config.bpf_root, abi::maps::RUNTIME_CONFIG)?;
-    let algorithm = if config.maglev.is_some() {
-        LB_ALGORITHM_MAGLEV
+    use datapath::maps::LbAlgorithm;
+    let map = RuntimeConfig::open(&config.bpf_root)?;
+    map.set_lb_algorithm(if config.maglev.is_some() {
+        LbAlgorithm::Maglev
     } else {
-        LB_ALGORITHM_RANDOM
-    };
-    map.put(&LB_ALGORITHM, &algorithm)?;
-    map.put(&MAGLEV_SEED4, &u64::from(config.maglev_seeds.hash4))?;
+        LbAlgorithm::Random
+    })?;
+    map.set_maglev_seed4(config.maglev_seeds.hash4)?;
     let (first, last) = config.node_port_range;
-    map.put(&NODEPORT_RANGE, &(u64::from(first) << 16 | u64::from(last)))?;
+    map.set_nodeport_range(first, last)?;
     Ok(())
 }
 
@@ -436,8 +429,7 @@ pub fn write_monitor_aggregation(bpf_root: &std::path::Path, level: &str) -> any
         "Medium" => 3,
         _ => 4,
     };
-    let map = datapath::PinnedMap::open_global(bpf_root, abi::maps::RUNTIME_CONFIG)?;
-    map.put(&abi::runtime_config::MONITOR_AGGREGATION, &value)?;
+    RuntimeConfig::open(bpf_root)?.set_monitor_aggregation(value)?;
     Ok(())
 }
 
@@ -446,14 +438,10 @@ fn write_events_config(
     bpf_root: &std::path::Path,
     events: &crate::option::EventsConfig,
 ) -> anyhow::Result<()> {
-    use abi::runtime_config::{
-        DEBUG_DATAPATH, EVENTS_BURST_LIMIT, EVENTS_DISABLED, EVENTS_RATE_LIMIT,
-    };
-    let map = datapath::PinnedMap::open_global(bpf_root, abi::maps::RUNTIME_CONFIG)?;
-    map.put(&EVENTS_RATE_LIMIT, &events.rate_limit)?;
-    map.put(&EVENTS_BURST_LIMIT, &events.burst_limit)?;
-    map.put(&EVENTS_DISABLED, &events.disabled_mask())?;
-    map.put(&DEBUG_DATAPATH, &u64::from(events.debug_datapath))?;
+    let map = RuntimeConfig::open(bpf_root)?;
+    map.set_events_rate_limit(events.rate_limit, events.burst_limit)?;
+    map.set_events_disabled(events.disabled_mask())?;
+    map.set_debug_datapath(events.debug_datapath)?;
     Ok(())
 }
 
@@ -464,8 +452,7 @@ fn write_utime_offset(bpf_root: &std::path::Path) -> anyhow::Result<()> {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     let offset = wall_ns.saturating_sub(monotonic_ns()) >> 9;
-    let map = datapath::PinnedMap::open_global(bpf_root, abi::maps::RUNTIME_CONFIG)?;
-    map.put(&abi::runtime_config::UTIME_OFFSET, &offset)?;
+    RuntimeConfig::open(bpf_root)?.set_utime_offset(offset)?;
     Ok(())
 }
 
@@ -477,9 +464,8 @@ fn start_controllers(daemon: &Arc<Daemon>, host_ips: Vec<Ipv4Addr>) {
         move || {
             let root = root.clone();
             async move {
-                let map = datapath::PinnedMap::open_global(&root, abi::maps::RUNTIME_CONFIG)
-                    .map_err(|e| e.to_string())?;
-                map.put(&abi::runtime_config::AGENT_LIVENESS, &monotonic_ns())
+                RuntimeConfig::open(&root)
+                    .and_then(|map| map.set_agent_liveness(monotonic_ns()))
                     .map_err(|e| e.to_string())
             }
         },

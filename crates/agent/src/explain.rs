@@ -5,7 +5,7 @@
 //! same policy rules that node holds.
 
 use crate::daemon::Daemon;
-use abi::lb::{Lb4Backend, Lb4Key, Lb4Service, LB_LOOKUP_SCOPE_EXT};
+use abi::lb::{Lb4Key, Lb4Service, LB_LOOKUP_SCOPE_EXT};
 use policy::mapstate::{Key, MapState, Verdict};
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
@@ -85,11 +85,8 @@ fn ipcache(d: &Daemon, ip: Ipv4Addr) -> (u32, Option<Ipv4Addr>) {
 
 /// An endpoint's policy map as the kernel holds it.
 fn policy_map(d: &Daemon, ep: u16) -> Option<MapState> {
-    let map = datapath::PinnedMap::open_global(&d.config.bpf_root, &datapath::policymap::name(ep))
-        .ok()?;
-    let entries = map
-        .entries::<abi::policy::PolicyKey, abi::policy::PolicyEntry>()
-        .ok()?;
+    let map = datapath::policymap::PolicyMap::pinned(&d.config.bpf_root, ep).ok()?;
+    let entries = map.entries().ok()?;
     Some(MapState(
         entries
             .into_iter()
@@ -118,21 +115,17 @@ fn policy_map(d: &Daemon, ep: u16) -> Option<MapState> {
 
 /// The backends a new connection to ip:port may get, when it is a service.
 fn service(d: &Daemon, ip: Ipv4Addr, port: u16) -> Option<(u16, Vec<(Ipv4Addr, u16)>)> {
-    let services =
-        datapath::PinnedMap::open_global(&d.config.bpf_root, abi::maps::LB4_SERVICES).ok()?;
-    let backends =
-        datapath::PinnedMap::open_global(&d.config.bpf_root, abi::maps::LB4_BACKENDS).ok()?;
+    let services = datapath::maps::Lb4Services::open(&d.config.bpf_root).ok()?;
+    let backends = datapath::maps::Lb4Backends::open(&d.config.bpf_root).ok()?;
     let svc: Lb4Service = services
         .get(&Lb4Key::new(ip, port, 0, LB_LOOKUP_SCOPE_EXT))
         .ok()??;
     let mut out = Vec::new();
     for slot in 1..=svc.count {
-        let Ok(Some(s)) =
-            services.get::<_, Lb4Service>(&Lb4Key::new(ip, port, slot, LB_LOOKUP_SCOPE_EXT))
-        else {
+        let Ok(Some(s)) = services.get(&Lb4Key::new(ip, port, slot, LB_LOOKUP_SCOPE_EXT)) else {
             continue;
         };
-        if let Ok(Some(b)) = backends.get::<_, Lb4Backend>(&s.backend_id) {
+        if let Ok(Some(b)) = backends.get(&s.backend_id) {
             out.push((b.address.ip(), b.port.get()));
         }
     }

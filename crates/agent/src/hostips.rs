@@ -3,8 +3,8 @@
 
 use crate::ipcache::{Entry, IpCache, SOURCE_GENERATED, SOURCE_LOCAL};
 use abi::endpoint::{EndpointInfo, EndpointKey};
-use abi::{identity, maps};
-use datapath::PinnedMap;
+use abi::identity;
+use datapath::maps::Lxc;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
@@ -14,7 +14,7 @@ pub fn sync(
     ipcache: &IpCache,
     host_ips: &[Ipv4Addr],
 ) -> Result<(), datapath::Error> {
-    let lxc = PinnedMap::open_global(bpffs_root, maps::LXC)?;
+    let lxc = Lxc::open(bpffs_root)?;
     for ip in host_ips {
         lxc.put(&EndpointKey::v4(*ip), &EndpointInfo::host())?;
         ipcache.upsert(*ip, 32, Entry::new(identity::HOST, SOURCE_LOCAL))?;

@@ -3,7 +3,7 @@
 //! cilium_ipcache.
 
 use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
-use datapath::PinnedMap;
+use datapath::maps::Ipcache;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -80,7 +80,7 @@ impl IpCache {
                 return Ok(false);
             }
         }
-        let map = PinnedMap::open_global(&self.bpf_root, abi::maps::IPCACHE)?;
+        let map = Ipcache::open(&self.bpf_root)?;
         let value = RemoteEndpointInfo {
             sec_identity: entry.identity,
             tunnel_endpoint: entry
@@ -100,7 +100,7 @@ impl IpCache {
         if entries.get(&(ip, len)).is_some_and(|e| e.source != source) {
             return Ok(());
         }
-        let map = PinnedMap::open_global(&self.bpf_root, abi::maps::IPCACHE)?;
+        let map = Ipcache::open(&self.bpf_root)?;
         map.remove(&IpcacheKey::v4(ip, len))?;
         entries.remove(&(ip, len));
         Ok(())

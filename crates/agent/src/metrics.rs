@@ -30,8 +30,8 @@ struct Family {
 fn datapath_families(d: &Daemon) -> Vec<Family> {
     let mut drops: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
     let mut forwards: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let entries = datapath::PinnedMap::open_global(&d.config.bpf_root, abi::maps::METRICS)
-        .and_then(|m| m.percpu_entries::<abi::metrics::MetricsKey, abi::metrics::MetricsValue>())
+    let entries = datapath::maps::Metrics::open(&d.config.bpf_root)
+        .and_then(|m| m.entries())
         .unwrap_or_default();
     for (k, per_cpu) in entries {
         let (count, bytes) = per_cpu
@@ -101,14 +101,9 @@ fn datapath_families(d: &Daemon) -> Vec<Family> {
 /// Events the datapath did not write (rate limit) and the agent did not
 /// get (full rings).
 fn event_families(d: &Daemon) -> Vec<Family> {
-    let refused = datapath::PinnedMap::open_global(
-        &d.config.bpf_root,
-        abi::maps::RATELIMIT_METRICS,
-    )
-    .and_then(|m| {
-        m.entries::<abi::ratelimit::RatelimitMetricsKey, abi::ratelimit::RatelimitMetricsValue>()
-    })
-    .unwrap_or_default();
+    let refused = datapath::maps::RatelimitMetrics::open(&d.config.bpf_root)
+        .and_then(|m| m.entries())
+        .unwrap_or_default();
     vec![
         Family {
             name: "cilium_bpf_ratelimit_dropped_total",

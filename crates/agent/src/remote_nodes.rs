@@ -7,7 +7,7 @@ use crate::daemon::Daemon;
 use crate::ipcache::{Entry, SOURCE_KVSTORE};
 use crate::nodes::Node;
 use abi::tunnel::{TunnelKey, TunnelValue};
-use datapath::PinnedMap;
+use datapath::maps::Tunnel;
 use std::net::Ipv4Addr;
 
 /// The facts about a node this agent acts on.
@@ -72,8 +72,7 @@ async fn install(d: &Daemon, f: &Facts) -> anyhow::Result<()> {
         d.ipcache.upsert(router, 32, entry)?;
     }
     if let Some((net, len)) = f.pod_cidr {
-        PinnedMap::open_global(&d.config.bpf_root, abi::maps::TUNNEL)?
-            .put(&TunnelKey::v4(net), &TunnelValue::v4(node_ip))?;
+        Tunnel::open(&d.config.bpf_root)?.put(&TunnelKey::v4(net), &TunnelValue::v4(node_ip))?;
         d.netlink.replace_route(&pod_route(d, (net, len))).await?;
     }
     Ok(())
@@ -84,7 +83,7 @@ async fn withdraw(d: &Daemon, f: &Facts) {
         let _ = d.ipcache.remove(ip, 32, SOURCE_KVSTORE);
     }
     if let Some((net, len)) = f.pod_cidr {
-        if let Ok(map) = PinnedMap::open_global(&d.config.bpf_root, abi::maps::TUNNEL) {
+        if let Ok(map) = Tunnel::open(&d.config.bpf_root) {
             let _ = map.remove(&TunnelKey::v4(net));
         }
         if let Err(e) = d.netlink.delete_route(&pod_route(d, (net, len))).await {

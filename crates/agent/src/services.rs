@@ -199,14 +199,8 @@ impl Services {
             Some(m) => LoadBalancer::with_maglev(m),
             None => LoadBalancer::new(),
         };
-        if let Ok(map) = datapath::PinnedMap::open(
-            &pin_dir.join(abi::maps::LB4_BACKENDS),
-            abi::maps::LB4_BACKENDS,
-        ) {
-            for (id, b) in map
-                .entries::<u32, abi::lb::Lb4Backend>()
-                .unwrap_or_default()
-            {
+        if let Ok(map) = datapath::maps::Lb4Backends::open_in(&pin_dir) {
+            for (id, b) in map.entries().unwrap_or_default() {
                 lb.seed_backend(id, b.address.ip(), b.port.get());
             }
         }

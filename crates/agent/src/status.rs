@@ -3,24 +3,31 @@
 
 use crate::daemon::Daemon;
 use api::models::*;
+use datapath::{maps, GlobalMap};
 
-const MAP_TABLE: &[(&str, &str)] = &[
-    ("Endpoints", abi::maps::LXC),
-    ("IP cache", abi::maps::IPCACHE),
-    ("Metrics", abi::maps::METRICS),
-    ("Non-TCP connection tracking", abi::maps::CT_ANY4_GLOBAL),
-    ("TCP connection tracking", abi::maps::CT4_GLOBAL),
-    ("Tunnel", abi::maps::TUNNEL),
+/// The capacity of a global map, when it opens.
+type MapSize = fn(&std::path::Path) -> Option<u32>;
+
+fn size<M: GlobalMap>(bpf_root: &std::path::Path) -> Option<u32> {
+    M::open(bpf_root).ok().map(|m| m.max_entries())
+}
+
+const MAP_TABLE: &[(&str, MapSize)] = &[
+    ("Endpoints", size::<maps::Lxc>),
+    ("IP cache", size::<maps::Ipcache>),
+    ("Metrics", size::<maps::Metrics>),
+    ("Non-TCP connection tracking", size::<maps::CtAny4Global>),
+    ("TCP connection tracking", size::<maps::Ct4Global>),
+    ("Tunnel", size::<maps::Tunnel>),
 ];
 
 fn bpf_maps(d: &Daemon) -> BpfMapStatus {
     let maps = MAP_TABLE
         .iter()
-        .filter_map(|(label, name)| {
-            let map = datapath::PinnedMap::open_global(&d.config.bpf_root, name).ok()?;
+        .filter_map(|(label, size)| {
             Some(BpfMapProperties {
                 name: (*label).into(),
-                size: u64::from(map.meta().max_entries),
+                size: u64::from(size(&d.config.bpf_root)?),
             })
         })
         .collect();

@@ -9,7 +9,7 @@ use crate::ipsync;
 use crate::monitor::AgentNotify;
 use abi::endpoint::{parse_mac, EndpointInfo, EndpointKey};
 use api::endpoint::EndpointChangeRequest;
-use datapath::PinnedMap;
+use datapath::maps::Lxc;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -412,7 +412,7 @@ fn realize(
         parse_mac(&ep.host_mac).unwrap_or_default(),
         ep.identity,
     );
-    PinnedMap::open_global(&d.config.bpf_root, abi::maps::LXC)
+    Lxc::open(&d.config.bpf_root)
         .and_then(|m| m.put(&EndpointKey::v4(ep.ipv4), &info))
         .map_err(|e| e.to_string())
         .map_err(failed("writing cilium_lxc"))?;
@@ -439,7 +439,7 @@ fn notify_body(ep: &Endpoint) -> serde_json::Value {
 
 /// Best-effort inverse of `realize`.
 fn unrealize(d: &Daemon, ep: &Endpoint) {
-    if let Ok(map) = PinnedMap::open_global(&d.config.bpf_root, abi::maps::LXC) {
+    if let Ok(map) = Lxc::open(&d.config.bpf_root) {
         let _ = map.remove(&EndpointKey::v4(ep.ipv4));
     }
     let _ = d.ipcache.remove(ep.ipv4, 32, SOURCE_LOCAL);
