@@ -3,12 +3,12 @@
 use crate::table::{print, print_json};
 use crate::{row, Ctx};
 use abi::ct::{CtEntry, Ipv4CtTuple, CT_FLAG_NAMES, TUPLE_F_IN, TUPLE_F_RELATED, TUPLE_F_SERVICE};
-use abi::endpoint::{format_mac, EndpointInfo, EndpointKey};
-use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
-use abi::maps;
-use abi::metrics::{MetricsKey, MetricsValue};
-use abi::tunnel::{TunnelKey, TunnelValue};
-use datapath::PinnedMap;
+use abi::endpoint::format_mac;
+use datapath::maps::{
+    Ct4Global, CtAny4Global, Ipcache, Ipv4FragDatagrams, Lb4Backends, Lb4Services, Lxc, Metrics,
+    RuntimeConfig, Snat4External, Tunnel,
+};
+use datapath::GlobalMap;
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
 
@@ -93,26 +93,24 @@ pub enum Command {
     Frag(ListOnly),
 }
 
-fn open(ctx: &Ctx, name: &str) -> anyhow::Result<PinnedMap> {
-    Ok(PinnedMap::open_global(&ctx.bpf_root, name)?)
+fn open<M: GlobalMap>(ctx: &Ctx) -> anyhow::Result<M> {
+    Ok(M::open(&ctx.bpf_root)?)
 }
 
-/// Empties the named maps, as Cilium's `bpf ct flush` and `bpf nat flush`
-/// do: a map that is not there is skipped with a note.
-fn flush(ctx: &Ctx, names: &[&str]) -> anyhow::Result<ExitCode> {
-    for name in names {
-        let path = datapath::map::global_pin_path(&ctx.bpf_root, name);
-        let map = match PinnedMap::open(&path, name) {
-            Ok(m) => m,
-            Err(e) if !path.exists() => {
-                eprintln!("Unable to open {}: {e}. Skipping.", path.display());
-                continue;
-            }
-            Err(e) => anyhow::bail!("Unable to open {}: {e}", path.display()),
-        };
-        println!("Flushed {} entries from {}", map.clear()?, path.display());
-    }
-    Ok(ExitCode::SUCCESS)
+/// Empties the map, as Cilium's `bpf ct flush` and `bpf nat flush` do: a
+/// map that is not there is skipped with a note.
+fn flush<M: GlobalMap>(ctx: &Ctx) -> anyhow::Result<()> {
+    let path = M::pin_path(&ctx.bpf_root);
+    let map = match M::open(&ctx.bpf_root) {
+        Ok(m) => m,
+        Err(e) if !path.exists() => {
+            eprintln!("Unable to open {}: {e}. Skipping.", path.display());
+            return Ok(());
+        }
+        Err(e) => anyhow::bail!("Unable to open {}: {e}", path.display()),
+    };
+    println!("Flushed {} entries from {}", map.clear()?, path.display());
+    Ok(())
 }
 
 fn v4(bytes: &[u8]) -> Ipv4Addr {
@@ -151,7 +149,7 @@ fn kv_listing(
 }
 
 fn endpoints(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let entries = open(ctx, maps::LXC)?.entries::<EndpointKey, EndpointInfo>()?;
+    let entries = open::<Lxc>(ctx)?.entries()?;
     let mut rows = Vec::new();
     let mut json = serde_json::Map::new();
     for (k, v) in &entries {
@@ -183,7 +181,7 @@ fn endpoints(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn ipcache(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let entries = open(ctx, maps::IPCACHE)?.entries::<IpcacheKey, RemoteEndpointInfo>()?;
+    let entries = open::<Ipcache>(ctx)?.entries()?;
     let mut pairs = Vec::new();
     for (k, v) in &entries {
         let Some((ip, len)) = k.ipv4_prefix() else {
@@ -197,7 +195,7 @@ fn ipcache(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
 /// Cilium's `bpf lb maglev list`: each service's table (keyed
 /// `[<rev-NAT ID>]/v4`) as the backend ID in every slot.
 fn maglev_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let pins = ctx.bpf_root.join(maps::GLOBALS_DIR);
+    let pins = ctx.bpf_root.join(abi::maps::GLOBALS_DIR);
     let mut json = serde_json::Map::new();
     let mut rows = Vec::new();
     for (id, lut) in datapath::lbmap::maglev_tables(&pins)? {
@@ -213,12 +211,10 @@ fn maglev_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
 /// `cilium bpf lb list`: per frontend, its service entry (`0.0.0.0:0
 /// (<revnat>) (0) [<flags>]`) and each backend slot.
 fn lb_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    use abi::lb::{Lb4Backend, Lb4Key, Lb4Service};
-    let services = open(ctx, maps::LB4_SERVICES)?.entries::<Lb4Key, Lb4Service>()?;
-    let backends: std::collections::BTreeMap<u32, Lb4Backend> = open(ctx, maps::LB4_BACKENDS)?
-        .entries::<u32, Lb4Backend>()?
-        .into_iter()
-        .collect();
+    use abi::lb::Lb4Backend;
+    let services = open::<Lb4Services>(ctx)?.entries()?;
+    let backends: std::collections::BTreeMap<u32, Lb4Backend> =
+        open::<Lb4Backends>(ctx)?.entries()?.into_iter().collect();
     let mut by_frontend: std::collections::BTreeMap<(u32, u16, u8), Vec<(u16, String)>> =
         Default::default();
     for (k, v) in &services {
@@ -333,10 +329,10 @@ fn mono_secs() -> u64 {
 /// backend (XLATE_DST) from the node's port (XLATE_SRC); its IN entry turns
 /// the backend's replies back to the client from the NodePort.
 fn nat_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    use abi::lb::{Ipv4NatEntry, NAT_DIR_EGRESS};
+    use abi::lb::NAT_DIR_EGRESS;
     let now = mono_secs();
     let mut lines = Vec::new();
-    for (k, v) in open(ctx, maps::SNAT4_EXTERNAL)?.entries::<Ipv4CtTuple, Ipv4NatEntry>()? {
+    for (k, v) in open::<Snat4External>(ctx)?.entries()? {
         let proto = proto_name(k.nexthdr).map_or_else(|| k.nexthdr.to_string(), str::to_owned);
         let (dir, created) = (k.flags, v.created);
         let (src, dst) = (k.saddr.ip(), k.daddr.ip());
@@ -368,10 +364,9 @@ fn proto_name(proto: u8) -> Option<&'static str> {
 
 /// Cilium's `bpf frag list`: the datagrams whose first fragment was seen.
 fn frag_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    use abi::frag::{Ipv4FragId, Ipv4FragL4Ports};
     let mut json = Vec::new();
     let mut rows = Vec::new();
-    for (k, v) in open(ctx, maps::IPV4_FRAG_DATAGRAMS)?.entries::<Ipv4FragId, Ipv4FragL4Ports>()? {
+    for (k, v) in open::<Ipv4FragDatagrams>(ctx)?.entries()? {
         let proto = proto_name(k.proto).map_or_else(|| k.proto.to_string(), str::to_owned);
         let src = format!("{}:{}", k.saddr.ip(), v.sport.get());
         let dst = format!("{}:{}", k.daddr.ip(), v.dport.get());
@@ -414,8 +409,10 @@ fn print_lines(args: &ListArgs, mut lines: Vec<String>) -> anyhow::Result<ExitCo
 
 fn ct(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     let mut lines = Vec::new();
-    for name in [maps::CT4_GLOBAL, maps::CT_ANY4_GLOBAL] {
-        for (k, v) in open(ctx, name)?.entries::<Ipv4CtTuple, CtEntry>()? {
+    let tcp = open::<Ct4Global>(ctx)?.into_map();
+    let any = open::<CtAny4Global>(ctx)?.into_map();
+    for map in [tcp, any] {
+        for (k, v) in map.entries()? {
             lines.push(ct_line(&k, &v));
         }
     }
@@ -423,7 +420,7 @@ fn ct(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn metrics(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let entries = open(ctx, maps::METRICS)?.percpu_entries::<MetricsKey, MetricsValue>()?;
+    let entries = open::<Metrics>(ctx)?.entries()?;
     let mut rows = Vec::new();
     let mut json = Vec::new();
     for (k, per_cpu) in &entries {
@@ -445,7 +442,7 @@ fn metrics(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn tunnel(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let entries = open(ctx, maps::TUNNEL)?.entries::<TunnelKey, TunnelValue>()?;
+    let entries = open::<Tunnel>(ctx)?.entries()?;
     let pairs = entries
         .iter()
         .map(|(k, v)| (v4(&k.ip).to_string(), format!("{}:{}", v4(&v.ip), v.key)))
@@ -454,14 +451,13 @@ fn tunnel(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn runtime_config(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let map = open(ctx, maps::RUNTIME_CONFIG)?;
+    let map = open::<RuntimeConfig>(ctx)?;
     let mut rows = Vec::new();
     let mut json = serde_json::Map::new();
-    for index in [
-        abi::runtime_config::UTIME_OFFSET,
-        abi::runtime_config::AGENT_LIVENESS,
+    for (index, value) in [
+        (abi::runtime_config::UTIME_OFFSET, map.utime_offset()?),
+        (abi::runtime_config::AGENT_LIVENESS, map.agent_liveness()?),
     ] {
-        let value: u64 = map.get(&index)?.unwrap_or(0);
         let name = abi::runtime_config::index_name(index).unwrap_or("unknown");
         json.insert(name.into(), value.into());
         rows.push(row![name, value]);
@@ -475,7 +471,9 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::Ipcache(ListOnly::List(a)) => ipcache(ctx, a),
         Command::Ct(CtCommand::List { args, .. }) => ct(ctx, args),
         Command::Ct(CtCommand::Flush { .. }) => {
-            flush(ctx, &[maps::CT4_GLOBAL, maps::CT_ANY4_GLOBAL])
+            flush::<Ct4Global>(ctx)?;
+            flush::<CtAny4Global>(ctx)?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Metrics(ListOnly::List(a)) => metrics(ctx, a),
         Command::Tunnel(ListOnly::List(a)) => tunnel(ctx, a),
@@ -483,7 +481,10 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::Lb(LbCommand::List(a)) => lb_list(ctx, a),
         Command::Lb(LbCommand::Maglev(MaglevCommand::List(a))) => maglev_list(ctx, a),
         Command::Nat(NatCommand::List(a)) => nat_list(ctx, a),
-        Command::Nat(NatCommand::Flush) => flush(ctx, &[maps::SNAT4_EXTERNAL]),
+        Command::Nat(NatCommand::Flush) => {
+            flush::<Snat4External>(ctx)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Policy(cmd) => crate::bpf_policy::run(ctx, cmd),
         Command::Frag(ListOnly::List(a)) => frag_list(ctx, a),
     }

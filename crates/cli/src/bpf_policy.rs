@@ -3,8 +3,8 @@
 
 use crate::table::{print, print_json, ListArgs};
 use crate::{row, Ctx};
-use abi::policy::{PolicyEntry, PolicyKey, POLICY_FLAG_DENY};
-use datapath::PinnedMap;
+use abi::policy::POLICY_FLAG_DENY;
+use datapath::policymap::PolicyMap;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
@@ -38,13 +38,7 @@ fn endpoints(ctx: &Ctx) -> anyhow::Result<Vec<u16>> {
     let dir = ctx.bpf_root.join(abi::maps::GLOBALS_DIR);
     let mut ids: Vec<u16> = std::fs::read_dir(&dir)?
         .flatten()
-        .filter_map(|e| {
-            e.file_name()
-                .to_str()?
-                .strip_prefix("cilium_policy_")?
-                .parse()
-                .ok()
-        })
+        .filter_map(|e| datapath::policymap::endpoint_of(e.file_name().to_str()?))
         .collect();
     ids.sort();
     Ok(ids)
@@ -77,10 +71,9 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
     let labels = identity_labels(ctx);
     let mut json = serde_json::Map::new();
     for id in ids {
-        let name = datapath::policymap::name(id);
-        let map = PinnedMap::open_global(&ctx.bpf_root, &name)
+        let map = PolicyMap::pinned(&ctx.bpf_root, id)
             .map_err(|e| anyhow::anyhow!("endpoint {id} has no policy map: {e}"))?;
-        let mut entries = map.entries::<PolicyKey, PolicyEntry>()?;
+        let mut entries = map.entries()?;
         entries.sort_by_key(|(k, _)| (k.egress, k.sec_label, k.protocol, k.dport.get()));
         let mut rows = vec![row![
             "POLICY",
@@ -148,7 +141,7 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
                 println!("Endpoint ID: {id}");
                 println!(
                     "Path: {}",
-                    datapath::map::global_pin_path(&ctx.bpf_root, &name).display()
+                    datapath::policymap::pin_path(&ctx.bpf_root, id).display()
                 );
                 println!();
             }
