@@ -49,7 +49,12 @@ fn wrong_key_size_is_refused_naming_the_map() {
     let key_size = std::mem::size_of::<EndpointKey>();
     assert_eq!(
         [map, property, expected, found],
-        ["cilium_lxc", "key size", format!("{key_size}B").as_str(), "4B"]
+        [
+            "cilium_lxc",
+            "key size",
+            format!("{key_size}B").as_str(),
+            "4B"
+        ]
     );
     assert_eq!(
         message,
