@@ -48,7 +48,7 @@ pub async fn put(State(d): Shared, body: Bytes) -> Response {
     let stored: Vec<Stored> = docs.iter().map(Stored::of).collect();
     let revision = match d.policies.import(docs) {
         Ok(r) => r,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     regenerate(&d, "policy imported").await;
     if let Some(kv) = &d.kvstore {
@@ -127,7 +127,7 @@ pub async fn delete(State(d): Shared, body: Bytes) -> Response {
     };
     let (removed, revision) = match d.policies.delete(&labels) {
         Ok(r) => r,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     if removed.is_empty() && !labels.is_empty() {
         return error(StatusCode::NOT_FOUND, "policy not found");

@@ -14,6 +14,24 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use watch::Source;
 
+/// Why a policy could not be taken in, kept or enforced.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error(transparent)]
+    Parse(#[from] policy::ParseError),
+    #[error("expected one policy, found {0}")]
+    NotOne(usize),
+    #[error("{0}")]
+    Stored(#[from] serde_json::Error),
+    #[error("saving policies to {path}: {source}")]
+    Save {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("writing the policy map of endpoint {id}: {source}")]
+    PolicyMap { id: u16, source: datapath::Error },
+}
+
 /// A document as stored and shared.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Stored {
@@ -30,10 +48,10 @@ impl Stored {
     }
 
     /// The one document `text` holds.
-    fn parse(&self) -> Result<Document, String> {
-        let mut docs = policy::parse_documents(&self.text).map_err(|e| e.to_string())?;
+    fn parse(&self) -> Result<Document, PolicyError> {
+        let mut docs = policy::parse_documents(&self.text)?;
         if docs.len() != 1 {
-            return Err(format!("expected one policy, found {}", docs.len()));
+            return Err(PolicyError::NotOne(docs.len()));
         }
         Ok(docs.remove(0))
     }
@@ -242,7 +260,7 @@ impl Policies {
 
     /// Adds `docs`, each replacing the document with its labels; returns
     /// the new revision.
-    pub fn import(&self, docs: Vec<Document>) -> Result<u64, String> {
+    pub fn import(&self, docs: Vec<Document>) -> Result<u64, PolicyError> {
         let mut repo = self.repo.lock().expect("policy lock");
         for doc in docs {
             let key = label_strings(&doc);
@@ -254,7 +272,7 @@ impl Policies {
     }
 
     /// A document learned from the kvstore; Ok(false) when nothing changed.
-    pub fn upsert(&self, stored: &Stored) -> Result<bool, String> {
+    pub fn upsert(&self, stored: &Stored) -> Result<bool, PolicyError> {
         // The echo of this node's own import, and every relist, carry the
         // text already in force: no need to parse it again.
         if self
@@ -281,7 +299,7 @@ impl Policies {
 
     /// Deletes the documents whose labels include all of `labels` (every
     /// document when empty); returns them and the new revision.
-    pub fn delete(&self, labels: &[String]) -> Result<(Vec<Stored>, u64), String> {
+    pub fn delete(&self, labels: &[String]) -> Result<(Vec<Stored>, u64), PolicyError> {
         let mut repo = self.repo.lock().expect("policy lock");
         let want = Labels::parse(labels.iter().map(String::as_str));
         let gone: Vec<Vec<String>> = repo
@@ -350,7 +368,7 @@ impl Policies {
         self.repo.lock().expect("policy lock").revision
     }
 
-    fn save(&self, repo: &Repo) -> Result<(), String> {
+    fn save(&self, repo: &Repo) -> Result<(), PolicyError> {
         let Some(path) = &self.state_file else {
             return Ok(());
         };
@@ -359,7 +377,10 @@ impl Policies {
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, body)
             .and_then(|()| std::fs::rename(&tmp, path))
-            .map_err(|e| format!("saving policies to {}: {e}", path.display()))
+            .map_err(|source| PolicyError::Save {
+                path: path.clone(),
+                source,
+            })
     }
 }
 
@@ -386,13 +407,13 @@ pub fn realize(
     rules: &[policy::Rule],
     revision: u64,
     identities: &[policy::Identity],
-) -> Result<Realized, String> {
+) -> Result<Realized, PolicyError> {
     let ep_labels = Labels::parse(labels.iter().map(String::as_str));
     let resolved = policy::resolve(rules, &ep_labels, identities, d.policies.mode());
     let globals = d.config.bpf_root.join(abi::maps::GLOBALS_DIR);
     datapath::policymap::PolicyMap::open(&globals, id)
         .and_then(|m| m.sync(&resolved.state.to_abi()))
-        .map_err(|e| format!("writing the policy map of endpoint {id}: {e}"))?;
+        .map_err(|source| PolicyError::PolicyMap { id, source })?;
     Ok(Realized {
         ingress: resolved.ingress_enforced,
         egress: resolved.egress_enforced,
@@ -485,8 +506,8 @@ pub fn follow(d: &Arc<Daemon>) {
 
 /// A document as the kvstore holds it, checked: one that does not parse
 /// is skipped (logged with its key) rather than retried.
-fn decode(raw: &[u8]) -> Result<Stored, String> {
-    let stored: Stored = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
+fn decode(raw: &[u8]) -> Result<Stored, PolicyError> {
+    let stored: Stored = serde_json::from_slice(raw)?;
     stored.parse()?;
     Ok(stored)
 }
@@ -496,7 +517,7 @@ fn decode(raw: &[u8]) -> Result<Stored, String> {
 async fn follow_change(
     d: Arc<Daemon>,
     change: watch::Change<String, Stored>,
-) -> Result<(), String> {
+) -> Result<(), PolicyError> {
     let changed = match change {
         watch::Change::Upsert { new, .. } => {
             let changed = d.policies.upsert(&new)?;

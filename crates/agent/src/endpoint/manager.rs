@@ -38,7 +38,7 @@ impl EndpointError {
     }
 }
 
-fn failed(what: &str) -> impl FnOnce(String) -> EndpointError + '_ {
+fn failed<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> EndpointError + '_ {
     move |e| EndpointError::Failed(format!("{what}: {e}"))
 }
 
@@ -290,7 +290,11 @@ impl Endpoints {
     /// many succeeded.
     pub fn regenerate_policy(
         &mut self,
-        mut realize: impl FnMut(u16, &[String]) -> Result<crate::policies::Realized, String>,
+        mut realize: impl FnMut(
+            u16,
+            &[String],
+        )
+            -> Result<crate::policies::Realized, crate::policies::PolicyError>,
     ) -> usize {
         let mut n = 0;
         for ep in self.by_id.values_mut() {
