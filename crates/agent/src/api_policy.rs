@@ -218,7 +218,7 @@ pub async fn trace(State(d): Shared, body: Bytes) -> Response {
     let from_pod = pods.pop().flatten();
     match crate::policy_trace::trace(&d, &req, from_pod, to_pod) {
         Ok(resp) => Json(resp).into_response(),
-        Err(e) => error(StatusCode::BAD_REQUEST, e),
+        Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
     }
 }
 
@@ -270,6 +270,6 @@ pub async fn explain(State(d): Shared, body: Bytes) -> Response {
     let pods = remote_pods(&d).await;
     match crate::explain::explain(&d, &req, &pods) {
         Ok(resp) => Json(resp).into_response(),
-        Err(e) => error(StatusCode::BAD_REQUEST, e),
+        Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
     }
 }

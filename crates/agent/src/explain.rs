@@ -38,7 +38,16 @@ struct End {
     local: Option<crate::endpoint::Endpoint>,
 }
 
-fn end_of(d: &Daemon, s: &str, pods: &[(String, String, Ipv4Addr)]) -> Result<End, String> {
+/// Why an explain request cannot be answered: what the caller asked is wrong.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ExplainError {
+    #[error("{0}: no such pod, and not an IPv4 address")]
+    NoSuchEnd(String),
+    #[error("unknown protocol {0:?}: expected TCP, UDP or ICMP")]
+    UnknownProtocol(String),
+}
+
+fn end_of(d: &Daemon, s: &str, pods: &[(String, String, Ipv4Addr)]) -> Result<End, ExplainError> {
     let eps = d.endpoints.lock().expect("endpoints lock").list();
     let ip = match s.parse::<Ipv4Addr>() {
         Ok(ip) => ip,
@@ -55,7 +64,7 @@ fn end_of(d: &Daemon, s: &str, pods: &[(String, String, Ipv4Addr)]) -> Result<En
                         .find(|(n, p, _)| n == ns && p == name)
                         .map(|x| x.2)
                 })
-                .ok_or_else(|| format!("{s}: no such pod, and not an IPv4 address"))?
+                .ok_or_else(|| ExplainError::NoSuchEnd(s.to_owned()))?
         }
     };
     let local = eps.into_iter().find(|e| e.ipv4 == ip);
@@ -241,12 +250,12 @@ pub fn explain(
     d: &Daemon,
     req: &ExplainRequest,
     pods: &[(String, String, Ipv4Addr)],
-) -> Result<ExplainResponse, String> {
+) -> Result<ExplainResponse, ExplainError> {
     let proto = match req.protocol.to_ascii_uppercase().as_str() {
         "" | "TCP" => 6,
         "UDP" => 17,
         "ICMP" => 1,
-        p => return Err(format!("unknown protocol {p:?}: expected TCP, UDP or ICMP")),
+        p => return Err(ExplainError::UnknownProtocol(p.to_owned())),
     };
     // ICMP means a ping: an echo request, whose type policy keys carry
     // in the port (type << 8), as the datapath looks it up

@@ -42,6 +42,17 @@ pub struct TraceResponse {
     pub verdict: String,
 }
 
+/// Why a trace request cannot be answered: what the caller asked is wrong.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TraceError {
+    #[error("identity {0} is not known")]
+    UnknownIdentity(u32),
+    #[error("each side needs labels, an identity or a pod")]
+    NoPeer,
+    #[error("unknown protocol {0:?}: expected TCP, UDP, SCTP or ANY")]
+    UnknownProtocol(String),
+}
+
 /// An identity number no real identity has, for label sets nobody holds.
 const TRACE_IDENTITY: u32 = u32::MAX - 1;
 
@@ -51,7 +62,7 @@ fn resolve_peer(
     peer: &Peer,
     pod: Option<(u32, Vec<String>)>,
     universe: &mut Vec<Identity>,
-) -> Result<(u32, Labels), String> {
+) -> Result<(u32, Labels), TraceError> {
     if let Some((id, labels)) = pod {
         return Ok((id, Labels::parse(labels.iter().map(String::as_str))));
     }
@@ -59,11 +70,11 @@ fn resolve_peer(
         let found = universe
             .iter()
             .find(|i| i.id == id)
-            .ok_or_else(|| format!("identity {id} is not known"))?;
+            .ok_or(TraceError::UnknownIdentity(id))?;
         return Ok((id, found.labels.clone()));
     }
     if peer.labels.is_empty() {
-        return Err("each side needs labels, an identity or a pod".into());
+        return Err(TraceError::NoPeer);
     }
     let labels = Labels::parse(peer.labels.iter().map(String::as_str));
     if let Some(i) = universe.iter().find(|i| i.labels == labels) {
@@ -102,10 +113,10 @@ fn match_name(m: MatchType) -> &'static str {
     }
 }
 
-fn protocol_number(p: &str) -> Result<u8, String> {
+fn protocol_number(p: &str) -> Result<u8, TraceError> {
     policy::Protocol::parse(p)
         .map(|p| p.number())
-        .ok_or_else(|| format!("unknown protocol {p:?}: expected TCP, UDP, SCTP or ANY"))
+        .ok_or_else(|| TraceError::UnknownProtocol(p.to_owned()))
 }
 
 /// Traces `req` against the rules in force; `pods` are the peers' pod
@@ -115,7 +126,7 @@ pub fn trace(
     req: &TraceRequest,
     from_pod: Option<(u32, Vec<String>)>,
     to_pod: Option<(u32, Vec<String>)>,
-) -> Result<TraceResponse, String> {
+) -> Result<TraceResponse, TraceError> {
     let (rules, revision) = d.policies.rules();
     let mut universe = crate::policies::identities(d);
     let (src_id, src) = resolve_peer(&req.from, from_pod, &mut universe)?;
@@ -137,7 +148,7 @@ pub fn trace(
                     format!("{}/{}", p.port, proto.to_uppercase()),
                 ))
             })
-            .collect::<Result<_, String>>()?
+            .collect::<Result<_, TraceError>>()?
     };
     let mode = d.policies.mode();
     let mut log = String::new();
