@@ -10,7 +10,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use std::sync::Arc;
 
 /// The documents as `cilium policy get` shows them: each pretty-printed
 /// (they are stored as compact JSON, or as YAML by an older agent), as one
@@ -27,9 +26,9 @@ pub(crate) fn joined(docs: &[Stored]) -> String {
         .join("---\n")
 }
 
-async fn regenerate(d: &Arc<crate::daemon::Daemon>, reason: &'static str) {
-    let d = Arc::clone(d);
-    let _ = tokio::task::spawn_blocking(move || crate::policies::regenerate(&d, reason)).await;
+/// Answers only once the change is enforced on this node's endpoints.
+async fn regenerate(d: &crate::daemon::Daemon, reason: &'static str) {
+    d.regeneration.run(reason).await;
 }
 
 pub async fn put(State(d): Shared, body: Bytes) -> Response {

@@ -159,11 +159,7 @@ async fn patch_config(State(d): Shared, body: Bytes) -> Response {
                 policy::Enforcement::parse(&enforcement).unwrap_or(policy::Enforcement::Default);
             if mode != d.policies.mode() {
                 d.policies.set_mode(mode);
-                let dd = std::sync::Arc::clone(&d);
-                let _ = tokio::task::spawn_blocking(move || {
-                    crate::policies::regenerate(&dd, "policy enforcement changed")
-                })
-                .await;
+                d.regeneration.run("policy enforcement changed").await;
             }
             StatusCode::OK.into_response()
         }

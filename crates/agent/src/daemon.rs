@@ -41,6 +41,8 @@ pub struct Daemon {
     pub ct_gc: crate::ct_gc::GcCounters,
     /// The background tasks, stopped and waited for at shutdown.
     pub tasks: crate::tasks::Tasks,
+    /// Asks for endpoint policy regeneration (one task serves them).
+    pub regeneration: crate::regeneration::Regeneration,
 }
 
 /// Everything that must live until shutdown.
@@ -244,6 +246,7 @@ pub async fn start(config: DaemonConfig, tasks: crate::tasks::Tasks) -> anyhow::
         monitor,
         ct_gc: Default::default(),
         tasks,
+        regeneration: Default::default(),
         config,
     });
     let restored = daemon.policies.restore();
@@ -271,6 +274,7 @@ pub async fn start(config: DaemonConfig, tasks: crate::tasks::Tasks) -> anyhow::
         daemon.config.ct_gc_interval,
         daemon.config.ct_gc_max_interval,
     );
+    crate::regeneration::start(&daemon);
     crate::nodes::follow(&daemon);
     crate::ipsync::follow(&daemon);
     crate::services::follow(&daemon);

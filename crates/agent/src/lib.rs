@@ -30,6 +30,7 @@ pub mod option;
 pub mod pidfile;
 pub mod policies;
 pub mod policy_trace;
+pub mod regeneration;
 pub mod remote_nodes;
 pub mod services;
 pub mod status;

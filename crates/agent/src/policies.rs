@@ -471,8 +471,7 @@ pub fn follow(d: &Arc<Daemon>) {
     let dd = Arc::clone(d);
     d.tasks.spawn("policy-identities", async move {
         while changes.changed().await.is_ok() {
-            let d = Arc::clone(&dd);
-            let _ = tokio::task::spawn_blocking(move || regenerate(&d, "identities changed")).await;
+            dd.regeneration.request("identities changed");
         }
     });
     let Some(kv) = &d.kvstore else { return };
@@ -493,7 +492,7 @@ pub fn follow(d: &Arc<Daemon>) {
             subsys = "policy",
             "Initial policies and identities received; regenerating endpoints"
         );
-        let _ = tokio::task::spawn_blocking(move || regenerate(&dd, "initial sync")).await;
+        dd.regeneration.request("initial sync");
     });
     let source = kv
         .source(&format!("{POLICIES_PREFIX}/{cluster}/"))
@@ -536,7 +535,7 @@ async fn follow_change(
         watch::Change::Synced => false,
     };
     if changed {
-        let _ = tokio::task::spawn_blocking(move || regenerate(&d, "policy changed")).await;
+        d.regeneration.request("policy changed");
     }
     Ok(())
 }
