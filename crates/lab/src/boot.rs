@@ -6,12 +6,13 @@
 //! writes; the node's paths live under its lab directory or in its own
 //! mount namespace, never the machine's.
 
-use crate::layout::{self, Layout};
+use crate::layout::{self, Holder};
 use anyhow::{bail, Context};
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use topology::NodeDir;
 
 /// The image's scripts, as the DaemonSet's containers find them.
 const INIT_CONTAINER: &str = include_str!("../../../deploy/image/init-container.sh");
@@ -44,7 +45,7 @@ pub fn write_config_map(extra: &[(String, String)]) -> anyhow::Result<()> {
         ("kvstore", "etcd".to_owned()),
         (
             "kvstore-opt",
-            format!("etcd.address={}", layout::etcd_url()),
+            format!("etcd.address={}", topology::etcd_url()),
         ),
         ("kube-proxy-replacement", "true".into()),
         ("bpf-ct-global-tcp-max", "65536".into()),
@@ -68,11 +69,11 @@ pub fn write_config_map(extra: &[(String, String)]) -> anyhow::Result<()> {
 }
 
 /// Node `index`'s CiliumNodeConfig: what differs per node.
-pub fn write_node_config(l: &Layout, index: usize) -> anyhow::Result<()> {
-    let name = layout::node_name(index);
+pub fn write_node_config(l: &NodeDir, index: usize) -> anyhow::Result<()> {
+    let name = topology::node_name(index);
     let doc = format!(
         "apiVersion: cilium.io/v2\nkind: CiliumNodeConfig\nmetadata:\n  name: lab-{name}\n  namespace: kube-system\nspec:\n  nodeSelector:\n    matchLabels:\n      kubernetes.io/hostname: {name}\n  defaults:\n    ipv4-range: {}\n    state-dir: {}\n    write-cni-conf-when-ready: {}\n",
-        layout::pod_cidr(index),
+        topology::pod_cidr(index),
         l.state_dir().display(),
         l.cni_conf_file().display(),
     );
@@ -80,11 +81,6 @@ pub fn write_node_config(l: &Layout, index: usize) -> anyhow::Result<()> {
         &node_config_dir().join(format!("{name}.yaml")),
         doc.as_bytes(),
     )
-}
-
-/// The node's config directory (`--dest` of build-config).
-pub fn config_dir(l: &Layout) -> PathBuf {
-    l.dir.join("tmp/cilium/config-map")
 }
 
 fn log_step(log: &mut std::fs::File, name: &str, shown: &str, out: &std::process::Output) {
@@ -113,8 +109,8 @@ fn run(log: &mut std::fs::File, name: &str, shown: &str, cmd: &mut Command) -> a
 }
 
 /// A value of the built configuration (as the ConfigMap env refs read it).
-fn built(l: &Layout, key: &str) -> String {
-    std::fs::read_to_string(config_dir(l).join(key))
+fn built(l: &NodeDir, key: &str) -> String {
+    std::fs::read_to_string(l.config_dir().join(key))
         .map(|s| s.trim().to_owned())
         .unwrap_or_default()
 }
@@ -127,7 +123,7 @@ fn forget_inherited_bpffs() {
     while unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } == 0 {}
 }
 
-fn script(l: &Layout, name: &str, body: &str) -> anyhow::Result<PathBuf> {
+fn script(l: &NodeDir, name: &str, body: &str) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = l.dir.join("image").join(name);
     layout::write_atomic(&path, body.as_bytes())?;
@@ -137,7 +133,7 @@ fn script(l: &Layout, name: &str, body: &str) -> anyhow::Result<PathBuf> {
 
 /// Runs the init containers in order; `own_cgroup` is the node's cgroup
 /// in the machine's tree (its cgroup namespace root).
-pub fn init_containers(l: &Layout, index: usize, own_cgroup: &Path) -> anyhow::Result<()> {
+pub fn init_containers(l: &NodeDir, index: usize, own_cgroup: &Path) -> anyhow::Result<()> {
     let mut log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -156,7 +152,7 @@ pub fn init_containers(l: &Layout, index: usize, own_cgroup: &Path) -> anyhow::R
         config_map_dir().display(),
         node_config_dir().display()
     );
-    let dest = config_dir(l);
+    let dest = l.config_dir();
     run(
         &mut log,
         STEPS[0],
@@ -166,7 +162,7 @@ pub fn init_containers(l: &Layout, index: usize, own_cgroup: &Path) -> anyhow::R
             .arg(&dest)
             .args([
                 "--node-name",
-                &layout::node_name(index),
+                &topology::node_name(index),
                 "--source",
                 &sources,
             ]),

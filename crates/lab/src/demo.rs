@@ -1,12 +1,13 @@
 //! Traffic between pods, shown the way a user would check it.
 
-use crate::layout::{self, Layout};
+use crate::layout;
 use anyhow::{bail, Context};
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use topology::NodeDir;
 
-pub fn ping(l: &Layout, from: &str, to: Ipv4Addr) -> anyhow::Result<bool> {
+pub fn ping(l: &NodeDir, from: &str, to: Ipv4Addr) -> anyhow::Result<bool> {
     println!("\n$ cilium-lab exec {from} -- ping -c 2 {to}");
     let st = Command::new("nsenter")
         .arg(format!("--net={}", l.netns(from).display()))
@@ -20,7 +21,7 @@ pub fn ping(l: &Layout, from: &str, to: Ipv4Addr) -> anyhow::Result<bool> {
 /// `answered` or 30 s pass; returns how long it took.
 fn wait_ping(
     holder: i32,
-    l: &Layout,
+    l: &NodeDir,
     from: &str,
     to: Ipv4Addr,
     answered: bool,
@@ -45,7 +46,7 @@ fn wait_ping(
 /// Waits until `from` (on the node of `holder`) gets an answer from `to`:
 /// a pod on another node is reachable once that node's agent published it
 /// and this node's agent learned it.
-pub fn wait_reachable(holder: i32, l: &Layout, from: &str, to: Ipv4Addr) -> anyhow::Result<()> {
+pub fn wait_reachable(holder: i32, l: &NodeDir, from: &str, to: Ipv4Addr) -> anyhow::Result<()> {
     match wait_ping(holder, l, from, to, true)? {
         Some(took) => {
             println!("==> {to} reachable from {from} after {took:?}");
@@ -57,7 +58,7 @@ pub fn wait_reachable(holder: i32, l: &Layout, from: &str, to: Ipv4Addr) -> anyh
 
 /// Waits until a policy drops `from`'s pings to `to` (every node has it);
 /// false when they still pass after 30 s.
-pub fn wait_blocked(holder: i32, l: &Layout, from: &str, to: Ipv4Addr) -> anyhow::Result<bool> {
+pub fn wait_blocked(holder: i32, l: &NodeDir, from: &str, to: Ipv4Addr) -> anyhow::Result<bool> {
     let blocked = wait_ping(holder, l, from, to, false)?.is_some();
     if blocked {
         println!(
@@ -89,7 +90,7 @@ pub fn wait_service(holder: i32, vip: Ipv4Addr, backend: Ipv4Addr) -> anyhow::Re
 }
 
 /// A pod's network namespace, opened from inside its node (where it is mounted).
-pub fn open_pod(holder: i32, l: &Layout, pod: &str) -> anyhow::Result<netdev::NetNs> {
+pub fn open_pod(holder: i32, l: &NodeDir, pod: &str) -> anyhow::Result<netdev::NetNs> {
     layout::enter_node(holder)?;
     netdev::NetNs::open(&l.netns(pod)).with_context(|| format!("opening the netns of {pod}"))
 }

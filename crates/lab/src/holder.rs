@@ -3,11 +3,12 @@
 //! as the kubelet restarts a DaemonSet pod), until SIGTERM. A node runs
 //! cilium-agent; the underlay (the switch all nodes plug into) runs etcd.
 
-use crate::layout::{self, Layout};
+use crate::layout::{self, Holder};
 use anyhow::Context;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use topology::NodeDir;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 /// SIGUSR1: stop the daemon and do not start it again.
@@ -82,16 +83,15 @@ fn build_node(index: usize, underlay: i32) -> anyhow::Result<()> {
     let switch_ns = netdev::NetNs::open(std::path::Path::new(&format!("/proc/{underlay}/ns/net")))?;
     block_on(async {
         let switch = netdev::Netlink::connect_in(&switch_ns)?;
-        let bridge = switch.require_link(layout::BRIDGE).await?;
+        let bridge = switch.require_link(topology::BRIDGE).await?;
         let node = netdev::Netlink::connect()?;
-        netdev::underlay::plug_node(
+        topology::underlay::plug(
             &switch,
             &bridge,
             &node,
             &node_ns,
-            &layout::node_name(index),
-            layout::node_ip(index),
-            layout::UNDERLAY_PREFIX,
+            &topology::node_name(index),
+            topology::node_ip(index),
         )
         .await
     })
@@ -146,14 +146,7 @@ fn build_underlay() -> anyhow::Result<()> {
     ip(&["link", "set", "lo", "up"])?;
     block_on(async {
         let nl = netdev::Netlink::connect()?;
-        netdev::underlay::ensure_bridge(
-            &nl,
-            layout::BRIDGE,
-            layout::UNDERLAY_IP,
-            layout::UNDERLAY_PREFIX,
-        )
-        .await
-        .map(drop)
+        topology::underlay::bridge(&nl).await.map(drop)
     })
     .context("creating the underlay bridge")
 }
@@ -170,7 +163,7 @@ fn block_on<T>(
     Ok(rt.block_on(f)?)
 }
 
-fn append_log(l: &Layout, name: &str) -> anyhow::Result<std::fs::File> {
+fn append_log(l: &NodeDir, name: &str) -> anyhow::Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -180,14 +173,11 @@ fn append_log(l: &Layout, name: &str) -> anyhow::Result<std::fs::File> {
 
 /// The agent container: everything it is told comes from the
 /// configuration the config init container built.
-fn start_agent(l: &Layout, index: usize) -> anyhow::Result<std::process::Child> {
+fn start_agent(l: &NodeDir, index: usize) -> anyhow::Result<std::process::Child> {
     let log = append_log(l, "agent")?;
     Command::new(layout::sibling("cilium-agent")?)
-        .env("K8S_NODE_NAME", layout::node_name(index))
-        .arg(format!(
-            "--config-dir={}",
-            crate::boot::config_dir(l).display()
-        ))
+        .env("K8S_NODE_NAME", topology::node_name(index))
+        .arg(format!("--config-dir={}", l.config_dir().display()))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -202,16 +192,16 @@ fn agent_ready() -> bool {
         .is_some_and(|o| o.status.success())
 }
 
-fn start_etcd(l: &Layout) -> anyhow::Result<std::process::Child> {
+fn start_etcd(l: &NodeDir) -> anyhow::Result<std::process::Child> {
     let log = append_log(l, "etcd")?;
-    let client = format!("{},http://127.0.0.1:2379", layout::etcd_url());
+    let client = format!("{},http://127.0.0.1:2379", topology::etcd_url());
     Command::new("etcd")
         .arg("--data-dir")
         .arg(layout::root().join("etcd"))
         .args([
             "--name=lab",
             &format!("--listen-client-urls={client}"),
-            &format!("--advertise-client-urls={}", layout::etcd_url()),
+            &format!("--advertise-client-urls={}", topology::etcd_url()),
             "--listen-peer-urls=http://127.0.0.1:2380",
             "--initial-advertise-peer-urls=http://127.0.0.1:2380",
             "--initial-cluster=lab=http://127.0.0.1:2380",
@@ -232,7 +222,7 @@ fn etcd_ready() -> bool {
 }
 
 /// Node `index`, plugged into the underlay whose holder is `underlay`.
-pub fn run_node(l: &Layout, index: usize, underlay: i32) -> anyhow::Result<()> {
+pub fn run_node(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> {
     build_node(index, underlay)?;
     let own = make_node_cgroup(index)?;
     if let Err(e) = crate::boot::init_containers(l, index, &own) {
@@ -247,7 +237,7 @@ pub fn run_node(l: &Layout, index: usize, underlay: i32) -> anyhow::Result<()> {
     supervised
 }
 
-pub fn run_underlay(l: &Layout) -> anyhow::Result<()> {
+pub fn run_underlay(l: &NodeDir) -> anyhow::Result<()> {
     build_underlay()?;
     supervise(l, "etcd", || start_etcd(l), etcd_ready)
 }
@@ -255,7 +245,7 @@ pub fn run_underlay(l: &Layout) -> anyhow::Result<()> {
 /// Runs `start`'s process until SIGTERM, restarting it when it dies; the
 /// ready file appears once `ready` first holds.
 fn supervise(
-    l: &Layout,
+    l: &NodeDir,
     name: &str,
     mut start: impl FnMut() -> anyhow::Result<std::process::Child>,
     ready: impl Fn() -> bool,

@@ -4,26 +4,30 @@
 //! A node's own world (bpffs at /sys/fs/bpf, a tmpfs /run with
 //! /run/cilium, its pods' namespace mounts) exists only in its mount
 //! namespace; its directory holds what the host must see: pids, logs, the
-//! CNI bin and conf dirs, pod namespace files and the agent's state.
+//! CNI bin and conf dirs, pod namespace files and the agent's state. What
+//! is in a node's directory, and the cluster's addresses, are the
+//! `topology` crate's (shared with the tests and the bench); the lab adds
+//! its holders' files and where the lab dir is.
 
 use anyhow::{bail, Context};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
+use topology::NodeDir;
 
-/// The switch's address on the underlay, where etcd listens.
-pub const UNDERLAY_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
-pub const UNDERLAY_PREFIX: u8 = 24;
+/// The directory of the underlay, the lab's switch.
 pub const UNDERLAY: &str = "underlay";
-pub const BRIDGE: &str = "br0";
 /// The demo's ClusterIP (in Cilium's default service CIDR style).
 pub const DEMO_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
-/// Cluster size limit: node addresses are 198.18.0.11 on.
-pub const MAX_NODES: usize = 200;
 
 pub fn root() -> PathBuf {
     std::env::var_os("CILIUM_LAB_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/tmp/cilium-lab"))
+}
+
+/// The directory of a machine of the lab: a node (`node3`) or `underlay`.
+pub fn machine_dir(name: &str) -> NodeDir {
+    NodeDir::new(root().join(name))
 }
 
 /// Inside a node: the node's own cgroup, bound where Cilium's cgroup-root
@@ -44,43 +48,22 @@ pub fn node_cgroup_name(index: usize) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     root().hash(&mut h);
-    format!("cilium-lab-{:08x}-{}", h.finish() as u32, node_name(index))
-}
-
-pub fn node_name(index: usize) -> String {
-    format!("node{index}")
-}
-
-/// Node `index` (from 1): its pod CIDR, a block of Cilium's default pool.
-pub fn pod_cidr(index: usize) -> String {
-    format!("10.{index}.0.0/24")
-}
-
-pub fn node_ip(index: usize) -> Ipv4Addr {
-    Ipv4Addr::new(198, 18, 0, 10 + index as u8)
-}
-
-pub fn etcd_url() -> String {
-    format!("http://{UNDERLAY_IP}:2379")
-}
-
-/// The index of a node name (`node3` is 3).
-pub fn node_index(name: &str) -> Option<usize> {
-    name.strip_prefix("node")?
-        .parse()
-        .ok()
-        .filter(|i| (1..=MAX_NODES).contains(i))
+    format!(
+        "cilium-lab-{:08x}-{}",
+        h.finish() as u32,
+        topology::node_name(index)
+    )
 }
 
 /// Nodes that are up, in order.
-pub fn running_nodes() -> Vec<(usize, Layout, i32)> {
-    let mut nodes: Vec<(usize, Layout, i32)> = std::fs::read_dir(root())
+pub fn running_nodes() -> Vec<(usize, NodeDir, i32)> {
+    let mut nodes: Vec<(usize, NodeDir, i32)> = std::fs::read_dir(root())
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| {
-            let index = node_index(&e.file_name().to_string_lossy())?;
-            let l = Layout::new(&node_name(index));
+            let index = topology::node_index(&e.file_name().to_string_lossy())?;
+            let l = machine_dir(&topology::node_name(index));
             let pid = l.running_holder()?;
             Some((index, l, pid))
         })
@@ -89,56 +72,30 @@ pub fn running_nodes() -> Vec<(usize, Layout, i32)> {
     nodes
 }
 
-pub struct Layout {
-    pub dir: PathBuf,
+/// What the lab keeps in a machine's directory besides the node's own
+/// files: the holder's pid and ready files, the daemons' logs.
+pub trait Holder {
+    fn holder_pid_file(&self) -> PathBuf;
+    fn ready_file(&self) -> PathBuf;
+    fn log(&self, name: &str) -> PathBuf;
+    /// The holder's pid when the machine is up.
+    fn running_holder(&self) -> Option<i32>;
+    /// Pods of the node: the namespace files under netns/.
+    fn pods(&self) -> Vec<String>;
 }
 
-impl Layout {
-    pub fn new(node: &str) -> Self {
-        Self {
-            dir: root().join(node),
-        }
-    }
-
-    /// The node (or `underlay`) this directory is for.
-    pub fn name(&self) -> String {
-        self.dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    }
-
-    pub fn holder_pid_file(&self) -> PathBuf {
+impl Holder for NodeDir {
+    fn holder_pid_file(&self) -> PathBuf {
         self.dir.join("holder.pid")
     }
-    pub fn ready_file(&self) -> PathBuf {
+    fn ready_file(&self) -> PathBuf {
         self.dir.join("ready")
     }
-    pub fn log(&self, name: &str) -> PathBuf {
+    fn log(&self, name: &str) -> PathBuf {
         self.dir.join(format!("{name}.log"))
     }
-    /// The agent's run directory (its pid file; Cilium's /var/run/cilium).
-    pub fn run_dir(&self) -> PathBuf {
-        self.dir.join("run")
-    }
-    pub fn state_dir(&self) -> PathBuf {
-        self.run_dir().join("state")
-    }
-    pub fn cni_bin_dir(&self) -> PathBuf {
-        self.dir.join("opt/cni/bin")
-    }
-    pub fn cni_conf_file(&self) -> PathBuf {
-        self.dir.join("etc/cni/net.d/05-cilium.conflist")
-    }
-    pub fn netns_dir(&self) -> PathBuf {
-        self.dir.join("netns")
-    }
-    pub fn netns(&self, pod: &str) -> PathBuf {
-        self.netns_dir().join(pod)
-    }
 
-    /// The holder's pid when the node is up.
-    pub fn running_holder(&self) -> Option<i32> {
+    fn running_holder(&self) -> Option<i32> {
         let pid: i32 = std::fs::read_to_string(self.holder_pid_file())
             .ok()?
             .trim()
@@ -147,8 +104,7 @@ impl Layout {
         alive(pid).then_some(pid)
     }
 
-    /// Pods of the node: the namespace files under netns/.
-    pub fn pods(&self) -> Vec<String> {
+    fn pods(&self) -> Vec<String> {
         let mut pods: Vec<String> = std::fs::read_dir(self.netns_dir())
             .into_iter()
             .flatten()

@@ -14,10 +14,11 @@ mod pods;
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
-use layout::Layout;
+use layout::Holder;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
+use topology::NodeDir;
 
 #[derive(Parser)]
 #[command(
@@ -34,7 +35,7 @@ enum Cmd {
     /// Start etcd, the nodes, their agents and pods, and show them talking
     Up {
         /// Nodes in the cluster
-        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=layout::MAX_NODES as i64))]
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=topology::MAX_NODES as i64))]
         nodes: u16,
         /// Pods to create, spread over the nodes (default: pod-a, pod-b)
         #[arg(long = "pod")]
@@ -81,7 +82,7 @@ fn not_up() -> anyhow::Error {
 
 /// Starts a holder (`args` of cilium-lab) detached from our terminal and
 /// waits for its ready file.
-fn start_holder(l: &Layout, args: &[String], what: &str, daemon_log: &str) -> anyhow::Result<i32> {
+fn start_holder(l: &NodeDir, args: &[String], what: &str, daemon_log: &str) -> anyhow::Result<i32> {
     std::fs::create_dir_all(&l.dir).with_context(|| format!("creating {}", l.dir.display()))?;
     let _ = std::fs::remove_file(l.ready_file());
     let log = std::fs::File::create(l.log("holder"))?;
@@ -127,7 +128,7 @@ fn parse_setting(s: &str) -> Result<(String, String), String> {
 }
 
 fn up(nodes: usize, pod_names: &[String], settings: &[(String, String)]) -> anyhow::Result<()> {
-    let underlay = Layout::new(layout::UNDERLAY);
+    let underlay = layout::machine_dir(layout::UNDERLAY);
     if underlay.running_holder().is_some() || !layout::running_nodes().is_empty() {
         bail!("the lab is already up; run `cilium-lab down` first");
     }
@@ -141,23 +142,23 @@ fn up(nodes: usize, pod_names: &[String], settings: &[(String, String)]) -> anyh
     )?;
     println!(
         "==> underlay: bridge {} at {}/{} and etcd up in {:?} (pid {switch})",
-        layout::BRIDGE,
-        layout::UNDERLAY_IP,
-        layout::UNDERLAY_PREFIX,
+        topology::BRIDGE,
+        topology::UNDERLAY_IP,
+        topology::UNDERLAY_PREFIX,
         t0.elapsed()
     );
     let mut holders = Vec::new();
     for index in 1..=nodes {
         let t = Instant::now();
-        let l = Layout::new(&layout::node_name(index));
+        let l = layout::machine_dir(&topology::node_name(index));
         boot::write_node_config(&l, index)?;
         let args = ["node-holder".to_string(), index.to_string()];
-        let holder = start_holder(&l, &args, &layout::node_name(index), "agent")?;
+        let holder = start_holder(&l, &args, &topology::node_name(index), "agent")?;
         println!(
             "==> {}: {} pods {}, booted as the DaemonSet does ({}), cilium-agent up in {:?} (pid {holder})",
-            layout::node_name(index),
-            layout::node_ip(index),
-            layout::pod_cidr(index),
+            topology::node_name(index),
+            topology::node_ip(index),
+            topology::pod_cidr(index),
             boot::STEPS.join(", "),
             t.elapsed()
         );
@@ -299,7 +300,7 @@ fn stop_holder(pid: i32) {
 
 fn down() -> anyhow::Result<()> {
     let nodes = layout::running_nodes();
-    let underlay = Layout::new(layout::UNDERLAY).running_holder();
+    let underlay = layout::machine_dir(layout::UNDERLAY).running_holder();
     if nodes.is_empty() && underlay.is_none() {
         println!("==> the lab is not up");
         let _ = std::fs::remove_dir_all(layout::root());
@@ -329,7 +330,7 @@ fn down() -> anyhow::Result<()> {
 }
 
 /// The running node that has `pod`, with its holder.
-fn node_of(pod: &str) -> anyhow::Result<(Layout, i32)> {
+fn node_of(pod: &str) -> anyhow::Result<(NodeDir, i32)> {
     let nodes = layout::running_nodes();
     if nodes.is_empty() {
         return Err(not_up());
@@ -342,8 +343,8 @@ fn node_of(pod: &str) -> anyhow::Result<(Layout, i32)> {
         .with_context(|| format!("no pod named {pod:?}; pods: {}", all.join(", ")))
 }
 
-fn running_node(name: &str) -> anyhow::Result<(Layout, i32)> {
-    let l = Layout::new(name);
+fn running_node(name: &str) -> anyhow::Result<(NodeDir, i32)> {
+    let l = layout::machine_dir(name);
     let holder = l.running_holder().ok_or_else(|| {
         if layout::running_nodes().is_empty() {
             not_up()
@@ -355,7 +356,7 @@ fn running_node(name: &str) -> anyhow::Result<(Layout, i32)> {
 }
 
 fn exec(target: &str, command: &[String]) -> anyhow::Result<()> {
-    if layout::node_index(target).is_some() {
+    if topology::node_index(target).is_some() {
         let (_, holder) = running_node(target)?;
         layout::enter_node(holder)?;
     } else {
@@ -421,13 +422,17 @@ fn main() -> ExitCode {
         Cmd::Exec { pod, command } => exec(pod, command),
         Cmd::AddPod { pod, node, labels } => add_pod(pod, node, labels),
         Cmd::DelPod { pod } => del_pod(pod),
-        Cmd::NodeHolder { index } => Layout::new(layout::UNDERLAY)
+        Cmd::NodeHolder { index } => layout::machine_dir(layout::UNDERLAY)
             .running_holder()
             .context("the underlay is not running")
             .and_then(|underlay| {
-                holder::run_node(&Layout::new(&layout::node_name(*index)), *index, underlay)
+                holder::run_node(
+                    &layout::machine_dir(&topology::node_name(*index)),
+                    *index,
+                    underlay,
+                )
             }),
-        Cmd::UnderlayHolder => holder::run_underlay(&Layout::new(layout::UNDERLAY)),
+        Cmd::UnderlayHolder => holder::run_underlay(&layout::machine_dir(layout::UNDERLAY)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,14 +2,15 @@
 //! CNI plugin from the node's CNI bin dir (install-cni-binaries put it
 //! there) with the conflist the agent wrote once it was ready.
 
-use crate::layout::{self, Layout};
+use crate::layout;
 use anyhow::{bail, Context};
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
+use topology::NodeDir;
 
 /// The plugin's stdin: its entry of the conflist with cniVersion and name.
-fn plugin_conf(l: &Layout) -> anyhow::Result<String> {
+fn plugin_conf(l: &NodeDir) -> anyhow::Result<String> {
     let list: serde_json::Value = serde_json::from_slice(
         &std::fs::read(l.cni_conf_file()).context("reading the CNI conflist")?,
     )?;
@@ -23,7 +24,7 @@ fn container_id(pod: &str) -> String {
     format!("lab-{pod}")
 }
 
-fn cni(l: &Layout, command: &str, pod: &str, labels: &str) -> anyhow::Result<serde_json::Value> {
+fn cni(l: &NodeDir, command: &str, pod: &str, labels: &str) -> anyhow::Result<serde_json::Value> {
     let plugin = l.cni_bin_dir().join("cilium-cni");
     let conf = plugin_conf(l)?;
     let mut child = Command::new(&plugin)
@@ -72,10 +73,10 @@ fn cni(l: &Layout, command: &str, pod: &str, labels: &str) -> anyhow::Result<ser
 }
 
 /// Creates a pod with `labels` (`app=web,tier=db`); returns its address.
-pub fn add(l: &Layout, pod: &str, labels: &str) -> anyhow::Result<Ipv4Addr> {
+pub fn add(l: &NodeDir, pod: &str, labels: &str) -> anyhow::Result<Ipv4Addr> {
     if pod.is_empty()
         || pod.contains('/')
-        || layout::node_index(pod).is_some()
+        || topology::node_index(pod).is_some()
         || pod == layout::UNDERLAY
     {
         bail!("invalid pod name {pod:?}");
@@ -102,7 +103,7 @@ pub fn add(l: &Layout, pod: &str, labels: &str) -> anyhow::Result<Ipv4Addr> {
 }
 
 /// Deletes a pod: CNI DEL, then its namespace.
-pub fn delete(l: &Layout, pod: &str) -> anyhow::Result<()> {
+pub fn delete(l: &NodeDir, pod: &str) -> anyhow::Result<()> {
     cni(l, "DEL", pod, "")?;
     netdev::netns::remove(&l.netns(pod)).with_context(|| format!("removing the netns of {pod}"))?;
     Ok(())
