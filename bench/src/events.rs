@@ -16,7 +16,8 @@ use std::net::{Ipv4Addr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use testsupport::node::{Cluster, Node};
+use testsupport::cluster::Cluster;
+use testsupport::node::Node;
 
 const RATES: [u64; 5] = [10_000, 25_000, 50_000, 100_000, 200_000];
 const STEP: Duration = Duration::from_secs(2);
@@ -75,7 +76,7 @@ fn scraped_sum(text: &str, family: &str) -> u64 {
 
 /// (read, lost) by the agent so far.
 fn agent_counts() -> (u64, u64) {
-    let text = testsupport::node::scrape(testsupport::node::node_ip(1), PROM_PORT);
+    let text = testsupport::node::scrape(testsupport::topology::node_ip(1), PROM_PORT);
     (
         scraped_sum(&text, "hubble_flows_processed_total"),
         scraped_sum(&text, "hubble_lost_events_total"),

@@ -11,7 +11,8 @@ use crate::verdict;
 use anyhow::Context;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use testsupport::node::{in_netns, Cluster, Node};
+use testsupport::cluster::Cluster;
+use testsupport::node::{in_netns, Node};
 
 const START_TARGET_MS: [f64; 2] = [300.0, 1000.0];
 const RATE: u32 = 10_000;

@@ -12,7 +12,8 @@ use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
 use anyhow::{bail, Context};
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
-use testsupport::node::{Cluster, Node};
+use testsupport::cluster::Cluster;
+use testsupport::node::Node;
 
 /// Waits until `ip` is in the node's cilium_ipcache.
 fn until_in_ipcache(node: &Node, ip: Ipv4Addr) -> anyhow::Result<()> {

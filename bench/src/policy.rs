@@ -12,7 +12,8 @@ use crate::{latency_line, verdict, THROUGHPUT_TARGET};
 use anyhow::Context;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
-use testsupport::node::{Cluster, Node};
+use testsupport::cluster::Cluster;
+use testsupport::node::Node;
 
 const SCALES: [usize; 3] = [1, 100, 1000];
 const ROUNDS: u16 = 10;

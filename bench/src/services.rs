@@ -15,7 +15,8 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use testsupport::node::{Cluster, Node};
+use testsupport::cluster::Cluster;
+use testsupport::node::Node;
 
 const VIP: Ipv4Addr = Ipv4Addr::new(172, 16, 0, 10);
 const SCALES: [usize; 3] = [10, 1000, 5000];

@@ -9,9 +9,13 @@
 //! user is gone, also when the test panicked.
 
 pub mod client;
+pub mod cluster;
 pub mod node;
 pub mod policies;
 pub mod traffic;
+
+/// The cluster's addressing plan and node layout, shared with cilium-lab.
+pub use topology;
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,8 @@
-//! A node with its agent, CLI and CNI plugin, and clusters of them on one
-//! underlay with a real etcd: what the end-to-end tests and the benchmarks
-//! drive. Binaries are the workspace's (see [`crate::bin`]).
+//! A node with its agent, CLI and CNI plugin, and the traffic helpers the
+//! end-to-end tests and the benchmarks drive it with. Clusters of nodes are
+//! [`crate::cluster`]'s; where a node's files are is
+//! [`topology::NodeDir`]'s. Binaries are the workspace's (see
+//! [`crate::bin`]).
 
 use crate::Sandbox;
 use std::io::Write;
@@ -10,6 +12,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use topology::NodeDir;
 
 /// The conf a runtime gives cilium-cni (Cilium's default for chaining mode none).
 pub const NETCONF: &str = r#"{"cniVersion":"1.0.0","name":"cilium","type":"cilium-cni"}"#;
@@ -18,7 +21,7 @@ pub const NETCONF: &str = r#"{"cniVersion":"1.0.0","name":"cilium","type":"ciliu
 /// sandbox; a cluster's nodes share one and each lives in its own netns.
 pub struct Node {
     pub sb: Option<Sandbox>,
-    /// Holds run/, bpffs/ and the pods' netns files.
+    /// Holds run/, bpffs/ and the pods' netns files (see [`NodeDir`]).
     pub dir: PathBuf,
     /// The node's network namespace; None = the test thread's.
     pub netns: Option<PathBuf>,
@@ -56,12 +59,13 @@ impl Node {
     pub fn new(range: &str) -> Self {
         let sb = Sandbox::enter();
         let dir = sb.path().to_owned();
-        let cgroup = node_cgroup(&sb, "node1");
+        let name = topology::node_name(1);
+        let cgroup = node_cgroup(&sb, &name);
         Self {
             sb: Some(sb),
             dir,
             netns: None,
-            name: "node1".into(),
+            name,
             range: range.into(),
             agent_args: Vec::new(),
             quiet: false,
@@ -70,19 +74,19 @@ impl Node {
         }
     }
 
-    /// A node of a cluster: its netns and dirs under `dir`, a private
-    /// bpffs mounted in the test's mount namespace.
+    /// A node of a cluster: its netns and dirs under `<sandbox>/<name>`,
+    /// a private bpffs mounted in the test's mount namespace.
     pub fn in_cluster(sb: &Sandbox, name: &str, range: &str) -> Self {
         let cgroup = node_cgroup(sb, name);
-        let dir = sb.path().join(name);
-        std::fs::create_dir_all(dir.join("bpffs")).unwrap();
-        std::fs::create_dir_all(dir.join("run")).unwrap();
-        crate::mount_fs(c"bpf", &dir.join("bpffs")).expect("mount bpffs");
-        let netns = dir.join("netns-node");
+        let paths = NodeDir::new(sb.path().join(name));
+        std::fs::create_dir_all(paths.bpffs()).unwrap();
+        std::fs::create_dir_all(paths.run_dir()).unwrap();
+        crate::mount_fs(c"bpf", &paths.bpffs()).expect("mount bpffs");
+        let netns = paths.node_netns();
         netdev::netns::create(&netns).expect("create node netns");
         Self {
             sb: None,
-            dir,
+            dir: paths.dir,
             netns: Some(netns),
             name: name.into(),
             range: range.into(),
@@ -93,16 +97,21 @@ impl Node {
         }
     }
 
+    /// Where the node's files are.
+    pub fn paths(&self) -> NodeDir {
+        NodeDir::new(&self.dir)
+    }
+
     pub fn bpffs(&self) -> PathBuf {
-        self.dir.join("bpffs")
+        self.paths().bpffs()
     }
 
     pub fn run_dir(&self) -> PathBuf {
-        self.dir.join("run")
+        self.paths().run_dir()
     }
 
     pub fn socket(&self) -> PathBuf {
-        self.run_dir().join("cilium.sock")
+        self.paths().socket()
     }
 
     /// A command that runs in the node's network namespace.
@@ -121,7 +130,7 @@ impl Node {
             .arg(format!("--bpf-root={}", self.bpffs().display()))
             .arg(format!(
                 "--state-dir={}",
-                self.run_dir().join("state").display()
+                self.paths().state_dir().display()
             ))
             .arg(format!("--socket-path={}", self.socket().display()))
             .arg(format!("--ipv4-range={}", self.range))
@@ -231,9 +240,9 @@ impl Node {
     }
 
     pub fn netns(&self, pod: &str) -> PathBuf {
-        let dir = self.dir.join("netns");
-        let _ = std::fs::create_dir_all(&dir);
-        dir.join(pod)
+        let paths = self.paths();
+        let _ = std::fs::create_dir_all(paths.netns_dir());
+        paths.netns(pod)
     }
 
     pub fn create_netns(&self, pod: &str) -> PathBuf {
@@ -366,15 +375,13 @@ impl Node {
     }
 }
 
-/// One TCP exchange: a listener in `server`'s netns answers a client in
-/// `client`'s netns. Returns the client's local port.
 impl Drop for Node {
     fn drop(&mut self) {
         if let Some(mut child) = self.agent.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
-        if let Ok(entries) = std::fs::read_dir(self.dir.join("netns")) {
+        if let Ok(entries) = std::fs::read_dir(self.paths().netns_dir()) {
             for e in entries.flatten() {
                 let _ = netdev::netns::remove(&e.path());
             }
@@ -388,6 +395,8 @@ impl Drop for Node {
     }
 }
 
+/// One TCP exchange: a listener in `server`'s netns answers a client in
+/// `client`'s netns. Returns the client's local port.
 pub fn tcp_exchange(server_ns: PathBuf, client_ns: PathBuf, server_ip: Ipv4Addr, port: u16) -> u16 {
     let (sport, reply) = netdev::netns::tcp_request(
         netdev::NetNs::open(&server_ns).expect("server netns"),
@@ -412,92 +421,6 @@ fn node_cgroup(sb: &Sandbox, name: &str) -> PathBuf {
     dir
 }
 
-/// Nodes on one bridge, as machines on a switch: node `i` (from 1) has
-/// `eth0` at 198.18.0.(10+i)/24 and the pod CIDR 10.i.0.0/24; etcd runs on
-/// the bridge's 198.18.0.1. Agents run in kvstore mode.
-pub struct Cluster {
-    pub nodes: Vec<Node>,
-    pub sb: Sandbox,
-    etcd: Option<usize>,
-}
-
-pub const UNDERLAY_GATEWAY: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
-
-pub fn node_ip(i: usize) -> Ipv4Addr {
-    Ipv4Addr::new(198, 18, 0, 10 + i as u8)
-}
-
-impl Cluster {
-    pub fn new(n: usize, agent_args: &[&str]) -> Self {
-        let sb = Sandbox::enter();
-        let mut nodes = Vec::new();
-        for i in 1..=n {
-            let node = Node::in_cluster(&sb, &format!("node{i}"), &format!("10.{i}.0.0/24"));
-            plug(
-                node.netns.as_ref().expect("cluster node netns"),
-                &format!("node{i}"),
-                node_ip(i),
-            );
-            nodes.push(node);
-        }
-        let kvstore = format!("--kvstore-opt=etcd.address=http://{UNDERLAY_GATEWAY}:2379");
-        for node in &mut nodes {
-            node.agent_args = ["--kvstore=etcd", kvstore.as_str()]
-                .iter()
-                .chain(agent_args)
-                .map(|s| s.to_string())
-                .collect();
-        }
-        let mut cluster = Self {
-            nodes,
-            sb,
-            etcd: None,
-        };
-        cluster.start_etcd();
-        cluster
-    }
-
-    /// A bare machine on the underlay: a netns at `<sandbox>/<name>` with
-    /// `eth0` at `ip`.
-    pub fn machine(&self, name: &str, ip: Ipv4Addr) -> PathBuf {
-        let path = self.sb.path().join(name);
-        netdev::netns::create(&path).expect("create machine netns");
-        plug(&path, name, ip);
-        path
-    }
-
-    /// Starts etcd on its data dir (again, after `stop_etcd`).
-    pub fn start_etcd(&mut self) {
-        let etcd = crate::start_etcd(&self.sb.path().join("etcd"));
-        self.etcd = Some(self.sb.adopt(etcd));
-    }
-
-    pub fn stop_etcd(&mut self) {
-        let child = self.sb.child(self.etcd.take().expect("etcd running"));
-        child.kill().expect("kill etcd");
-        child.wait().expect("reap etcd");
-    }
-}
-
-/// Plugs the netns at `netns` into the sandbox's bridge (made on first use)
-/// as `eth0` with `ip/24`; `port` names its end on the bridge.
-fn plug(netns: &Path, port: &str, ip: Ipv4Addr) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let switch = netdev::Netlink::connect()?;
-        let bridge = netdev::underlay::ensure_bridge(&switch, "br0", UNDERLAY_GATEWAY, 24).await?;
-        let ns = netdev::NetNs::open(netns)?;
-        let nl = netdev::Netlink::connect_in(&ns)?;
-        netdev::underlay::plug_node(&switch, &bridge, &nl, &ns, port, ip, 24).await
-    })
-    .expect("plug into the underlay bridge");
-}
-
-/// Whether a TCP connection from the netns at `from` to ip:port is
-/// accepted within `timeout`.
 /// The IPv4 address of `eth0` in the network namespace at `netns`.
 pub fn eth0_ipv4(netns: &Path) -> Option<Ipv4Addr> {
     let mut cmd = Command::new("ip");
@@ -522,6 +445,8 @@ pub fn scrape(ip: Ipv4Addr, port: u16) -> String {
     body
 }
 
+/// Whether a TCP connection from the netns at `from` to ip:port is
+/// accepted within `timeout`.
 pub fn tcp_reachable(from: &Path, ip: Ipv4Addr, port: u16, timeout: Duration) -> bool {
     on_thread_in(from, move || {
         Ok(std::net::TcpStream::connect_timeout(&(ip, port).into(), timeout).is_ok())
