@@ -89,13 +89,7 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         let (d, failed_tx) = (running.daemon.clone(), failed_tx.clone());
         tasks.spawn_graceful("api-server", |stop| async move {
             let served = agent::api_server::serve(d, &socket, stop).await;
-            let _ = failed_tx
-                .send(
-                    served
-                        .err()
-                        .unwrap_or_else(|| anyhow::anyhow!("API server stopped unexpectedly")),
-                )
-                .await;
+            report_end(&failed_tx, "API server", served).await;
         });
     }
     agent::cni_config::write_when_ready(&running.daemon, socket_for_cni);
@@ -121,13 +115,7 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         let d = running.daemon.clone();
         tasks.spawn_graceful("health-server", |stop| async move {
             let served = agent::health::serve(d, port, stop).await;
-            let _ = failed_tx
-                .send(
-                    served
-                        .err()
-                        .unwrap_or_else(|| anyhow::anyhow!("health server stopped unexpectedly")),
-                )
-                .await;
+            report_end(&failed_tx, "health server", served).await;
         });
     }
 
@@ -153,4 +141,17 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         "Agent stopped; pinned maps and programs left in place"
     );
     Ok(())
+}
+
+/// Tells `run` how a server whose end ends the agent ended: its error, or
+/// that it stopped (which it does by itself only on error).
+async fn report_end(
+    failed: &tokio::sync::mpsc::Sender<anyhow::Error>,
+    what: &str,
+    served: anyhow::Result<()>,
+) {
+    let e = served
+        .err()
+        .unwrap_or_else(|| anyhow::anyhow!("{what} stopped unexpectedly"));
+    let _ = failed.send(e).await;
 }
