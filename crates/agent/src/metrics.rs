@@ -197,7 +197,7 @@ fn agent_families(d: &Daemon) -> Vec<Family> {
     let eps = d.endpoints.lock().expect("endpoints lock").list();
     let mut states: BTreeMap<String, f64> = BTreeMap::new();
     for ep in &eps {
-        *states.entry(ep.state.clone()).or_default() += 1.0;
+        *states.entry(ep.state.to_string()).or_default() += 1.0;
     }
     let (rules, revision) = d.policies.rules();
     let (add, update, delete) = d.services.events();

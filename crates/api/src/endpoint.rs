@@ -5,18 +5,72 @@ use crate::ipam::AddressPair;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Endpoint states a change request may carry.
-pub const STATES: &[&str] = &[
-    "waiting-for-identity",
-    "not-ready",
-    "waiting-to-regenerate",
-    "regenerating",
-    "restoring",
-    "ready",
-    "disconnecting",
-    "disconnected",
-    "invalid",
-];
+/// An endpoint's state, as Cilium names it (`EndpointState` in its API).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndpointState {
+    WaitingForIdentity,
+    NotReady,
+    WaitingToRegenerate,
+    Regenerating,
+    Restoring,
+    Ready,
+    Disconnecting,
+    Disconnected,
+    Invalid,
+}
+
+impl EndpointState {
+    pub const ALL: [EndpointState; 9] = [
+        Self::WaitingForIdentity,
+        Self::NotReady,
+        Self::WaitingToRegenerate,
+        Self::Regenerating,
+        Self::Restoring,
+        Self::Ready,
+        Self::Disconnecting,
+        Self::Disconnected,
+        Self::Invalid,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::WaitingForIdentity => "waiting-for-identity",
+            Self::NotReady => "not-ready",
+            Self::WaitingToRegenerate => "waiting-to-regenerate",
+            Self::Regenerating => "regenerating",
+            Self::Restoring => "restoring",
+            Self::Ready => "ready",
+            Self::Disconnecting => "disconnecting",
+            Self::Disconnected => "disconnected",
+            Self::Invalid => "invalid",
+        }
+    }
+}
+
+impl std::fmt::Display for EndpointState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A state name no endpoint has.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid endpoint state {name:?}: expected one of {}", EndpointState::ALL.map(EndpointState::as_str).join(", "))]
+pub struct UnknownState {
+    pub name: String,
+}
+
+impl std::str::FromStr for EndpointState {
+    type Err = UnknownState;
+
+    fn from_str(s: &str) -> Result<Self, UnknownState> {
+        Self::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownState { name: s.to_owned() })
+    }
+}
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -222,4 +276,30 @@ pub struct Endpoint {
     #[serde(default)]
     pub spec: EndpointSpec,
     pub status: EndpointStatus,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_read_and_print_as_cilium_names_them() {
+        for st in EndpointState::ALL {
+            assert_eq!(st.as_str().parse::<EndpointState>(), Ok(st));
+            assert_eq!(
+                serde_json::to_string(&st).unwrap(),
+                format!("\"{}\"", st.as_str())
+            );
+        }
+        assert_eq!(
+            "waiting-for-identity".parse(),
+            Ok(EndpointState::WaitingForIdentity)
+        );
+        let e = "sleeping".parse::<EndpointState>().unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("invalid endpoint state \"sleeping\": expected one of waiting-for-identity, not-ready,"),
+            "{e}"
+        );
+    }
 }

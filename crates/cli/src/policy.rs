@@ -3,6 +3,7 @@
 use crate::table::print_json;
 use crate::Ctx;
 use anyhow::Context;
+use api::endpoint::EndpointState;
 use api::models::Policy;
 use std::io::Read;
 use std::process::ExitCode;
@@ -105,10 +106,14 @@ fn wait(client: &api::Client, a: &WaitArgs) -> anyhow::Result<ExitCode> {
         let ready = eps
             .iter()
             .filter(|e| {
-                e.status.state == "ready" && e.status.policy.realized.policy_revision >= a.revision
+                e.status.state == EndpointState::Ready.as_str()
+                    && e.status.policy.realized.policy_revision >= a.revision
             })
             .count();
-        let failed = eps.iter().filter(|e| e.status.state == "not-ready").count();
+        let failed = eps
+            .iter()
+            .filter(|e| e.status.state == EndpointState::NotReady.as_str())
+            .count();
         if ready == needed {
             if waited {
                 println!();

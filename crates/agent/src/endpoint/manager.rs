@@ -8,7 +8,7 @@ use crate::ipcache::{Entry, SOURCE_LOCAL};
 use crate::ipsync;
 use crate::monitor::AgentNotify;
 use abi::endpoint::{parse_mac, EndpointInfo, EndpointKey};
-use api::endpoint::EndpointChangeRequest;
+use api::endpoint::{EndpointChangeRequest, EndpointState};
 use datapath::maps::Lxc;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -120,12 +120,8 @@ impl Endpoints {
     /// Validates a change request into an endpoint (not yet realized).
     fn from_request(&self, req: &EndpointChangeRequest) -> Result<Endpoint, EndpointError> {
         let bad = |m: String| EndpointError::Invalid(m);
-        if !api::endpoint::STATES.contains(&req.state.as_str()) {
-            return Err(bad(format!(
-                "invalid endpoint state {:?}: expected one of {}",
-                req.state,
-                api::endpoint::STATES.join(", ")
-            )));
+        if let Err(e) = req.state.parse::<EndpointState>() {
+            return Err(bad(e.to_string()));
         }
         if req.interface_name.is_empty() {
             return Err(bad("interface-name is required".into()));
@@ -183,7 +179,7 @@ impl Endpoints {
                 .datapath_configuration
                 .as_ref()
                 .is_some_and(|c| c.external_ipam),
-            state: "waiting-for-identity".into(),
+            state: EndpointState::WaitingForIdentity,
             policy: Default::default(),
         };
         for other in self.by_id.values() {
@@ -386,7 +382,7 @@ fn realize(
     restoring: bool,
 ) -> Result<(), EndpointError> {
     use datapath::attach::AttachMode;
-    ep.state = "regenerating".into();
+    ep.state = EndpointState::Regenerating;
     let mut dp = d.datapath.lock().expect("datapath lock");
     let attached = if fast_attach {
         dp.attach_endpoint_as(ep.id, &ep.ifname, AttachMode::Tc)
@@ -427,7 +423,7 @@ fn realize(
     d.monitor
         .name_pod(ep.ipv4, &ep.k8s_namespace, &ep.k8s_pod_name);
     ipsync::publish(d, ep);
-    ep.state = "ready".into();
+    ep.state = EndpointState::Ready;
     Ok(())
 }
 

@@ -9,6 +9,7 @@ mod state;
 pub use id::{parse as parse_id, EndpointRef};
 pub use manager::{labels_of, upgrade_to_tcx, EndpointError, Endpoints};
 
+use api::endpoint::EndpointState;
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
 
@@ -42,14 +43,14 @@ pub struct Endpoint {
     #[serde(rename = "external-ipam", default)]
     pub external_ipam: bool,
     #[serde(skip, default = "restoring")]
-    pub state: String,
+    pub state: EndpointState,
     /// What its policy map was last made from.
     #[serde(skip)]
     pub policy: crate::policies::Realized,
 }
 
-fn restoring() -> String {
-    "restoring".into()
+fn restoring() -> EndpointState {
+    EndpointState::Restoring
 }
 
 impl Endpoint {
@@ -117,7 +118,7 @@ impl Endpoint {
                     connected: true,
                     overall_health: "OK".into(),
                 },
-                state: self.state.clone(),
+                state: self.state.to_string(),
             },
         }
     }
