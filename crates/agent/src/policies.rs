@@ -499,36 +499,39 @@ pub fn follow(d: &Arc<Daemon>) {
         .decode(|_, raw| decode(raw));
     let tasks = d.tasks.clone();
     let d = Arc::clone(d);
-    let handler = move |change| follow_change(Arc::clone(&d), change);
+    let handler = move |change| std::future::ready(follow_change(&d, change));
     tasks.spawn("policies", store.run(source, handler));
 }
 
-/// A document as the kvstore holds it, checked: one that does not parse
-/// is skipped (logged with its key) rather than retried.
+/// A document as the kvstore holds it. Its policy text is parsed once, by
+/// `Policies::upsert`, and only when it is not the text already in force
+/// (the echo of this node's own import, a relist).
 fn decode(raw: &[u8]) -> Result<Stored, PolicyError> {
-    let stored: Stored = serde_json::from_slice(raw)?;
-    stored.parse()?;
-    Ok(stored)
+    Ok(serde_json::from_slice(raw)?)
 }
 
-/// One change of the kvstore's policies, announced and regenerated for;
-/// a document that could not be applied (saved) is tried again.
-async fn follow_change(
-    d: Arc<Daemon>,
-    change: watch::Change<String, Stored>,
-) -> Result<(), PolicyError> {
+/// One change of the kvstore's policies, announced and regenerated for. A
+/// document that does not parse never will: it is logged and skipped; one
+/// that could not be saved is tried again.
+fn follow_change(d: &Daemon, change: watch::Change<String, Stored>) -> Result<(), PolicyError> {
     let changed = match change {
-        watch::Change::Upsert { new, .. } => {
-            let changed = d.policies.upsert(&new)?;
-            if changed {
-                announce(&d, AgentNotify::PolicyUpdated, &new.labels, 1);
+        watch::Change::Upsert { key, new, .. } => match d.policies.upsert(&new) {
+            Ok(changed) => {
+                if changed {
+                    announce(d, AgentNotify::PolicyUpdated, &new.labels, 1);
+                }
+                changed
             }
-            changed
-        }
+            Err(e @ (PolicyError::Parse(_) | PolicyError::NotOne(_))) => {
+                tracing::warn!(subsys = "policy", key = %key, error = %e, "Ignoring policy that does not parse");
+                false
+            }
+            Err(e) => return Err(e),
+        },
         watch::Change::Delete { key, .. } => {
             let gone = d.policies.forget_key(&d.config.cluster_name, &key);
             if gone {
-                announce(&d, AgentNotify::PolicyDeleted, &[], 1);
+                announce(d, AgentNotify::PolicyDeleted, &[], 1);
             }
             gone
         }
