@@ -92,10 +92,7 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
             },
         }),
         datapath_mode: "veth".into(),
-        attach_mode: match d.attach_mode {
-            datapath::attach::AttachMode::Tcx => "tcx".into(),
-            datapath::attach::AttachMode::Tc => "tc".into(),
-        },
+        attach_mode: d.attach_mode.as_str().into(),
         ipam: Some(ipam_status(d)),
         // the agent masquerades nothing (no BPF or iptables SNAT for pods)
         masquerading: Some(Masquerading {

@@ -20,10 +20,11 @@ pub enum AttachMode {
 }
 
 impl AttachMode {
+    /// The name Cilium's API gives it (`attach-mode` in the status).
     pub fn as_str(self) -> &'static str {
         match self {
-            AttachMode::Tcx => "TCX",
-            AttachMode::Tc => "Legacy TC",
+            AttachMode::Tcx => "tcx",
+            AttachMode::Tc => "tc",
         }
     }
 }
