@@ -26,11 +26,6 @@ pub(crate) fn joined(docs: &[Stored]) -> String {
         .join("---\n")
 }
 
-/// Answers only once the change is enforced on this node's endpoints.
-async fn regenerate(d: &crate::daemon::Daemon, reason: &'static str) {
-    d.regeneration.run(reason).await;
-}
-
 pub async fn put(State(d): Shared, body: Bytes) -> Response {
     // A policy of a thousand rules takes tens of milliseconds to read:
     // off the runtime's threads.
@@ -49,7 +44,8 @@ pub async fn put(State(d): Shared, body: Bytes) -> Response {
         Ok(r) => r,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
-    regenerate(&d, "policy imported").await;
+    // answered once the change is enforced on this node's endpoints
+    d.regeneration.run("policy imported").await;
     if let Some(kv) = &d.kvstore {
         for s in &stored {
             let body = serde_json::to_vec(s).expect("policy serializes");
@@ -131,7 +127,8 @@ pub async fn delete(State(d): Shared, body: Bytes) -> Response {
     if removed.is_empty() && !labels.is_empty() {
         return error(StatusCode::NOT_FOUND, "policy not found");
     }
-    regenerate(&d, "policy deleted").await;
+    // answered once the change is enforced on this node's endpoints
+    d.regeneration.run("policy deleted").await;
     if let Some(kv) = &d.kvstore {
         for s in &removed {
             if let Err(e) = kv.delete(&s.key(&d.config.cluster_name)).await {

@@ -62,10 +62,10 @@ pub fn start(d: &Arc<Daemon>) {
     tasks.spawn("policy-regeneration", async move {
         loop {
             let (n, reason) = *asked.borrow_and_update();
-            if n > *d.regeneration.done.borrow() {
+            let done = *d.regeneration.done.borrow();
+            if n > done {
                 let dd = Arc::clone(&d);
-                let coalesced = n - *d.regeneration.done.borrow();
-                let reason = if coalesced > 1 {
+                let reason = if n - done > 1 {
                     "several changes"
                 } else {
                     reason
