@@ -1,10 +1,14 @@
 //! `GET /debuginfo`: what Cilium's `cilium-dbg debuginfo` collects in one
 //! answer (and `cilium-dbg version` reads the daemon's version from).
 
-use crate::api_server::Shared;
 use api::models::{DebugInfo, DebugInfoEncryption, Policy};
 use axum::extract::State;
 use axum::Json;
+use controlplane::endpoint::Endpoints;
+use controlplane::ipam::Ipam;
+use controlplane::policies::Policies;
+use controlplane::services::Services;
+use std::sync::{Arc, Mutex};
 
 /// `major.minor.patch` of a kernel release (`6.8.0-45-generic` ->
 /// `6.8.0`, `4-generic` -> `4.0.0`), as Cilium reduces `uname -r`; None
@@ -35,8 +39,24 @@ fn running_kernel() -> String {
     }
 }
 
+/// What debuginfo gathers.
+pub struct Sources {
+    pub status: Arc<crate::status::AgentStatus>,
+    pub endpoints: Arc<Endpoints>,
+    pub ipam: Arc<Mutex<Ipam>>,
+    pub policies: Arc<Policies>,
+    pub services: Arc<Services>,
+}
+
+/// `GET /v1/debuginfo`.
+pub fn routes(sources: Arc<Sources>) -> axum::Router {
+    axum::Router::new()
+        .route("/v1/debuginfo", axum::routing::get(get))
+        .with_state(sources)
+}
+
 /// Debug text of the subsystems that have some: IPAM's allocations.
-fn subsystems(d: &crate::daemon::Daemon) -> std::collections::BTreeMap<String, String> {
+fn subsystems(d: &Sources) -> std::collections::BTreeMap<String, String> {
     let ipam = d.ipam.lock().expect("ipam lock");
     let mut text = ipam.status_line();
     for (ip, a) in ipam.allocations() {
@@ -45,16 +65,13 @@ fn subsystems(d: &crate::daemon::Daemon) -> std::collections::BTreeMap<String, S
     [("ipam".to_owned(), text)].into_iter().collect()
 }
 
-pub async fn get(State(d): Shared) -> Json<DebugInfo> {
-    let endpoints = {
-        let eps = d.endpoints.lock().expect("endpoints lock");
-        eps.list().iter().map(|e| e.to_api()).collect()
-    };
+async fn get(State(d): State<Arc<Sources>>) -> Json<DebugInfo> {
+    let endpoints = d.endpoints.list().iter().map(|e| e.to_api()).collect();
     let (docs, revision) = d.policies.get(&[]);
     Json(DebugInfo {
         cilium_version: api::full_version(),
         kernel_version: running_kernel(),
-        cilium_status: crate::status::collect(&d, false),
+        cilium_status: d.status.collect(false),
         endpoint_list: endpoints,
         service_list: d.services.list(),
         policy: Policy {
@@ -64,6 +81,7 @@ pub async fn get(State(d): Shared) -> Json<DebugInfo> {
         cilium_memory_map: std::fs::read_to_string("/proc/self/maps").unwrap_or_default(),
         cilium_nodemonitor_memory_map: String::new(),
         environment_variables: d
+            .status
             .config
             .all
             .iter()

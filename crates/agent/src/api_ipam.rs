@@ -1,13 +1,14 @@
 //! `/ipam` and `/ip` handlers.
 
-use crate::api_server::{error, query_params, Shared};
-use crate::ipam::IpamError;
-use api::ipam::{AddressPair, IpListEntry, IpListEntryMetadata, IpamAddressResponse, IpamResponse};
+use crate::api_server::{error, query_params};
+use api::ipam::{AddressPair, IpamAddressResponse, IpamResponse};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use controlplane::ipam::{Ipam, IpamError};
 use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex};
 
 fn ipam_status(e: &IpamError) -> StatusCode {
     match e {
@@ -17,6 +18,21 @@ fn ipam_status(e: &IpamError) -> StatusCode {
         IpamError::NotAllocated(..) => StatusCode::NOT_FOUND,
         IpamError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
+}
+
+/// What the IPAM API works with.
+pub struct IpamApi {
+    pub config: Arc<crate::option::DaemonConfig>,
+    pub ipam: Arc<Mutex<Ipam>>,
+}
+
+/// `/v1/ipam` and `/v1/ipam/{ip}`.
+pub fn routes(api: Arc<IpamApi>) -> axum::Router {
+    use axum::routing::post;
+    axum::Router::new()
+        .route("/v1/ipam", post(allocate_next))
+        .route("/v1/ipam/{ip}", post(allocate_ip).delete(release))
+        .with_state(api)
 }
 
 /// Checks `family` and `pool`; only IPv4 from the default pool exists.
@@ -47,7 +63,7 @@ fn check_family_pool(uri: &Uri) -> Result<std::collections::BTreeMap<String, Str
 }
 
 /// `POST /ipam`: the next free address, with the gateway the pod should use.
-pub async fn allocate_next(State(d): Shared, uri: Uri, headers: HeaderMap) -> Response {
+async fn allocate_next(State(d): State<Arc<IpamApi>>, uri: Uri, headers: HeaderMap) -> Response {
     let q = match check_family_pool(&uri) {
         Ok(q) => q,
         Err(r) => return r,
@@ -102,7 +118,7 @@ fn parse_ip(raw: &str) -> Result<Ipv4Addr, Response> {
 }
 
 /// `POST /ipam/{ip}`: a specific address.
-pub async fn allocate_ip(State(d): Shared, Path(raw): Path<String>, uri: Uri) -> Response {
+async fn allocate_ip(State(d): State<Arc<IpamApi>>, Path(raw): Path<String>, uri: Uri) -> Response {
     let q = match check_family_pool(&uri) {
         Ok(q) => q,
         Err(r) => return r,
@@ -119,7 +135,7 @@ pub async fn allocate_ip(State(d): Shared, Path(raw): Path<String>, uri: Uri) ->
 }
 
 /// `DELETE /ipam/{ip}`.
-pub async fn release(State(d): Shared, Path(raw): Path<String>, uri: Uri) -> Response {
+async fn release(State(d): State<Arc<IpamApi>>, Path(raw): Path<String>, uri: Uri) -> Response {
     if let Err(r) = check_family_pool(&uri) {
         return r;
     }
@@ -140,24 +156,4 @@ pub async fn release(State(d): Shared, Path(raw): Path<String>, uri: Uri) -> Res
         }
         Err(e) => error(ipam_status(&e), e.to_string()),
     }
-}
-
-/// `GET /ip`: the userspace ipcache.
-pub async fn ip_list(State(d): Shared) -> Json<Vec<IpListEntry>> {
-    let entries = d
-        .ipcache
-        .list()
-        .into_iter()
-        .map(|((ip, len), e)| IpListEntry {
-            cidr: format!("{ip}/{len}"),
-            identity: e.identity,
-            host_ip: e.tunnel_endpoint.map(|i| i.to_string()).unwrap_or_default(),
-            metadata: Some(IpListEntryMetadata {
-                source: e.source.to_owned(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
-        .collect();
-    Json(entries)
 }

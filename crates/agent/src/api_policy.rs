@@ -2,14 +2,46 @@
 //! so a bad document leaves the policy in force as it was; with a kvstore
 //! the documents are then shared, and every node enforces them.
 
-use crate::api_server::{error, Shared};
-use crate::policies::Stored;
+use crate::api_server::error;
 use api::models::Policy;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use controlplane::endpoint::Endpoints;
+use controlplane::identity::Identities;
+use controlplane::ipcache::IpCache;
+use controlplane::policies::{Policies, PolicyError, Stored};
+use std::sync::Arc;
+
+/// What the policy API (import, trace, explain) works with.
+pub struct PolicyApi {
+    pub bpf_root: std::path::PathBuf,
+    pub policies: Arc<Policies>,
+    pub endpoints: Arc<Endpoints>,
+    pub identities: Arc<Identities>,
+    pub ipcache: Arc<IpCache>,
+    /// Where other nodes' pods are looked up, when there is a kvstore.
+    pub kvstore: Option<kvstore::Kvstore>,
+}
+
+type Shared = State<Arc<PolicyApi>>;
+
+/// `/v1/policy`, its `resolve` and `selectors`, and `/v1/explain`.
+pub fn routes(api: Arc<PolicyApi>) -> axum::Router {
+    use axum::routing::get;
+    axum::Router::new()
+        .route("/v1/policy", get(self::get).put(put).delete(delete))
+        .route("/v1/policy/resolve", get(trace))
+        .route("/v1/policy/selectors", get(selectors))
+        .route("/v1/explain", get(explain))
+        .with_state(api)
+}
+
+fn policy_error(e: PolicyError) -> Response {
+    error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+}
 
 /// The documents as `cilium policy get` shows them: each pretty-printed
 /// (they are stored as compact JSON, or as YAML by an older agent), as one
@@ -26,7 +58,7 @@ pub(crate) fn joined(docs: &[Stored]) -> String {
         .join("---\n")
 }
 
-pub async fn put(State(d): Shared, body: Bytes) -> Response {
+async fn put(State(d): Shared, body: Bytes) -> Response {
     // A policy of a thousand rules takes tens of milliseconds to read:
     // off the runtime's threads.
     let parsed = tokio::task::spawn_blocking(move || {
@@ -39,42 +71,14 @@ pub async fn put(State(d): Shared, body: Bytes) -> Response {
         Ok(Err(e)) => return error(StatusCode::BAD_REQUEST, e),
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
-    let stored: Vec<Stored> = docs.iter().map(Stored::of).collect();
-    let revision = match d.policies.import(docs) {
-        Ok(r) => r,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    };
-    // answered once the change is enforced on this node's endpoints
-    d.regeneration.run("policy imported").await;
-    if let Some(kv) = &d.kvstore {
-        for s in &stored {
-            let body = serde_json::to_vec(s).expect("policy serializes");
-            if let Err(e) = kv.put(&s.key(&d.config.cluster_name), &body).await {
-                return error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("policy is in force here but not shared with the cluster: {e}"),
-                );
-            }
-        }
+    match d.policies.import(docs).await {
+        Ok((stored, revision)) => Json(Policy {
+            policy: joined(&stored),
+            revision,
+        })
+        .into_response(),
+        Err(e) => policy_error(e),
     }
-    tracing::info!(
-        subsys = "policy",
-        policies = stored.len(),
-        revision,
-        "Policy imported"
-    );
-    let labels: Vec<String> = stored.iter().flat_map(|s| s.labels.clone()).collect();
-    crate::policies::announce(
-        &d,
-        crate::monitor::AgentNotify::PolicyUpdated,
-        &labels,
-        stored.len(),
-    );
-    Json(Policy {
-        policy: joined(&stored),
-        revision,
-    })
-    .into_response()
 }
 
 /// The `labels` header: comma-separated `source:key=value` filters.
@@ -91,7 +95,7 @@ fn labels_of(headers: &HeaderMap) -> Vec<String> {
         .unwrap_or_default()
 }
 
-pub async fn get(State(d): Shared, headers: HeaderMap) -> Response {
+async fn get(State(d): Shared, headers: HeaderMap) -> Response {
     let labels = labels_of(&headers);
     let (docs, revision) = d.policies.get(&labels);
     if docs.is_empty() && !labels.is_empty() {
@@ -106,7 +110,7 @@ pub async fn get(State(d): Shared, headers: HeaderMap) -> Response {
 
 /// Deletes the policies whose labels include all of the body's (a JSON
 /// list of `source:key=value`); an empty list deletes all.
-pub async fn delete(State(d): Shared, body: Bytes) -> Response {
+async fn delete(State(d): Shared, body: Bytes) -> Response {
     let labels: Vec<String> = if body.is_empty() {
         Vec::new()
     } else {
@@ -120,50 +124,28 @@ pub async fn delete(State(d): Shared, body: Bytes) -> Response {
             }
         }
     };
-    let (removed, revision) = match d.policies.delete(&labels) {
-        Ok(r) => r,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    };
-    if removed.is_empty() && !labels.is_empty() {
-        return error(StatusCode::NOT_FOUND, "policy not found");
-    }
-    // answered once the change is enforced on this node's endpoints
-    d.regeneration.run("policy deleted").await;
-    if let Some(kv) = &d.kvstore {
-        for s in &removed {
-            if let Err(e) = kv.delete(&s.key(&d.config.cluster_name)).await {
-                return error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("policy is deleted here but not in the cluster: {e}"),
-                );
-            }
+    match d.policies.remove(&labels).await {
+        Ok((removed, _)) if removed.is_empty() && !labels.is_empty() => {
+            error(StatusCode::NOT_FOUND, "policy not found")
         }
+        Ok((_, revision)) => Json(Policy {
+            policy: String::new(),
+            revision,
+        })
+        .into_response(),
+        Err(e) => policy_error(e),
     }
-    let labels: Vec<String> = removed.iter().flat_map(|s| s.labels.clone()).collect();
-    crate::policies::announce(
-        &d,
-        crate::monitor::AgentNotify::PolicyDeleted,
-        &labels,
-        removed.len(),
-    );
-    Json(Policy {
-        policy: String::new(),
-        revision,
-    })
-    .into_response()
 }
 
 /// A pod's identity and labels: a local endpoint's, else (with a kvstore)
 /// the one another node published for it.
-async fn pod_identity(d: &crate::daemon::Daemon, pod: &str) -> Result<(u32, Vec<String>), String> {
+async fn pod_identity(d: &PolicyApi, pod: &str) -> Result<(u32, Vec<String>), String> {
     let (ns, name) = pod
         .split_once(':')
         .or_else(|| pod.split_once('/'))
         .unwrap_or(("default", pod));
     let local = d
         .endpoints
-        .lock()
-        .expect("endpoints lock")
         .list()
         .into_iter()
         .find(|e| e.k8s_namespace == ns && e.k8s_pod_name == name);
@@ -176,7 +158,8 @@ async fn pod_identity(d: &crate::daemon::Daemon, pod: &str) -> Result<(u32, Vec<
             .await
             .map_err(|e| e.to_string())?;
         for (_, value) in pairs {
-            let Ok(pair) = serde_json::from_slice::<crate::ipsync::IpIdentityPair>(&value) else {
+            let Ok(pair) = serde_json::from_slice::<controlplane::ipsync::IpIdentityPair>(&value)
+            else {
                 continue;
             };
             if pair.k8s_namespace == ns && pair.k8s_pod_name == name {
@@ -189,7 +172,7 @@ async fn pod_identity(d: &crate::daemon::Daemon, pod: &str) -> Result<(u32, Vec<
 }
 
 /// `GET /policy/resolve`: traces a flow through the policy in force.
-pub async fn trace(State(d): Shared, body: Bytes) -> Response {
+async fn trace(State(d): Shared, body: Bytes) -> Response {
     use crate::policy_trace::TraceRequest;
     let req: TraceRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
@@ -212,7 +195,7 @@ pub async fn trace(State(d): Shared, body: Bytes) -> Response {
     }
     let to_pod = pods.pop().flatten();
     let from_pod = pods.pop().flatten();
-    match crate::policy_trace::trace(&d, &req, from_pod, to_pod) {
+    match crate::policy_trace::trace(&d.policies, &req, from_pod, to_pod) {
         Ok(resp) => Json(resp).into_response(),
         Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
     }
@@ -220,9 +203,9 @@ pub async fn trace(State(d): Shared, body: Bytes) -> Response {
 
 /// `GET /policy/selectors`: every peer the rules name and the identities
 /// it selects now.
-pub async fn selectors(State(d): Shared) -> Response {
+async fn selectors(State(d): Shared) -> Response {
     let (rules, _) = d.policies.rules();
-    let ids = crate::policies::identities(&d);
+    let ids = d.policies.identities();
     let list: Vec<serde_json::Value> = policy::selectors(&rules, &ids)
         .into_iter()
         .map(|s| {
@@ -238,7 +221,7 @@ pub async fn selectors(State(d): Shared) -> Response {
 }
 
 /// Pods other nodes published (namespace, name, address).
-async fn remote_pods(d: &crate::daemon::Daemon) -> Vec<(String, String, std::net::Ipv4Addr)> {
+async fn remote_pods(d: &PolicyApi) -> Vec<(String, String, std::net::Ipv4Addr)> {
     let Some(kv) = &d.kvstore else {
         return Vec::new();
     };
@@ -247,13 +230,13 @@ async fn remote_pods(d: &crate::daemon::Daemon) -> Vec<(String, String, std::net
     };
     pairs
         .iter()
-        .filter_map(|(_, v)| serde_json::from_slice::<crate::ipsync::IpIdentityPair>(v).ok())
+        .filter_map(|(_, v)| serde_json::from_slice::<controlplane::ipsync::IpIdentityPair>(v).ok())
         .filter_map(|p| Some((p.k8s_namespace, p.k8s_pod_name, p.ip.parse().ok()?)))
         .collect()
 }
 
 /// `GET /explain`: what the datapath would do with a new flow, and why.
-pub async fn explain(State(d): Shared, body: Bytes) -> Response {
+async fn explain(State(d): Shared, body: Bytes) -> Response {
     let req: crate::explain::ExplainRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => {
@@ -264,7 +247,14 @@ pub async fn explain(State(d): Shared, body: Bytes) -> Response {
         }
     };
     let pods = remote_pods(&d).await;
-    match crate::explain::explain(&d, &req, &pods) {
+    let sources = crate::explain::Sources {
+        bpf_root: &d.bpf_root,
+        endpoints: &d.endpoints,
+        identities: &d.identities,
+        ipcache: &d.ipcache,
+        policies: &d.policies,
+    };
+    match crate::explain::explain(&sources, &req, &pods) {
         Ok(resp) => Json(resp).into_response(),
         Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
     }

@@ -1,14 +1,15 @@
 //! `/service` handlers. In kvstore mode a change is realized here first and
 //! then published, so every other node applies the same service.
 
-use crate::api_server::{error, Shared};
-use crate::services::{parse_id, ServiceError};
+use crate::api_server::error;
 use api::service::ServiceSpec;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use controlplane::services::{parse_id, ServiceError, Services};
+use std::sync::Arc;
 
 fn service_error(e: ServiceError) -> Response {
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -22,22 +23,26 @@ fn path_id(raw: &str) -> Result<u16, Response> {
         .map_err(service_error)
 }
 
-pub async fn list(State(d): Shared) -> Response {
-    Json(d.services.list()).into_response()
+async fn list(State(services): State<Arc<Services>>) -> Response {
+    Json(services.list()).into_response()
 }
 
-pub async fn get(State(d): Shared, Path(raw): Path<String>) -> Response {
+async fn get(State(services): State<Arc<Services>>, Path(raw): Path<String>) -> Response {
     let id = match path_id(&raw) {
         Ok(id) => id,
         Err(resp) => return resp,
     };
-    match d.services.get(id) {
+    match services.get(id) {
         Some(svc) => Json(svc).into_response(),
         None => service_error(ServiceError::NotFound(id)),
     }
 }
 
-pub async fn put(State(d): Shared, Path(raw): Path<String>, body: Bytes) -> Response {
+async fn put(
+    State(services): State<Arc<Services>>,
+    Path(raw): Path<String>,
+    body: Bytes,
+) -> Response {
     let id = match path_id(&raw) {
         Ok(id) => id,
         Err(resp) => return resp,
@@ -56,45 +61,29 @@ pub async fn put(State(d): Shared, Path(raw): Path<String>, body: Bytes) -> Resp
         );
     }
     spec.id = i64::from(id);
-    let created = match d.services.apply(&spec) {
-        Ok(c) => c,
-        Err(e) => return service_error(e),
-    };
-    if let Some(kv) = &d.kvstore {
-        let key = kvstore::keys::service(&d.config.cluster_name, id);
-        let body = serde_json::to_vec(&spec).expect("spec serializes");
-        if let Err(e) = kv.put(&key, &body).await {
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("service {id} is realized here but not shared with the cluster: {e}"),
-            );
-        }
-    }
-    if created {
-        StatusCode::CREATED.into_response()
-    } else {
-        StatusCode::OK.into_response()
+    match services.put(&spec).await {
+        Ok(true) => StatusCode::CREATED.into_response(),
+        Ok(false) => StatusCode::OK.into_response(),
+        Err(e) => service_error(e),
     }
 }
 
-pub async fn delete(State(d): Shared, Path(raw): Path<String>) -> Response {
+async fn delete(State(services): State<Arc<Services>>, Path(raw): Path<String>) -> Response {
     let id = match path_id(&raw) {
         Ok(id) => id,
         Err(resp) => return resp,
     };
-    if let Err(e) = d.services.remove(id) {
-        return service_error(e);
+    match services.delete(id).await {
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(e) => service_error(e),
     }
-    if let Some(kv) = &d.kvstore {
-        if let Err(e) = kv
-            .delete(&kvstore::keys::service(&d.config.cluster_name, id))
-            .await
-        {
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("service {id} is deleted here but not from the cluster: {e}"),
-            );
-        }
-    }
-    StatusCode::OK.into_response()
+}
+
+/// `/v1/service` and `/v1/service/{id}`.
+pub fn routes(services: Arc<Services>) -> axum::Router {
+    use axum::routing::get;
+    axum::Router::new()
+        .route("/v1/service", get(list))
+        .route("/v1/service/{id}", get(self::get).put(put).delete(delete))
+        .with_state(services)
 }

@@ -125,12 +125,15 @@ impl CniConfig {
 /// Writes the configuration once the API answers on `socket` (kubelet
 /// sends pods, and the plugin calls the API, as soon as the file is
 /// there), then keeps it written every 10 s.
-pub fn write_when_ready(d: &std::sync::Arc<crate::daemon::Daemon>, socket: PathBuf) {
-    if !d.config.cni.enabled() {
+pub fn write_when_ready(
+    cni: CniConfig,
+    socket: PathBuf,
+    tasks: &controlplane::tasks::Tasks,
+    controllers: controlplane::controller::Controllers,
+) {
+    if !cni.enabled() {
         return;
     }
-    let tasks = d.tasks.clone();
-    let d = std::sync::Arc::clone(d);
     tasks.spawn("write-cni-conf-when-ready", async move {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
         while tokio::net::UnixStream::connect(&socket).await.is_err() {
@@ -140,11 +143,10 @@ pub fn write_when_ready(d: &std::sync::Arc<crate::daemon::Daemon>, socket: PathB
             }
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
-        if let Err(e) = d.config.cni.write() {
-            tracing::error!(subsys = "cni-config", file = %d.config.cni.path.display(), error = %e, "Unable to write CNI configuration");
+        if let Err(e) = cni.write() {
+            tracing::error!(subsys = "cni-config", file = %cni.path.display(), error = %e, "Unable to write CNI configuration");
         }
-        let cni = d.config.cni.clone();
-        d.controllers.spawn(
+        controllers.spawn(
             "write-cni-file",
             std::time::Duration::from_secs(10),
             move || {

@@ -5,7 +5,6 @@
 //! out (up to `conntrack-gc-max-interval`, 12 h by default, the CT maps
 //! being LRU). The first pass runs at start.
 
-use crate::daemon::Daemon;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,21 +39,20 @@ pub fn next_interval(prev: Duration, ratio: f64, max: Duration) -> Duration {
 
 /// One pass over the maps; returns the highest share of a CT map's
 /// capacity it deleted.
-pub fn pass(d: &Daemon) -> f64 {
+pub fn pass(root: &std::path::Path, counters: &GcCounters) -> f64 {
     use datapath::maps::{Ct4Global, CtAny4Global, Snat4External};
-    let root = &d.config.bpf_root;
     let now = datapath::ctmap::now_secs();
     let mut worst: f64 = 0.0;
     for (name, map, slot) in [
         (
             Ct4Global::NAME,
             Ct4Global::open(root).map(Ct4Global::into_map),
-            &d.ct_gc.tcp,
+            &counters.tcp,
         ),
         (
             CtAny4Global::NAME,
             CtAny4Global::open(root).map(CtAny4Global::into_map),
-            &d.ct_gc.any,
+            &counters.any,
         ),
     ] {
         match map.and_then(|m| datapath::ctmap::gc_map(&m, now)) {
@@ -77,22 +75,27 @@ pub fn pass(d: &Daemon) -> f64 {
     }
     match Snat4External::open(root).and_then(|m| datapath::ctmap::gc_nat(&m, now)) {
         Ok(s) => {
-            d.ct_gc.nat[0].store(s.alive, Ordering::Relaxed);
-            d.ct_gc.nat[1].store(s.deleted, Ordering::Relaxed);
+            counters.nat[0].store(s.alive, Ordering::Relaxed);
+            counters.nat[1].store(s.deleted, Ordering::Relaxed);
         }
         Err(e) => {
             tracing::warn!(subsys = "ct-gc", map = Snat4External::NAME, error = %e, "Unable to garbage collect the NAT map")
         }
     }
-    d.ct_gc.runs.fetch_add(1, Ordering::Relaxed);
+    counters.runs.fetch_add(1, Ordering::Relaxed);
     worst
 }
 
 /// Runs passes until the agent stops.
-pub fn start(d: &Arc<Daemon>, fixed: Duration, max: Duration) {
+pub fn start(
+    tasks: &controlplane::tasks::Tasks,
+    bpf_root: std::path::PathBuf,
+    counters: Arc<GcCounters>,
+    fixed: Duration,
+    max: Duration,
+) {
     let max = if max.is_zero() { DEFAULT_MAX } else { max };
-    let tasks = d.tasks.clone();
-    let d = Arc::clone(d);
+    let bpf_root = Arc::new(bpf_root);
     tasks.spawn("ct-gc", async move {
         let mut interval = if fixed.is_zero() {
             START_INTERVAL
@@ -100,14 +103,14 @@ pub fn start(d: &Arc<Daemon>, fixed: Duration, max: Duration) {
             fixed
         };
         loop {
-            let dd = Arc::clone(&d);
-            let Ok(ratio) = tokio::task::spawn_blocking(move || pass(&dd)).await else {
+            let (root, c) = (Arc::clone(&bpf_root), Arc::clone(&counters));
+            let Ok(ratio) = tokio::task::spawn_blocking(move || pass(&root, &c)).await else {
                 return;
             };
             if fixed.is_zero() {
                 interval = next_interval(interval, ratio, max);
             }
-            d.ct_gc
+            counters
                 .interval_secs
                 .store(interval.as_secs(), Ordering::Relaxed);
             tokio::time::sleep(interval).await;

@@ -1,68 +1,41 @@
-//! The agent's startup sequence (seed 003's runDaemon, for the parts that
-//! exist) and the shared state the API serves.
+//! The composition root: the agent's startup sequence (seed 003's
+//! runDaemon, for the parts that exist), building each subsystem from the
+//! handles it uses and the REST API from each subsystem's routes. This is
+//! the only module that sees all of the agent.
 
-use crate::controller::Controllers;
+use crate::monitor::Hub;
 use crate::option::runtime::RuntimeOptions;
 use crate::option::DaemonConfig;
 use crate::pidfile::PidFile;
 use anyhow::Context;
+use controlplane::controller::Controllers;
+use controlplane::ipam::Ipam;
+use controlplane::ipcache::IpCache;
+use controlplane::ports::NodeRoutes;
+use controlplane::tasks::Tasks;
+use controlplane::{ControlPlane, Ports, Settings};
 use datapath::maps::RuntimeConfig;
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// What the API handlers and the status collector read.
-pub struct Daemon {
-    pub config: DaemonConfig,
-    pub runtime: Mutex<RuntimeOptions>,
-    pub controllers: Controllers,
-    pub datapath: Mutex<datapath::Datapath>,
-    pub host: netdev::HostDevices,
-    pub attach_mode: datapath::attach::AttachMode,
-    pub ipam: Mutex<crate::ipam::Ipam>,
-    pub identities: Arc<crate::identity::Identities>,
-    pub ipcache: crate::ipcache::IpCache,
-    pub endpoints: Mutex<crate::endpoint::Endpoints>,
-    /// This node as published to the cluster.
-    pub node: crate::nodes::Node,
-    pub nodes: Arc<crate::nodes::Nodes>,
-    pub kvstore: Option<kvstore::Kvstore>,
-    /// Writes this node's leased keys in order (None without a kvstore).
-    pub kvwriter: Option<crate::kvwriter::KvWriter>,
-    pub node_ip: Option<Ipv4Addr>,
-    pub netlink: netdev::Netlink,
-    pub services: crate::services::Services,
-    pub policies: crate::policies::Policies,
-    /// The device cil_from_netdev serves NodePorts on, when enabled.
-    pub native_device: Option<String>,
-    pub started: Instant,
+/// What `main` serves and stops; everything else lives in the subsystems
+/// and the tasks they started.
+pub struct Agent {
+    pub config: Arc<DaemonConfig>,
     /// Events for `cilium monitor` and `cilium observe`.
-    pub monitor: Arc<crate::monitor::Hub>,
-    pub ct_gc: crate::ct_gc::GcCounters,
-    /// The background tasks, stopped and waited for at shutdown.
-    pub tasks: crate::tasks::Tasks,
-    /// Asks for endpoint policy regeneration (one task serves them).
-    pub regeneration: crate::regeneration::Regeneration,
-}
-
-/// Everything that must live until shutdown.
-pub struct Running {
-    pub daemon: Arc<Daemon>,
+    pub monitor: Arc<Hub>,
+    pub status: Arc<crate::status::AgentStatus>,
+    pub metrics: Arc<crate::metrics::Sources>,
+    pub controllers: Controllers,
+    /// The REST API, from every subsystem's routes.
+    pub api: axum::Router,
     _pid: PidFile,
 }
 
 /// The controller that checks etcd answers; `status` reports its failures.
 pub const KVSTORE_HEALTH: &str = "kvstore-health";
 const KVSTORE_HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Services of an agent without kvstore, relative to the state dir.
-const SERVICES_STATE: &str = "services.json";
-
-/// Policies of an agent without kvstore, relative to the state dir.
-const POLICIES_STATE: &str = "policies.json";
-
-/// IPAM allocations, relative to the state dir.
-const IPAM_STATE: &str = "ipam-ipv4.json";
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -93,7 +66,7 @@ async fn detect_node_ip(nl: &netdev::Netlink) -> Result<Option<Ipv4Addr>, netdev
 
 /// Brings the node up: dirs, pid file, bpffs, sysctls, maps, devices, host
 /// entries. Returns once the agent is ready to serve.
-pub async fn start(config: DaemonConfig, tasks: crate::tasks::Tasks) -> anyhow::Result<Running> {
+pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> {
     let t0 = Instant::now();
     for dir in [&config.run_dir, &config.state_dir] {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -158,16 +131,6 @@ pub async fn start(config: DaemonConfig, tasks: crate::tasks::Tasks) -> anyhow::
         None
     };
     let host_ips: Vec<Ipv4Addr> = std::iter::once(config.router_ip).chain(node_ip).collect();
-    let ipcache = crate::ipcache::IpCache::new(config.bpf_root.clone());
-    crate::hostips::sync(&config.bpf_root, &ipcache, &host_ips)
-        .context("syncing host IPs into BPF maps")?;
-    let ipam = crate::ipam::Ipam::open(
-        net,
-        len,
-        config.router_ip,
-        config.state_dir.join(IPAM_STATE),
-    )
-    .context("opening IPAM")?;
     write_utime_offset(&config.bpf_root)?;
     write_lb_config(&config)?;
     setup_socket_lb(&config, &sizes)?;
@@ -185,20 +148,13 @@ pub async fn start(config: DaemonConfig, tasks: crate::tasks::Tasks) -> anyhow::
             .context("registering the node in the kvstore")?;
         tracing::info!(subsys = "nodediscovery", node = %node.name, key = %key, "Node registered in kvstore");
     }
-    let kvwriter = kv
-        .clone()
-        .map(|kv| crate::kvwriter::KvWriter::start(kv, &tasks));
-    let node_suffix = node_ip.map_or_else(|| node.name.clone(), |ip| ip.to_string());
-    let identities =
-        crate::identity::Identities::new(kv.clone().zip(kvwriter.clone()), node_suffix);
-    identities.follow(&tasks);
 
     let runtime = RuntimeOptions::new(
         config.debug,
         &config.monitor_aggregation,
         &config.policy_enforcement,
     );
-    write_monitor_aggregation(
+    crate::kernel::set_monitor_aggregation(
         &config.bpf_root,
         runtime
             .options
@@ -208,86 +164,136 @@ pub async fn start(config: DaemonConfig, tasks: crate::tasks::Tasks) -> anyhow::
     )?;
     write_events_config(&config.bpf_root, &config.events)?;
     RuntimeConfig::open(&config.bpf_root)?.set_fragments_disabled(!config.fragment_tracking)?;
-    let monitor = Arc::new(crate::monitor::Hub::default());
-    let daemon = Arc::new(Daemon {
-        runtime: Mutex::new(runtime),
-        controllers: Controllers::new(tasks.clone()),
-        datapath: Mutex::new(dp),
-        host,
-        attach_mode,
-        ipam: Mutex::new(ipam),
-        identities,
-        ipcache,
-        endpoints: Mutex::new(crate::endpoint::Endpoints::new(config.state_dir.clone())),
-        node,
-        nodes: Arc::default(),
-        kvstore: kv,
-        kvwriter,
-        node_ip,
-        netlink: nl,
-        services: crate::services::Services::new(
-            &config.bpf_root,
-            config.maglev,
-            config
-                .kvstore
-                .is_none()
-                .then(|| config.state_dir.join(SERVICES_STATE)),
-            Arc::clone(&monitor),
-        ),
-        native_device,
-        policies: crate::policies::Policies::new(
-            policy::Enforcement::parse(&config.policy_enforcement)
-                .unwrap_or(policy::Enforcement::Default),
-            // with a kvstore, a cache of the last desired state
-            Some(config.state_dir.join(POLICIES_STATE)),
-            config.kvstore.is_none(),
-        ),
-        started: t0,
-        monitor,
-        ct_gc: Default::default(),
-        tasks,
-        regeneration: Default::default(),
-        config,
+    let monitor = Arc::new(Hub::default());
+    let config = Arc::new(config);
+
+    let tunnel: Option<Arc<dyn NodeRoutes>> = config.tunneling().then(|| {
+        Arc::new(crate::kernel::OverlayRoutes {
+            bpf_root: config.bpf_root.clone(),
+            netlink: nl.clone(),
+            host_index: host.host.index,
+            router_ip: config.router_ip,
+            route_mtu: config.route_mtu(),
+        }) as Arc<dyn NodeRoutes>
     });
-    let restored = daemon.policies.restore();
-    if restored > 0 {
-        tracing::info!(subsys = "policy", restored, "Policies restored");
-    }
-    daemon
-        .policies
-        .sync_cidrs(&daemon.ipcache, &daemon.policies.rules().0);
-    {
-        let mut eps = daemon.endpoints.lock().expect("endpoints lock");
-        let (restored, removed) = eps.restore(&daemon);
-        tracing::info!(subsys = "daemon", restored, removed, "Endpoints restored");
-    }
-    let restored = daemon.services.restore();
-    if restored > 0 {
-        tracing::info!(subsys = "service", restored, "Services restored");
-    }
-    if daemon.kvstore.is_none() {
-        // with a kvstore, the initial list is the desired state
-        daemon.services.sweep();
-    }
+    let ports = Ports {
+        ipcache: Arc::new(crate::kernel::IpcacheWriter {
+            bpf_root: config.bpf_root.clone(),
+        }),
+        endpoints: Arc::new(crate::kernel::Endpoints {
+            bpf_root: config.bpf_root.clone(),
+            datapath: Arc::new(Mutex::new(dp)),
+            mode: attach_mode,
+        }),
+        lb: Arc::new(crate::kernel::LoadBalancer {
+            bpf_root: config.bpf_root.clone(),
+        }),
+        tunnel,
+        events: monitor.clone(),
+    };
+    let settings = Settings {
+        state_dir: config.state_dir.clone(),
+        pod_cidr: config.ipv4_range,
+        router_ip: config.router_ip,
+        node,
+        node_ip,
+        kvstore: kv.clone(),
+        cluster: config.cluster_name.clone(),
+        maglev: config.maglev,
+        enforcement: policy::Enforcement::parse(&config.policy_enforcement)
+            .unwrap_or(policy::Enforcement::Default),
+    };
+    let cp = ControlPlane::new(ports, settings, &tasks)?;
+    crate::hostips::sync(&config.bpf_root, &cp.ipcache, &host_ips)
+        .context("syncing host IPs into BPF maps")?;
+    let ct_gc = Arc::new(crate::ct_gc::GcCounters::default());
     crate::ct_gc::start(
-        &daemon,
-        daemon.config.ct_gc_interval,
-        daemon.config.ct_gc_max_interval,
+        &tasks,
+        config.bpf_root.clone(),
+        Arc::clone(&ct_gc),
+        config.ct_gc_interval,
+        config.ct_gc_max_interval,
     );
-    crate::regeneration::start(&daemon);
-    crate::nodes::follow(&daemon);
-    crate::ipsync::follow(&daemon);
-    crate::services::follow(&daemon);
-    crate::policies::follow(&daemon);
-    let d = Arc::clone(&daemon);
-    tokio::task::spawn_blocking(move || crate::policies::prepare_next(&d));
-    start_controllers(&daemon, host_ips);
+    cp.start(&tasks);
+    let controllers = Controllers::new(tasks.clone());
+    start_controllers(
+        &controllers,
+        &config,
+        &cp.ipcache,
+        &cp.ipam,
+        kv.clone(),
+        host_ips,
+    );
+
+    let status = Arc::new(crate::status::AgentStatus {
+        config: Arc::clone(&config),
+        controllers: controllers.clone(),
+        ipam: Arc::clone(&cp.ipam),
+        kvstore: kv.clone(),
+        monitor: Arc::clone(&monitor),
+        node_name: config.node_name.clone(),
+        node_ip,
+        attach_mode,
+        native_device,
+    });
+    let metrics = Arc::new(crate::metrics::Sources {
+        bpf_root: config.bpf_root.clone(),
+        ct_gc,
+        endpoints: Arc::clone(&cp.endpoints),
+        monitor: Arc::clone(&monitor),
+        policies: Arc::clone(&cp.policies),
+        services: Arc::clone(&cp.services),
+    });
+    let api = crate::api_server::router([
+        crate::status::routes(Arc::clone(&status)),
+        crate::api_config::routes(Arc::new(crate::api_config::ConfigApi {
+            config: Arc::clone(&config),
+            runtime: Mutex::new(runtime),
+            policies: Arc::clone(&cp.policies),
+        })),
+        crate::api_debuginfo::routes(Arc::new(crate::api_debuginfo::Sources {
+            status: Arc::clone(&status),
+            endpoints: Arc::clone(&cp.endpoints),
+            ipam: Arc::clone(&cp.ipam),
+            policies: Arc::clone(&cp.policies),
+            services: Arc::clone(&cp.services),
+        })),
+        crate::api_ipam::routes(Arc::new(crate::api_ipam::IpamApi {
+            config: Arc::clone(&config),
+            ipam: Arc::clone(&cp.ipam),
+        })),
+        crate::api_map::routes(Arc::new(crate::api_map::MapApi {
+            bpf_root: config.bpf_root.clone(),
+            ipcache: Arc::clone(&cp.ipcache),
+        })),
+        crate::api_nodes::routes(Arc::clone(&cp.nodes)),
+        crate::api_identity::routes(Arc::clone(&cp.identities)),
+        crate::api_service::routes(Arc::clone(&cp.services)),
+        crate::api_policy::routes(Arc::new(crate::api_policy::PolicyApi {
+            bpf_root: config.bpf_root.clone(),
+            policies: Arc::clone(&cp.policies),
+            endpoints: Arc::clone(&cp.endpoints),
+            identities: Arc::clone(&cp.identities),
+            ipcache: Arc::clone(&cp.ipcache),
+            kvstore: kv,
+        })),
+        crate::metrics::routes(Arc::clone(&metrics)),
+        crate::api_endpoint::routes(Arc::clone(&cp.endpoints)),
+    ]);
     tracing::info!(subsys = "daemon", bootstrapTime = ?t0.elapsed(), "Daemon initialization completed");
-    daemon.monitor.agent(
+    monitor.agent(
         crate::monitor::AgentNotify::Start,
         serde_json::json!({ "version": env!("CARGO_PKG_VERSION") }),
     );
-    Ok(Running { daemon, _pid: pid })
+    Ok(Agent {
+        config,
+        monitor,
+        status,
+        metrics,
+        controllers,
+        api,
+        _pid: pid,
+    })
 }
 
 /// cil_from_netdev on the device that carries the node's address, which
@@ -344,8 +350,8 @@ async fn setup_overlay(
 }
 
 /// This node as Cilium publishes it: underlay and router addresses, pod CIDR.
-fn local_node(config: &DaemonConfig, node_ip: Option<Ipv4Addr>) -> crate::nodes::Node {
-    use crate::nodes::{IpNet, Node, NodeAddress};
+fn local_node(config: &DaemonConfig, node_ip: Option<Ipv4Addr>) -> controlplane::nodes::Node {
+    use controlplane::nodes::{IpNet, Node, NodeAddress};
     let mut addresses: Vec<NodeAddress> = node_ip
         .map(|ip| NodeAddress {
             kind: "InternalIP".into(),
@@ -423,20 +429,6 @@ fn setup_socket_lb(config: &DaemonConfig, sizes: &datapath::MapSizes) -> anyhow:
     Ok(())
 }
 
-/// Tells the datapath how much to trace (`MonitorAggregationLevel`:
-/// None, Lowest, Low, Medium, Max).
-pub fn write_monitor_aggregation(bpf_root: &std::path::Path, level: &str) -> anyhow::Result<()> {
-    let value: u64 = match level {
-        "None" => 0,
-        "Lowest" => 1,
-        "Low" => 2,
-        "Medium" => 3,
-        _ => 4,
-    };
-    RuntimeConfig::open(bpf_root)?.set_monitor_aggregation(value)?;
-    Ok(())
-}
-
 /// Tells the datapath which events to write and how many a second.
 fn write_events_config(
     bpf_root: &std::path::Path,
@@ -460,9 +452,16 @@ fn write_utime_offset(bpf_root: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn start_controllers(daemon: &Arc<Daemon>, host_ips: Vec<Ipv4Addr>) {
-    let root = daemon.config.bpf_root.clone();
-    daemon.controllers.spawn(
+fn start_controllers(
+    controllers: &Controllers,
+    config: &DaemonConfig,
+    ipcache: &Arc<IpCache>,
+    ipam: &Arc<Mutex<Ipam>>,
+    kv: Option<kvstore::Kvstore>,
+    host_ips: Vec<Ipv4Addr>,
+) {
+    let root = config.bpf_root.clone();
+    controllers.spawn(
         "agent-liveness-updater",
         Duration::from_secs(1),
         move || {
@@ -474,46 +473,33 @@ fn start_controllers(daemon: &Arc<Daemon>, host_ips: Vec<Ipv4Addr>) {
             }
         },
     );
-    let d = Arc::clone(daemon);
-    daemon
-        .controllers
-        .spawn("sync-host-ips", Duration::from_secs(60), move || {
-            let (d, ips) = (Arc::clone(&d), host_ips.clone());
+    let (root, ipcache) = (config.bpf_root.clone(), Arc::clone(ipcache));
+    controllers.spawn("sync-host-ips", Duration::from_secs(60), move || {
+        let result = crate::hostips::sync(&root, &ipcache, &host_ips).map_err(|e| e.to_string());
+        async move { result }
+    });
+    if let Some(kv) = kv {
+        controllers.spawn(KVSTORE_HEALTH, Duration::from_secs(2), move || {
+            let kv = kv.clone();
             async move {
-                crate::hostips::sync(&d.config.bpf_root, &d.ipcache, &ips)
-                    .map_err(|e| e.to_string())
-            }
-        });
-    if let Some(kv) = daemon.kvstore.clone() {
-        daemon
-            .controllers
-            .spawn(KVSTORE_HEALTH, Duration::from_secs(2), move || {
-                let kv = kv.clone();
-                async move {
-                    match tokio::time::timeout(
-                        KVSTORE_HEALTH_TIMEOUT,
-                        kv.get(kvstore::keys::HEARTBEAT),
-                    )
+                match tokio::time::timeout(KVSTORE_HEALTH_TIMEOUT, kv.get(kvstore::keys::HEARTBEAT))
                     .await
-                    {
-                        Ok(Ok(_)) => Ok(()),
-                        Ok(Err(e)) => Err(e.to_string()),
-                        Err(_) => Err(format!("no answer within {KVSTORE_HEALTH_TIMEOUT:?}")),
-                    }
+                {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err(format!("no answer within {KVSTORE_HEALTH_TIMEOUT:?}")),
                 }
-            });
-    }
-    let d = Arc::clone(daemon);
-    daemon
-        .controllers
-        .spawn("ipam-expiration", Duration::from_secs(10), move || {
-            let d = Arc::clone(&d);
-            async move {
-                let expired = d.ipam.lock().expect("ipam lock").release_expired().map_err(|e| e.to_string())?;
-                for ip in expired {
-                    tracing::info!(subsys = "ipam", ip = %ip, "Released expired allocation without endpoint");
-                }
-                Ok(())
             }
         });
+    }
+    let ipam = Arc::clone(ipam);
+    controllers.spawn("ipam-expiration", Duration::from_secs(10), move || {
+        let expired = ipam.lock().expect("ipam lock").release_expired();
+        async move {
+            for ip in expired? {
+                tracing::info!(subsys = "ipam", ip = %ip, "Released expired allocation without endpoint");
+            }
+            Ok::<(), controlplane::ipam::IpamError>(())
+        }
+    });
 }

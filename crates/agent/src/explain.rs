@@ -4,8 +4,11 @@
 //! where it would drop. What happens on another node is derived from the
 //! same policy rules that node holds.
 
-use crate::daemon::Daemon;
 use abi::lb::{Lb4Key, Lb4Service, LB_LOOKUP_SCOPE_EXT};
+use controlplane::endpoint::Endpoints;
+use controlplane::identity::Identities;
+use controlplane::ipcache::IpCache;
+use controlplane::policies::Policies;
 use policy::mapstate::{Key, MapState, Verdict};
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
@@ -30,12 +33,22 @@ pub struct ExplainResponse {
     pub reason: String,
 }
 
+/// What explain reads: the agent's view of the ipcache, endpoints,
+/// identities and policy, and the pinned maps under `bpf_root`.
+pub struct Sources<'a> {
+    pub bpf_root: &'a std::path::Path,
+    pub endpoints: &'a Endpoints,
+    pub identities: &'a Identities,
+    pub ipcache: &'a IpCache,
+    pub policies: &'a Policies,
+}
+
 /// An end of the flow: its address, what it is called, and its endpoint
 /// when it lives on this node.
 struct End {
     ip: Ipv4Addr,
     name: String,
-    local: Option<crate::endpoint::Endpoint>,
+    local: Option<controlplane::endpoint::Endpoint>,
 }
 
 /// Why an explain request cannot be answered: what the caller asked is wrong.
@@ -47,8 +60,12 @@ pub enum ExplainError {
     UnknownProtocol(String),
 }
 
-fn end_of(d: &Daemon, s: &str, pods: &[(String, String, Ipv4Addr)]) -> Result<End, ExplainError> {
-    let eps = d.endpoints.lock().expect("endpoints lock").list();
+fn end_of(
+    d: &Sources<'_>,
+    s: &str,
+    pods: &[(String, String, Ipv4Addr)],
+) -> Result<End, ExplainError> {
+    let eps = d.endpoints.list();
     let ip = match s.parse::<Ipv4Addr>() {
         Ok(ip) => ip,
         Err(_) => {
@@ -79,7 +96,7 @@ fn end_of(d: &Daemon, s: &str, pods: &[(String, String, Ipv4Addr)]) -> Result<En
 
 /// The ipcache's identity and tunnel endpoint for an address (longest
 /// prefix), world when it has none.
-fn ipcache(d: &Daemon, ip: Ipv4Addr) -> (u32, Option<Ipv4Addr>) {
+fn ipcache(d: &Sources<'_>, ip: Ipv4Addr) -> (u32, Option<Ipv4Addr>) {
     d.ipcache
         .list()
         .into_iter()
@@ -93,8 +110,8 @@ fn ipcache(d: &Daemon, ip: Ipv4Addr) -> (u32, Option<Ipv4Addr>) {
 }
 
 /// An endpoint's policy map as the kernel holds it.
-fn policy_map(d: &Daemon, ep: u16) -> Option<MapState> {
-    let map = datapath::policymap::PolicyMap::pinned(&d.config.bpf_root, ep).ok()?;
+fn policy_map(d: &Sources<'_>, ep: u16) -> Option<MapState> {
+    let map = datapath::policymap::PolicyMap::pinned(&d.bpf_root, ep).ok()?;
     let entries = map.entries().ok()?;
     Some(MapState(
         entries
@@ -123,9 +140,9 @@ fn policy_map(d: &Daemon, ep: u16) -> Option<MapState> {
 }
 
 /// The backends a new connection to ip:port may get, when it is a service.
-fn service(d: &Daemon, ip: Ipv4Addr, port: u16) -> Option<(u16, Vec<(Ipv4Addr, u16)>)> {
-    let services = datapath::maps::Lb4Services::open(&d.config.bpf_root).ok()?;
-    let backends = datapath::maps::Lb4Backends::open(&d.config.bpf_root).ok()?;
+fn service(d: &Sources<'_>, ip: Ipv4Addr, port: u16) -> Option<(u16, Vec<(Ipv4Addr, u16)>)> {
+    let services = datapath::maps::Lb4Services::open(&d.bpf_root).ok()?;
+    let backends = datapath::maps::Lb4Backends::open(&d.bpf_root).ok()?;
     let svc: Lb4Service = services
         .get(&Lb4Key::new(ip, port, 0, LB_LOOKUP_SCOPE_EXT))
         .ok()??;
@@ -162,7 +179,7 @@ fn verdict_text(v: &Verdict) -> (bool, String, &'static str) {
 
 /// Explains one path to one destination address; Err(reason) when it drops.
 fn explain_path(
-    d: &Daemon,
+    d: &Sources<'_>,
     src: &End,
     src_id: u32,
     dst_ip: Ipv4Addr,
@@ -171,13 +188,7 @@ fn explain_path(
     steps: &mut Vec<String>,
 ) -> Result<(), &'static str> {
     let (dst_id, tunnel) = ipcache(d, dst_ip);
-    let dst_local = d
-        .endpoints
-        .lock()
-        .expect("endpoints lock")
-        .list()
-        .into_iter()
-        .find(|e| e.ipv4 == dst_ip);
+    let dst_local = d.endpoints.list().into_iter().find(|e| e.ipv4 == dst_ip);
     steps.push(format!(
         "ipcache: {dst_ip} has identity {dst_id}{}",
         match (&dst_local, tunnel) {
@@ -229,7 +240,7 @@ fn explain_path(
             let resolved = policy::resolve(
                 &rules,
                 &policy::Labels::parse(labels.iter().map(String::as_str)),
-                &crate::policies::identities(d),
+                &d.policies.identities(),
                 d.policies.mode(),
             );
             let (ok, text, reason) =
@@ -247,7 +258,7 @@ fn explain_path(
 }
 
 pub fn explain(
-    d: &Daemon,
+    d: &Sources<'_>,
     req: &ExplainRequest,
     pods: &[(String, String, Ipv4Addr)],
 ) -> Result<ExplainResponse, ExplainError> {

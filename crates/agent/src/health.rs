@@ -2,7 +2,7 @@
 //! Like Cilium's, it ignores request headers (the probes' `brief: true`
 //! included) and answers 200 iff the brief status is Ok or Disabled.
 
-use crate::daemon::Daemon;
+use crate::status::AgentStatus;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
@@ -10,8 +10,8 @@ use axum::Router;
 use std::future::Future;
 use std::sync::Arc;
 
-async fn healthz(State(d): State<Arc<Daemon>>) -> StatusCode {
-    if crate::status::healthy(&d) {
+async fn healthz(State(status): State<Arc<AgentStatus>>) -> StatusCode {
+    if status.healthy() {
         StatusCode::OK
     } else {
         tracing::warn!(subsys = "daemon", "/healthz returning unhealthy");
@@ -20,14 +20,14 @@ async fn healthz(State(d): State<Arc<Daemon>>) -> StatusCode {
 }
 
 pub async fn serve(
-    daemon: Arc<Daemon>,
+    status: Arc<AgentStatus>,
     port: u16,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let app = Router::new()
         .route("/healthz", get(healthz))
-        .with_state(daemon);
+        .with_state(status);
     serve_http(addr, app, shutdown, "healthz status API server").await
 }
 

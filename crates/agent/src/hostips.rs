@@ -1,9 +1,10 @@
 //! The node's own addresses in cilium_lxc and the ipcache, so the datapath
 //! recognises traffic to the host (Cilium's sync-host-ips).
 
-use crate::ipcache::{Entry, IpCache, SOURCE_GENERATED, SOURCE_LOCAL};
 use abi::endpoint::{EndpointInfo, EndpointKey};
 use abi::identity;
+use controlplane::ipcache::{Entry, IpCache, SOURCE_GENERATED, SOURCE_LOCAL};
+use controlplane::KernelError;
 use datapath::maps::Lxc;
 use std::net::Ipv4Addr;
 use std::path::Path;
@@ -13,10 +14,11 @@ pub fn sync(
     bpffs_root: &Path,
     ipcache: &IpCache,
     host_ips: &[Ipv4Addr],
-) -> Result<(), datapath::Error> {
-    let lxc = Lxc::open(bpffs_root)?;
+) -> Result<(), KernelError> {
+    let lxc = Lxc::open(bpffs_root).map_err(KernelError::new)?;
     for ip in host_ips {
-        lxc.put(&EndpointKey::v4(*ip), &EndpointInfo::host())?;
+        lxc.put(&EndpointKey::v4(*ip), &EndpointInfo::host())
+            .map_err(KernelError::new)?;
         ipcache.upsert(*ip, 32, Entry::new(identity::HOST, SOURCE_LOCAL))?;
     }
     let world = Entry::new(identity::WORLD, SOURCE_GENERATED);

@@ -80,29 +80,34 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     let bpf_root = config.bpf_root.clone();
     let monitor_socket = agent::monitor::socket_path(&socket);
     let observer_socket = agent::monitor::observer_socket_path(&socket);
-    let tasks = agent::tasks::Tasks::default();
-    let running = agent::daemon::start(config, tasks.clone()).await?;
+    let tasks = controlplane::tasks::Tasks::default();
+    let agent = agent::daemon::start(config, tasks.clone()).await?;
     // The two servers whose failure ends the agent report it here; every
     // other task logs its own.
     let (failed_tx, mut failed) = tokio::sync::mpsc::channel::<anyhow::Error>(2);
     {
-        let (d, failed_tx) = (running.daemon.clone(), failed_tx.clone());
+        let (api, failed_tx) = (agent.api.clone(), failed_tx.clone());
         tasks.spawn_graceful("api-server", |stop| async move {
-            let served = agent::api_server::serve(d, &socket, stop).await;
+            let served = agent::api_server::serve(api, &socket, stop).await;
             report_end(&failed_tx, "API server", served).await;
         });
     }
-    agent::cni_config::write_when_ready(&running.daemon, socket_for_cni);
+    agent::cni_config::write_when_ready(
+        agent.config.cni.clone(),
+        socket_for_cni,
+        &tasks,
+        agent.controllers.clone(),
+    );
     if let Some(addr) = prometheus {
-        let d = running.daemon.clone();
+        let sources = agent.metrics.clone();
         tasks.spawn_graceful("metrics-server", |stop| async move {
-            if let Err(e) = agent::metrics::serve(d, addr, stop).await {
+            if let Err(e) = agent::metrics::serve(sources, addr, stop).await {
                 tracing::error!(subsys = "metrics", error = %e, "Metrics endpoint failed");
             }
         });
     }
     {
-        let (hub, t) = (running.daemon.monitor.clone(), tasks.clone());
+        let (hub, t) = (agent.monitor.clone(), tasks.clone());
         tasks.spawn_graceful("monitor", |_stop| async move {
             let served =
                 agent::monitor::serve(hub, bpf_root, monitor_socket, observer_socket, t).await;
@@ -112,9 +117,9 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         });
     }
     {
-        let d = running.daemon.clone();
+        let status = agent.status.clone();
         tasks.spawn_graceful("health-server", |stop| async move {
-            let served = agent::health::serve(d, port, stop).await;
+            let served = agent::health::serve(status, port, stop).await;
             report_end(&failed_tx, "health server", served).await;
         });
     }
@@ -134,8 +139,8 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     if let Some(e) = failure {
         return Err(e);
     }
-    running.daemon.config.cni.remove();
-    drop(running);
+    agent.config.cni.remove();
+    drop(agent);
     tracing::info!(
         subsys = "daemon",
         "Agent stopped; pinned maps and programs left in place"

@@ -3,10 +3,12 @@
 //! on `prometheus-serve-addr` and as `GET /v1/metrics/` for `cilium
 //! metrics list`.
 
-use crate::daemon::Daemon;
 use axum::extract::State;
 use axum::routing::get;
 use axum::Router;
+use controlplane::endpoint::Endpoints;
+use controlplane::policies::Policies;
+use controlplane::services::Services;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -20,6 +22,16 @@ pub struct Metric {
     pub value: f64,
 }
 
+/// What the metrics are read from.
+pub struct Sources {
+    pub bpf_root: std::path::PathBuf,
+    pub ct_gc: Arc<crate::ct_gc::GcCounters>,
+    pub endpoints: Arc<Endpoints>,
+    pub monitor: Arc<crate::monitor::Hub>,
+    pub policies: Arc<Policies>,
+    pub services: Arc<Services>,
+}
+
 struct Family {
     name: &'static str,
     help: &'static str,
@@ -27,10 +39,10 @@ struct Family {
     samples: Vec<(Vec<(&'static str, String)>, f64)>,
 }
 
-fn datapath_families(d: &Daemon) -> Vec<Family> {
+fn datapath_families(d: &Sources) -> Vec<Family> {
     let mut drops: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
     let mut forwards: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let entries = datapath::maps::Metrics::open(&d.config.bpf_root)
+    let entries = datapath::maps::Metrics::open(&d.bpf_root)
         .and_then(|m| m.entries())
         .unwrap_or_default();
     for (k, per_cpu) in entries {
@@ -100,8 +112,8 @@ fn datapath_families(d: &Daemon) -> Vec<Family> {
 
 /// Events the datapath did not write (rate limit) and the agent did not
 /// get (full rings).
-fn event_families(d: &Daemon) -> Vec<Family> {
-    let refused = datapath::maps::RatelimitMetrics::open(&d.config.bpf_root)
+fn event_families(d: &Sources) -> Vec<Family> {
+    let refused = datapath::maps::RatelimitMetrics::open(&d.bpf_root)
         .and_then(|m| m.entries())
         .unwrap_or_default();
     vec![
@@ -143,7 +155,7 @@ fn event_families(d: &Daemon) -> Vec<Family> {
     ]
 }
 
-fn ct_gc_families(d: &Daemon) -> Vec<Family> {
+fn ct_gc_families(d: &Sources) -> Vec<Family> {
     use std::sync::atomic::Ordering::Relaxed;
     let g = &d.ct_gc;
     let entries = |proto: &str, slot: &[std::sync::atomic::AtomicU64; 2]| {
@@ -193,8 +205,8 @@ fn ct_gc_families(d: &Daemon) -> Vec<Family> {
     ]
 }
 
-fn agent_families(d: &Daemon) -> Vec<Family> {
-    let eps = d.endpoints.lock().expect("endpoints lock").list();
+fn agent_families(d: &Sources) -> Vec<Family> {
+    let eps = d.endpoints.list();
     let mut states: BTreeMap<String, f64> = BTreeMap::new();
     for ep in &eps {
         *states.entry(ep.state.to_string()).or_default() += 1.0;
@@ -242,7 +254,7 @@ fn agent_families(d: &Daemon) -> Vec<Family> {
     ]
 }
 
-fn families(d: &Daemon) -> Vec<Family> {
+fn families(d: &Sources) -> Vec<Family> {
     let mut all = datapath_families(d);
     all.extend(event_families(d));
     all.extend(ct_gc_families(d));
@@ -251,7 +263,7 @@ fn families(d: &Daemon) -> Vec<Family> {
 }
 
 /// Prometheus' text exposition format.
-pub fn render(d: &Daemon) -> String {
+pub fn render(d: &Sources) -> String {
     let mut out = String::new();
     for f in families(d) {
         out.push_str(&format!(
@@ -274,7 +286,7 @@ pub fn render(d: &Daemon) -> String {
 }
 
 /// Every sample, for `GET /v1/metrics/`.
-pub fn list(d: &Daemon) -> Vec<Metric> {
+pub fn list(d: &Sources) -> Vec<Metric> {
     families(d)
         .into_iter()
         .flat_map(|f| {
@@ -287,8 +299,19 @@ pub fn list(d: &Daemon) -> Vec<Metric> {
         .collect()
 }
 
-async fn metrics(State(d): State<Arc<Daemon>>) -> String {
+async fn metrics(State(d): State<Arc<Sources>>) -> String {
     render(&d)
+}
+
+async fn metrics_list(State(d): State<Arc<Sources>>) -> axum::Json<Vec<Metric>> {
+    axum::Json(list(&d))
+}
+
+/// `GET /v1/metrics/`: the samples as `cilium metrics list` shows them.
+pub fn routes(sources: Arc<Sources>) -> Router {
+    Router::new()
+        .route("/v1/metrics/", get(metrics_list))
+        .with_state(sources)
 }
 
 /// `prometheus-serve-addr` as Cilium writes it (`:9962` is every address).
@@ -303,12 +326,12 @@ pub fn listen_addr(s: &str) -> Result<std::net::SocketAddr, String> {
 }
 
 pub async fn serve(
-    daemon: Arc<Daemon>,
+    sources: Arc<Sources>,
     addr: std::net::SocketAddr,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let app = Router::new()
         .route("/metrics", get(metrics))
-        .with_state(daemon);
+        .with_state(sources);
     crate::health::serve_http(addr, app, shutdown, "prometheus metrics server").await
 }

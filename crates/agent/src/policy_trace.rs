@@ -2,7 +2,7 @@
 //! one set of labels (or pod, or identity) to another on a port, computed
 //! from the same map state the endpoints' policy maps hold, and explained.
 
-use crate::daemon::Daemon;
+use controlplane::policies::Policies;
 use policy::mapstate::{MatchType, Verdict};
 use policy::{Enforcement, Identity, Labels};
 use serde::{Deserialize, Serialize};
@@ -122,13 +122,13 @@ fn protocol_number(p: &str) -> Result<u8, TraceError> {
 /// Traces `req` against the rules in force; `pods` are the peers' pod
 /// identities and labels when they were given as pods.
 pub fn trace(
-    d: &Daemon,
+    policies: &Policies,
     req: &TraceRequest,
     from_pod: Option<(u32, Vec<String>)>,
     to_pod: Option<(u32, Vec<String>)>,
 ) -> Result<TraceResponse, TraceError> {
-    let (rules, revision) = d.policies.rules();
-    let mut universe = crate::policies::identities(d);
+    let (rules, revision) = policies.rules();
+    let mut universe = policies.identities();
     let (src_id, src) = resolve_peer(&req.from, from_pod, &mut universe)?;
     let (dst_id, dst) = resolve_peer(&req.to, to_pod, &mut universe)?;
     let ports: Vec<(u8, u16, String)> = if req.dports.is_empty() {
@@ -150,7 +150,7 @@ pub fn trace(
             })
             .collect::<Result<_, TraceError>>()?
     };
-    let mode = d.policies.mode();
+    let mode = policies.mode();
     let mut log = String::new();
     let _ = writeln!(
         log,

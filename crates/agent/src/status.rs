@@ -1,9 +1,11 @@
 //! The status response: what the agent measured, and `Disabled` for what it
 //! does not run.
 
-use crate::daemon::Daemon;
 use api::models::*;
+use controlplane::controller::Controllers;
+use controlplane::ipam::Ipam;
 use datapath::{maps, GlobalMap};
+use std::sync::{Arc, Mutex};
 
 /// The capacity of a global map, when it opens.
 type MapSize = fn(&std::path::Path) -> Option<u32>;
@@ -21,7 +23,33 @@ const MAP_TABLE: &[(&str, MapSize)] = &[
     ("Tunnel", size::<maps::Tunnel>),
 ];
 
-fn bpf_maps(d: &Daemon) -> BpfMapStatus {
+/// What `cilium status` and the health probes report on.
+pub struct AgentStatus {
+    pub config: Arc<crate::option::DaemonConfig>,
+    pub controllers: Controllers,
+    pub ipam: Arc<Mutex<Ipam>>,
+    pub kvstore: Option<kvstore::Kvstore>,
+    pub monitor: Arc<crate::monitor::Hub>,
+    pub node_name: String,
+    pub node_ip: Option<std::net::Ipv4Addr>,
+    pub attach_mode: datapath::attach::AttachMode,
+    /// The device cil_from_netdev serves NodePorts on, when enabled.
+    pub native_device: Option<String>,
+}
+
+impl AgentStatus {
+    pub fn collect(&self, brief: bool) -> StatusResponse {
+        collect(self, brief)
+    }
+
+    /// Whether the brief status is Ok or Disabled.
+    pub fn healthy(&self) -> bool {
+        let s = collect(self, true);
+        matches!(s.cilium.map(|c| c.state), Some(State::Ok | State::Disabled))
+    }
+}
+
+fn bpf_maps(d: &AgentStatus) -> BpfMapStatus {
     let maps = MAP_TABLE
         .iter()
         .filter_map(|(label, size)| {
@@ -39,7 +67,7 @@ fn bpf_maps(d: &Daemon) -> BpfMapStatus {
 
 /// The full status; `brief` keeps only what `cilium status --brief` needs
 /// (Cilium's brief answer: `cilium`, `cluster`, a failing controller).
-pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
+fn collect(d: &AgentStatus, brief: bool) -> StatusResponse {
     let controllers = d.controllers.snapshot();
     let cilium = Some(Status::ok(api::version_string()));
     if brief {
@@ -104,8 +132,8 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
         // no L7 proxy: Cilium sends no proxy object then
         proxy: None,
         identity_range: Some(IdentityRange {
-            min_identity: crate::identity::MIN_GLOBAL,
-            max_identity: crate::identity::MAX_GLOBAL,
+            min_identity: controlplane::identity::MIN_GLOBAL,
+            max_identity: controlplane::identity::MAX_GLOBAL,
         }),
         hubble: Some(d.monitor.hubble_status()),
         encryption: Some(EncryptionStatus {
@@ -115,7 +143,7 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
         // no cilium-health daemon: no ciliumHealth
         cluster: Some(ClusterStatus {
             cilium_health: None,
-            self_: d.node.name.clone(),
+            self_: d.node_name.clone(),
         }),
         bpf_maps: Some(bpf_maps(d)),
         clock_source: Some(ClockSource {
@@ -132,7 +160,7 @@ pub fn collect(d: &Daemon, brief: bool) -> StatusResponse {
 /// enabled; ClusterIP session affinity and terminating backends kept for
 /// their flows always; socket LB when attached. ExternalIPs, HostPort and
 /// NAT46/64 services are not served from outside, so they are off.
-fn kube_proxy_replacement(d: &Daemon) -> KubeProxyReplacement {
+fn kube_proxy_replacement(d: &AgentStatus) -> KubeProxyReplacement {
     let c = &d.config;
     let node_port = match &d.native_device {
         Some(_) => NodePortFeature {
@@ -190,7 +218,7 @@ fn kube_proxy_replacement(d: &Daemon) -> KubeProxyReplacement {
 /// Cilium's line: `etcd: 1/1 connected, leases=1, ...: <endpoint>`, or
 /// `etcd: 0/1 connected: <endpoint> - <error>` while the kvstore-health
 /// controller cannot reach etcd.
-fn kvstore_status(d: &Daemon) -> Status {
+fn kvstore_status(d: &AgentStatus) -> Status {
     let (Some(kv), Some(kc)) = (&d.kvstore, &d.config.kvstore) else {
         return Status::ok("Disabled");
     };
@@ -214,7 +242,7 @@ fn kvstore_status(d: &Daemon) -> Status {
     }
 }
 
-fn ipam_status(d: &Daemon) -> api::ipam::IpamStatus {
+fn ipam_status(d: &AgentStatus) -> api::ipam::IpamStatus {
     let ipam = d.ipam.lock().expect("ipam lock");
     api::ipam::IpamStatus {
         allocations: ipam
@@ -227,8 +255,20 @@ fn ipam_status(d: &Daemon) -> api::ipam::IpamStatus {
     }
 }
 
-/// Whether the probe on :9879 should answer 200.
-pub fn healthy(d: &Daemon) -> bool {
-    let s = collect(d, true);
-    matches!(s.cilium.map(|c| c.state), Some(State::Ok | State::Disabled))
+async fn healthz(
+    axum::extract::State(d): axum::extract::State<Arc<AgentStatus>>,
+    headers: axum::http::HeaderMap,
+) -> axum::Json<StatusResponse> {
+    let brief = headers
+        .get("brief")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    axum::Json(d.collect(brief))
+}
+
+/// `GET /v1/healthz`: the status `cilium status` shows.
+pub fn routes(status: Arc<AgentStatus>) -> axum::Router {
+    axum::Router::new()
+        .route("/v1/healthz", axum::routing::get(healthz))
+        .with_state(status)
 }

@@ -53,7 +53,7 @@ fn build_decoder(dir: &Path) -> PathBuf {
 struct Served {
     hub: Arc<Hub>,
     socket: PathBuf,
-    tasks: agent::tasks::Tasks,
+    tasks: controlplane::tasks::Tasks,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -62,7 +62,7 @@ impl Served {
         let hub = Arc::new(Hub::default());
         let socket = monitor::socket_path(&dir.join("cilium.sock"));
         let observer = monitor::observer_socket_path(&dir.join("cilium.sock"));
-        let tasks = agent::tasks::Tasks::default();
+        let tasks = controlplane::tasks::Tasks::default();
         let thread = std::thread::spawn({
             let (hub, socket, bpf) = (Arc::clone(&hub), socket.clone(), dir.join("no-bpffs"));
             let tasks = tasks.clone();

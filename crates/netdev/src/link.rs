@@ -38,7 +38,9 @@ impl Link {
     }
 }
 
-/// A netlink connection in the calling thread's network namespace.
+/// A netlink connection in the calling thread's network namespace; a
+/// clone shares it.
+#[derive(Clone)]
 pub struct Netlink {
     handle: rtnetlink::Handle,
 }

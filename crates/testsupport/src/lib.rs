@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod cluster;
+pub mod fakes;
 pub mod node;
 pub mod policies;
 pub mod traffic;

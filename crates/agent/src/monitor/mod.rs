@@ -13,17 +13,16 @@
 //! The rings are read by a thread of their own so a burst of events never
 //! waits for the API.
 
-mod agent_events;
 mod decode;
 pub mod gob;
 mod json_lines;
 pub mod listener1_2;
 
-pub use agent_events::AgentNotify;
+pub use controlplane::AgentNotify;
 pub use decode::{decode, parse_packet, summarize, MonitorEvent, Packet};
 pub use listener1_2::Payload;
 
-use crate::tasks::Tasks;
+use controlplane::tasks::Tasks;
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -72,7 +71,7 @@ impl Default for Hub {
 }
 
 fn now() -> String {
-    crate::timefmt::rfc3339_millis(std::time::SystemTime::now())
+    controlplane::timefmt::rfc3339_millis(std::time::SystemTime::now())
 }
 
 impl Hub {
@@ -336,6 +335,21 @@ pub async fn serve(
         let _ = std::fs::remove_file(path);
     }
     Ok(())
+}
+
+/// The control plane tells `cilium monitor` through the hub.
+impl controlplane::Events for Hub {
+    fn agent(&self, what: AgentNotify, body: serde_json::Value) {
+        Hub::agent(self, what, body);
+    }
+
+    fn name_pod(&self, ip: Ipv4Addr, namespace: &str, pod: &str) {
+        Hub::name_pod(self, ip, namespace, pod);
+    }
+
+    fn forget_pod(&self, ip: Ipv4Addr) {
+        Hub::forget_pod(self, ip);
+    }
 }
 
 #[cfg(test)]

@@ -5,8 +5,11 @@
 //! are shared under `cilium/state/policies/v1/<cluster>/`, otherwise kept
 //! in `<state dir>/policies.json`.
 
-use crate::daemon::Daemon;
-use crate::monitor::AgentNotify;
+use crate::events::AgentNotify;
+use crate::identity::Identities;
+use crate::ipcache::IpCache;
+use crate::ports::{Events, KernelError};
+use crate::regeneration::Regeneration;
 use policy::{Document, Enforcement, Labels};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -29,7 +32,13 @@ pub enum PolicyError {
         source: std::io::Error,
     },
     #[error("writing the policy map of endpoint {id}: {source}")]
-    PolicyMap { id: u16, source: datapath::Error },
+    PolicyMap { id: u16, source: KernelError },
+    #[error("policy is {done} here but {not} the cluster: {source}")]
+    NotShared {
+        done: &'static str,
+        not: &'static str,
+        source: kvstore::Error,
+    },
 }
 
 /// A document as stored and shared.
@@ -109,7 +118,24 @@ impl Repo {
     }
 }
 
+/// Where policies are shared with the other nodes.
+pub struct Shared {
+    pub kv: kvstore::Kvstore,
+    pub cluster: String,
+}
+
+/// The handles policy works with.
+pub struct Deps {
+    pub identities: Arc<Identities>,
+    pub ipcache: Arc<IpCache>,
+    pub regeneration: Regeneration,
+    pub events: Arc<dyn Events>,
+    /// None without a kvstore.
+    pub shared: Option<Shared>,
+}
+
 pub struct Policies {
+    deps: Deps,
     /// Until the kvstore's policies and identities are all in, endpoint
     /// policy maps are left as they are: a restarted agent must not
     /// enforce half of the rules, or rules without the peers' identities,
@@ -162,9 +188,12 @@ fn prefixes(rules: &[policy::Rule]) -> std::collections::BTreeSet<policy::Cidr> 
 }
 
 impl Policies {
-    pub fn new(mode: Enforcement, state_file: Option<PathBuf>, synced: bool) -> Self {
+    /// Without a kvstore the policies are this node's own and all known
+    /// at once; with one, they are once its initial list is in.
+    pub fn new(deps: Deps, mode: Enforcement, state_file: Option<PathBuf>) -> Self {
         Self {
-            synced: std::sync::atomic::AtomicBool::new(synced),
+            synced: std::sync::atomic::AtomicBool::new(deps.shared.is_none()),
+            deps,
             repo: Mutex::new(Repo {
                 revision: 1,
                 ..Default::default()
@@ -182,8 +211,9 @@ impl Policies {
 
     /// Gives every prefix the rules name an identity and an ipcache entry,
     /// and takes them from prefixes no rule names any more.
-    pub fn sync_cidrs(&self, ipcache: &crate::ipcache::IpCache, rules: &[policy::Rule]) {
+    pub fn sync_cidrs(&self, rules: &[policy::Rule]) {
         use crate::ipcache::{Entry, SOURCE_GENERATED};
+        let ipcache = &self.deps.ipcache;
         let want = prefixes(rules);
         let mut cidrs = self.cidrs.lock().expect("cidr lock");
         let stale: Vec<policy::Cidr> = cidrs
@@ -260,7 +290,7 @@ impl Policies {
 
     /// Adds `docs`, each replacing the document with its labels; returns
     /// the new revision.
-    pub fn import(&self, docs: Vec<Document>) -> Result<u64, PolicyError> {
+    fn import_here(&self, docs: Vec<Document>) -> Result<u64, PolicyError> {
         let mut repo = self.repo.lock().expect("policy lock");
         for doc in docs {
             let key = label_strings(&doc);
@@ -384,123 +414,209 @@ impl Policies {
     }
 }
 
-/// Every identity this node knows, as policy sees them.
-pub fn identities(d: &Daemon) -> Vec<policy::Identity> {
-    let mut all: Vec<policy::Identity> = d
-        .identities
-        .list()
-        .into_iter()
-        .map(|(id, labels)| policy::Identity {
-            id,
-            labels: Labels::parse(labels.iter().map(String::as_str)),
-        })
-        .collect();
-    all.extend(d.policies.cidr_identities());
-    all
-}
+impl Policies {
+    /// Every identity this node knows, as policy sees them.
+    pub fn identities(&self) -> Vec<policy::Identity> {
+        let mut all: Vec<policy::Identity> = self
+            .deps
+            .identities
+            .list()
+            .into_iter()
+            .map(|(id, labels)| policy::Identity {
+                id,
+                labels: Labels::parse(labels.iter().map(String::as_str)),
+            })
+            .collect();
+        all.extend(self.cidr_identities());
+        all
+    }
 
-/// Computes endpoint `id`'s policy from `rules` and writes its map.
-pub fn realize(
-    d: &Daemon,
-    id: u16,
-    labels: &[String],
-    rules: &[policy::Rule],
-    revision: u64,
-    identities: &[policy::Identity],
-) -> Result<Realized, PolicyError> {
-    let ep_labels = Labels::parse(labels.iter().map(String::as_str));
-    let resolved = policy::resolve(rules, &ep_labels, identities, d.policies.mode());
-    let globals = d.config.bpf_root.join(abi::maps::GLOBALS_DIR);
-    datapath::policymap::PolicyMap::open(&globals, id)
-        .and_then(|m| m.sync(&resolved.state.to_abi()))
-        .map_err(|source| PolicyError::PolicyMap { id, source })?;
-    Ok(Realized {
-        ingress: resolved.ingress_enforced,
-        egress: resolved.egress_enforced,
-        revision,
-    })
-}
-
-/// Makes the policy map of the endpoint ID the next pod will get, and
-/// registers it with the datapath, ahead of time: registering waits for
-/// an RCU grace period (a map-in-map update), which would otherwise be
-/// most of a pod's ADD. Its entries are written when the endpoint comes.
-pub fn prepare_next(d: &Daemon) {
-    let next = d.endpoints.lock().expect("endpoints lock").free_id();
-    if let Some(id) = next {
-        let globals = d.config.bpf_root.join(abi::maps::GLOBALS_DIR);
-        if let Err(e) = datapath::policymap::PolicyMap::open(&globals, id) {
-            tracing::debug!(subsys = "policy", endpointID = id, error = %e, "Unable to prepare a policy map");
+    /// The rules, revision and identities endpoint policy is computed from.
+    pub fn snapshot(&self) -> Snapshot {
+        let (rules, revision) = self.rules();
+        Snapshot {
+            identities: self.identities(),
+            rules,
+            revision,
+            mode: self.mode(),
         }
     }
-}
 
-/// Brings every local endpoint's policy map up to the repository.
-pub fn regenerate(d: &Daemon, reason: &str) {
-    if !d.policies.synced() {
-        tracing::debug!(
-            subsys = "policy",
-            reason,
-            "Waiting for the initial policy and identity lists"
-        );
-        return;
-    }
-    let t = std::time::Instant::now();
-    let (rules, revision) = d.policies.rules();
-    d.policies.sync_cidrs(&d.ipcache, &rules);
-    let ids = identities(d);
-    let mut eps = d.endpoints.lock().expect("endpoints lock");
-    let n = eps.regenerate_policy(|id, labels| realize(d, id, labels, &rules, revision, &ids));
-    tracing::info!(subsys = "policy", reason, endpoints = n, revision, duration = ?t.elapsed(), "Policy regenerated");
-}
-
-/// Tells `cilium monitor` a policy changed (Cilium's PolicyUpdated /
-/// PolicyDeleted notification).
-pub fn announce(d: &Daemon, what: crate::monitor::AgentNotify, labels: &[String], rules: usize) {
-    let revision = d.policies.revision();
-    d.monitor.agent(
-        what,
-        serde_json::json!({ "labels": labels, "revision": revision, "rule_count": rules }),
-    );
-}
-
-/// Follows the cluster's policies in the kvstore, and regenerates when the
-/// identities the rules may select change.
-pub fn follow(d: &Arc<Daemon>) {
-    let mut changes = d.identities.subscribe();
-    let dd = Arc::clone(d);
-    d.tasks.spawn("policy-identities", async move {
-        while changes.changed().await.is_ok() {
-            dd.regeneration.request("identities changed");
+    /// `PUT /policy`: puts `docs` in force on this node (answering once
+    /// its endpoints enforce them), then shares them with the cluster.
+    pub async fn import(&self, docs: Vec<Document>) -> Result<(Vec<Stored>, u64), PolicyError> {
+        let stored: Vec<Stored> = docs.iter().map(Stored::of).collect();
+        let revision = self.import_here(docs)?;
+        self.deps.regeneration.run("policy imported").await;
+        if let Some(shared) = &self.deps.shared {
+            for s in &stored {
+                let body = serde_json::to_vec(s).expect("policy serializes");
+                shared
+                    .kv
+                    .put(&s.key(&shared.cluster), &body)
+                    .await
+                    .map_err(|source| PolicyError::NotShared {
+                        done: "in force",
+                        not: "not shared with",
+                        source,
+                    })?;
+            }
         }
-    });
-    let Some(kv) = &d.kvstore else { return };
-    let cluster = &d.config.cluster_name;
-    // What the last run left in <state-dir>/policies.json (restored
-    // already): the first list deletes what is no longer in the kvstore.
-    let (had, _) = d.policies.get(&[]);
-    let store = watch::Store::restored("policies", had.into_iter().map(|s| (s.key(cluster), s)));
-    let (mut listed, mut ids_listed) = (store.synced(), d.identities.synced());
-    let dd = Arc::clone(d);
-    d.tasks.spawn("policy-initial-sync", async move {
-        listed.wait().await;
-        ids_listed.wait().await;
-        dd.policies
-            .synced
-            .store(true, std::sync::atomic::Ordering::SeqCst);
         tracing::info!(
             subsys = "policy",
-            "Initial policies and identities received; regenerating endpoints"
+            policies = stored.len(),
+            revision,
+            "Policy imported"
         );
-        dd.regeneration.request("initial sync");
-    });
-    let source = kv
-        .source(&format!("{POLICIES_PREFIX}/{cluster}/"))
-        .decode(|_, raw| decode(raw));
-    let tasks = d.tasks.clone();
-    let d = Arc::clone(d);
-    let handler = move |change| std::future::ready(follow_change(&d, change));
-    tasks.spawn("policies", store.run(source, handler));
+        let labels: Vec<String> = stored.iter().flat_map(|s| s.labels.clone()).collect();
+        self.announce(AgentNotify::PolicyUpdated, &labels, stored.len());
+        Ok((stored, revision))
+    }
+
+    /// `DELETE /policy`: the documents whose labels include all of
+    /// `labels`, here (answering once enforced) and in the cluster.
+    pub async fn remove(&self, labels: &[String]) -> Result<(Vec<Stored>, u64), PolicyError> {
+        let (removed, revision) = self.delete(labels)?;
+        if removed.is_empty() {
+            return Ok((removed, revision));
+        }
+        self.deps.regeneration.run("policy deleted").await;
+        if let Some(shared) = &self.deps.shared {
+            for s in &removed {
+                shared
+                    .kv
+                    .delete(&s.key(&shared.cluster))
+                    .await
+                    .map_err(|source| PolicyError::NotShared {
+                        done: "deleted",
+                        not: "not in",
+                        source,
+                    })?;
+            }
+        }
+        let labels: Vec<String> = removed.iter().flat_map(|s| s.labels.clone()).collect();
+        self.announce(AgentNotify::PolicyDeleted, &labels, removed.len());
+        Ok((removed, revision))
+    }
+
+    /// A new enforcement mode; answers once every endpoint enforces it.
+    pub async fn change_mode(&self, mode: Enforcement) {
+        if mode != self.mode() {
+            self.set_mode(mode);
+            self.deps
+                .regeneration
+                .run("policy enforcement changed")
+                .await;
+        }
+    }
+
+    /// Tells `cilium monitor` a policy changed (Cilium's PolicyUpdated /
+    /// PolicyDeleted notification).
+    fn announce(&self, what: AgentNotify, labels: &[String], rules: usize) {
+        self.deps.events.agent(
+            what,
+            serde_json::json!({ "labels": labels, "revision": self.revision(), "rule_count": rules }),
+        );
+    }
+
+    /// Follows the cluster's policies from `source` (none without a
+    /// kvstore), and asks for regeneration when the identities the rules
+    /// may select change.
+    pub fn follow(
+        self: Arc<Self>,
+        source: Option<impl Source<Key = String, Value = Stored> + 'static>,
+        tasks: &crate::tasks::Tasks,
+    ) {
+        let mut changes = self.deps.identities.subscribe();
+        let regeneration = self.deps.regeneration.clone();
+        tasks.spawn("policy-identities", async move {
+            while changes.changed().await.is_ok() {
+                regeneration.request("identities changed");
+            }
+        });
+        let (Some(source), Some(shared)) = (source, &self.deps.shared) else {
+            return;
+        };
+        // What the last run left in <state-dir>/policies.json (restored
+        // already): the first list deletes what is no longer in the kvstore.
+        let (had, _) = self.get(&[]);
+        let cluster = shared.cluster.clone();
+        let store =
+            watch::Store::restored("policies", had.into_iter().map(|s| (s.key(&cluster), s)));
+        let (mut listed, mut ids_listed) = (store.synced(), self.deps.identities.synced());
+        let this = Arc::clone(&self);
+        tasks.spawn("policy-initial-sync", async move {
+            listed.wait().await;
+            ids_listed.wait().await;
+            this.synced.store(true, std::sync::atomic::Ordering::SeqCst);
+            tracing::info!(
+                subsys = "policy",
+                "Initial policies and identities received; regenerating endpoints"
+            );
+            this.deps.regeneration.request("initial sync");
+        });
+        let handler = move |change| std::future::ready(self.follow_change(change));
+        tasks.spawn("policies", store.run(source, handler));
+    }
+
+    /// One change of the cluster's policies, announced and regenerated
+    /// for. A document that does not parse never will: it is logged and
+    /// skipped; one that could not be saved is tried again.
+    pub fn follow_change(&self, change: watch::Change<String, Stored>) -> Result<(), PolicyError> {
+        let changed = match change {
+            watch::Change::Upsert { key, new, .. } => match self.upsert(&new) {
+                Ok(changed) => {
+                    if changed {
+                        self.announce(AgentNotify::PolicyUpdated, &new.labels, 1);
+                    }
+                    changed
+                }
+                Err(e @ (PolicyError::Parse(_) | PolicyError::NotOne(_))) => {
+                    tracing::warn!(subsys = "policy", key = %key, error = %e, "Ignoring policy that does not parse");
+                    false
+                }
+                Err(e) => return Err(e),
+            },
+            watch::Change::Delete { key, .. } => {
+                let cluster = self.deps.shared.as_ref().map_or("", |s| s.cluster.as_str());
+                let gone = self.forget_key(cluster, &key);
+                if gone {
+                    self.announce(AgentNotify::PolicyDeleted, &[], 1);
+                }
+                gone
+            }
+            watch::Change::Synced => false,
+        };
+        if changed {
+            self.deps.regeneration.request("policy changed");
+        }
+        Ok(())
+    }
+}
+
+/// What one regeneration computes every endpoint's policy from.
+pub struct Snapshot {
+    pub rules: Arc<Vec<policy::Rule>>,
+    pub revision: u64,
+    pub identities: Vec<policy::Identity>,
+    pub mode: Enforcement,
+}
+
+impl Snapshot {
+    /// Endpoint policy for an endpoint with `labels`.
+    pub fn resolve(&self, labels: &[String]) -> policy::EndpointPolicy {
+        let ep_labels = Labels::parse(labels.iter().map(String::as_str));
+        policy::resolve(&self.rules, &ep_labels, &self.identities, self.mode)
+    }
+}
+
+/// The cluster's policies in the kvstore, as a source of [`Policies::follow`].
+pub fn kvstore_source(
+    kv: &kvstore::Kvstore,
+    cluster: &str,
+) -> impl Source<Key = String, Value = Stored> + 'static {
+    kv.source(&format!("{POLICIES_PREFIX}/{cluster}/"))
+        .decode(|_, raw| decode(raw))
 }
 
 /// A document as the kvstore holds it. Its policy text is parsed once, by
@@ -508,37 +624,4 @@ pub fn follow(d: &Arc<Daemon>) {
 /// (the echo of this node's own import, a relist).
 fn decode(raw: &[u8]) -> Result<Stored, PolicyError> {
     Ok(serde_json::from_slice(raw)?)
-}
-
-/// One change of the kvstore's policies, announced and regenerated for. A
-/// document that does not parse never will: it is logged and skipped; one
-/// that could not be saved is tried again.
-fn follow_change(d: &Daemon, change: watch::Change<String, Stored>) -> Result<(), PolicyError> {
-    let changed = match change {
-        watch::Change::Upsert { key, new, .. } => match d.policies.upsert(&new) {
-            Ok(changed) => {
-                if changed {
-                    announce(d, AgentNotify::PolicyUpdated, &new.labels, 1);
-                }
-                changed
-            }
-            Err(e @ (PolicyError::Parse(_) | PolicyError::NotOne(_))) => {
-                tracing::warn!(subsys = "policy", key = %key, error = %e, "Ignoring policy that does not parse");
-                false
-            }
-            Err(e) => return Err(e),
-        },
-        watch::Change::Delete { key, .. } => {
-            let gone = d.policies.forget_key(&d.config.cluster_name, &key);
-            if gone {
-                announce(d, AgentNotify::PolicyDeleted, &[], 1);
-            }
-            gone
-        }
-        watch::Change::Synced => false,
-    };
-    if changed {
-        d.regeneration.request("policy changed");
-    }
-    Ok(())
 }

@@ -13,16 +13,37 @@ pub enum EndpointRef {
     Ipv4(Ipv4Addr),
 }
 
-pub fn parse(raw: &str) -> Result<EndpointRef, String> {
+/// Why an endpoint ID does not parse; each names the ID.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("endpoint ID {raw:?} has an empty value")]
+    Empty { raw: String },
+    #[error("invalid endpoint ID {raw:?}: {value:?} is not a number in 0..65535")]
+    NotANumber { raw: String, value: String },
+    #[error("invalid endpoint ID {raw:?}: expected {prefix}:<namespace>/<pod>")]
+    NotAPod { raw: String, prefix: String },
+    #[error("invalid endpoint ID {raw:?}: {value:?} is not an IPv4 address")]
+    NotIpv4 { raw: String, value: String },
+    #[error("unsupported endpoint ID prefix {prefix:?} in {raw:?}")]
+    UnknownPrefix { raw: String, prefix: String },
+}
+
+pub fn parse(raw: &str) -> Result<EndpointRef, IdError> {
     let (prefix, value) = raw.split_once(':').unwrap_or(("cilium-local", raw));
-    let empty = || format!("endpoint ID {raw:?} has an empty value");
+    let owned = |s: &str| s.to_owned();
     if value.is_empty() {
-        return Err(empty());
+        return Err(IdError::Empty { raw: owned(raw) });
     }
     match prefix {
-        "cilium-local" => value.parse::<u16>().map(EndpointRef::Local).map_err(|_| {
-            format!("invalid endpoint ID {raw:?}: {value:?} is not a number in 0..65535")
-        }),
+        "cilium-local" => {
+            value
+                .parse::<u16>()
+                .map(EndpointRef::Local)
+                .map_err(|_| IdError::NotANumber {
+                    raw: owned(raw),
+                    value: owned(value),
+                })
+        }
         "container-id" | "docker-endpoint" => Ok(EndpointRef::ContainerId(value.to_owned())),
         "cni-attachment-id" => Ok(match value.split_once(':') {
             Some((c, i)) => EndpointRef::CniAttachment(c.to_owned(), Some(i.to_owned())),
@@ -32,16 +53,21 @@ pub fn parse(raw: &str) -> Result<EndpointRef, String> {
             .split_once('/')
             .filter(|(ns, pod)| !ns.is_empty() && !pod.is_empty())
             .map(|(ns, pod)| EndpointRef::PodName(ns.to_owned(), pod.to_owned()))
-            .ok_or_else(|| {
-                format!("invalid endpoint ID {raw:?}: expected {prefix}:<namespace>/<pod>")
+            .ok_or_else(|| IdError::NotAPod {
+                raw: owned(raw),
+                prefix: owned(prefix),
             }),
         "ipv4" => value
             .parse()
             .map(EndpointRef::Ipv4)
-            .map_err(|_| format!("invalid endpoint ID {raw:?}: {value:?} is not an IPv4 address")),
-        other => Err(format!(
-            "unsupported endpoint ID prefix {other:?} in {raw:?}"
-        )),
+            .map_err(|_| IdError::NotIpv4 {
+                raw: owned(raw),
+                value: owned(value),
+            }),
+        other => Err(IdError::UnknownPrefix {
+            raw: owned(raw),
+            prefix: owned(other),
+        }),
     }
 }
 
@@ -81,8 +107,11 @@ mod tests {
             parse("pod-name:default/a"),
             Ok(EndpointRef::PodName("default".into(), "a".into()))
         );
-        assert!(parse("bogus:1").unwrap_err().contains("bogus"));
-        assert!(parse("x1").unwrap_err().contains("not a number"));
+        assert!(parse("bogus:1").unwrap_err().to_string().contains("bogus"));
+        assert!(parse("x1")
+            .unwrap_err()
+            .to_string()
+            .contains("not a number"));
         assert!(parse("pod-name:nope").is_err());
     }
 }

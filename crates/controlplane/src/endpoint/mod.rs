@@ -6,8 +6,9 @@ mod id;
 mod manager;
 mod state;
 
-pub use id::{parse as parse_id, EndpointRef};
-pub use manager::{labels_of, upgrade_to_tcx, EndpointError, Endpoints};
+pub use id::{parse as parse_id, EndpointRef, IdError};
+pub use manager::{labels_of, Deps, EndpointError, Endpoints};
+pub use state::StateError;
 
 use api::endpoint::EndpointState;
 use serde::{Deserialize, Serialize};

@@ -2,6 +2,7 @@
 //! under the agent's session lease, the others are learned by watching
 //! `cilium/state/nodes/v1/`. A node whose agent dies leaves with its lease.
 
+use crate::remote_nodes::RemoteNodes;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -114,13 +115,29 @@ impl Node {
     }
 }
 
-/// The nodes this agent knows, by name.
-#[derive(Default)]
+/// This node and the others it knows; what another node's coming and
+/// going means for the datapath is [`RemoteNodes`]'s.
 pub struct Nodes {
+    local: Node,
     remote: Mutex<BTreeMap<String, Node>>,
+    datapath: RemoteNodes,
 }
 
 impl Nodes {
+    pub fn new(local: Node, datapath: RemoteNodes) -> Self {
+        Self {
+            local,
+            remote: Mutex::default(),
+            datapath,
+        }
+    }
+
+    /// This node as published to the cluster.
+    pub fn local(&self) -> &Node {
+        &self.local
+    }
+
+    /// The other nodes.
     pub fn list(&self) -> Vec<Node> {
         self.remote
             .lock()
@@ -130,58 +147,55 @@ impl Nodes {
             .collect()
     }
 
-    /// Records a node; returns what was known of it before.
-    fn upsert(&self, key: &str, node: Node) -> Option<Node> {
-        self.remote
-            .lock()
-            .expect("nodes lock")
-            .insert(key.to_owned(), node)
+    /// Follows `source` (every node, this one included) until the agent stops.
+    pub fn follow(
+        self: Arc<Self>,
+        source: impl Source<Key = String, Value = Node> + 'static,
+        tasks: &crate::tasks::Tasks,
+    ) {
+        let handler = move |change| {
+            let this = Arc::clone(&self);
+            async move {
+                this.apply(change).await;
+                Ok::<(), std::convert::Infallible>(())
+            }
+        };
+        tasks.spawn("nodes", watch::Store::new("nodes").run(source, handler));
     }
 
-    fn remove(&self, key: &str) -> Option<Node> {
-        self.remote.lock().expect("nodes lock").remove(key)
+    /// One change of the cluster's nodes.
+    pub async fn apply(&self, change: watch::Change<String, Node>) {
+        match change {
+            watch::Change::Upsert { new, .. } if new.name == self.local.name => {}
+            watch::Change::Upsert { key, new, .. } => {
+                let old = self
+                    .remote
+                    .lock()
+                    .expect("nodes lock")
+                    .insert(key, new.clone());
+                if old.is_none() {
+                    tracing::info!(subsys = "nodemanager", node = %new.name, ip = %new.primary_ipv4(), "Node discovered");
+                }
+                self.datapath.upsert(old.as_ref(), &new).await;
+            }
+            watch::Change::Delete { key, .. } => {
+                let gone = self.remote.lock().expect("nodes lock").remove(&key);
+                if let Some(node) = gone {
+                    tracing::info!(subsys = "nodemanager", node = %node.name, "Node deleted");
+                    self.datapath.remove(&node).await;
+                }
+            }
+            watch::Change::Synced => {
+                tracing::info!(subsys = "nodemanager", "Initial node list received");
+            }
+        }
     }
 }
 
-/// Follows the kvstore's node keys (other than this node's) and applies
-/// each change to the datapath.
-pub fn follow(d: &Arc<crate::daemon::Daemon>) {
-    let Some(kv) = &d.kvstore else { return };
-    let source = kv
-        .source(&format!("{}/", kvstore::keys::NODES))
-        .decode(|_, raw| serde_json::from_slice::<Node>(raw));
-    let tasks = d.tasks.clone();
-    let d = Arc::clone(d);
-    let handler = move |change| {
-        let d = Arc::clone(&d);
-        async move {
-            apply(&d, change).await;
-            Ok::<(), std::convert::Infallible>(())
-        }
-    };
-    tasks.spawn("nodes", watch::Store::new("nodes").run(source, handler));
-}
-
-async fn apply(d: &crate::daemon::Daemon, change: watch::Change<String, Node>) {
-    match change {
-        watch::Change::Upsert { new, .. } if new.name == d.node.name => {}
-        watch::Change::Upsert { key, new, .. } => {
-            let old = d.nodes.upsert(&key, new.clone());
-            if old.is_none() {
-                tracing::info!(subsys = "nodemanager", node = %new.name, ip = %new.primary_ipv4(), "Node discovered");
-            }
-            crate::remote_nodes::upsert(d, old.as_ref(), &new).await;
-        }
-        watch::Change::Delete { key, .. } => {
-            if let Some(node) = d.nodes.remove(&key) {
-                tracing::info!(subsys = "nodemanager", node = %node.name, "Node deleted");
-                crate::remote_nodes::remove(d, &node).await;
-            }
-        }
-        watch::Change::Synced => {
-            tracing::info!(subsys = "nodemanager", "Initial node list received");
-        }
-    }
+/// The kvstore's nodes as a source of [`Nodes::follow`].
+pub fn kvstore_source(kv: &kvstore::Kvstore) -> impl Source<Key = String, Value = Node> + 'static {
+    kv.source(&format!("{}/", kvstore::keys::NODES))
+        .decode(|_, raw| serde_json::from_slice::<Node>(raw))
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! from `cilium/state/services/v1/<cluster>/rest/`; the agent that took the
 //! request applies it first, so its answer reflects the datapath.
 
-use crate::daemon::Daemon;
-use crate::monitor::AgentNotify;
+use crate::events::AgentNotify;
+use crate::ports::{Events, LbMaps};
 use api::service::{BackendAddress, FrontendAddress, Service, ServiceSpec, ServiceStatus};
 use lb::{BackendState, Frontend, LoadBalancer, ServiceType};
 use std::collections::BTreeMap;
@@ -51,16 +51,26 @@ pub fn parse_id(raw: i64) -> Result<u16, ServiceError> {
         })
 }
 
-fn ipv4(s: &str, what: &str) -> Result<Ipv4Addr, String> {
-    s.parse()
-        .map_err(|_| format!("{what} {s:?} is not an IPv4 address"))
+/// An address of a spec; the refusal names the field and the value.
+fn ipv4(s: &str, what: &str) -> Result<Ipv4Addr, NotIpv4> {
+    s.parse().map_err(|_| NotIpv4 {
+        what: what.to_owned(),
+        value: s.to_owned(),
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{what} {value:?} is not an IPv4 address")]
+pub struct NotIpv4 {
+    what: String,
+    value: String,
 }
 
 /// Checks a spec into what the load balancer takes.
 pub fn parse(spec: &ServiceSpec) -> Result<lb::ServiceSpec, ServiceError> {
     let id = parse_id(spec.id)?;
     let f = &spec.frontend_address;
-    let ip = ipv4(&f.ip, "address").map_err(ServiceError::Frontend)?;
+    let ip = ipv4(&f.ip, "address").map_err(|e| ServiceError::Frontend(e.to_string()))?;
     if f.port == 0 {
         return Err(ServiceError::Frontend(format!(
             "{}: port must not be 0",
@@ -88,7 +98,8 @@ pub fn parse(spec: &ServiceSpec) -> Result<lb::ServiceSpec, ServiceError> {
     }
     let mut backends = Vec::new();
     for b in &spec.backend_addresses {
-        let ip = ipv4(&b.ip, "backend address").map_err(ServiceError::Backend)?;
+        let ip =
+            ipv4(&b.ip, "backend address").map_err(|e| ServiceError::Backend(e.to_string()))?;
         let state = match b.state.as_str() {
             "" => BackendState::Active,
             s => BackendState::parse(s).ok_or_else(|| {
@@ -171,10 +182,18 @@ fn realized(svc: &lb::Service) -> ServiceSpec {
     }
 }
 
+/// Where services are shared with the other nodes.
+pub struct Shared {
+    pub kv: kvstore::Kvstore,
+    pub cluster: String,
+}
+
 pub struct Services {
     /// Announces upserts and deletes to `cilium monitor`.
-    monitor: Arc<crate::monitor::Hub>,
-    pin_dir: PathBuf,
+    events: Arc<dyn Events>,
+    maps: Arc<dyn LbMaps>,
+    /// None without a kvstore.
+    shared: Option<Shared>,
     /// Without a kvstore the agent itself must remember its services:
     /// `<state-dir>/services.json`, rewritten (write, rename) on each change.
     state_file: Option<PathBuf>,
@@ -182,35 +201,34 @@ pub struct Services {
     /// What each service was asked to be.
     specs: Mutex<BTreeMap<u16, ServiceSpec>>,
     /// Services added, updated and deleted (`cilium_services_events_total`).
-    events: [std::sync::atomic::AtomicU64; 3],
+    counts: [std::sync::atomic::AtomicU64; 3],
 }
 
 impl Services {
     /// Starts from the backend IDs a previous run left in the maps, so the
     /// flows conntrack pins to them keep their backends.
     pub fn new(
-        bpf_root: &std::path::Path,
+        maps: Arc<dyn LbMaps>,
         maglev: Option<lb::MaglevConfig>,
+        shared: Option<Shared>,
         state_file: Option<PathBuf>,
-        monitor: Arc<crate::monitor::Hub>,
+        events: Arc<dyn Events>,
     ) -> Self {
-        let pin_dir = bpf_root.join(abi::maps::GLOBALS_DIR);
         let mut lb = match maglev {
             Some(m) => LoadBalancer::with_maglev(m),
             None => LoadBalancer::new(),
         };
-        if let Ok(map) = datapath::maps::Lb4Backends::open_in(&pin_dir) {
-            for (id, b) in map.entries().unwrap_or_default() {
-                lb.seed_backend(id, b.address.ip(), b.port.get());
-            }
+        for (id, ip, port) in maps.backends() {
+            lb.seed_backend(id, ip, port);
         }
         Self {
-            monitor,
-            pin_dir,
+            events,
+            maps,
+            shared,
             state_file,
             lb: Mutex::new(lb),
             specs: Mutex::default(),
-            events: Default::default(),
+            counts: Default::default(),
         }
     }
 
@@ -267,7 +285,8 @@ impl Services {
             lb::LbError::InvalidFrontend(m) => ServiceError::Frontend(m),
             e => ServiceError::Failed(e.to_string()),
         })?;
-        datapath::lbmap::apply(&self.pin_dir, &update)
+        self.maps
+            .apply(&update)
             .map_err(|e| ServiceError::Failed(format!("writing the LB maps: {e}")))?;
         let mut specs = self.specs.lock().expect("specs lock");
         specs.insert(parsed.id, spec.clone());
@@ -275,7 +294,7 @@ impl Services {
         drop(specs);
         self.count(if created { 0 } else { 1 });
         tracing::info!(subsys = "service", serviceID = parsed.id, frontend = %parsed.frontend, backends = parsed.backends.len(), created, "Service upserted");
-        self.monitor.agent(
+        self.events.agent(
             AgentNotify::ServiceUpserted,
             serde_json::to_value(spec).expect("spec serializes"),
         );
@@ -287,9 +306,9 @@ impl Services {
     /// services are all applied (restore, or the kvstore's initial list).
     pub fn sweep(&self) {
         let mut lb = self.lb.lock().expect("lb lock");
-        let swept = datapath::lbmap::keys(&self.pin_dir).and_then(|found| {
+        let swept = self.maps.keys().and_then(|found| {
             let update = lb.stale(&found);
-            datapath::lbmap::apply(&self.pin_dir, &update).map(|()| update)
+            self.maps.apply(&update).map(|()| update)
         });
         match swept {
             Ok(up) if !up.del_rev_nat.is_empty() || !up.del_services.is_empty() => {
@@ -309,19 +328,20 @@ impl Services {
     }
 
     fn count(&self, action: usize) {
-        self.events[action].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.counts[action].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// How many services were added, updated and deleted.
     pub fn events(&self) -> (u64, u64, u64) {
-        let get = |i: usize| self.events[i].load(std::sync::atomic::Ordering::Relaxed);
+        let get = |i: usize| self.counts[i].load(std::sync::atomic::Ordering::Relaxed);
         (get(0), get(1), get(2))
     }
 
     pub fn remove(&self, id: u16) -> Result<(), ServiceError> {
         let mut lb = self.lb.lock().expect("lb lock");
         let update = lb.delete(id).map_err(|_| ServiceError::NotFound(id))?;
-        datapath::lbmap::apply(&self.pin_dir, &update)
+        self.maps
+            .apply(&update)
             .map_err(|e| ServiceError::Failed(format!("writing the LB maps: {e}")))?;
         let mut specs = self.specs.lock().expect("specs lock");
         specs.remove(&id);
@@ -329,7 +349,7 @@ impl Services {
         drop(specs);
         self.count(2);
         tracing::info!(subsys = "service", serviceID = id, "Service deleted");
-        self.monitor
+        self.events
             .agent(AgentNotify::ServiceDeleted, serde_json::json!({ "id": id }));
         Ok(())
     }
@@ -369,22 +389,87 @@ impl Services {
     }
 }
 
-/// Applies the cluster's services as the kvstore has them.
-pub fn follow(d: &Arc<Daemon>) {
-    let Some(kv) = &d.kvstore else { return };
-    let prefix = format!(
-        "{}/{}/rest/",
-        kvstore::keys::SERVICES,
-        d.config.cluster_name
-    );
-    let source = kv.source(&prefix).decode(|_, raw| decode(raw));
-    let tasks = d.tasks.clone();
-    let d = Arc::clone(d);
-    let handler = move |change| std::future::ready(follow_change(&d, change));
-    tasks.spawn(
-        "services",
-        watch::Store::new("services").run(source, handler),
-    );
+impl Services {
+    /// `PUT /service/{id}`: realizes the spec here, then shares it with
+    /// the cluster; true when the service is new.
+    pub async fn put(&self, spec: &ServiceSpec) -> Result<bool, ServiceError> {
+        let created = self.apply(spec)?;
+        if let Some(shared) = &self.shared {
+            let id = parse_id(spec.id)?;
+            let key = kvstore::keys::service(&shared.cluster, id);
+            let body = serde_json::to_vec(spec).expect("spec serializes");
+            shared.kv.put(&key, &body).await.map_err(|e| {
+                ServiceError::Failed(format!(
+                    "service {id} is realized here but not shared with the cluster: {e}"
+                ))
+            })?;
+        }
+        Ok(created)
+    }
+
+    /// `DELETE /service/{id}`: removes it here, then from the cluster.
+    pub async fn delete(&self, id: u16) -> Result<(), ServiceError> {
+        self.remove(id)?;
+        if let Some(shared) = &self.shared {
+            let key = kvstore::keys::service(&shared.cluster, id);
+            shared.kv.delete(&key).await.map_err(|e| {
+                ServiceError::Failed(format!(
+                    "service {id} is deleted here but not from the cluster: {e}"
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Applies the cluster's services as `source` has them, until the
+    /// agent stops.
+    pub fn follow(
+        self: Arc<Self>,
+        source: impl Source<Key = String, Value = ServiceSpec> + 'static,
+        tasks: &crate::tasks::Tasks,
+    ) {
+        let handler = move |change| std::future::ready(self.follow_change(change));
+        tasks.spawn(
+            "services",
+            watch::Store::new("services").run(source, handler),
+        );
+    }
+
+    /// One change of the cluster's services; a datapath write that failed
+    /// is tried again. Once the initial list is in, what no service
+    /// occupies any more is swept from the LB maps.
+    pub fn follow_change(
+        &self,
+        change: watch::Change<String, ServiceSpec>,
+    ) -> Result<(), ServiceError> {
+        match change {
+            watch::Change::Upsert { new, .. } => self.apply(&new).map(|_| ()),
+            watch::Change::Delete { key, .. } => {
+                let Some(id) = key.rsplit('/').next().and_then(|s| s.parse().ok()) else {
+                    return Ok(());
+                };
+                match self.remove(id) {
+                    Err(e @ ServiceError::Failed(_)) => Err(e),
+                    _ => Ok(()),
+                }
+            }
+            watch::Change::Synced => {
+                tracing::info!(subsys = "service", "Initial service list received");
+                self.sweep();
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The cluster's REST services in the kvstore, as a source of
+/// [`Services::follow`].
+pub fn kvstore_source(
+    kv: &kvstore::Kvstore,
+    cluster: &str,
+) -> impl Source<Key = String, Value = ServiceSpec> + 'static {
+    let prefix = format!("{}/{cluster}/rest/", kvstore::keys::SERVICES);
+    kv.source(&prefix).decode(|_, raw| decode(raw))
 }
 
 /// A spec as the kvstore holds it, checked: one the load balancer would
@@ -394,30 +479,4 @@ fn decode(raw: &[u8]) -> Result<ServiceSpec, ServiceError> {
         .map_err(|e| ServiceError::Invalid(format!("malformed service: {e}")))?;
     parse(&spec)?;
     Ok(spec)
-}
-
-/// One change of the kvstore's services; a datapath write that failed is
-/// tried again. Once the initial list is in, what no service occupies
-/// any more is swept from the LB maps.
-fn follow_change(
-    d: &Daemon,
-    change: watch::Change<String, ServiceSpec>,
-) -> Result<(), ServiceError> {
-    match change {
-        watch::Change::Upsert { new, .. } => d.services.apply(&new).map(|_| ()),
-        watch::Change::Delete { key, .. } => {
-            let Some(id) = key.rsplit('/').next().and_then(|s| s.parse().ok()) else {
-                return Ok(());
-            };
-            match d.services.remove(id) {
-                Err(e @ ServiceError::Failed(_)) => Err(e),
-                _ => Ok(()),
-            }
-        }
-        watch::Change::Synced => {
-            tracing::info!(subsys = "service", "Initial service list received");
-            d.services.sweep();
-            Ok(())
-        }
-    }
 }

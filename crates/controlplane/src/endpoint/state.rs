@@ -37,9 +37,30 @@ pub fn remove(state_dir: &Path, id: u16) -> std::io::Result<()> {
     }
 }
 
+/// Why a saved endpoint could not be taken back.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("reading {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("parsing {}: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{} holds endpoint {found} instead of {want}", path.display())]
+    WrongId {
+        path: PathBuf,
+        found: u16,
+        want: u16,
+    },
+}
+
 /// Endpoints found under `state_dir`; leftovers of interrupted writes are
 /// cleaned up (a `_stale` dir whose swap never finished is the one to keep).
-pub fn scan(state_dir: &Path) -> Vec<Result<Endpoint, String>> {
+pub fn scan(state_dir: &Path) -> Vec<Result<Endpoint, StateError>> {
     let Ok(entries) = std::fs::read_dir(state_dir) else {
         return Vec::new();
     };
@@ -71,16 +92,21 @@ pub fn scan(state_dir: &Path) -> Vec<Result<Endpoint, String>> {
     ids.into_iter()
         .map(|id| {
             let path = dir(state_dir, id).join(EP_CONFIG);
-            let bytes =
-                std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-            let ep: Endpoint = serde_json::from_slice(&bytes)
-                .map_err(|e| format!("parsing {}: {e}", path.display()))?;
+            let bytes = std::fs::read(&path).map_err(|source| StateError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            let ep: Endpoint =
+                serde_json::from_slice(&bytes).map_err(|source| StateError::Parse {
+                    path: path.clone(),
+                    source,
+                })?;
             if ep.id != id {
-                return Err(format!(
-                    "{} holds endpoint {} instead of {id}",
-                    path.display(),
-                    ep.id
-                ));
+                return Err(StateError::WrongId {
+                    path,
+                    found: ep.id,
+                    want: id,
+                });
             }
             Ok(ep)
         })

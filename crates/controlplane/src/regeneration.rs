@@ -4,7 +4,6 @@
 //! by the next one, which always works from the latest state. So a burst of
 //! changes costs one or two runs, not one each, and no two runs overlap.
 
-use crate::daemon::Daemon;
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -54,33 +53,43 @@ impl Regeneration {
     }
 }
 
-/// Starts the task that serves the asks of `d.regeneration`.
-pub fn start(d: &Arc<Daemon>) {
-    let mut asked = d.regeneration.asked.subscribe();
-    let tasks = d.tasks.clone();
-    let d = Arc::clone(d);
-    tasks.spawn("policy-regeneration", async move {
-        loop {
-            let (n, reason) = *asked.borrow_and_update();
-            let done = *d.regeneration.done.borrow();
-            if n > done {
-                let dd = Arc::clone(&d);
-                let reason = if n - done > 1 {
-                    "several changes"
-                } else {
-                    reason
-                };
-                let _ =
-                    tokio::task::spawn_blocking(move || crate::policies::regenerate(&dd, reason))
-                        .await;
-                d.regeneration.done.send_replace(n);
-                continue;
+impl Regeneration {
+    /// Starts the one task that serves the asks, running `regenerate` (on
+    /// a blocking thread: it writes every endpoint's policy map) with the
+    /// reason of the ask, or "several changes" for a batch.
+    pub fn serve(
+        &self,
+        tasks: &crate::tasks::Tasks,
+        regenerate: impl Fn(&'static str) + Send + Sync + 'static,
+    ) {
+        let mut asked = self.asked.subscribe();
+        let done = self.done.clone();
+        let regenerate = Arc::new(regenerate);
+        // graceful: a run in progress writes maps, so shutdown waits for
+        // it instead of leaving it to finish behind the agent's back
+        tasks.spawn_graceful("policy-regeneration", |stop| async move {
+            tokio::pin!(stop);
+            loop {
+                let (n, reason) = *asked.borrow_and_update();
+                let served = *done.borrow();
+                if n > served {
+                    let reason = if n - served > 1 {
+                        "several changes"
+                    } else {
+                        reason
+                    };
+                    let run = Arc::clone(&regenerate);
+                    let _ = tokio::task::spawn_blocking(move || run(reason)).await;
+                    done.send_replace(n);
+                    continue;
+                }
+                tokio::select! {
+                    () = &mut stop => return,
+                    changed = asked.changed() => if changed.is_err() { return },
+                }
             }
-            if asked.changed().await.is_err() {
-                return;
-            }
-        }
-    });
+        });
+    }
 }
 
 #[cfg(test)]

@@ -80,6 +80,23 @@ impl Tasks {
         });
     }
 
+    /// Runs blocking work (map writes, a program attach) on the blocking
+    /// pool, counted as a task: shutdown waits for it, as it cannot be
+    /// dropped halfway. Once shutdown has begun, new work is not started.
+    pub fn spawn_blocking<F>(&self, name: &'static str, work: F)
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        if self.is_stopping() {
+            return;
+        }
+        let guard = Running::new(name, &self.running);
+        self.tracker.spawn_blocking(move || {
+            let _guard = guard;
+            work()
+        });
+    }
+
     /// Resolves once shutdown has begun.
     pub fn stopping(&self) -> WaitForCancellationFutureOwned {
         self.cancel.clone().cancelled_owned()

@@ -2,12 +2,11 @@
 //! node hosts it, and who said so. Every change is written through to
 //! cilium_ipcache.
 
-use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
-use datapath::maps::Ipcache;
+use crate::ports::{IpcacheMap, KernelError};
+use abi::ipcache::RemoteEndpointInfo;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Where an entry came from (Cilium's `source.Source` names).
 pub const SOURCE_LOCAL: &str = "local";
@@ -59,49 +58,39 @@ impl Entry {
 }
 
 pub struct IpCache {
-    bpf_root: PathBuf,
+    map: Arc<dyn IpcacheMap>,
     entries: Mutex<BTreeMap<(Ipv4Addr, u8), Entry>>,
 }
 
 impl IpCache {
-    pub fn new(bpf_root: PathBuf) -> Self {
+    pub fn new(map: Arc<dyn IpcacheMap>) -> Self {
         Self {
-            bpf_root,
+            map,
             entries: Mutex::default(),
         }
     }
 
     /// Writes an entry unless one from a stronger source holds the prefix;
     /// returns whether it was written.
-    pub fn upsert(&self, ip: Ipv4Addr, len: u8, entry: Entry) -> Result<bool, datapath::Error> {
+    pub fn upsert(&self, ip: Ipv4Addr, len: u8, entry: Entry) -> Result<bool, KernelError> {
         let mut entries = self.entries.lock().expect("ipcache lock");
         if let Some(old) = entries.get(&(ip, len)) {
             if rank(old.source) > rank(entry.source) {
                 return Ok(false);
             }
         }
-        let map = Ipcache::open(&self.bpf_root)?;
-        let value = RemoteEndpointInfo {
-            sec_identity: entry.identity,
-            tunnel_endpoint: entry
-                .tunnel_endpoint
-                .unwrap_or(Ipv4Addr::UNSPECIFIED)
-                .into(),
-            ..Default::default()
-        };
-        map.put(&IpcacheKey::v4(ip, len), &value)?;
+        self.map.write(ip, len, &entry)?;
         entries.insert((ip, len), entry);
         Ok(true)
     }
 
     /// Removes the prefix if `source` is the one that wrote it.
-    pub fn remove(&self, ip: Ipv4Addr, len: u8, source: &str) -> Result<(), datapath::Error> {
+    pub fn remove(&self, ip: Ipv4Addr, len: u8, source: &str) -> Result<(), KernelError> {
         let mut entries = self.entries.lock().expect("ipcache lock");
         if entries.get(&(ip, len)).is_some_and(|e| e.source != source) {
             return Ok(());
         }
-        let map = Ipcache::open(&self.bpf_root)?;
-        map.remove(&IpcacheKey::v4(ip, len))?;
+        self.map.delete(ip, len)?;
         entries.remove(&(ip, len));
         Ok(())
     }

@@ -22,7 +22,7 @@ impl Controllers {
         }
     }
 
-    fn record(&self, name: &str, result: &Result<(), String>) {
+    fn record<E: std::fmt::Display>(&self, name: &str, result: &Result<(), E>) {
         let mut map = self.inner.lock().expect("controller lock");
         let st = map.entry(name.to_owned()).or_default();
         let now = Some(crate::timefmt::rfc3339(SystemTime::now()));
@@ -36,17 +36,18 @@ impl Controllers {
                 st.failure_count += 1;
                 st.consecutive_failure_count += 1;
                 st.last_failure_timestamp = now;
-                st.last_failure_msg = msg.clone();
+                st.last_failure_msg = msg.to_string();
                 tracing::warn!(subsys = "controller", name, error = %msg, "Controller run failed");
             }
         }
     }
 
     /// Runs `run` now and then every `interval` until the agent stops.
-    pub fn spawn<F, Fut>(&self, name: &'static str, interval: Duration, mut run: F)
+    pub fn spawn<F, Fut, E>(&self, name: &'static str, interval: Duration, mut run: F)
     where
         F: FnMut() -> Fut + Send + 'static,
-        Fut: Future<Output = Result<(), String>> + Send,
+        Fut: Future<Output = Result<(), E>> + Send,
+        E: std::fmt::Display,
     {
         let this = self.clone();
         this.inner

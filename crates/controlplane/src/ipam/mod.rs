@@ -229,12 +229,16 @@ impl Ipam {
 /// A random RFC 4122 version 4 UUID.
 fn uuid_v4() -> String {
     let mut b = [0u8; 16];
-    let mac1 = netdev::veth::random_mac();
-    let mac2 = netdev::veth::random_mac();
-    let t = now_secs().to_le_bytes();
-    b[..6].copy_from_slice(&mac1);
-    b[6..12].copy_from_slice(&mac2);
-    b[12..16].copy_from_slice(&t[..4]);
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_err()
+    {
+        let t = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        b.copy_from_slice(&t.to_le_bytes());
+    }
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     format!(

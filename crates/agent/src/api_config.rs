@@ -1,0 +1,107 @@
+//! `/config`: the agent's configuration, and the runtime options
+//! `cilium config` may change.
+
+use crate::api_server::{error, node_addressing};
+use crate::option::runtime::RuntimeOptions;
+use crate::option::DaemonConfig;
+use api::models::{DaemonConfiguration, DaemonConfigurationSpec, DaemonConfigurationStatus};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use controlplane::policies::Policies;
+use std::sync::{Arc, Mutex};
+
+/// What `/config` reads and changes.
+pub struct ConfigApi {
+    pub config: Arc<DaemonConfig>,
+    pub runtime: Mutex<RuntimeOptions>,
+    pub policies: Arc<Policies>,
+}
+
+type Shared = State<Arc<ConfigApi>>;
+
+/// `GET` and `PATCH /v1/config`.
+pub fn routes(api: Arc<ConfigApi>) -> Router {
+    Router::new()
+        .route(
+            "/v1/config",
+            axum::routing::get(get_config).patch(patch_config),
+        )
+        .with_state(api)
+}
+
+fn configuration(d: &ConfigApi) -> DaemonConfiguration {
+    let runtime = d.runtime.lock().expect("runtime options lock").clone();
+    let realized = DaemonConfigurationSpec {
+        options: runtime.options,
+        policy_enforcement: Some(runtime.policy_enforcement),
+    };
+    let c = &d.config;
+    DaemonConfiguration {
+        spec: realized.clone(),
+        status: DaemonConfigurationStatus {
+            addressing: node_addressing(c),
+            datapath_mode: "veth".into(),
+            device_mtu: c.mtu,
+            route_mtu: c.route_mtu(),
+            ipam_mode: c.ipam_mode.clone(),
+            masquerade: false,
+            realized,
+            immutable: c.all.clone(),
+            daemon_configuration_map: c
+                .all
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect(),
+        },
+    }
+}
+
+async fn get_config(State(d): Shared) -> Json<DaemonConfiguration> {
+    Json(configuration(&d))
+}
+
+async fn patch_config(State(d): Shared, body: Bytes) -> Response {
+    let spec: DaemonConfigurationSpec = match serde_json::from_slice(&body) {
+        Ok(s) => s,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("invalid configuration body: {e}"),
+            )
+        }
+    };
+    let applied = {
+        let mut runtime = d.runtime.lock().expect("runtime options lock");
+        runtime
+            .apply(&spec.options, spec.policy_enforcement.as_deref())
+            .map(|changed| {
+                let level = runtime
+                    .options
+                    .get("MonitorAggregationLevel")
+                    .cloned()
+                    .unwrap_or_default();
+                (changed, runtime.policy_enforcement.clone(), level)
+            })
+    };
+    match applied {
+        Ok((changed, enforcement, level)) => {
+            for name in &changed {
+                tracing::info!(subsys = "daemon", option = %name, "Configuration option changed");
+            }
+            if changed.iter().any(|n| n == "MonitorAggregationLevel") {
+                if let Err(e) = crate::kernel::set_monitor_aggregation(&d.config.bpf_root, &level) {
+                    return error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}"));
+                }
+            }
+            // a new enforcement mode changes every endpoint's policy map
+            let mode =
+                policy::Enforcement::parse(&enforcement).unwrap_or(policy::Enforcement::Default);
+            d.policies.change_mode(mode).await;
+            StatusCode::OK.into_response()
+        }
+        Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
+    }
+}

@@ -1,0 +1,210 @@
+//! The control plane's ports over the real kernel: BPF maps and programs
+//! through `datapath`, devices and routes through `netdev`. Each type does
+//! exactly what its trait says and decides nothing.
+
+use abi::endpoint::{EndpointInfo, EndpointKey};
+use abi::ipcache::IpcacheKey;
+use abi::tunnel::{TunnelKey, TunnelValue};
+use controlplane::ipcache::Entry;
+use controlplane::ports::{
+    EndpointDatapath, IpcacheMap, KernelError, LbMaps, NodeRoutes, PortFuture,
+};
+use datapath::attach::AttachMode;
+use datapath::maps::{Ipcache, Lb4Backends, Lxc, Tunnel};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+fn kernel(e: datapath::Error) -> KernelError {
+    KernelError::new(e)
+}
+
+/// cilium_ipcache.
+pub struct IpcacheWriter {
+    pub bpf_root: PathBuf,
+}
+
+impl IpcacheMap for IpcacheWriter {
+    fn write(&self, ip: Ipv4Addr, len: u8, entry: &Entry) -> Result<(), KernelError> {
+        Ipcache::open(&self.bpf_root)
+            .and_then(|m| m.put(&IpcacheKey::v4(ip, len), &entry.value()))
+            .map_err(kernel)
+    }
+
+    fn delete(&self, ip: Ipv4Addr, len: u8) -> Result<(), KernelError> {
+        Ipcache::open(&self.bpf_root)
+            .and_then(|m| m.remove(&IpcacheKey::v4(ip, len)))
+            .map(drop)
+            .map_err(kernel)
+    }
+}
+
+/// Endpoint programs (the loader), cilium_lxc and the policy maps.
+pub struct Endpoints {
+    pub bpf_root: PathBuf,
+    pub datapath: Arc<Mutex<datapath::Datapath>>,
+    pub mode: AttachMode,
+}
+
+impl Endpoints {
+    fn loader(&self) -> std::sync::MutexGuard<'_, datapath::Datapath> {
+        self.datapath.lock().expect("datapath lock")
+    }
+
+    fn globals(&self) -> PathBuf {
+        self.bpf_root.join(abi::maps::GLOBALS_DIR)
+    }
+}
+
+impl EndpointDatapath for Endpoints {
+    fn ifindex(&self, ifname: &str) -> Option<u32> {
+        let c = std::ffi::CString::new(ifname).ok()?;
+        // SAFETY: a valid C string; returns 0 when there is no such interface.
+        let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+        (index != 0).then_some(index)
+    }
+
+    fn attaches_in_two_steps(&self) -> bool {
+        self.mode == AttachMode::Tcx
+    }
+
+    fn attach(&self, id: u16, ifname: &str, quick: bool) -> Result<(), KernelError> {
+        let mut dp = self.loader();
+        let attached = if quick {
+            dp.attach_endpoint_as(id, ifname, AttachMode::Tc)
+        } else {
+            dp.attach_endpoint(id, ifname)
+        };
+        attached.map(drop).map_err(kernel)
+    }
+
+    fn detach(&self, id: u16) {
+        self.loader().detach_endpoint(id);
+    }
+
+    fn install_policy_program(&self, id: u16) -> Result<(), KernelError> {
+        self.loader().install_policy_program(id).map_err(kernel)
+    }
+
+    fn remove_policy(&self, id: u16) {
+        datapath::policymap::remove(&self.globals(), id);
+        self.loader().remove_policy_program(id);
+    }
+
+    fn write_policy(&self, id: u16, state: &policy::MapState) -> Result<(), KernelError> {
+        datapath::policymap::PolicyMap::open(&self.globals(), id)
+            .and_then(|m| m.sync(&state.to_abi()))
+            .map_err(kernel)
+    }
+
+    fn prepare_policy(&self, id: u16) {
+        if let Err(e) = datapath::policymap::PolicyMap::open(&self.globals(), id) {
+            tracing::debug!(subsys = "policy", endpointID = id, error = %e, "Unable to prepare a policy map");
+        }
+    }
+
+    fn write_endpoint(&self, ip: Ipv4Addr, info: &EndpointInfo) -> Result<(), KernelError> {
+        Lxc::open(&self.bpf_root)
+            .and_then(|m| m.put(&EndpointKey::v4(ip), info))
+            .map_err(kernel)
+    }
+
+    fn remove_endpoint(&self, ip: Ipv4Addr) {
+        if let Ok(map) = Lxc::open(&self.bpf_root) {
+            let _ = map.remove(&EndpointKey::v4(ip));
+        }
+    }
+}
+
+/// The LB maps.
+pub struct LoadBalancer {
+    pub bpf_root: PathBuf,
+}
+
+impl LoadBalancer {
+    fn pin_dir(&self) -> PathBuf {
+        self.bpf_root.join(abi::maps::GLOBALS_DIR)
+    }
+}
+
+impl LbMaps for LoadBalancer {
+    fn backends(&self) -> Vec<(u32, Ipv4Addr, u16)> {
+        Lb4Backends::open_in(&self.pin_dir())
+            .and_then(|m| m.entries())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(id, b)| (id, b.address.ip(), b.port.get()))
+            .collect()
+    }
+
+    fn apply(&self, update: &lb::Update) -> Result<(), KernelError> {
+        datapath::lbmap::apply(&self.pin_dir(), update).map_err(kernel)
+    }
+
+    fn keys(&self) -> Result<lb::MapKeys, KernelError> {
+        datapath::lbmap::keys(&self.pin_dir()).map_err(kernel)
+    }
+}
+
+/// Other nodes' pod CIDRs in cilium_tunnel_map, routed into cilium_host.
+pub struct OverlayRoutes {
+    pub bpf_root: PathBuf,
+    pub netlink: netdev::Netlink,
+    pub host_index: u32,
+    pub router_ip: Ipv4Addr,
+    pub route_mtu: u32,
+}
+
+impl OverlayRoutes {
+    fn route(&self, (net, len): (Ipv4Addr, u8)) -> netdev::link::Route {
+        netdev::link::Route::new(self.host_index, net, len)
+            .via(self.router_ip)
+            .src(self.router_ip)
+            .mtu(self.route_mtu)
+    }
+}
+
+impl NodeRoutes for OverlayRoutes {
+    fn install(
+        &self,
+        cidr: (Ipv4Addr, u8),
+        node_ip: Ipv4Addr,
+    ) -> PortFuture<'_, Result<(), KernelError>> {
+        Box::pin(async move {
+            Tunnel::open(&self.bpf_root)
+                .and_then(|m| m.put(&TunnelKey::v4(cidr.0), &TunnelValue::v4(node_ip)))
+                .map_err(kernel)?;
+            self.netlink
+                .replace_route(&self.route(cidr))
+                .await
+                .map_err(KernelError::new)
+        })
+    }
+
+    fn withdraw(&self, cidr: (Ipv4Addr, u8)) -> PortFuture<'_, ()> {
+        Box::pin(async move {
+            if let Ok(map) = Tunnel::open(&self.bpf_root) {
+                let _ = map.remove(&TunnelKey::v4(cidr.0));
+            }
+            if let Err(e) = self.netlink.delete_route(&self.route(cidr)).await {
+                tracing::warn!(subsys = "linux-datapath", cidr = %format!("{}/{}", cidr.0, cidr.1), error = %e, "Unable to remove route to node");
+            }
+        })
+    }
+}
+
+/// Tells the datapath how much to trace (`MonitorAggregationLevel`:
+/// None, Lowest, Low, Medium, Max).
+pub fn set_monitor_aggregation(
+    bpf_root: &std::path::Path,
+    level: &str,
+) -> Result<(), datapath::Error> {
+    let value: u64 = match level {
+        "None" => 0,
+        "Lowest" => 1,
+        "Low" => 2,
+        "Medium" => 3,
+        _ => 4,
+    };
+    datapath::maps::RuntimeConfig::open(bpf_root)?.set_monitor_aggregation(value)
+}

@@ -1,0 +1,552 @@
+//! Creating, deleting and restoring endpoints. Each step that touches the
+//! kernel or disk is undone when a later one fails, so a refused request
+//! leaves no program, map entry, identity or directory behind.
+
+use super::{state, Endpoint, EndpointRef, MAX_ID, MIN_ID};
+use crate::events::AgentNotify;
+use crate::identity::Identities;
+use crate::ipam::Ipam;
+use crate::ipcache::{Entry, IpCache, SOURCE_LOCAL};
+use crate::ipsync::Publisher;
+use crate::policies::{Policies, Realized};
+use crate::ports::{EndpointDatapath, Events};
+use abi::endpoint::{parse_mac, EndpointInfo};
+use api::endpoint::{EndpointChangeRequest, EndpointState};
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Exists(String),
+    #[error("endpoint not found")]
+    NotFound,
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl EndpointError {
+    /// The HTTP status Cilium answers with.
+    pub fn status(&self) -> u16 {
+        match self {
+            EndpointError::Invalid(_) => 400,
+            EndpointError::Exists(_) => 409,
+            EndpointError::NotFound => 404,
+            EndpointError::Failed(_) => 500,
+        }
+    }
+}
+
+fn failed<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> EndpointError + '_ {
+    move |e| EndpointError::Failed(format!("{what}: {e}"))
+}
+
+/// The handles the endpoint manager works with.
+pub struct Deps {
+    pub ipam: Arc<Mutex<Ipam>>,
+    pub identities: Arc<Identities>,
+    pub ipcache: Arc<IpCache>,
+    pub policies: Arc<Policies>,
+    pub publisher: Publisher,
+    pub datapath: Arc<dyn EndpointDatapath>,
+    pub events: Arc<dyn Events>,
+    /// Runs the work that follows a create (the second attach step, the
+    /// next policy map).
+    pub tasks: crate::tasks::Tasks,
+}
+
+/// This node's endpoints: the only owner of the table, the state dir's
+/// endpoint directories and the endpoints' map entries and programs.
+pub struct Endpoints {
+    deps: Deps,
+    state_dir: PathBuf,
+    by_id: Mutex<BTreeMap<u16, Endpoint>>,
+}
+
+/// Labels of the endpoint's identity: the request's, plus the namespace.
+pub fn labels_of(req: &EndpointChangeRequest) -> Vec<String> {
+    let mut labels: Vec<String> = req
+        .labels
+        .iter()
+        .map(|l| {
+            if l.contains(':') {
+                l.clone()
+            } else {
+                format!("unspec:{l}")
+            }
+        })
+        .collect();
+    if !req.k8s_namespace.is_empty() {
+        labels.push(format!(
+            "k8s:io.kubernetes.pod.namespace={}",
+            req.k8s_namespace
+        ));
+    }
+    labels.sort();
+    labels.dedup();
+    labels
+}
+
+impl Endpoints {
+    pub fn new(deps: Deps, state_dir: PathBuf) -> Self {
+        Self {
+            deps,
+            state_dir,
+            by_id: Mutex::default(),
+        }
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, BTreeMap<u16, Endpoint>> {
+        self.by_id.lock().expect("endpoints lock")
+    }
+
+    pub fn list(&self) -> Vec<Endpoint> {
+        self.table().values().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.table().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.table().is_empty()
+    }
+
+    pub fn find(&self, r: &EndpointRef) -> Vec<Endpoint> {
+        self.table()
+            .values()
+            .filter(|e| r.matches(e))
+            .cloned()
+            .collect()
+    }
+
+    /// The ID the next endpoint without one will get.
+    pub fn free_id(&self) -> Option<u16> {
+        free_id(&self.table())
+    }
+
+    /// `PUT /endpoint/{id}`: allocates the identity of the request's
+    /// labels, then creates and realizes the endpoint. A refused request
+    /// allocates nothing; a failed one gives back what it took.
+    pub async fn create(
+        self: &Arc<Self>,
+        req: &EndpointChangeRequest,
+    ) -> Result<Endpoint, EndpointError> {
+        from_request(&self.table(), self.deps.datapath.as_ref(), req)?;
+        // The identity may take a kvstore round trip: not under the lock.
+        let labels = labels_of(req);
+        let identity = self
+            .deps
+            .identities
+            .allocate(&labels)
+            .await
+            .map_err(|e| EndpointError::Failed(e.to_string()))?;
+        let created = self.create_with(req, identity);
+        match &created {
+            Ok(ep) => {
+                if self.deps.datapath.attaches_in_two_steps() {
+                    let (this, id, ifname) = (Arc::clone(self), ep.id, ep.ifname.clone());
+                    self.deps
+                        .tasks
+                        .spawn_blocking("endpoint-attach", move || this.finish_attach(id, &ifname));
+                }
+                let this = Arc::clone(self);
+                self.deps
+                    .tasks
+                    .spawn_blocking("prepare-policy-map", move || this.prepare_next());
+            }
+            Err(_) => self.deps.identities.release(&labels),
+        }
+        created
+    }
+
+    /// Creates and realizes an endpoint with the identity the caller
+    /// allocated for `labels_of(req)`; the caller keeps that reference
+    /// when this fails.
+    fn create_with(
+        &self,
+        req: &EndpointChangeRequest,
+        identity: u32,
+    ) -> Result<Endpoint, EndpointError> {
+        let started = std::time::Instant::now();
+        let mut table = self.table();
+        let mut ep = from_request(&table, self.deps.datapath.as_ref(), req)?;
+        ep.identity = identity;
+        self.claim_ip(&ep)?;
+        let quick = self.deps.datapath.attaches_in_two_steps();
+        if let Err(e) = self.realize(&mut ep, quick, false).and_then(|()| {
+            state::write(&self.state_dir, &ep)
+                .map_err(|e| EndpointError::Failed(format!("writing endpoint state: {e}")))
+        }) {
+            self.unrealize(&ep);
+            self.release_ip(&ep);
+            let _ = state::remove(&self.state_dir, ep.id);
+            return Err(e);
+        }
+        tracing::info!(
+            subsys = "endpoint",
+            endpointID = ep.id,
+            containerID = %ep.container_id,
+            ipv4 = %ep.ipv4,
+            identity = ep.identity,
+            interface = %ep.ifname,
+            duration = ?started.elapsed(),
+            "New endpoint"
+        );
+        self.deps
+            .events
+            .agent(AgentNotify::EndpointCreated, notify_body(&ep));
+        table.insert(ep.id, ep.clone());
+        Ok(ep)
+    }
+
+    /// Deletes every endpoint `r` matches; returns how many.
+    pub fn delete(&self, r: &EndpointRef) -> Result<usize, EndpointError> {
+        let mut table = self.table();
+        let ids: Vec<u16> = table
+            .values()
+            .filter(|e| r.matches(e))
+            .map(|e| e.id)
+            .collect();
+        if ids.is_empty() {
+            return Err(EndpointError::NotFound);
+        }
+        for id in &ids {
+            let ep = table.remove(id).expect("found above");
+            self.teardown(&ep, true);
+            tracing::info!(subsys = "endpoint", endpointID = ep.id, containerID = %ep.container_id, "Removed endpoint");
+            self.deps
+                .events
+                .agent(AgentNotify::EndpointDeleted, notify_body(&ep));
+        }
+        Ok(ids.len())
+    }
+
+    /// Removes an endpoint's traces. `holds_identity` is false for a
+    /// restored endpoint that never took its identity reference in this run:
+    /// releasing it would drop another endpoint's reference.
+    fn teardown(&self, ep: &Endpoint, holds_identity: bool) {
+        self.unrealize(ep);
+        self.release_ip(ep);
+        if holds_identity {
+            self.deps.identities.release(&ep.labels);
+        }
+        if let Err(e) = state::remove(&self.state_dir, ep.id) {
+            tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to remove endpoint state");
+        }
+    }
+
+    /// Brings every local endpoint's policy map up to the policies in
+    /// force; returns how many endpoints were regenerated. Until the
+    /// desired state is all known, maps are left as they are.
+    pub fn regenerate(&self, reason: &str) -> usize {
+        let policies = &self.deps.policies;
+        if !policies.synced() {
+            tracing::debug!(
+                subsys = "policy",
+                reason,
+                "Waiting for the initial policy and identity lists"
+            );
+            return 0;
+        }
+        let t = std::time::Instant::now();
+        policies.sync_cidrs(&policies.rules().0);
+        let snapshot = policies.snapshot();
+        let mut table = self.table();
+        let mut n = 0;
+        for ep in table.values_mut() {
+            match self.write_policy(ep.id, &ep.labels, &snapshot) {
+                Ok(r) => {
+                    ep.policy = r;
+                    n += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(subsys = "policy", endpointID = ep.id, error = %e, "Unable to regenerate endpoint policy")
+                }
+            }
+        }
+        tracing::info!(subsys = "policy", reason, endpoints = n, revision = snapshot.revision, duration = ?t.elapsed(), "Policy regenerated");
+        n
+    }
+
+    /// Computes endpoint `id`'s policy and writes its map.
+    fn write_policy(
+        &self,
+        id: u16,
+        labels: &[String],
+        snapshot: &crate::policies::Snapshot,
+    ) -> Result<Realized, crate::policies::PolicyError> {
+        let resolved = snapshot.resolve(labels);
+        self.deps
+            .datapath
+            .write_policy(id, &resolved.state)
+            .map_err(|source| crate::policies::PolicyError::PolicyMap { id, source })?;
+        Ok(Realized {
+            ingress: resolved.ingress_enforced,
+            egress: resolved.egress_enforced,
+            revision: snapshot.revision,
+        })
+    }
+
+    /// Makes the policy map of the endpoint ID the next pod will get ahead
+    /// of time: registering it waits for an RCU grace period (a map-in-map
+    /// update), which would otherwise be most of a pod's ADD.
+    pub fn prepare_next(&self) {
+        if let Some(id) = self.free_id() {
+            self.deps.datapath.prepare_policy(id);
+        }
+    }
+
+    /// Takes back the endpoints a previous run left in the state dir. An
+    /// endpoint whose interface is gone (its pod was deleted while the agent
+    /// was down) is cleaned up instead.
+    pub fn restore(&self) -> (usize, usize) {
+        let (mut restored, mut dropped) = (0, 0);
+        let mut table = self.table();
+        for found in state::scan(&self.state_dir) {
+            let mut ep = match found {
+                Ok(ep) => ep,
+                Err(e) => {
+                    tracing::warn!(subsys = "endpoint", error = %e, "Unable to restore endpoint, skipping");
+                    continue;
+                }
+            };
+            let Some(ifindex) = self.deps.datapath.ifindex(&ep.ifname) else {
+                tracing::info!(subsys = "endpoint", endpointID = ep.id, interface = %ep.ifname, "Interface is gone, removing endpoint");
+                self.teardown(&ep, false);
+                dropped += 1;
+                continue;
+            };
+            ep.ifindex = ifindex;
+            let claimed = self.claim_ip(&ep);
+            let holds_identity = claimed.is_ok();
+            if holds_identity {
+                ep.identity = self.deps.identities.adopt(&ep.labels, ep.identity);
+            }
+            match claimed.and_then(|()| self.realize(&mut ep, false, true)) {
+                Ok(()) => {
+                    tracing::info!(subsys = "endpoint", endpointID = ep.id, ipv4 = %ep.ipv4, "Restored endpoint");
+                    table.insert(ep.id, ep);
+                    restored += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to restore endpoint, removing it");
+                    self.teardown(&ep, holds_identity);
+                    dropped += 1;
+                }
+            }
+        }
+        (restored, dropped)
+    }
+
+    /// Claims the endpoint's address from IPAM (unless it came from elsewhere).
+    fn claim_ip(&self, ep: &Endpoint) -> Result<(), EndpointError> {
+        if !ep.external_ipam {
+            self.deps
+                .ipam
+                .lock()
+                .expect("ipam lock")
+                .claim(ep.ipv4, &ep.ipam_owner())
+                .map_err(|e| EndpointError::Exists(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    fn release_ip(&self, ep: &Endpoint) {
+        if !ep.external_ipam {
+            if let Err(e) = self.deps.ipam.lock().expect("ipam lock").release(ep.ipv4) {
+                tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to release endpoint IP");
+            }
+        }
+    }
+
+    /// Attaches the programs and writes the endpoint into the maps.
+    ///
+    /// A new endpoint may be attached in two steps (see
+    /// [`EndpointDatapath::attaches_in_two_steps`]): creating a tcx link
+    /// waits for an RCU grace period (10-25 ms here), which would otherwise
+    /// be most of a pod's ADD time; [`Self::finish_attach`] does the rest.
+    fn realize(
+        &self,
+        ep: &mut Endpoint,
+        quick: bool,
+        restoring: bool,
+    ) -> Result<(), EndpointError> {
+        let dp = &self.deps.datapath;
+        ep.state = EndpointState::Regenerating;
+        dp.attach(ep.id, &ep.ifname, quick)
+            .map_err(failed("attaching programs"))?;
+        // its policy map before the datapath can see the endpoint; a restored
+        // endpoint keeps the map it has until the desired state is all known
+        if !restoring || self.deps.policies.synced() {
+            let snapshot = self.deps.policies.snapshot();
+            ep.policy = self
+                .write_policy(ep.id, &ep.labels, &snapshot)
+                .map_err(failed("realizing policy"))?;
+        }
+        dp.install_policy_program(ep.id)
+            .map_err(failed("installing the endpoint's ingress program"))?;
+        let info = EndpointInfo::pod(
+            ep.ifindex,
+            ep.id,
+            parse_mac(&ep.mac).unwrap_or_default(),
+            parse_mac(&ep.host_mac).unwrap_or_default(),
+            ep.identity,
+        );
+        dp.write_endpoint(ep.ipv4, &info)
+            .map_err(failed("writing cilium_lxc"))?;
+        self.deps
+            .ipcache
+            .upsert(ep.ipv4, 32, Entry::new(ep.identity, SOURCE_LOCAL))
+            .map_err(failed("writing cilium_ipcache"))?;
+        self.deps
+            .events
+            .name_pod(ep.ipv4, &ep.k8s_namespace, &ep.k8s_pod_name);
+        self.deps.publisher.publish(ep);
+        ep.state = EndpointState::Ready;
+        Ok(())
+    }
+
+    /// Best-effort inverse of `realize`.
+    fn unrealize(&self, ep: &Endpoint) {
+        let dp = &self.deps.datapath;
+        dp.remove_endpoint(ep.ipv4);
+        let _ = self.deps.ipcache.remove(ep.ipv4, 32, SOURCE_LOCAL);
+        self.deps.publisher.withdraw(ep.ipv4);
+        self.deps.events.forget_pod(ep.ipv4);
+        dp.remove_policy(ep.id);
+        dp.detach(ep.id);
+    }
+
+    /// Second step of a two-step attach: moves endpoint `id` onto its
+    /// final link, unless it was deleted meanwhile.
+    pub fn finish_attach(&self, id: u16, ifname: &str) {
+        let dp = &self.deps.datapath;
+        if let Err(e) = dp.attach(id, ifname, false) {
+            tracing::warn!(subsys = "endpoint", endpointID = id, error = %e, "Unable to move endpoint to tcx, it stays on tc");
+            return;
+        }
+        let table = self.table();
+        if table.get(&id).is_none_or(|e| e.ifname != ifname) {
+            dp.detach(id);
+        }
+    }
+}
+
+/// What `cilium monitor` shows of an endpoint that came or went.
+fn notify_body(ep: &Endpoint) -> serde_json::Value {
+    serde_json::json!({
+        "id": ep.id,
+        "labels": ep.labels,
+        "namespace": ep.k8s_namespace,
+        "pod-name": ep.k8s_pod_name,
+    })
+}
+
+fn free_id(table: &BTreeMap<u16, Endpoint>) -> Option<u16> {
+    (MIN_ID..=MAX_ID).find(|id| !table.contains_key(id))
+}
+
+/// Validates a change request into an endpoint (not yet realized),
+/// refusing one that clashes with an endpoint of `table`.
+fn from_request(
+    table: &BTreeMap<u16, Endpoint>,
+    dp: &dyn EndpointDatapath,
+    req: &EndpointChangeRequest,
+) -> Result<Endpoint, EndpointError> {
+    let bad = |m: String| EndpointError::Invalid(m);
+    if let Err(e) = req.state.parse::<EndpointState>() {
+        return Err(bad(e.to_string()));
+    }
+    if req.interface_name.is_empty() {
+        return Err(bad("interface-name is required".into()));
+    }
+    let ifindex = dp
+        .ifindex(&req.interface_name)
+        .ok_or_else(|| bad(format!("interface {} does not exist", req.interface_name)))?;
+    if req.interface_index != 0 && req.interface_index != i64::from(ifindex) {
+        return Err(bad(format!(
+            "interface-index {} does not match interface {} (index {ifindex})",
+            req.interface_index, req.interface_name
+        )));
+    }
+    let addressing = req.addressing.clone().unwrap_or_default();
+    if addressing.ipv4.is_empty() {
+        return Err(bad(
+            "addressing.ipv4 is required (IPv6 is not enabled)".into()
+        ));
+    }
+    let ipv4: Ipv4Addr = addressing.ipv4.parse().map_err(|_| {
+        bad(format!(
+            "addressing.ipv4 {:?} is not an IPv4 address",
+            addressing.ipv4
+        ))
+    })?;
+    for (field, value) in [("mac", &req.mac), ("host-mac", &req.host_mac)] {
+        if parse_mac(value).is_none() {
+            return Err(bad(format!("{field} {value:?} is not a MAC address")));
+        }
+    }
+    let id = match req.id {
+        0 => free_id(table).ok_or_else(|| EndpointError::Failed("no free endpoint ID".into()))?,
+        n if (i64::from(MIN_ID)..=i64::from(MAX_ID)).contains(&n) => n as u16,
+        n => {
+            return Err(bad(format!(
+                "endpoint ID {n} is outside {MIN_ID}..{MAX_ID}"
+            )))
+        }
+    };
+    let ep = Endpoint {
+        id,
+        container_id: req.container_id.clone(),
+        container_interface_name: req.container_interface_name.clone(),
+        ifname: req.interface_name.clone(),
+        ifindex,
+        mac: req.mac.to_ascii_lowercase(),
+        host_mac: req.host_mac.to_ascii_lowercase(),
+        ipv4,
+        k8s_namespace: req.k8s_namespace.clone(),
+        k8s_pod_name: req.k8s_pod_name.clone(),
+        labels: labels_of(req),
+        identity: 0,
+        external_ipam: req
+            .datapath_configuration
+            .as_ref()
+            .is_some_and(|c| c.external_ipam),
+        state: EndpointState::WaitingForIdentity,
+        policy: Default::default(),
+    };
+    for other in table.values() {
+        let clash = if other.id == ep.id {
+            Some(format!("endpoint ID {} already exists", ep.id))
+        } else if other.ipv4 == ep.ipv4 {
+            Some(format!(
+                "IP {} is already used by endpoint {}",
+                ep.ipv4, other.id
+            ))
+        } else if other.ifname == ep.ifname {
+            Some(format!(
+                "interface {} already belongs to endpoint {}",
+                ep.ifname, other.id
+            ))
+        } else if !ep.container_id.is_empty()
+            && other.container_id == ep.container_id
+            && other.container_interface_name == ep.container_interface_name
+        {
+            Some(format!(
+                "endpoint for container {} already exists as {}",
+                ep.container_id, other.id
+            ))
+        } else {
+            None
+        };
+        if let Some(msg) = clash {
+            return Err(EndpointError::Exists(msg));
+        }
+    }
+    Ok(ep)
+}

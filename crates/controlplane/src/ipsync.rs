@@ -1,0 +1,217 @@
+//! Endpoint IPs shared through the kvstore (Cilium's `pkg/ipcache/kvstore.go`):
+//! each node publishes its endpoints under `ip/v1/default/<ip>` with its
+//! session lease and learns everyone else's into the ipcache, with the
+//! publishing node as the tunnel endpoint.
+
+use crate::endpoint::Endpoint;
+use crate::events::AgentNotify;
+use crate::ipcache::{Entry, IpCache, SOURCE_KVSTORE};
+use crate::kvwriter::KvWriter;
+use crate::ports::{Events, KernelError};
+use serde::{Deserialize, Serialize};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use watch::Source;
+
+/// Cilium's `identity.IPIdentityPair` JSON.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpIdentityPair {
+    #[serde(rename = "IP")]
+    pub ip: String,
+    /// Set for prefixes only; endpoint addresses are hosts.
+    #[serde(rename = "Mask", default)]
+    pub mask: Option<String>,
+    #[serde(rename = "HostIP", default)]
+    pub host_ip: String,
+    #[serde(rename = "ID")]
+    pub id: u32,
+    #[serde(rename = "Key", default)]
+    pub key: u8,
+    #[serde(rename = "Metadata", default)]
+    pub metadata: String,
+    #[serde(
+        rename = "K8sNamespace",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub k8s_namespace: String,
+    #[serde(
+        rename = "K8sPodName",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub k8s_pod_name: String,
+}
+
+/// Announces this node's endpoint addresses (a no-op without a kvstore).
+#[derive(Clone)]
+pub struct Publisher {
+    writer: Option<KvWriter>,
+    host_ip: String,
+    node_name: String,
+}
+
+impl Publisher {
+    pub fn new(writer: Option<KvWriter>, node_ip: Option<Ipv4Addr>, node_name: String) -> Self {
+        Self {
+            writer,
+            host_ip: node_ip.map(|i| i.to_string()).unwrap_or_default(),
+            node_name,
+        }
+    }
+
+    pub fn publish(&self, ep: &Endpoint) {
+        let Some(writer) = &self.writer else { return };
+        let pair = IpIdentityPair {
+            ip: ep.ipv4.to_string(),
+            mask: None,
+            host_ip: self.host_ip.clone(),
+            id: ep.identity,
+            key: 0,
+            metadata: format!("cilium-global:default:{}:{}", self.node_name, ep.id),
+            k8s_namespace: ep.k8s_namespace.clone(),
+            k8s_pod_name: ep.k8s_pod_name.clone(),
+        };
+        let body = serde_json::to_vec(&pair).expect("pair serializes");
+        writer.put_leased(kvstore::keys::ip(&pair.ip), body);
+    }
+
+    pub fn withdraw(&self, ip: Ipv4Addr) {
+        if let Some(writer) = &self.writer {
+            writer.delete(kvstore::keys::ip(&ip.to_string()));
+        }
+    }
+}
+
+/// The kvstore's endpoint IPs as a source of [`RemoteEndpoints::follow`].
+pub fn kvstore_source(
+    kv: &kvstore::Kvstore,
+) -> impl Source<Key = String, Value = IpIdentityPair> + 'static {
+    kv.source(&format!("{}/", kvstore::keys::IPS))
+        .decode(|_, raw| serde_json::from_slice::<IpIdentityPair>(raw))
+}
+
+/// Learns the other nodes' endpoints into the ipcache, behind their node.
+pub struct RemoteEndpoints {
+    ipcache: Arc<IpCache>,
+    events: Arc<dyn Events>,
+    /// This node's own echo is skipped.
+    node_ip: Option<Ipv4Addr>,
+}
+
+impl RemoteEndpoints {
+    pub fn new(ipcache: Arc<IpCache>, events: Arc<dyn Events>, node_ip: Option<Ipv4Addr>) -> Self {
+        Self {
+            ipcache,
+            events,
+            node_ip,
+        }
+    }
+
+    /// Follows `source` until the agent stops.
+    pub fn follow(
+        self: Arc<Self>,
+        source: impl Source<Key = String, Value = IpIdentityPair> + 'static,
+        tasks: &crate::tasks::Tasks,
+    ) {
+        let handler = move |change| std::future::ready(self.apply(change));
+        tasks.spawn(
+            "ipsync",
+            watch::Store::new("endpoint IPs").run(source, handler),
+        );
+    }
+
+    /// One change of the endpoint IPs; an ipcache write that failed is
+    /// tried again.
+    pub fn apply(&self, change: watch::Change<String, IpIdentityPair>) -> Result<(), KernelError> {
+        match change {
+            watch::Change::Upsert { key, new, .. } => self.learn(&key, &new),
+            watch::Change::Delete { key, .. } => self.forget(&key),
+            watch::Change::Synced => {
+                tracing::info!(subsys = "ipcache", "Initial list of endpoint IPs received");
+                Ok(())
+            }
+        }
+    }
+
+    fn learn(&self, key: &str, pair: &IpIdentityPair) -> Result<(), KernelError> {
+        let (Ok(ip), Ok(host)) = (
+            pair.ip.parse::<Ipv4Addr>(),
+            pair.host_ip.parse::<Ipv4Addr>(),
+        ) else {
+            tracing::warn!(subsys = "ipcache", key = %key, "Ignoring IP entry without IPv4 addresses");
+            return Ok(());
+        };
+        if Some(host) == self.node_ip {
+            return Ok(());
+        }
+        let entry = Entry::new(pair.id, SOURCE_KVSTORE).behind(host);
+        match self.ipcache.upsert(ip, 32, entry)? {
+            true => {
+                self.events
+                    .name_pod(ip, &pair.k8s_namespace, &pair.k8s_pod_name);
+                self.events.agent(
+                    AgentNotify::IpcacheUpserted,
+                    serde_json::json!({
+                        "cidr": format!("{ip}/32"),
+                        "id": pair.id,
+                        "host-ip": pair.host_ip,
+                        "namespace": pair.k8s_namespace,
+                        "pod-name": pair.k8s_pod_name,
+                    }),
+                );
+                tracing::debug!(subsys = "ipcache", ip = %ip, identity = pair.id, hostIP = %host, "Learned remote endpoint")
+            }
+            false => {
+                tracing::warn!(subsys = "ipcache", ip = %ip, hostIP = %host, "Remote endpoint claims a local address, ignoring it")
+            }
+        }
+        Ok(())
+    }
+
+    fn forget(&self, key: &str) -> Result<(), KernelError> {
+        let Some(ip) = ip_of_key(key) else {
+            return Ok(());
+        };
+        let remote = self
+            .ipcache
+            .get(ip, 32)
+            .is_some_and(|e| e.source == SOURCE_KVSTORE);
+        self.ipcache.remove(ip, 32, SOURCE_KVSTORE)?;
+        if remote {
+            self.events.forget_pod(ip);
+            self.events.agent(
+                AgentNotify::IpcacheDeleted,
+                serde_json::json!({ "cidr": format!("{ip}/32") }),
+            );
+        }
+        Ok(())
+    }
+}
+
+fn ip_of_key(key: &str) -> Option<Ipv4Addr> {
+    key.rsplit('/').next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_marshal_as_cilium_does() {
+        let pair = IpIdentityPair {
+            ip: "10.1.0.7".into(),
+            mask: None,
+            host_ip: "198.18.0.11".into(),
+            id: 256,
+            key: 0,
+            metadata: "cilium-global:default:node1:12".into(),
+            k8s_namespace: "default".into(),
+            k8s_pod_name: "web".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&pair).unwrap(),
+            r#"{"IP":"10.1.0.7","Mask":null,"HostIP":"198.18.0.11","ID":256,"Key":0,"Metadata":"cilium-global:default:node1:12","K8sNamespace":"default","K8sPodName":"web"}"#
+        );
+    }
+}

@@ -1,0 +1,201 @@
+//! The control plane assembled: every subsystem built from exactly the
+//! handles it uses, in the startup order of seed 003 (IPAM, identities,
+//! policy, endpoints, services, nodes), over the kernel ports the caller
+//! gives. The agent builds it over the real kernel; the control-plane
+//! tests over `testsupport::fakes`, so both run the same composition.
+
+use crate::endpoint::Endpoints;
+use crate::identity::Identities;
+use crate::ipam::{Ipam, IpamError};
+use crate::ipcache::IpCache;
+use crate::ipsync::{Publisher, RemoteEndpoints};
+use crate::kvwriter::KvWriter;
+use crate::nodes::{Node, Nodes};
+use crate::policies::Policies;
+use crate::ports::{EndpointDatapath, Events, IpcacheMap, LbMaps, NodeRoutes};
+use crate::regeneration::Regeneration;
+use crate::remote_nodes::RemoteNodes;
+use crate::services::Services;
+use crate::tasks::Tasks;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// Services of an agent without kvstore, relative to the state dir.
+const SERVICES_STATE: &str = "services.json";
+/// Policies, relative to the state dir (with a kvstore, a cache of the
+/// last desired state).
+const POLICIES_STATE: &str = "policies.json";
+/// IPAM allocations, relative to the state dir.
+const IPAM_STATE: &str = "ipam-ipv4.json";
+
+/// The kernel as the control plane reaches it.
+pub struct Ports {
+    pub ipcache: Arc<dyn IpcacheMap>,
+    pub endpoints: Arc<dyn EndpointDatapath>,
+    pub lb: Arc<dyn LbMaps>,
+    /// The overlay's routes to other nodes; None in native routing.
+    pub tunnel: Option<Arc<dyn NodeRoutes>>,
+    pub events: Arc<dyn Events>,
+}
+
+/// What the control plane is told about this node at start.
+pub struct Settings {
+    /// Where endpoints, IPAM, policies and services are kept.
+    pub state_dir: PathBuf,
+    pub pod_cidr: (Ipv4Addr, u8),
+    /// cilium_host's address, never handed to a pod.
+    pub router_ip: Ipv4Addr,
+    /// This node as published to the cluster.
+    pub node: Node,
+    pub node_ip: Option<Ipv4Addr>,
+    /// The cluster's shared state; None for a node on its own.
+    pub kvstore: Option<kvstore::Kvstore>,
+    pub cluster: String,
+    pub maglev: Option<lb::MaglevConfig>,
+    pub enforcement: policy::Enforcement,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("opening IPAM: {0}")]
+    Ipam(#[from] IpamError),
+}
+
+/// Handles to every subsystem; each owns its state.
+pub struct ControlPlane {
+    pub ipam: Arc<Mutex<Ipam>>,
+    pub identities: Arc<Identities>,
+    pub ipcache: Arc<IpCache>,
+    pub policies: Arc<Policies>,
+    pub endpoints: Arc<Endpoints>,
+    pub services: Arc<Services>,
+    pub nodes: Arc<Nodes>,
+    pub regeneration: Regeneration,
+    events: Arc<dyn Events>,
+    kvstore: Option<kvstore::Kvstore>,
+    cluster: String,
+    node_ip: Option<Ipv4Addr>,
+}
+
+impl ControlPlane {
+    /// Builds the subsystems and takes back what a previous run left in
+    /// the state dir (policies, endpoints, services); nothing follows the
+    /// cluster yet (see [`Self::start`]). The kvstore writer runs as a
+    /// task of `tasks`.
+    pub fn new(ports: Ports, s: Settings, tasks: &Tasks) -> Result<Self, StartError> {
+        let ipcache = Arc::new(IpCache::new(ports.ipcache));
+        let (net, len) = s.pod_cidr;
+        let ipam = Ipam::open(net, len, s.router_ip, s.state_dir.join(IPAM_STATE))?;
+        let ipam = Arc::new(Mutex::new(ipam));
+        let kvwriter = s.kvstore.clone().map(|kv| KvWriter::start(kv, tasks));
+        let node_suffix = s
+            .node_ip
+            .map_or_else(|| s.node.name.clone(), |ip| ip.to_string());
+        let identities = Identities::new(s.kvstore.clone().zip(kvwriter.clone()), node_suffix);
+
+        let regeneration = Regeneration::default();
+        let policies = Arc::new(Policies::new(
+            crate::policies::Deps {
+                identities: Arc::clone(&identities),
+                ipcache: Arc::clone(&ipcache),
+                regeneration: regeneration.clone(),
+                events: Arc::clone(&ports.events),
+                shared: s.kvstore.clone().map(|kv| crate::policies::Shared {
+                    kv,
+                    cluster: s.cluster.clone(),
+                }),
+            },
+            s.enforcement,
+            Some(s.state_dir.join(POLICIES_STATE)),
+        ));
+        let restored = policies.restore();
+        if restored > 0 {
+            tracing::info!(subsys = "policy", restored, "Policies restored");
+        }
+        policies.sync_cidrs(&policies.rules().0);
+
+        let endpoints = Arc::new(Endpoints::new(
+            crate::endpoint::Deps {
+                ipam: Arc::clone(&ipam),
+                identities: Arc::clone(&identities),
+                ipcache: Arc::clone(&ipcache),
+                policies: Arc::clone(&policies),
+                publisher: Publisher::new(kvwriter, s.node_ip, s.node.name.clone()),
+                datapath: ports.endpoints,
+                events: Arc::clone(&ports.events),
+                tasks: tasks.clone(),
+            },
+            s.state_dir.clone(),
+        ));
+        let (restored, removed) = endpoints.restore();
+        tracing::info!(subsys = "daemon", restored, removed, "Endpoints restored");
+
+        let services = Arc::new(Services::new(
+            ports.lb,
+            s.maglev,
+            s.kvstore.clone().map(|kv| crate::services::Shared {
+                kv,
+                cluster: s.cluster.clone(),
+            }),
+            s.kvstore
+                .is_none()
+                .then(|| s.state_dir.join(SERVICES_STATE)),
+            Arc::clone(&ports.events),
+        ));
+        let restored = services.restore();
+        if restored > 0 {
+            tracing::info!(subsys = "service", restored, "Services restored");
+        }
+        if s.kvstore.is_none() {
+            // with a kvstore, the initial list is the desired state
+            services.sweep();
+        }
+        let nodes = Arc::new(Nodes::new(
+            s.node,
+            RemoteNodes::new(Arc::clone(&ipcache), ports.tunnel),
+        ));
+        Ok(Self {
+            ipam,
+            identities,
+            ipcache,
+            policies,
+            endpoints,
+            services,
+            nodes,
+            regeneration,
+            events: ports.events,
+            kvstore: s.kvstore,
+            cluster: s.cluster,
+            node_ip: s.node_ip,
+        })
+    }
+
+    /// Starts the tasks: policy regeneration, and following the cluster's
+    /// identities, nodes, endpoint IPs, services and policies.
+    pub fn start(&self, tasks: &Tasks) {
+        let endpoints = Arc::clone(&self.endpoints);
+        self.regeneration.serve(tasks, move |reason| {
+            endpoints.regenerate(reason);
+        });
+        self.identities.follow(tasks);
+        if let Some(kv) = &self.kvstore {
+            Arc::clone(&self.nodes).follow(crate::nodes::kvstore_source(kv), tasks);
+            Arc::new(RemoteEndpoints::new(
+                Arc::clone(&self.ipcache),
+                Arc::clone(&self.events),
+                self.node_ip,
+            ))
+            .follow(crate::ipsync::kvstore_source(kv), tasks);
+            Arc::clone(&self.services)
+                .follow(crate::services::kvstore_source(kv, &self.cluster), tasks);
+        }
+        let policies = self
+            .kvstore
+            .as_ref()
+            .map(|kv| crate::policies::kvstore_source(kv, &self.cluster));
+        Arc::clone(&self.policies).follow(policies, tasks);
+        let endpoints = Arc::clone(&self.endpoints);
+        tasks.spawn_blocking("prepare-policy-map", move || endpoints.prepare_next());
+    }
+}

@@ -1,0 +1,517 @@
+//! The control plane over the in-memory kernel of `testsupport::fakes`:
+//! what only an end-to-end test could check before, as a normal user and
+//! in milliseconds. Each test builds the control plane as the agent does
+//! (`ControlPlane::new`, then `start`) in a temp dir of its own.
+
+use api::endpoint::{EndpointChangeRequest, EndpointState};
+use api::ipam::AddressPair;
+use controlplane::endpoint::EndpointRef;
+use controlplane::ipcache::SOURCE_KVSTORE;
+use controlplane::nodes::{IpNet, Node, NodeAddress};
+use controlplane::tasks::Tasks;
+use controlplane::{AgentNotify, ControlPlane, Ports, Settings};
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use testsupport::fakes::FakeKernel;
+
+const CLUSTER: &str = "default";
+
+fn ip(s: &str) -> Ipv4Addr {
+    s.parse().unwrap()
+}
+
+fn node(name: &str, node_ip: &str, router: &str, cidr: (Ipv4Addr, u8)) -> Node {
+    Node {
+        name: name.into(),
+        cluster: CLUSTER.into(),
+        addresses: vec![
+            NodeAddress {
+                kind: "InternalIP".into(),
+                ip: node_ip.into(),
+            },
+            NodeAddress {
+                kind: "CiliumInternalIP".into(),
+                ip: router.into(),
+            },
+        ],
+        ipv4_alloc_cidr: Some(IpNet::v4(cidr.0, cidr.1)),
+        cluster_id: 0,
+        source: "local".into(),
+    }
+}
+
+/// node1's control plane over `kernel`, keeping its state in `dir`.
+fn plane(
+    kernel: &Arc<FakeKernel>,
+    dir: &Path,
+    kv: Option<kvstore::Kvstore>,
+    tasks: &Tasks,
+) -> ControlPlane {
+    let ports = Ports {
+        ipcache: kernel.clone(),
+        endpoints: kernel.clone(),
+        lb: kernel.clone(),
+        tunnel: Some(kernel.clone()),
+        events: kernel.clone(),
+    };
+    let settings = Settings {
+        state_dir: dir.to_owned(),
+        pod_cidr: (ip("10.1.0.0"), 24),
+        router_ip: ip("10.1.0.1"),
+        node: node("node1", "198.18.0.11", "10.1.0.1", (ip("10.1.0.0"), 24)),
+        node_ip: Some(ip("198.18.0.11")),
+        kvstore: kv,
+        cluster: CLUSTER.into(),
+        maglev: None,
+        enforcement: policy::Enforcement::Default,
+    };
+    let cp = ControlPlane::new(ports, settings, tasks).expect("control plane starts");
+    cp.start(tasks);
+    cp
+}
+
+/// What the CNI plugin asks for a pod on `ifname` with address `addr`.
+fn pod(kernel: &FakeKernel, name: &str, app: &str, addr: &str) -> EndpointChangeRequest {
+    let ifname = format!("lxc{name}");
+    kernel.add_interface(&ifname);
+    EndpointChangeRequest {
+        container_id: format!("c-{name}"),
+        labels: vec![format!("k8s:app={app}")],
+        interface_name: ifname,
+        state: EndpointState::WaitingForIdentity.to_string(),
+        mac: "02:00:00:00:00:01".into(),
+        host_mac: "02:00:00:00:00:02".into(),
+        addressing: Some(AddressPair {
+            ipv4: addr.into(),
+            ..Default::default()
+        }),
+        k8s_pod_name: name.into(),
+        k8s_namespace: "default".into(),
+        ..Default::default()
+    }
+}
+
+/// Waits for what a background task does (a watch, a regeneration).
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("never happened: {what}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_endpoint_is_realized_whole_and_deleted_without_trace() {
+    let (dir, kernel, tasks) = (
+        tempfile::tempdir().unwrap(),
+        Arc::new(FakeKernel::default()),
+        Tasks::default(),
+    );
+    let cp = plane(&kernel, dir.path(), None, &tasks);
+    let req = pod(&kernel, "web", "web", "10.1.0.5");
+    let ep = cp.endpoints.create(&req).await.unwrap();
+    assert_eq!(ep.state, EndpointState::Ready);
+    assert_eq!(ep.identity, 256, "the first cluster-wide identity");
+    {
+        let held = kernel.held();
+        assert_eq!(held.lxc[&ep.ipv4].sec_id, 256);
+        assert_eq!(held.ipcache[&(ep.ipv4, 32)].identity, 256);
+        assert_eq!(held.attached[&ep.id].0, "lxcweb");
+        assert!(held.policy_programs.contains(&ep.id));
+        assert!(
+            held.policy_maps.contains_key(&ep.id),
+            "policy map written before the endpoint is visible"
+        );
+    }
+    assert!(dir
+        .path()
+        .join(ep.id.to_string())
+        .join("ep_config.json")
+        .exists());
+    assert!(cp.ipam.lock().unwrap().allocations().contains_key(&ep.ipv4));
+    assert_eq!(kernel.events_of(AgentNotify::EndpointCreated).len(), 1);
+
+    assert_eq!(cp.endpoints.delete(&EndpointRef::Local(ep.id)).unwrap(), 1);
+    let held = kernel.held();
+    assert!(held.lxc.is_empty() && held.attached.is_empty() && held.policy_maps.is_empty());
+    assert!(!held.ipcache.contains_key(&(ep.ipv4, 32)));
+    drop(held);
+    assert!(
+        cp.identities.held().is_empty(),
+        "the identity reference is dropped"
+    );
+    assert!(!cp.ipam.lock().unwrap().allocations().contains_key(&ep.ipv4));
+    assert!(!dir.path().join(ep.id.to_string()).exists());
+    assert_eq!(kernel.events_of(AgentNotify::EndpointDeleted).len(), 1);
+    assert!(matches!(
+        cp.endpoints.delete(&EndpointRef::Local(ep.id)),
+        Err(controlplane::endpoint::EndpointError::NotFound)
+    ));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_failed_create_gives_back_everything_it_took() {
+    let (dir, kernel, tasks) = (
+        tempfile::tempdir().unwrap(),
+        Arc::new(FakeKernel::default()),
+        Tasks::default(),
+    );
+    let cp = plane(&kernel, dir.path(), None, &tasks);
+    kernel.fail("write_endpoint", true);
+    let req = pod(&kernel, "web", "web", "10.1.0.5");
+    let err = cp.endpoints.create(&req).await.unwrap_err();
+    assert!(err.to_string().contains("writing cilium_lxc"), "{err}");
+    let held = kernel.held();
+    assert!(
+        held.attached.is_empty() && held.policy_maps.is_empty() && held.policy_programs.is_empty()
+    );
+    assert!(!held.ipcache.contains_key(&(ip("10.1.0.5"), 32)));
+    drop(held);
+    assert!(cp.identities.held().is_empty());
+    assert!(!cp
+        .ipam
+        .lock()
+        .unwrap()
+        .allocations()
+        .contains_key(&ip("10.1.0.5")));
+    assert!(cp.endpoints.is_empty());
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().all(|e| {
+            let name = e.unwrap().file_name();
+            !name.to_string_lossy().chars().all(|c| c.is_ascii_digit())
+        }),
+        "no endpoint directory"
+    );
+
+    // a refused request (bad address) allocates nothing at all
+    kernel.fail("write_endpoint", false);
+    let mut bad = pod(&kernel, "db", "db", "10.1.0.6");
+    bad.addressing = Some(AddressPair {
+        ipv4: "not-an-ip".into(),
+        ..Default::default()
+    });
+    assert_eq!(cp.endpoints.create(&bad).await.unwrap_err().status(), 400);
+    assert!(cp.identities.held().is_empty());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn endpoints_with_the_same_labels_share_one_identity_reference_counted() {
+    let (dir, kernel, tasks) = (
+        tempfile::tempdir().unwrap(),
+        Arc::new(FakeKernel::default()),
+        Tasks::default(),
+    );
+    let cp = plane(&kernel, dir.path(), None, &tasks);
+    let a = cp
+        .endpoints
+        .create(&pod(&kernel, "a", "web", "10.1.0.5"))
+        .await
+        .unwrap();
+    let b = cp
+        .endpoints
+        .create(&pod(&kernel, "b", "web", "10.1.0.6"))
+        .await
+        .unwrap();
+    let c = cp
+        .endpoints
+        .create(&pod(&kernel, "c", "db", "10.1.0.7"))
+        .await
+        .unwrap();
+    assert_eq!(a.identity, b.identity);
+    assert_ne!(a.identity, c.identity);
+    let refs = |id| {
+        cp.identities
+            .held()
+            .into_iter()
+            .find(|h| h.0 == id)
+            .map(|h| h.2)
+    };
+    assert_eq!(refs(a.identity), Some(2));
+    cp.endpoints.delete(&EndpointRef::Local(a.id)).unwrap();
+    assert_eq!(refs(a.identity), Some(1), "b still holds it");
+    cp.endpoints
+        .delete(&EndpointRef::ContainerId("c-b".into()))
+        .unwrap();
+    assert_eq!(refs(a.identity), None);
+    assert_eq!(refs(c.identity), Some(1));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_restart_takes_endpoints_back_and_removes_those_whose_pod_went_away() {
+    let (dir, kernel) = (
+        tempfile::tempdir().unwrap(),
+        Arc::new(FakeKernel::default()),
+    );
+    let (web, db) = {
+        let tasks = Tasks::default();
+        let cp = plane(&kernel, dir.path(), None, &tasks);
+        let web = cp
+            .endpoints
+            .create(&pod(&kernel, "web", "web", "10.1.0.5"))
+            .await
+            .unwrap();
+        let db = cp
+            .endpoints
+            .create(&pod(&kernel, "db", "db", "10.1.0.6"))
+            .await
+            .unwrap();
+        tasks.shutdown(Duration::from_secs(5)).await;
+        (web, db)
+    };
+    // the db pod was deleted while the agent was down
+    kernel.remove_interface("lxcdb");
+    let tasks = Tasks::default();
+    let cp = plane(&kernel, dir.path(), None, &tasks);
+    let eps = cp.endpoints.list();
+    assert_eq!(eps.len(), 1);
+    assert_eq!(
+        (eps[0].id, eps[0].identity, eps[0].ipv4),
+        (web.id, web.identity, web.ipv4)
+    );
+    assert_eq!(eps[0].state, EndpointState::Ready);
+    let held = kernel.held();
+    assert!(held.lxc.contains_key(&web.ipv4));
+    assert!(
+        !held.lxc.contains_key(&db.ipv4),
+        "the vanished pod's entry is removed"
+    );
+    assert!(!held.attached.contains_key(&db.id));
+    drop(held);
+    let ipam = cp.ipam.lock().unwrap();
+    assert!(ipam.allocations().contains_key(&web.ipv4));
+    assert!(!ipam.allocations().contains_key(&db.ipv4));
+    drop(ipam);
+    assert!(!dir.path().join(db.id.to_string()).exists());
+    // the restored endpoint holds its identity: a new pod with its labels shares it
+    let again = cp
+        .endpoints
+        .create(&pod(&kernel, "web2", "web", "10.1.0.7"))
+        .await
+        .unwrap();
+    assert_eq!(again.identity, web.identity);
+}
+
+/// Whether endpoint `ep`'s policy map lets `from` in on TCP `port`.
+fn admits(kernel: &FakeKernel, ep: u16, from: u32, port: u16) -> bool {
+    kernel
+        .held()
+        .policy_maps
+        .get(&ep)
+        .is_some_and(|m| m.lookup(from, false, 6, port).allowed())
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn policy_is_regenerated_when_rules_and_identities_change() {
+    let (dir, kernel, tasks) = (
+        tempfile::tempdir().unwrap(),
+        Arc::new(FakeKernel::default()),
+        Tasks::default(),
+    );
+    let cp = plane(&kernel, dir.path(), None, &tasks);
+    let db = cp
+        .endpoints
+        .create(&pod(&kernel, "db", "db", "10.1.0.5"))
+        .await
+        .unwrap();
+    let other = cp
+        .endpoints
+        .create(&pod(&kernel, "other", "other", "10.1.0.6"))
+        .await
+        .unwrap();
+    assert!(
+        admits(&kernel, db.id, other.identity, 5432),
+        "no policy: all in"
+    );
+
+    let docs = policy::parse_documents(testsupport::policies::DB_FROM_WEB).unwrap();
+    let (_, revision) = cp.policies.import(docs).await.unwrap();
+    // import answers once enforced: no waiting here
+    assert!(!admits(&kernel, db.id, other.identity, 5432));
+    assert_eq!(
+        cp.endpoints.find(&EndpointRef::Local(db.id))[0]
+            .policy
+            .revision,
+        revision
+    );
+    assert_eq!(kernel.events_of(AgentNotify::PolicyUpdated).len(), 1);
+
+    // a web pod brings the identity the rule names: db's map learns it
+    let web = cp
+        .endpoints
+        .create(&pod(&kernel, "web", "web", "10.1.0.7"))
+        .await
+        .unwrap();
+    eventually("db admits web", || {
+        admits(&kernel, db.id, web.identity, 5432)
+    })
+    .await;
+    assert!(
+        !admits(&kernel, db.id, web.identity, 80),
+        "only the rule's port"
+    );
+
+    let (removed, _) = cp.policies.remove(&[]).await.unwrap();
+    assert_eq!(removed.len(), 1);
+    assert!(
+        admits(&kernel, db.id, other.identity, 5432),
+        "rule gone: all in again"
+    );
+}
+
+fn service(id: i64, vip: &str, port: u16, backends: &[&str]) -> api::service::ServiceSpec {
+    api::service::ServiceSpec {
+        id,
+        frontend_address: api::service::FrontendAddress {
+            ip: vip.into(),
+            port,
+            ..Default::default()
+        },
+        backend_addresses: backends
+            .iter()
+            .map(|b| api::service::BackendAddress {
+                ip: b.to_string(),
+                port: 8080,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn service_backends_follow_each_change() {
+    let (dir, kernel, tasks) = (
+        tempfile::tempdir().unwrap(),
+        Arc::new(FakeKernel::default()),
+        Tasks::default(),
+    );
+    let cp = plane(&kernel, dir.path(), None, &tasks);
+    let vip = ip("10.96.0.10");
+    assert!(cp
+        .services
+        .put(&service(1, "10.96.0.10", 80, &["10.1.0.5", "10.2.0.5"]))
+        .await
+        .unwrap());
+    assert_eq!(
+        kernel.backends_of(vip, 80),
+        [(ip("10.1.0.5"), 8080), (ip("10.2.0.5"), 8080)]
+    );
+    assert!(!cp
+        .services
+        .put(&service(1, "10.96.0.10", 80, &["10.2.0.5"]))
+        .await
+        .unwrap());
+    assert_eq!(kernel.backends_of(vip, 80), [(ip("10.2.0.5"), 8080)]);
+    // the dropped backend is in no slot, but stays in the backend map for
+    // the connections conntrack pins to it, until the service goes
+    assert_eq!(kernel.held().backends.len(), 2);
+    cp.services.delete(1).await.unwrap();
+    assert!(kernel.backends_of(vip, 80).is_empty());
+    let held = kernel.held();
+    assert!(held.services.is_empty() && held.backends.is_empty() && held.rev_nat.is_empty());
+    drop(held);
+    assert_eq!(cp.services.events(), (1, 1, 1));
+    assert_eq!(cp.services.delete(1).await.unwrap_err().status(), 404);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn nodes_joining_and_leaving_are_routed_and_unrouted() {
+    let (dir, kernel, tasks) = (
+        tempfile::tempdir().unwrap(),
+        Arc::new(FakeKernel::default()),
+        Tasks::default(),
+    );
+    let store = kvstore::Memory::new();
+    let kv = kvstore::Kvstore::new(store.session());
+    let cp = plane(&kernel, dir.path(), Some(kv.clone()), &tasks);
+    let node2 = node("node2", "198.18.0.12", "10.2.0.1", (ip("10.2.0.0"), 24));
+    let key = kvstore::keys::node(CLUSTER, "node2");
+    kv.put(&key, &serde_json::to_vec(&node2).unwrap())
+        .await
+        .unwrap();
+    let cidr = (ip("10.2.0.0"), 24);
+    eventually("node2 routed", || {
+        kernel.held().tunnel.get(&cidr) == Some(&ip("198.18.0.12"))
+    })
+    .await;
+    {
+        let held = kernel.held();
+        let node_entry = &held.ipcache[&(ip("198.18.0.12"), 32)];
+        assert_eq!(
+            (node_entry.identity, node_entry.source),
+            (abi::identity::REMOTE_NODE, SOURCE_KVSTORE)
+        );
+        let router = &held.ipcache[&(ip("10.2.0.1"), 32)];
+        assert_eq!(router.tunnel_endpoint, Some(ip("198.18.0.12")));
+    }
+    assert_eq!(cp.nodes.list().len(), 1);
+    // this node's own key is not another node
+    let me = kvstore::keys::node(CLUSTER, "node1");
+    kv.put(&me, &serde_json::to_vec(cp.nodes.local()).unwrap())
+        .await
+        .unwrap();
+
+    kv.delete(&key).await.unwrap();
+    eventually("node2 unrouted", || kernel.held().tunnel.is_empty()).await;
+    let held = kernel.held();
+    assert!(!held.ipcache.contains_key(&(ip("198.18.0.12"), 32)));
+    assert!(!held.ipcache.contains_key(&(ip("10.2.0.1"), 32)));
+    drop(held);
+    assert!(cp.nodes.list().is_empty());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn what_was_deleted_while_the_agent_was_away_is_removed_on_the_first_list() {
+    let (dir, kernel) = (
+        tempfile::tempdir().unwrap(),
+        Arc::new(FakeKernel::default()),
+    );
+    let store = kvstore::Memory::new();
+    let kv = kvstore::Kvstore::new(store.session());
+    let (a_vip, b_vip) = (ip("10.96.0.10"), ip("10.96.0.11"));
+    for (id, vip) in [(1, "10.96.0.10"), (2, "10.96.0.11")] {
+        let spec = service(id, vip, 80, &["10.1.0.5"]);
+        kv.put(
+            &kvstore::keys::service(CLUSTER, id as u16),
+            &serde_json::to_vec(&spec).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    let db_from_web = {
+        let tasks = Tasks::default();
+        let cp = plane(&kernel, dir.path(), Some(kv.clone()), &tasks);
+        eventually("both services applied", || {
+            !kernel.backends_of(a_vip, 80).is_empty() && !kernel.backends_of(b_vip, 80).is_empty()
+        })
+        .await;
+        let docs = policy::parse_documents(testsupport::policies::DB_FROM_WEB).unwrap();
+        let (stored, _) = cp.policies.import(docs).await.unwrap();
+        tasks.shutdown(Duration::from_secs(5)).await;
+        stored[0].clone()
+    };
+    // while the agent is away, service 2 and the policy are deleted
+    kv.delete(&kvstore::keys::service(CLUSTER, 2))
+        .await
+        .unwrap();
+    kv.delete(&db_from_web.key(CLUSTER)).await.unwrap();
+
+    let tasks = Tasks::default();
+    let cp = plane(&kernel, dir.path(), Some(kv.clone()), &tasks);
+    assert_eq!(
+        cp.policies.get(&[]).0,
+        [db_from_web],
+        "restored from the state dir first"
+    );
+    eventually("service 2 swept", || {
+        kernel.backends_of(b_vip, 80).is_empty()
+    })
+    .await;
+    assert_eq!(kernel.backends_of(a_vip, 80), [(ip("10.1.0.5"), 8080)]);
+    eventually("the policy deleted", || cp.policies.get(&[]).0.is_empty()).await;
+    assert_eq!(cp.services.list().len(), 1);
+}
