@@ -14,5 +14,5 @@ pub use labels::{Label, Labels};
 pub use mapstate::{Key, MapState, Verdict};
 pub use parse::{parse, parse_documents, Document, ParseError};
 pub use resolve::{resolve, selectors, EndpointPolicy, Enforcement, Identity, SelectorUse};
-pub use rule::{Cidr, Entity, Peer, PeerRule, PortProtocol, Protocol, Rule};
+pub use rule::{Cidr, CidrError, Entity, Peer, PeerRule, PortProtocol, Protocol, Rule};
 pub use selector::{Operator, Requirement, Selector};

@@ -3,10 +3,45 @@
 //! CiliumClusterwideNetworkPolicy, networking.k8s.io/v1 NetworkPolicy, and
 //! Cilium's bare rules (a JSON/YAML list, as `cilium policy import` takes).
 
-use crate::rule::{Cidr, Entity, PortProtocol, Protocol};
+use crate::rule::{Cidr, CidrError, Entity, PortProtocol, Protocol};
 use crate::selector::{Operator, Requirement, Selector};
 use serde::Deserialize;
 use std::collections::BTreeMap;
+
+/// A value in a manifest that does not read as what its field holds; each
+/// carries the value as written. serde puts the field path and line around
+/// it (`try_from` needs only `Display`).
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("key {0:?}: In and NotIn need values")]
+    ValuesMissing(String),
+    #[error("key {0:?}: Exists and DoesNotExist take no values")]
+    ValuesNotTaken(String),
+    #[error("unknown operator {0:?}: expected In, NotIn, Exists or DoesNotExist")]
+    Operator(String),
+    #[error("invalid label key {0:?}")]
+    LabelKey(String),
+    #[error(transparent)]
+    Cidr(#[from] CidrError),
+    #[error("unknown entity {0:?}: expected one of {names}", names = Entity::NAMES.join(", "))]
+    Entity(String),
+    #[error("unknown protocol {0:?}: expected TCP, UDP, SCTP or ANY")]
+    Protocol(String),
+    #[error("port {0:?} is not a number (named ports are not supported)")]
+    NamedPort(String),
+    #[error("port {0} out of range (0-65535)")]
+    PortRange(i64),
+    #[error("endPort {end_port} needs a port at or below it (port is {port})")]
+    EndPort { port: u16, end_port: u16 },
+    #[error("unknown ICMP type {0:?}")]
+    IcmpType(String),
+    #[error("ICMP type {0} out of range (0-255)")]
+    IcmpTypeRange(i64),
+    #[error("unknown ICMP family {0:?}: expected IPv4 or IPv6")]
+    IcmpFamily(String),
+    #[error("unknown policy type {0:?}: expected Ingress or Egress")]
+    PolicyType(String),
+}
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -90,18 +125,17 @@ pub struct RawExpression {
 }
 
 impl TryFrom<RawExpression> for ExpressionSpec {
-    type Error = String;
-    fn try_from(e: RawExpression) -> Result<Self, String> {
+    type Error = SpecError;
+    fn try_from(e: RawExpression) -> Result<Self, SpecError> {
         check_key(&e.key)?;
         let values = e.values.unwrap_or_default();
         match e.operator.0 {
             Operator::In | Operator::NotIn if values.is_empty() => {
-                Err(format!("key {:?}: In and NotIn need values", e.key))
+                Err(SpecError::ValuesMissing(e.key))
             }
-            Operator::Exists | Operator::DoesNotExist if !values.is_empty() => Err(format!(
-                "key {:?}: Exists and DoesNotExist take no values",
-                e.key
-            )),
+            Operator::Exists | Operator::DoesNotExist if !values.is_empty() => {
+                Err(SpecError::ValuesNotTaken(e.key))
+            }
             op => Ok(Self(Requirement::new(&e.key, op, values))),
         }
     }
@@ -112,18 +146,14 @@ impl TryFrom<RawExpression> for ExpressionSpec {
 pub struct OperatorSpec(pub Operator);
 
 impl TryFrom<String> for OperatorSpec {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = SpecError;
+    fn try_from(s: String) -> Result<Self, SpecError> {
         Ok(Self(match s.as_str() {
             "In" => Operator::In,
             "NotIn" => Operator::NotIn,
             "Exists" => Operator::Exists,
             "DoesNotExist" => Operator::DoesNotExist,
-            _ => {
-                return Err(format!(
-                    "unknown operator {s:?}: expected In, NotIn, Exists or DoesNotExist"
-                ))
-            }
+            _ => return Err(SpecError::Operator(s)),
         }))
     }
 }
@@ -148,8 +178,8 @@ impl SelectorSpec {
 pub struct MatchLabels(pub BTreeMap<String, String>);
 
 impl TryFrom<BTreeMap<String, String>> for MatchLabels {
-    type Error = String;
-    fn try_from(m: BTreeMap<String, String>) -> Result<Self, String> {
+    type Error = SpecError;
+    fn try_from(m: BTreeMap<String, String>) -> Result<Self, SpecError> {
         for k in m.keys() {
             check_key(k)?;
         }
@@ -157,9 +187,9 @@ impl TryFrom<BTreeMap<String, String>> for MatchLabels {
     }
 }
 
-fn check_key(key: &str) -> Result<(), String> {
+fn check_key(key: &str) -> Result<(), SpecError> {
     if key.is_empty() || key.chars().any(|c| c.is_whitespace()) {
-        return Err(format!("invalid label key {key:?}"));
+        return Err(SpecError::LabelKey(key.to_owned()));
     }
     Ok(())
 }
@@ -169,9 +199,9 @@ fn check_key(key: &str) -> Result<(), String> {
 pub struct CidrSpec(pub Cidr);
 
 impl TryFrom<String> for CidrSpec {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        Cidr::parse(&s).map(Self)
+    type Error = SpecError;
+    fn try_from(s: String) -> Result<Self, SpecError> {
+        Ok(Self(Cidr::parse(&s)?))
     }
 }
 
@@ -180,14 +210,9 @@ impl TryFrom<String> for CidrSpec {
 pub struct EntitySpec(pub Entity);
 
 impl TryFrom<String> for EntitySpec {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        Entity::parse(&s).map(Self).ok_or_else(|| {
-            format!(
-                "unknown entity {s:?}: expected one of {}",
-                Entity::NAMES.join(", ")
-            )
-        })
+    type Error = SpecError;
+    fn try_from(s: String) -> Result<Self, SpecError> {
+        Entity::parse(&s).map(Self).ok_or(SpecError::Entity(s))
     }
 }
 
@@ -196,11 +221,9 @@ impl TryFrom<String> for EntitySpec {
 pub struct ProtocolSpec(pub Protocol);
 
 impl TryFrom<String> for ProtocolSpec {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        Protocol::parse(&s)
-            .map(Self)
-            .ok_or_else(|| format!("unknown protocol {s:?}: expected TCP, UDP, SCTP or ANY"))
+    type Error = SpecError;
+    fn try_from(s: String) -> Result<Self, SpecError> {
+        Protocol::parse(&s).map(Self).ok_or(SpecError::Protocol(s))
     }
 }
 
@@ -220,7 +243,7 @@ pub enum PortValue {
 impl PortValue {
     /// The number written, as a number or as text; other text goes to
     /// `named`.
-    fn number(self, named: impl FnOnce(&str) -> Result<i64, String>) -> Result<i64, String> {
+    fn number(self, named: impl FnOnce(&str) -> Result<i64, SpecError>) -> Result<i64, SpecError> {
         match self {
             PortValue::Number(n) => Ok(n),
             PortValue::Text(s) => s.trim().parse::<i64>().or_else(|_| named(s.trim())),
@@ -229,16 +252,12 @@ impl PortValue {
 }
 
 impl TryFrom<PortValue> for PortSpec {
-    type Error = String;
-    fn try_from(v: PortValue) -> Result<Self, String> {
-        let n = v.number(|s| {
-            Err(format!(
-                "port {s:?} is not a number (named ports are not supported)"
-            ))
-        })?;
+    type Error = SpecError;
+    fn try_from(v: PortValue) -> Result<Self, SpecError> {
+        let n = v.number(|s| Err(SpecError::NamedPort(s.to_owned())))?;
         u16::try_from(n)
             .map(Self)
-            .map_err(|_| format!("port {n} out of range (0-65535)"))
+            .map_err(|_| SpecError::PortRange(n))
     }
 }
 
@@ -273,8 +292,8 @@ pub struct RawPortProtocol {
 }
 
 impl TryFrom<RawPortProtocol> for PortProtocolSpec {
-    type Error = String;
-    fn try_from(p: RawPortProtocol) -> Result<Self, String> {
+    type Error = SpecError;
+    fn try_from(p: RawPortProtocol) -> Result<Self, SpecError> {
         port_protocol(
             Some(p.port.0),
             p.end_port.map(|e| e.0),
@@ -289,13 +308,11 @@ fn port_protocol(
     port: Option<u16>,
     end_port: Option<u16>,
     protocol: Protocol,
-) -> Result<PortProtocol, String> {
+) -> Result<PortProtocol, SpecError> {
     let port = port.unwrap_or(0);
     let end_port = end_port.unwrap_or(0);
     if end_port != 0 && (port == 0 || end_port < port) {
-        return Err(format!(
-            "endPort {end_port} needs a port at or below it (port is {port})"
-        ));
+        return Err(SpecError::EndPort { port, end_port });
     }
     Ok(PortProtocol {
         port,
@@ -379,18 +396,18 @@ const ICMPV4_TYPES: &[(&str, u8)] = &[
 ];
 
 impl TryFrom<PortValue> for IcmpTypeSpec {
-    type Error = String;
-    fn try_from(v: PortValue) -> Result<Self, String> {
+    type Error = SpecError;
+    fn try_from(v: PortValue) -> Result<Self, SpecError> {
         let n = v.number(|s| {
             ICMPV4_TYPES
                 .iter()
                 .find(|(name, _)| *name == s)
                 .map(|(_, t)| i64::from(*t))
-                .ok_or_else(|| format!("unknown ICMP type {s:?}"))
+                .ok_or_else(|| SpecError::IcmpType(s.to_owned()))
         })?;
         u8::try_from(n)
             .map(Self)
-            .map_err(|_| format!("ICMP type {n} out of range (0-255)"))
+            .map_err(|_| SpecError::IcmpTypeRange(n))
     }
 }
 
@@ -405,12 +422,12 @@ impl IcmpFamilySpec {
 }
 
 impl TryFrom<String> for IcmpFamilySpec {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = SpecError;
+    fn try_from(s: String) -> Result<Self, SpecError> {
         match s.as_str() {
             "IPv4" => Ok(Self(true)),
             "IPv6" => Ok(Self(false)),
-            _ => Err(format!("unknown ICMP family {s:?}: expected IPv4 or IPv6")),
+            _ => Err(SpecError::IcmpFamily(s)),
         }
     }
 }
@@ -449,14 +466,12 @@ pub enum PolicyTypeSpec {
 }
 
 impl TryFrom<String> for PolicyTypeSpec {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = SpecError;
+    fn try_from(s: String) -> Result<Self, SpecError> {
         match s.as_str() {
             "Ingress" => Ok(Self::Ingress),
             "Egress" => Ok(Self::Egress),
-            _ => Err(format!(
-                "unknown policy type {s:?}: expected Ingress or Egress"
-            )),
+            _ => Err(SpecError::PolicyType(s)),
         }
     }
 }
@@ -516,8 +531,8 @@ pub struct RawNetworkPolicyPort {
 }
 
 impl TryFrom<RawNetworkPolicyPort> for NetworkPolicyPort {
-    type Error = String;
-    fn try_from(p: RawNetworkPolicyPort) -> Result<Self, String> {
+    type Error = SpecError;
+    fn try_from(p: RawNetworkPolicyPort) -> Result<Self, SpecError> {
         port_protocol(
             p.port.map(|p| p.0),
             p.end_port.map(|e| e.0),

@@ -23,6 +23,16 @@ pub struct ParseError {
     pub line: Option<(usize, usize)>,
 }
 
+/// Why a Cilium rule, read field by field, does not make a rule. ParseError
+/// adds which rule (`spec`, `specs[1]`, `[0]`).
+#[derive(Debug, thiserror::Error)]
+enum RuleError {
+    #[error("endpointSelector is required")]
+    NoEndpointSelector,
+    #[error("The ICMPs block may only be present without ToPorts. Define a separate rule to use ToPorts.")]
+    IcmpsWithPorts,
+}
+
 /// One policy as imported: its rules (which share their labels), and its
 /// text as JSON, to store and share: YAML is written out with keys sorted
 /// and scalars as strings, JSON is kept as written.
@@ -73,10 +83,10 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
                 let specs: Vec<RuleSpec> = typed(text, i, tree)?;
                 for (n, spec) in specs.iter().enumerate() {
                     let labels = spec_labels(spec);
-                    let rule = cilium_rule(spec, None, labels).map_err(|m| ParseError {
+                    let rule = cilium_rule(spec, None, labels).map_err(|e| ParseError {
                         document,
                         path: format!("[{n}]"),
-                        message: m,
+                        message: e.to_string(),
                         line: None,
                     })?;
                     let one = serde_json::Value::Array(vec![items[n].clone()]);
@@ -346,10 +356,10 @@ fn cilium_policy(document: usize, p: &CiliumPolicy) -> Result<Vec<Rule>, ParseEr
         .map(|(path, spec)| {
             let mut rule_labels = labels.clone();
             rule_labels.0.extend(spec_labels(spec).0);
-            cilium_rule(spec, namespace, rule_labels).map_err(|message| ParseError {
+            cilium_rule(spec, namespace, rule_labels).map_err(|e| ParseError {
                 document,
                 path,
-                message,
+                message: e.to_string(),
                 line: None,
             })
         })
@@ -365,18 +375,22 @@ fn namespaced(sel: Selector, namespace: Option<&str>) -> Selector {
     }
 }
 
-fn cilium_rule(spec: &RuleSpec, namespace: Option<&str>, labels: Labels) -> Result<Rule, String> {
+fn cilium_rule(
+    spec: &RuleSpec,
+    namespace: Option<&str>,
+    labels: Labels,
+) -> Result<Rule, RuleError> {
     let subject = spec
         .endpoint_selector
         .as_ref()
-        .ok_or("endpointSelector is required")?
+        .ok_or(RuleError::NoEndpointSelector)?
         .to_selector();
     let section = |list: Option<Vec<Section<'_>>>| {
         list.map(|rules| {
             rules
                 .into_iter()
                 .map(|r| peer_rule(&r, namespace))
-                .collect::<Result<_, String>>()
+                .collect::<Result<_, RuleError>>()
         })
         .transpose()
     };
@@ -444,11 +458,11 @@ impl<'a> Section<'a> {
 fn l4(
     ports: Option<&[PortRuleSpec]>,
     icmps: Option<&[IcmpRuleSpec]>,
-) -> Result<Option<Vec<PortProtocol>>, String> {
+) -> Result<Option<Vec<PortProtocol>>, RuleError> {
     let icmps = icmps.unwrap_or_default();
     let ports = ports.unwrap_or_default();
     if !icmps.is_empty() && !ports.is_empty() {
-        return Err("The ICMPs block may only be present without ToPorts. Define a separate rule to use ToPorts.".into());
+        return Err(RuleError::IcmpsWithPorts);
     }
     if !icmps.is_empty() {
         return Ok(Some(
@@ -474,7 +488,7 @@ fn l4(
 /// A Cilium ingress/egress rule: its L3 peers and L4 ports. Ports without
 /// any L3 peer apply to every peer; a rule with neither allows nothing, nor
 /// does one whose L4 part came to nothing.
-fn peer_rule(r: &Section<'_>, namespace: Option<&str>) -> Result<PeerRule, String> {
+fn peer_rule(r: &Section<'_>, namespace: Option<&str>) -> Result<PeerRule, RuleError> {
     let mut peers: Vec<Peer> = Vec::new();
     peers.extend(
         r.endpoints

@@ -13,20 +13,30 @@ pub struct Cidr {
     pub len: u8,
 }
 
+/// Why a CIDR did not parse; each carries the text as written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CidrError {
+    #[error("invalid CIDR {0:?}")]
+    PrefixLength(String),
+    #[error("invalid CIDR {0:?}: only IPv4 prefixes are supported")]
+    NotIpv4(String),
+    #[error("invalid CIDR {0:?}: prefix length above 32")]
+    PrefixTooLong(String),
+}
+
 impl Cidr {
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, CidrError> {
         let (addr, len) = match s.split_once('/') {
             Some((a, l)) => (
                 a,
-                l.parse::<u8>().map_err(|_| format!("invalid CIDR {s:?}"))?,
+                l.parse::<u8>()
+                    .map_err(|_| CidrError::PrefixLength(s.to_owned()))?,
             ),
             None => (s, 32),
         };
-        let addr: Ipv4Addr = addr
-            .parse()
-            .map_err(|_| format!("invalid CIDR {s:?}: only IPv4 prefixes are supported"))?;
+        let addr: Ipv4Addr = addr.parse().map_err(|_| CidrError::NotIpv4(s.to_owned()))?;
         if len > 32 {
-            return Err(format!("invalid CIDR {s:?}: prefix length above 32"));
+            return Err(CidrError::PrefixTooLong(s.to_owned()));
         }
         Ok(Self {
             addr: Ipv4Addr::from(u32::from(addr) & Self::mask(len)),
