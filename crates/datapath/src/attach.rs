@@ -6,7 +6,7 @@
 //! kernels without tcx the legacy clsact qdisc and a direct-action filter
 //! are used; those persist on their own.
 
-use crate::Error;
+use crate::{AttachError, Error};
 use aya::programs::links::{FdLink, Link as _, PinnedLink};
 use aya::programs::tc::{self, NlOptions, SchedClassifierLink, TcAttachOptions, TcHandle};
 use aya::programs::{LinkOrder, SchedClassifier, TcAttachType};
@@ -56,15 +56,15 @@ pub fn attach_pinned(
     mode: AttachMode,
 ) -> Result<AttachMode, Error> {
     let pin = links_dir.join(symbol);
-    let fail = |e: String| Error::Attach {
+    let fail = |cause: AttachError| Error::Attach {
         program: symbol.to_owned(),
         device: ifname.to_owned(),
-        message: e,
+        cause: Box::new(cause),
     };
     let tc_fallback = |prog: &mut SchedClassifier| {
         attach_tc(prog, ifname, hook)
             .map(|()| AttachMode::Tc)
-            .map_err(|e| fail(format!("tc: {e}")))
+            .map_err(|e| fail(AttachError::Tc(Box::new(e))))
     };
     if mode == AttachMode::Tc {
         // A tcx link left from a run with tcx enabled would shadow tc.
@@ -89,11 +89,15 @@ pub fn attach_pinned(
     std::fs::create_dir_all(links_dir).map_err(|e| Error::io("creating", links_dir, e))?;
     let link: FdLink = prog
         .take_link(id)
-        .map_err(|e| fail(e.to_string()))?
+        .map_err(|e| fail(e.into()))?
         .try_into()
-        .map_err(|e: aya::programs::links::LinkError| fail(e.to_string()))?;
-    link.pin(&pin)
-        .map_err(|e| fail(format!("pinning link at {}: {e}", pin.display())))?;
+        .map_err(|e: aya::programs::links::LinkError| fail(e.into()))?;
+    link.pin(&pin).map_err(|source| {
+        fail(AttachError::Pin {
+            path: pin.clone(),
+            source,
+        })
+    })?;
     Ok(AttachMode::Tcx)
 }
 
@@ -103,7 +107,7 @@ const TC_HANDLE: TcHandle = TcHandle::new(0, 1);
 
 /// A direct-action filter at Cilium's priority and handle, replacing the
 /// program of an existing one in place so the device is never uncovered.
-fn attach_tc(prog: &mut SchedClassifier, ifname: &str, hook: Hook) -> Result<(), String> {
+fn attach_tc(prog: &mut SchedClassifier, ifname: &str, hook: Hook) -> Result<(), AttachError> {
     if let Err(e) = tc::qdisc_add_clsact(ifname) {
         if !matches!(&e, tc::TcError::AlreadyAttached) {
             tracing::debug!(subsys = "datapath", device = ifname, error = %e, "clsact qdisc");
@@ -119,13 +123,16 @@ fn attach_tc(prog: &mut SchedClassifier, ifname: &str, hook: Hook) -> Result<(),
         Err(create_err) => {
             let existing =
                 SchedClassifierLink::attached(ifname, hook.tc(), TC_PRIORITY, TC_HANDLE, None)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(AttachError::TcLookup)?;
             prog.attach_to_link(existing)
-                .map_err(|e| format!("{create_err}; replacing: {e}"))?
+                .map_err(|replace| AttachError::TcReplace {
+                    create: Box::new(create_err),
+                    replace: Box::new(replace),
+                })?
         }
     };
     // The filter stays in the kernel when the handle is forgotten.
-    std::mem::forget(prog.take_link(id).map_err(|e| e.to_string())?);
+    std::mem::forget(prog.take_link(id)?);
     Ok(())
 }
 

@@ -18,7 +18,7 @@ mod sys;
 pub mod testrun;
 pub mod typed;
 
-pub use error::Error;
+pub use error::{AttachError, Error};
 pub use loader::{Datapath, MapSizes};
 pub use map::PinnedMap;
 pub use maps::GlobalMap;

@@ -8,7 +8,7 @@
 
 use crate::loader::{load_object, MapSizes};
 use crate::objects;
-use crate::{sys, Error};
+use crate::{sys, AttachError, Error};
 use aya::programs::links::{CgroupAttachMode, FdLink};
 use aya::programs::CgroupSockAddr;
 use aya::Ebpf;
@@ -52,10 +52,10 @@ impl SocketLb {
 
     /// Attaches every program to `cgroup` (a cgroup v2 directory).
     pub fn attach(&mut self, bpffs_root: &Path, cgroup: &Path) -> Result<(), Error> {
-        let fail = |program: &str, message: String| Error::Attach {
+        let fail = |program: &str, cause: AttachError| Error::Attach {
             program: program.to_owned(),
             device: cgroup.display().to_string(),
-            message,
+            cause: Box::new(cause),
         };
         check_cgroup2(cgroup).map_err(|m| fail(PROGRAMS[0], m))?;
         let cgroup_dir =
@@ -75,14 +75,21 @@ impl SocketLb {
             let _ = std::fs::remove_file(&pin);
             let id = prog
                 .attach(&cgroup_dir, CgroupAttachMode::default())
-                .map_err(|e| fail(name, e.to_string()))?;
+                .map_err(|e| fail(name, e.into()))?;
             let link: FdLink = prog
                 .take_link(id)
-                .map_err(|e| fail(name, e.to_string()))?
+                .map_err(|e| fail(name, e.into()))?
                 .try_into()
-                .map_err(|e: aya::programs::links::LinkError| fail(name, e.to_string()))?;
-            link.pin(&pin)
-                .map_err(|e| fail(name, format!("pinning link at {}: {e}", pin.display())))?;
+                .map_err(|e: aya::programs::links::LinkError| fail(name, e.into()))?;
+            link.pin(&pin).map_err(|source| {
+                fail(
+                    name,
+                    AttachError::Pin {
+                        path: pin.clone(),
+                        source,
+                    },
+                )
+            })?;
         }
         Ok(())
     }
@@ -134,16 +141,16 @@ fn replace_pinned(prog: &CgroupSockAddr, pin: &Path, cgroup_id: u64) -> bool {
     }
 }
 
-fn check_cgroup2(path: &Path) -> Result<(), String> {
+fn check_cgroup2(path: &Path) -> Result<(), AttachError> {
     use std::os::unix::ffi::OsStrExt;
-    let cpath = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    let cpath = std::ffi::CString::new(path.as_os_str().as_bytes())?;
     // SAFETY: statfs writes into the zeroed struct we own; cpath outlives it.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     if unsafe { libc::statfs(cpath.as_ptr(), &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error().to_string());
+        return Err(AttachError::Statfs(std::io::Error::last_os_error()));
     }
     if st.f_type as i64 != CGROUP2_SUPER_MAGIC {
-        return Err("not a cgroup v2 directory (mount cgroup2 there first)".into());
+        return Err(AttachError::NotCgroup2);
     }
     Ok(())
 }
