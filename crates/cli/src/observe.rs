@@ -73,18 +73,30 @@ pub struct IpFilter {
     len: u8,
 }
 
+/// An `--ip`/`--from-ip`/`--to-ip` value that is not an IPv4 address or
+/// CIDR; clap prints it after the flag's name.
+#[derive(Debug, thiserror::Error)]
+pub enum IpFilterError {
+    /// The address part, as written.
+    #[error("invalid IP address {0:?} (only IPv4 is supported)")]
+    Address(String),
+    /// The whole value, as written.
+    #[error("invalid prefix length in {0:?}")]
+    PrefixLength(String),
+}
+
 impl std::str::FromStr for IpFilter {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = IpFilterError;
+    fn from_str(s: &str) -> Result<Self, IpFilterError> {
         let (ip, len) = s.split_once('/').unwrap_or((s, "32"));
         let net = ip
             .parse()
-            .map_err(|_| format!("invalid IP address {ip:?} (only IPv4 is supported)"))?;
+            .map_err(|_| IpFilterError::Address(ip.to_owned()))?;
         let len = len
             .parse::<u8>()
             .ok()
             .filter(|l| *l <= 32)
-            .ok_or_else(|| format!("invalid prefix length in {s:?}"))?;
+            .ok_or_else(|| IpFilterError::PrefixLength(s.to_owned()))?;
         Ok(Self { net, len })
     }
 }
@@ -408,10 +420,12 @@ mod tests {
         assert!("10.0.0.0/33"
             .parse::<IpFilter>()
             .unwrap_err()
+            .to_string()
             .contains("prefix length"));
         assert!("fd00::1"
             .parse::<IpFilter>()
             .unwrap_err()
+            .to_string()
             .contains("only IPv4"));
     }
 }

@@ -120,10 +120,15 @@ fn start_holder(l: &NodeDir, args: &[String], what: &str, daemon_log: &str) -> a
     Ok(pid)
 }
 
-fn parse_setting(s: &str) -> Result<(String, String), String> {
+/// A `--set` value without a key before its `=`, as written.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not key=value")]
+struct NotKeyValue(String);
+
+fn parse_setting(s: &str) -> Result<(String, String), NotKeyValue> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-        _ => Err(format!("{s:?} is not key=value")),
+        _ => Err(NotKeyValue(s.to_owned())),
     }
 }
 
