@@ -1,6 +1,7 @@
 //! The store against an in-memory source (a channel of events).
 
 use super::*;
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
@@ -48,7 +49,7 @@ impl Seen {
     /// A handler that records every change and accepts it.
     fn handler(
         &self,
-    ) -> impl FnMut(Change<String, u32>) -> std::future::Ready<Result<(), String>> + Send {
+    ) -> impl FnMut(Change<String, u32>) -> std::future::Ready<Result<(), Infallible>> + Send {
         let seen = self.clone();
         move |c| {
             seen.record(&c);
@@ -104,7 +105,7 @@ async fn synced_only_once_the_initial_list_is_handled() {
         async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
             h.record(&c);
-            Ok::<(), String>(())
+            Ok::<(), Infallible>(())
         }
     }));
     tx.send(up("a", 1)).await.unwrap();
@@ -132,14 +133,19 @@ async fn a_relist_deletes_what_vanished() {
     assert_eq!(seen.take(), ["+a=1", "+b=2", "synced", "+c=3", "-b (2)"]);
 }
 
+/// A stored value that is not a number written in UTF-8, as stored.
+#[derive(Debug, thiserror::Error)]
+#[error("{:?} is not a number", String::from_utf8_lossy(.0))]
+struct NotANumber(Vec<u8>);
+
 #[tokio::test(flavor = "current_thread")]
 async fn values_that_do_not_decode_are_skipped() {
     let (tx, rx) = mpsc::channel::<Event<String, Vec<u8>>>(16);
     let source = rx.decode(|_key: &String, raw: &Vec<u8>| {
         std::str::from_utf8(raw)
-            .map_err(|e| e.to_string())?
-            .parse::<u32>()
-            .map_err(|e| e.to_string())
+            .ok()
+            .and_then(|s| s.parse::<u32>().ok())
+            .ok_or_else(|| NotANumber(raw.clone()))
     });
     let store = Store::new("test");
     let mut synced = store.synced();
