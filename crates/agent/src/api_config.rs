@@ -46,7 +46,7 @@ fn configuration(d: &ConfigApi) -> DaemonConfiguration {
             datapath_mode: "veth".into(),
             device_mtu: c.mtu,
             route_mtu: c.route_mtu(),
-            ipam_mode: c.ipam_mode.clone(),
+            ipam_mode: c.ipam_mode.as_str().into(),
             masquerade: false,
             realized,
             immutable: c.all.clone(),

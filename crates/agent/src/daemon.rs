@@ -151,8 +151,8 @@ pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> 
 
     let runtime = RuntimeOptions::new(
         config.debug,
-        &config.monitor_aggregation,
-        &config.policy_enforcement,
+        config.monitor_aggregation,
+        config.policy_enforcement,
     );
     crate::kernel::set_monitor_aggregation(
         &config.bpf_root,
@@ -200,8 +200,7 @@ pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> 
         kvstore: kv.clone(),
         cluster: config.cluster_name.clone(),
         maglev: config.maglev,
-        enforcement: policy::Enforcement::parse(&config.policy_enforcement)
-            .unwrap_or(policy::Enforcement::Default),
+        enforcement: config.policy_enforcement,
     };
     let cp = ControlPlane::new(ports, settings, &tasks)?;
     crate::hostips::sync(&config.bpf_root, &cp.ipcache, &host_ips)

@@ -114,7 +114,7 @@ fn collect(d: &AgentStatus, brief: bool) -> StatusResponse {
                 "Native".into()
             },
             tunnel_protocol: if d.config.tunneling() {
-                d.config.tunnel_protocol.clone()
+                d.config.tunnel_protocol.as_str().into()
             } else {
                 String::new()
             },

@@ -44,6 +44,15 @@ impl Enforcement {
             _ => return None,
         })
     }
+
+    /// Cilium's name of the mode (`enable-policy`, the config API).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::Always => "always",
+            Self::Never => "never",
+        }
+    }
 }
 
 /// An endpoint's resolved policy.

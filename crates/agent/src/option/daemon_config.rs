@@ -1,5 +1,6 @@
 //! The typed configuration the agent runs with, checked as a whole.
 
+use super::modes::{IpamMode, MonitorAggregation, RoutingMode, TunnelProtocol};
 use super::sources::Loaded;
 use super::validate::{parse_bool, parse_cidr4};
 use super::ConfigError;
@@ -63,18 +64,18 @@ pub struct DaemonConfig {
     pub node_name: String,
     pub kvstore: Option<super::kvstore::KvstoreConfig>,
     pub cluster_id: u32,
-    pub policy_enforcement: String,
-    pub monitor_aggregation: String,
+    pub policy_enforcement: policy::Enforcement,
+    pub monitor_aggregation: MonitorAggregation,
     pub events: EventsConfig,
     pub cni: crate::cni_config::CniConfig,
     /// conntrack-gc-interval (0: dynamic) and conntrack-gc-max-interval
     pub ct_gc_interval: std::time::Duration,
     pub ct_gc_max_interval: std::time::Duration,
-    pub routing_mode: String,
-    pub tunnel_protocol: String,
+    pub routing_mode: RoutingMode,
+    pub tunnel_protocol: TunnelProtocol,
     /// UDP port of the overlay (`tunnel-port`, 0 = the protocol's default).
     pub tunnel_port: u16,
-    pub ipam_mode: String,
+    pub ipam_mode: IpamMode,
     pub cni_chaining_mode: String,
     /// Attach with tcx links (else legacy tc clsact filters).
     pub enable_tcx: bool,
@@ -104,7 +105,7 @@ const DEFAULT_MTU: u32 = 1500;
 impl DaemonConfig {
     /// `routing-mode=tunnel`: other nodes' pods are reached through VXLAN.
     pub fn tunneling(&self) -> bool {
-        self.routing_mode == "tunnel"
+        self.routing_mode == RoutingMode::Tunnel
     }
 
     /// MTU of the routes pods and the host use: the device MTU minus the
@@ -136,6 +137,22 @@ fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
         return Err(format!("first port {first} is above last port {last}"));
     }
     Ok((first, last))
+}
+
+/// The value of `key` as `parse` reads it; one it refuses is an error
+/// naming the key, the value and `why`.
+fn parsed<T>(
+    l: &Loaded,
+    key: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+    why: &str,
+) -> Result<T, ConfigError> {
+    let value = l.get(key);
+    parse(value).ok_or_else(|| ConfigError::BadValue {
+        key: key.into(),
+        value: value.into(),
+        why: why.into(),
+    })
 }
 
 /// Cilium's node name: `K8S_NODE_NAME`, else the hostname.
@@ -235,13 +252,12 @@ impl DaemonConfig {
             }
             m => m,
         };
-        if l.get("tunnel-protocol").eq_ignore_ascii_case("geneve") {
-            return Err(ConfigError::BadValue {
-                key: "tunnel-protocol".into(),
-                value: l.get("tunnel-protocol").into(),
-                why: "only vxlan is supported".into(),
-            });
-        }
+        let tunnel_protocol = parsed(
+            l,
+            "tunnel-protocol",
+            TunnelProtocol::parse,
+            "only vxlan is supported",
+        )?;
         let maglev_seeds =
             lb::maglev::Seeds::parse(l.get("bpf-lb-maglev-hash-seed")).map_err(|e| {
                 ConfigError::BadValue {
@@ -310,8 +326,18 @@ impl DaemonConfig {
             node_name: node_name(),
             kvstore,
             cluster_id: num("cluster-id") as u32,
-            policy_enforcement: l.get("enable-policy").to_ascii_lowercase(),
-            monitor_aggregation: l.get("monitor-aggregation").to_ascii_lowercase(),
+            policy_enforcement: parsed(
+                l,
+                "enable-policy",
+                |v| policy::Enforcement::parse(&v.to_ascii_lowercase()),
+                "must be one of default, always, never",
+            )?,
+            monitor_aggregation: parsed(
+                l,
+                "monitor-aggregation",
+                MonitorAggregation::parse,
+                "must be one of none, disabled, lowest, low, medium, maximum, max",
+            )?,
             ct_gc_interval: super::validate::parse_duration(l.get("conntrack-gc-interval"))
                 .expect("validated duration"),
             ct_gc_max_interval: super::validate::parse_duration(l.get("conntrack-gc-max-interval"))
@@ -334,10 +360,20 @@ impl DaemonConfig {
                         .split([',', ' '])
                         .any(|w| w.eq_ignore_ascii_case("datapath")),
             },
-            routing_mode: l.get("routing-mode").to_ascii_lowercase(),
-            tunnel_protocol: l.get("tunnel-protocol").to_ascii_lowercase(),
+            routing_mode: parsed(
+                l,
+                "routing-mode",
+                RoutingMode::parse,
+                "must be one of tunnel, native",
+            )?,
+            tunnel_protocol,
             tunnel_port,
-            ipam_mode: l.get("ipam").to_ascii_lowercase(),
+            ipam_mode: parsed(
+                l,
+                "ipam",
+                IpamMode::parse,
+                "must be one of cluster-pool, kubernetes, crd, eni, azure, multi-pool, cluster-pool-v2beta, alibabacloud, delegated-plugin",
+            )?,
             cni_chaining_mode: l.get("cni-chaining-mode").to_owned(),
             enable_tcx: boolean("enable-tcx"),
             enable_node_port: boolean("enable-node-port") || kube_proxy_replacement,
@@ -417,6 +453,37 @@ mod tests {
             let e = cfg(&[&format!("--node-port-range={bad}")]).unwrap_err();
             assert!(e.to_string().contains("node-port-range"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn closed_set_keys_are_typed_at_load() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.policy_enforcement, policy::Enforcement::Default);
+        assert_eq!(c.monitor_aggregation, MonitorAggregation::Medium);
+        assert_eq!(c.routing_mode, RoutingMode::Tunnel);
+        assert_eq!(c.tunnel_protocol, TunnelProtocol::Vxlan);
+        assert_eq!(c.ipam_mode, IpamMode::ClusterPool);
+        let c = cfg(&[
+            "--enable-policy=Always",
+            "--monitor-aggregation=maximum",
+            "--routing-mode=native",
+            "--ipam=kubernetes",
+        ])
+        .unwrap();
+        assert_eq!(c.policy_enforcement, policy::Enforcement::Always);
+        assert_eq!(c.monitor_aggregation, MonitorAggregation::Max);
+        assert!(!c.tunneling());
+        assert_eq!(c.ipam_mode.as_str(), "kubernetes");
+        // the API shows every key as it was given
+        assert_eq!(c.all["enable-policy"], "Always");
+        let e = cfg(&["--tunnel-protocol=geneve"]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid value \"geneve\" for tunnel-protocol: only vxlan is supported"
+        );
+        let e = cfg(&["--routing-mode=overlay"]).unwrap_err();
+        assert!(e.to_string().contains("routing-mode"), "{e}");
+        assert!(e.to_string().contains("overlay"), "{e}");
     }
 
     #[test]

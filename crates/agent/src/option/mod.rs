@@ -6,11 +6,13 @@
 mod daemon_config;
 pub mod keys;
 pub mod kvstore;
+mod modes;
 pub mod runtime;
 mod sources;
 pub mod validate;
 
 pub use daemon_config::{DaemonConfig, EventsConfig};
+pub use modes::{IpamMode, MonitorAggregation, RoutingMode, TunnelProtocol};
 pub use sources::{load, Loaded, Source};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -1,6 +1,8 @@
 //! Options that can change while the agent runs (`PATCH /v1/config`), with
 //! Cilium's names and "Enabled"/"Disabled" spelling.
 
+use super::modes::MonitorAggregation;
+use policy::Enforcement;
 use std::collections::BTreeMap;
 
 const TOGGLES: &[(&str, bool)] = &[
@@ -16,9 +18,6 @@ const TOGGLES: &[(&str, bool)] = &[
     ("SourceIPVerification", true),
     ("TraceNotification", true),
 ];
-
-const AGGREGATION_LEVELS: &[&str] = &["None", "Lowest", "Low", "Medium", "Max"];
-const ENFORCEMENT: &[&str] = &["default", "always", "never"];
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RuntimeOptionError {
@@ -53,20 +52,12 @@ fn parse_toggle(v: &str) -> Option<bool> {
     }
 }
 
-fn parse_aggregation(v: &str) -> Option<&'static str> {
-    let lower = v.to_ascii_lowercase();
-    match lower.as_str() {
-        "none" | "disabled" | "0" => Some("None"),
-        "lowest" | "1" => Some("Lowest"),
-        "low" | "2" => Some("Low"),
-        "medium" | "3" => Some("Medium"),
-        "max" | "maximum" | "4" => Some("Max"),
-        _ => None,
-    }
-}
-
 impl RuntimeOptions {
-    pub fn new(debug: bool, monitor_aggregation: &str, policy_enforcement: &str) -> Self {
+    pub fn new(
+        debug: bool,
+        monitor_aggregation: MonitorAggregation,
+        policy_enforcement: Enforcement,
+    ) -> Self {
         let mut options: BTreeMap<String, String> = TOGGLES
             .iter()
             .map(|(name, on)| ((*name).to_owned(), toggle_word(*on)))
@@ -74,13 +65,11 @@ impl RuntimeOptions {
         options.insert("Debug".into(), toggle_word(debug));
         options.insert(
             "MonitorAggregationLevel".into(),
-            parse_aggregation(monitor_aggregation)
-                .unwrap_or("None")
-                .to_owned(),
+            monitor_aggregation.as_str().to_owned(),
         );
         Self {
             options,
-            policy_enforcement: policy_enforcement.to_owned(),
+            policy_enforcement: policy_enforcement.as_str().to_owned(),
         }
     }
 
@@ -95,12 +84,13 @@ impl RuntimeOptions {
         let mut changed = Vec::new();
         for (name, value) in changes {
             let canonical = if name == "MonitorAggregationLevel" {
-                parse_aggregation(value)
+                MonitorAggregation::parse(value)
                     .ok_or_else(|| RuntimeOptionError::BadValue {
                         name: name.clone(),
                         value: value.clone(),
-                        why: format!("must be one of {}", AGGREGATION_LEVELS.join(", ")),
+                        why: format!("must be one of {}", MonitorAggregation::NAMES.join(", ")),
                     })?
+                    .as_str()
                     .to_owned()
             } else if TOGGLES.iter().any(|(n, _)| n == name) {
                 toggle_word(
@@ -121,13 +111,11 @@ impl RuntimeOptions {
         }
         if let Some(e) = enforcement {
             let e = e.to_ascii_lowercase();
-            if !ENFORCEMENT.contains(&e.as_str()) {
-                return Err(RuntimeOptionError::BadEnforcement(e));
-            }
-            if next.policy_enforcement != e {
+            let mode = Enforcement::parse(&e).ok_or(RuntimeOptionError::BadEnforcement(e))?;
+            if next.policy_enforcement != mode.as_str() {
                 changed.push("policy-enforcement".into());
             }
-            next.policy_enforcement = e;
+            next.policy_enforcement = mode.as_str().to_owned();
         }
         *self = next;
         Ok(changed)
@@ -151,7 +139,7 @@ mod tests {
 
     #[test]
     fn apply_is_all_or_nothing() {
-        let mut o = RuntimeOptions::new(false, "none", "default");
+        let mut o = RuntimeOptions::new(false, MonitorAggregation::None, Enforcement::Default);
         let before = o.clone();
         let e = o
             .apply(&changes(&[("Debug", "true"), ("Bogus", "true")]), None)
@@ -169,7 +157,7 @@ mod tests {
 
     #[test]
     fn apply_reports_changes_in_cilium_spelling() {
-        let mut o = RuntimeOptions::new(false, "medium", "default");
+        let mut o = RuntimeOptions::new(false, MonitorAggregation::Medium, Enforcement::Default);
         assert_eq!(o.options["MonitorAggregationLevel"], "Medium");
         let changed = o
             .apply(

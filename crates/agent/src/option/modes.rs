@@ -1,0 +1,163 @@
+//! Keys whose values are a closed set, as types: read once at load, so the
+//! agent matches on variants instead of comparing strings. `as_str` gives
+//! back Cilium's spelling, for the API and logs.
+
+/// The variant whose spelling is `s`, compared regardless of case as the
+/// key check compares it.
+fn find<T: Copy>(all: &[T], as_str: fn(T) -> &'static str, s: &str) -> Option<T> {
+    all.iter()
+        .copied()
+        .find(|v| as_str(*v).eq_ignore_ascii_case(s))
+}
+
+/// `routing-mode`: how pods on other nodes are reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoutingMode {
+    /// Through the overlay (VXLAN).
+    Tunnel,
+    /// Through the node's own routes.
+    Native,
+}
+
+impl RoutingMode {
+    const ALL: [Self; 2] = [Self::Tunnel, Self::Native];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        find(&Self::ALL, Self::as_str, s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tunnel => "tunnel",
+            Self::Native => "native",
+        }
+    }
+}
+
+/// `tunnel-protocol`. Cilium also takes geneve; this datapath has only
+/// VXLAN, so geneve is refused at load rather than being a variant that
+/// nothing could act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TunnelProtocol {
+    Vxlan,
+}
+
+impl TunnelProtocol {
+    pub fn parse(s: &str) -> Option<Self> {
+        find(&[Self::Vxlan], Self::as_str, s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Vxlan => "vxlan",
+        }
+    }
+}
+
+/// `ipam`: which allocator Cilium would run. This agent allocates from its
+/// node's pod CIDR whatever the mode; the mode is reported (`ipam-mode` in
+/// the config API) as Cilium's agent reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpamMode {
+    ClusterPool,
+    Kubernetes,
+    Crd,
+    Eni,
+    Azure,
+    MultiPool,
+    ClusterPoolV2Beta,
+    AlibabaCloud,
+    DelegatedPlugin,
+}
+
+impl IpamMode {
+    const ALL: [Self; 9] = [
+        Self::ClusterPool,
+        Self::Kubernetes,
+        Self::Crd,
+        Self::Eni,
+        Self::Azure,
+        Self::MultiPool,
+        Self::ClusterPoolV2Beta,
+        Self::AlibabaCloud,
+        Self::DelegatedPlugin,
+    ];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        find(&Self::ALL, Self::as_str, s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClusterPool => "cluster-pool",
+            Self::Kubernetes => "kubernetes",
+            Self::Crd => "crd",
+            Self::Eni => "eni",
+            Self::Azure => "azure",
+            Self::MultiPool => "multi-pool",
+            Self::ClusterPoolV2Beta => "cluster-pool-v2beta",
+            Self::AlibabaCloud => "alibabacloud",
+            Self::DelegatedPlugin => "delegated-plugin",
+        }
+    }
+}
+
+/// How much of a connection the datapath traces (`monitor-aggregation`,
+/// the runtime option `MonitorAggregationLevel`): Cilium's levels, in
+/// order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MonitorAggregation {
+    None,
+    Lowest,
+    Low,
+    Medium,
+    Max,
+}
+
+impl MonitorAggregation {
+    /// Cilium's names, in the order of the levels.
+    pub const NAMES: [&'static str; 5] = ["None", "Lowest", "Low", "Medium", "Max"];
+
+    /// A level by name (any case), by Cilium's other spellings (disabled,
+    /// maximum) or by number (0-4).
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "none" | "disabled" | "0" => Self::None,
+            "lowest" | "1" => Self::Lowest,
+            "low" | "2" => Self::Low,
+            "medium" | "3" => Self::Medium,
+            "max" | "maximum" | "4" => Self::Max,
+            _ => return None,
+        })
+    }
+
+    /// Cilium's name of the level (`None` ... `Max`).
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spellings_read_back_as_written() {
+        for m in RoutingMode::ALL {
+            assert_eq!(RoutingMode::parse(m.as_str()), Some(m));
+        }
+        for m in IpamMode::ALL {
+            assert_eq!(IpamMode::parse(m.as_str()), Some(m));
+        }
+        for name in MonitorAggregation::NAMES {
+            assert_eq!(MonitorAggregation::parse(name).unwrap().as_str(), name);
+        }
+        assert_eq!(RoutingMode::parse("Tunnel"), Some(RoutingMode::Tunnel));
+        assert_eq!(TunnelProtocol::parse("geneve"), None);
+        assert_eq!(
+            MonitorAggregation::parse("maximum"),
+            Some(MonitorAggregation::Max)
+        );
+        assert_eq!(MonitorAggregation::parse("sometimes"), None);
+    }
+}
