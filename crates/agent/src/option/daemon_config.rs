@@ -119,22 +119,34 @@ impl DaemonConfig {
     }
 }
 
+/// Why a `node-port-range` does not read; ConfigError adds the key and the
+/// whole value.
+#[derive(Debug, thiserror::Error)]
+enum PortRangeError {
+    #[error("expected \"<first>,<last>\", e.g. 30000,32767")]
+    NotARange,
+    #[error("{0:?} is not a port (1-65535)")]
+    NotAPort(String),
+    #[error("first port {first} is above last port {last}")]
+    Reversed { first: u16, last: u16 },
+}
+
 /// `node-port-range`: "first,last" (Cilium also takes "first-last").
-fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
+fn parse_port_range(s: &str) -> Result<(u16, u16), PortRangeError> {
     let (first, last) = s
         .split_once(',')
         .or_else(|| s.split_once('-'))
-        .ok_or("expected \"<first>,<last>\", e.g. 30000,32767")?;
+        .ok_or(PortRangeError::NotARange)?;
     let port = |p: &str| {
         p.trim()
             .parse::<u16>()
             .ok()
             .filter(|p| *p != 0)
-            .ok_or(format!("{p:?} is not a port (1-65535)"))
+            .ok_or_else(|| PortRangeError::NotAPort(p.to_owned()))
     };
     let (first, last) = (port(first)?, port(last)?);
     if first > last {
-        return Err(format!("first port {first} is above last port {last}"));
+        return Err(PortRangeError::Reversed { first, last });
     }
     Ok((first, last))
 }
@@ -284,10 +296,10 @@ impl DaemonConfig {
             seed: maglev_seeds.murmur,
         });
         let node_port_range =
-            parse_port_range(l.get("node-port-range")).map_err(|why| ConfigError::BadValue {
+            parse_port_range(l.get("node-port-range")).map_err(|e| ConfigError::BadValue {
                 key: "node-port-range".into(),
                 value: l.get("node-port-range").into(),
-                why,
+                why: e.to_string(),
             })?;
         let kube_proxy_replacement = matches!(l.get("kube-proxy-replacement"), "true" | "strict");
         let prometheus_addr = match l.get("prometheus-serve-addr") {
