@@ -2,6 +2,7 @@
 //! `cilium config` may change.
 
 use crate::api_server::{error, node_addressing};
+use crate::option::modes::MonitorAggregation;
 use crate::option::runtime::RuntimeOptions;
 use crate::option::DaemonConfig;
 use api::models::{DaemonConfiguration, DaemonConfigurationSpec, DaemonConfigurationStatus};
@@ -92,7 +93,9 @@ async fn patch_config(State(d): Shared, body: Bytes) -> Response {
                 tracing::info!(subsys = "daemon", option = %name, "Configuration option changed");
             }
             if changed.iter().any(|n| n == "MonitorAggregationLevel") {
-                if let Err(e) = crate::kernel::set_monitor_aggregation(&d.config.bpf_root, &level) {
+                // the runtime options hold only levels they accepted
+                let level = MonitorAggregation::parse(&level).unwrap_or(MonitorAggregation::Max);
+                if let Err(e) = crate::kernel::set_monitor_aggregation(&d.config.bpf_root, level) {
                     return error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}"));
                 }
             }

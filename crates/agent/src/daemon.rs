@@ -154,14 +154,7 @@ pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> 
         config.monitor_aggregation,
         config.policy_enforcement,
     );
-    crate::kernel::set_monitor_aggregation(
-        &config.bpf_root,
-        runtime
-            .options
-            .get("MonitorAggregationLevel")
-            .map(String::as_str)
-            .unwrap_or("None"),
-    )?;
+    crate::kernel::set_monitor_aggregation(&config.bpf_root, config.monitor_aggregation)?;
     write_events_config(&config.bpf_root, &config.events)?;
     RuntimeConfig::open(&config.bpf_root)?.set_fragments_disabled(!config.fragment_tracking)?;
     let monitor = Arc::new(Hub::default());

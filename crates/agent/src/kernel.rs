@@ -193,18 +193,10 @@ impl NodeRoutes for OverlayRoutes {
     }
 }
 
-/// Tells the datapath how much to trace (`MonitorAggregationLevel`:
-/// None, Lowest, Low, Medium, Max).
+/// Tells the datapath how much to trace.
 pub fn set_monitor_aggregation(
     bpf_root: &std::path::Path,
-    level: &str,
+    level: crate::option::modes::MonitorAggregation,
 ) -> Result<(), datapath::Error> {
-    let value: u64 = match level {
-        "None" => 0,
-        "Lowest" => 1,
-        "Low" => 2,
-        "Medium" => 3,
-        _ => 4,
-    };
-    datapath::maps::RuntimeConfig::open(bpf_root)?.set_monitor_aggregation(value)
+    datapath::maps::RuntimeConfig::open(bpf_root)?.set_monitor_aggregation(level as u64)
 }

@@ -315,15 +315,18 @@ pub fn routes(sources: Arc<Sources>) -> Router {
 }
 
 /// `prometheus-serve-addr` as Cilium writes it (`:9962` is every address).
-pub fn listen_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+pub fn listen_addr(s: &str) -> Result<std::net::SocketAddr, NotHostPort> {
     let full = if s.starts_with(':') {
         format!("0.0.0.0{s}")
     } else {
         s.to_owned()
     };
-    full.parse()
-        .map_err(|_| format!("prometheus-serve-addr {s:?} is not [host]:port"))
+    full.parse().map_err(|_| NotHostPort(s.to_owned()))
 }
+
+#[derive(Debug, thiserror::Error)]
+#[error("prometheus-serve-addr {0:?} is not [host]:port")]
+pub struct NotHostPort(String);
 
 pub async fn serve(
     sources: Arc<Sources>,

@@ -308,7 +308,7 @@ impl DaemonConfig {
                 crate::metrics::listen_addr(s).map_err(|why| ConfigError::BadValue {
                     key: "prometheus-serve-addr".into(),
                     value: s.into(),
-                    why,
+                    why: why.to_string(),
                 })?,
             ),
         };

@@ -6,7 +6,7 @@
 mod daemon_config;
 pub mod keys;
 pub mod kvstore;
-mod modes;
+pub mod modes;
 pub mod runtime;
 mod sources;
 pub mod validate;
