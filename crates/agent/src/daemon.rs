@@ -33,8 +33,6 @@ pub struct Agent {
     _pid: PidFile,
 }
 
-/// The controller that checks etcd answers; `status` reports its failures.
-pub const KVSTORE_HEALTH: &str = "kvstore-health";
 const KVSTORE_HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 
 fn monotonic_ns() -> u64 {
@@ -471,18 +469,25 @@ fn start_controllers(
         async move { result }
     });
     if let Some(kv) = kv {
-        controllers.spawn(KVSTORE_HEALTH, Duration::from_secs(2), move || {
-            let kv = kv.clone();
-            async move {
-                match tokio::time::timeout(KVSTORE_HEALTH_TIMEOUT, kv.get(kvstore::keys::HEARTBEAT))
+        controllers.spawn(
+            crate::status::KVSTORE_HEALTH,
+            Duration::from_secs(2),
+            move || {
+                let kv = kv.clone();
+                async move {
+                    match tokio::time::timeout(
+                        KVSTORE_HEALTH_TIMEOUT,
+                        kv.get(kvstore::keys::HEARTBEAT),
+                    )
                     .await
-                {
-                    Ok(Ok(_)) => Ok(()),
-                    Ok(Err(e)) => Err(e.to_string()),
-                    Err(_) => Err(format!("no answer within {KVSTORE_HEALTH_TIMEOUT:?}")),
+                    {
+                        Ok(Ok(_)) => Ok(()),
+                        Ok(Err(e)) => Err(e.to_string()),
+                        Err(_) => Err(format!("no answer within {KVSTORE_HEALTH_TIMEOUT:?}")),
+                    }
                 }
-            }
-        });
+            },
+        );
     }
     let ipam = Arc::clone(ipam);
     controllers.spawn("ipam-expiration", Duration::from_secs(10), move || {

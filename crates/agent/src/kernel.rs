@@ -3,9 +3,8 @@
 //! exactly what its trait says and decides nothing.
 
 use abi::endpoint::{EndpointInfo, EndpointKey};
-use abi::ipcache::IpcacheKey;
+use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
 use abi::tunnel::{TunnelKey, TunnelValue};
-use controlplane::ipcache::Entry;
 use controlplane::ports::{
     EndpointDatapath, IpcacheMap, KernelError, LbMaps, NodeRoutes, PortFuture,
 };
@@ -25,9 +24,9 @@ pub struct IpcacheWriter {
 }
 
 impl IpcacheMap for IpcacheWriter {
-    fn write(&self, ip: Ipv4Addr, len: u8, entry: &Entry) -> Result<(), KernelError> {
+    fn write(&self, ip: Ipv4Addr, len: u8, value: &RemoteEndpointInfo) -> Result<(), KernelError> {
         Ipcache::open(&self.bpf_root)
-            .and_then(|m| m.put(&IpcacheKey::v4(ip, len), &entry.value()))
+            .and_then(|m| m.put(&IpcacheKey::v4(ip, len), value))
             .map_err(kernel)
     }
 

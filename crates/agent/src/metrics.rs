@@ -314,20 +314,6 @@ pub fn routes(sources: Arc<Sources>) -> Router {
         .with_state(sources)
 }
 
-/// `prometheus-serve-addr` as Cilium writes it (`:9962` is every address).
-pub fn listen_addr(s: &str) -> Result<std::net::SocketAddr, NotHostPort> {
-    let full = if s.starts_with(':') {
-        format!("0.0.0.0{s}")
-    } else {
-        s.to_owned()
-    };
-    full.parse().map_err(|_| NotHostPort(s.to_owned()))
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("prometheus-serve-addr {0:?} is not [host]:port")]
-pub struct NotHostPort(String);
-
 pub async fn serve(
     sources: Arc<Sources>,
     addr: std::net::SocketAddr,

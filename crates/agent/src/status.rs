@@ -23,6 +23,10 @@ const MAP_TABLE: &[(&str, MapSize)] = &[
     ("Tunnel", size::<maps::Tunnel>),
 ];
 
+/// The controller that checks etcd answers; its failures are the
+/// kvstore's status.
+pub const KVSTORE_HEALTH: &str = "kvstore-health";
+
 /// What `cilium status` and the health probes report on.
 pub struct AgentStatus {
     pub config: Arc<crate::option::DaemonConfig>,
@@ -224,9 +228,11 @@ fn kvstore_status(d: &AgentStatus) -> Status {
     };
     let n = kc.endpoints.len();
     let endpoints = kc.endpoints.join(", ");
-    let failing = d.controllers.snapshot().into_iter().find(|c| {
-        c.name == crate::daemon::KVSTORE_HEALTH && c.status.consecutive_failure_count > 0
-    });
+    let failing = d
+        .controllers
+        .snapshot()
+        .into_iter()
+        .find(|c| c.name == KVSTORE_HEALTH && c.status.consecutive_failure_count > 0);
     match failing {
         Some(c) => Status {
             state: State::Failure,

@@ -79,7 +79,7 @@ impl IpCache {
                 return Ok(false);
             }
         }
-        self.map.write(ip, len, &entry)?;
+        self.map.write(ip, len, &entry.value())?;
         entries.insert((ip, len), entry);
         Ok(true)
     }

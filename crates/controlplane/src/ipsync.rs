@@ -3,10 +3,8 @@
 //! session lease and learns everyone else's into the ipcache, with the
 //! publishing node as the tunnel endpoint.
 
-use crate::endpoint::Endpoint;
 use crate::events::AgentNotify;
 use crate::ipcache::{Entry, IpCache, SOURCE_KVSTORE};
-use crate::kvwriter::KvWriter;
 use crate::ports::{Events, KernelError};
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
@@ -41,46 +39,6 @@ pub struct IpIdentityPair {
         skip_serializing_if = "String::is_empty"
     )]
     pub k8s_pod_name: String,
-}
-
-/// Announces this node's endpoint addresses (a no-op without a kvstore).
-#[derive(Clone)]
-pub struct Publisher {
-    writer: Option<KvWriter>,
-    host_ip: String,
-    node_name: String,
-}
-
-impl Publisher {
-    pub fn new(writer: Option<KvWriter>, node_ip: Option<Ipv4Addr>, node_name: String) -> Self {
-        Self {
-            writer,
-            host_ip: node_ip.map(|i| i.to_string()).unwrap_or_default(),
-            node_name,
-        }
-    }
-
-    pub fn publish(&self, ep: &Endpoint) {
-        let Some(writer) = &self.writer else { return };
-        let pair = IpIdentityPair {
-            ip: ep.ipv4.to_string(),
-            mask: None,
-            host_ip: self.host_ip.clone(),
-            id: ep.identity,
-            key: 0,
-            metadata: format!("cilium-global:default:{}:{}", self.node_name, ep.id),
-            k8s_namespace: ep.k8s_namespace.clone(),
-            k8s_pod_name: ep.k8s_pod_name.clone(),
-        };
-        let body = serde_json::to_vec(&pair).expect("pair serializes");
-        writer.put_leased(kvstore::keys::ip(&pair.ip), body);
-    }
-
-    pub fn withdraw(&self, ip: Ipv4Addr) {
-        if let Some(writer) = &self.writer {
-            writer.delete(kvstore::keys::ip(&ip.to_string()));
-        }
-    }
 }
 
 /// The kvstore's endpoint IPs as a source of [`RemoteEndpoints::follow`].

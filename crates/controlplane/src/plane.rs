@@ -5,10 +5,11 @@
 //! tests over `testsupport::fakes`, so both run the same composition.
 
 use crate::endpoint::Endpoints;
+use crate::endpoint::Publisher;
 use crate::identity::Identities;
 use crate::ipam::{Ipam, IpamError};
 use crate::ipcache::IpCache;
-use crate::ipsync::{Publisher, RemoteEndpoints};
+use crate::ipsync::RemoteEndpoints;
 use crate::kvwriter::KvWriter;
 use crate::nodes::{Node, Nodes};
 use crate::policies::Policies;

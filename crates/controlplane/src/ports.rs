@@ -4,8 +4,8 @@
 //! implements them in memory, so every decision can be tested without root.
 
 use crate::events::AgentNotify;
-use crate::ipcache::Entry;
 use abi::endpoint::EndpointInfo;
+use abi::ipcache::RemoteEndpointInfo;
 use std::future::Future;
 use std::net::Ipv4Addr;
 use std::pin::Pin;
@@ -26,7 +26,7 @@ pub type PortFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// cilium_ipcache: prefix to identity and tunnel endpoint.
 pub trait IpcacheMap: Send + Sync {
-    fn write(&self, ip: Ipv4Addr, len: u8, entry: &Entry) -> Result<(), KernelError>;
+    fn write(&self, ip: Ipv4Addr, len: u8, value: &RemoteEndpointInfo) -> Result<(), KernelError>;
     fn delete(&self, ip: Ipv4Addr, len: u8) -> Result<(), KernelError>;
 }
 

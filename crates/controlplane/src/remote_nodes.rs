@@ -4,7 +4,7 @@
 //! where cil_from_host sends the node's own traffic through the overlay.
 
 use crate::ipcache::{Entry, IpCache, SOURCE_KVSTORE};
-use crate::nodes::Node;
+use crate::node::Node;
 use crate::ports::{KernelError, NodeRoutes};
 use std::net::Ipv4Addr;
 use std::sync::Arc;

@@ -6,9 +6,9 @@
 //! leaves nothing behind.
 
 use abi::endpoint::EndpointInfo;
+use abi::ipcache::RemoteEndpointInfo;
 use abi::lb::{Lb4Backend, Lb4Key, Lb4Service, LbAffinityMatch};
 use abi::order::Be16;
-use controlplane::ipcache::Entry;
 use controlplane::ports::{
     EndpointDatapath, Events, IpcacheMap, KernelError, LbMaps, NodeRoutes, PortFuture,
 };
@@ -28,7 +28,7 @@ pub struct Held {
     pub policy_maps: BTreeMap<u16, policy::MapState>,
     pub prepared: BTreeSet<u16>,
     pub lxc: BTreeMap<Ipv4Addr, EndpointInfo>,
-    pub ipcache: BTreeMap<(Ipv4Addr, u8), Entry>,
+    pub ipcache: BTreeMap<(Ipv4Addr, u8), RemoteEndpointInfo>,
     pub services: Vec<(Lb4Key, Lb4Service)>,
     pub backends: BTreeMap<u32, Lb4Backend>,
     pub rev_nat: BTreeSet<u16>,
@@ -110,9 +110,9 @@ impl FakeKernel {
 }
 
 impl IpcacheMap for FakeKernel {
-    fn write(&self, ip: Ipv4Addr, len: u8, entry: &Entry) -> Result<(), KernelError> {
+    fn write(&self, ip: Ipv4Addr, len: u8, value: &RemoteEndpointInfo) -> Result<(), KernelError> {
         self.check("ipcache")?;
-        self.held().ipcache.insert((ip, len), entry.clone());
+        self.held().ipcache.insert((ip, len), *value);
         Ok(())
     }
 

@@ -305,7 +305,7 @@ impl DaemonConfig {
         let prometheus_addr = match l.get("prometheus-serve-addr") {
             "" => None,
             s => Some(
-                crate::metrics::listen_addr(s).map_err(|why| ConfigError::BadValue {
+                super::validate::listen_addr(s).map_err(|why| ConfigError::BadValue {
                     key: "prometheus-serve-addr".into(),
                     value: s.into(),
                     why: why.to_string(),

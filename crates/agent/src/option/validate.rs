@@ -121,6 +121,20 @@ pub fn parse_duration(v: &str) -> Option<std::time::Duration> {
     Some(std::time::Duration::from_secs_f64(total))
 }
 
+/// `prometheus-serve-addr` as Cilium writes it (`:9962` is every address).
+pub fn listen_addr(s: &str) -> Result<std::net::SocketAddr, NotHostPort> {
+    let full = if s.starts_with(':') {
+        format!("0.0.0.0{s}")
+    } else {
+        s.to_owned()
+    };
+    full.parse().map_err(|_| NotHostPort(s.to_owned()))
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("prometheus-serve-addr {0:?} is not [host]:port")]
+pub struct NotHostPort(String);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,12 +2,12 @@
 //! kernel or disk is undone when a later one fails, so a refused request
 //! leaves no program, map entry, identity or directory behind.
 
+use super::Publisher;
 use super::{state, Endpoint, EndpointRef, MAX_ID, MIN_ID};
 use crate::events::AgentNotify;
 use crate::identity::Identities;
 use crate::ipam::Ipam;
 use crate::ipcache::{Entry, IpCache, SOURCE_LOCAL};
-use crate::ipsync::Publisher;
 use crate::policies::{Policies, Realized};
 use crate::ports::{EndpointDatapath, Events};
 use abi::endpoint::{parse_mac, EndpointInfo};

@@ -4,10 +4,12 @@
 
 mod id;
 mod manager;
+mod publisher;
 mod state;
 
 pub use id::{parse as parse_id, EndpointRef, IdError};
 pub use manager::{labels_of, Deps, EndpointError, Endpoints};
+pub use publisher::Publisher;
 pub use state::StateError;
 
 use api::endpoint::EndpointState;

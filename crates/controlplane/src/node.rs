@@ -1,0 +1,127 @@
+//! A node as Cilium publishes it (`nodeTypes.Node` JSON), shared by the
+//! node manager and what another node means for the datapath.
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use std::net::Ipv4Addr;
+
+/// One of a node's addresses (`Type`: InternalIP, ExternalIP, CiliumInternalIP).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeAddress {
+    #[serde(rename = "Type")]
+    pub kind: String,
+    #[serde(rename = "IP")]
+    pub ip: String,
+}
+
+/// A CIDR as Go's `net.IPNet` marshals it: IP text, mask as base64 bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpNet {
+    #[serde(rename = "IP")]
+    pub ip: String,
+    #[serde(rename = "Mask")]
+    pub mask: String,
+}
+
+impl IpNet {
+    pub fn v4(net: Ipv4Addr, len: u8) -> Self {
+        let mask = u32::MAX
+            .checked_shl(32 - u32::from(len))
+            .unwrap_or(0)
+            .to_be_bytes();
+        Self {
+            ip: net.to_string(),
+            mask: STANDARD.encode(mask),
+        }
+    }
+
+    /// `10.1.0.0/24`, or empty when the mask does not decode.
+    pub fn cidr(&self) -> String {
+        if self.ip.is_empty() {
+            return String::new();
+        }
+        format!("{}/{}", self.ip, self.prefix_len())
+    }
+
+    fn prefix_len(&self) -> u8 {
+        STANDARD
+            .decode(&self.mask)
+            .unwrap_or_default()
+            .iter()
+            .map(|b| b.count_ones() as u8)
+            .sum()
+    }
+
+    pub fn ipv4_prefix(&self) -> Option<(Ipv4Addr, u8)> {
+        Some((self.ip.parse().ok()?, self.prefix_len()))
+    }
+}
+
+/// Cilium's `nodeTypes.Node` JSON (the fields this agent fills).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    #[serde(rename = "Name")]
+    pub name: String,
+    #[serde(rename = "Cluster", default)]
+    pub cluster: String,
+    #[serde(rename = "IPAddresses", default)]
+    pub addresses: Vec<NodeAddress>,
+    #[serde(rename = "IPv4AllocCIDR", default)]
+    pub ipv4_alloc_cidr: Option<IpNet>,
+    #[serde(rename = "ClusterID", default)]
+    pub cluster_id: u32,
+    #[serde(rename = "Source", default)]
+    pub source: String,
+}
+
+impl Node {
+    pub fn address(&self, kind: &str) -> Option<&str> {
+        self.addresses
+            .iter()
+            .find(|a| a.kind == kind)
+            .map(|a| a.ip.as_str())
+    }
+
+    /// The address `node list` shows: InternalIP, else CiliumInternalIP.
+    pub fn primary_ipv4(&self) -> &str {
+        self.address("InternalIP")
+            .or_else(|| self.address("CiliumInternalIP"))
+            .unwrap_or("")
+    }
+
+    pub fn to_api(&self, source: &str) -> api::models::NodeElement {
+        api::models::NodeElement {
+            name: self.name.clone(),
+            primary_address: api::models::NodeAddressingSummary {
+                ipv4: Some(api::models::NodeAddressingElement {
+                    enabled: true,
+                    ip: self.primary_ipv4().to_owned(),
+                    alloc_range: self
+                        .ipv4_alloc_cidr
+                        .as_ref()
+                        .map(IpNet::cidr)
+                        .unwrap_or_default(),
+                    address_type: String::new(),
+                }),
+            },
+            source: source.to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidrs_marshal_as_go_ipnet() {
+        let n = IpNet::v4(Ipv4Addr::new(10, 1, 0, 0), 24);
+        assert_eq!(n.mask, "////AA==");
+        assert_eq!(n.cidr(), "10.1.0.0/24");
+        assert_eq!(
+            IpNet::v4(Ipv4Addr::new(10, 0, 0, 0), 8).cidr(),
+            "10.0.0.0/8"
+        );
+    }
+}
