@@ -77,7 +77,7 @@ async fn ip_list(State(d): State<Arc<MapApi>>) -> Json<Vec<IpListEntry>> {
             identity: e.identity,
             host_ip: e.tunnel_endpoint.map(|i| i.to_string()).unwrap_or_default(),
             metadata: Some(IpListEntryMetadata {
-                source: e.source.to_owned(),
+                source: e.source.as_str().to_owned(),
                 ..Default::default()
             }),
             ..Default::default()

@@ -3,7 +3,7 @@
 
 use abi::endpoint::{EndpointInfo, EndpointKey};
 use abi::identity;
-use controlplane::ipcache::{Entry, IpCache, SOURCE_GENERATED, SOURCE_LOCAL};
+use controlplane::ipcache::{Entry, IpCache, Source};
 use controlplane::KernelError;
 use datapath::maps::Lxc;
 use std::net::Ipv4Addr;
@@ -19,8 +19,8 @@ pub fn sync(
     for ip in host_ips {
         lxc.put(&EndpointKey::v4(*ip), &EndpointInfo::host())
             .map_err(KernelError::new)?;
-        ipcache.upsert(*ip, 32, Entry::new(identity::HOST, SOURCE_LOCAL))?;
+        ipcache.upsert(*ip, 32, Entry::new(identity::HOST, Source::Local))?;
     }
-    let world = Entry::new(identity::WORLD, SOURCE_GENERATED);
+    let world = Entry::new(identity::WORLD, Source::Generated);
     ipcache.upsert(Ipv4Addr::UNSPECIFIED, 0, world).map(drop)
 }

@@ -8,31 +8,37 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 
-/// Where an entry came from (Cilium's `source.Source` names).
-pub const SOURCE_LOCAL: &str = "local";
-pub const SOURCE_KVSTORE: &str = "kvstore";
-pub const SOURCE_GENERATED: &str = "generated";
+/// Where an entry came from (Cilium's `source.Source`). The order is
+/// which may overwrite which: what this node knows first-hand beats what
+/// other nodes published, which beats defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Source {
+    Generated,
+    Kvstore,
+    Local,
+}
 
-/// Which source may overwrite which: what this node knows first-hand beats
-/// what other nodes published, which beats defaults.
-fn rank(source: &str) -> u8 {
-    match source {
-        SOURCE_LOCAL => 3,
-        SOURCE_KVSTORE => 2,
-        _ => 1,
+impl Source {
+    /// Cilium's name, as `cilium ip list` shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Generated => "generated",
+            Source::Kvstore => "kvstore",
+            Source::Local => "local",
+        }
     }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
     pub identity: u32,
-    pub source: &'static str,
+    pub source: Source,
     /// The node that hosts the address, for addresses behind the overlay.
     pub tunnel_endpoint: Option<Ipv4Addr>,
 }
 
 impl Entry {
-    pub fn new(identity: u32, source: &'static str) -> Self {
+    pub fn new(identity: u32, source: Source) -> Self {
         Self {
             identity,
             source,
@@ -75,7 +81,7 @@ impl IpCache {
     pub fn upsert(&self, ip: Ipv4Addr, len: u8, entry: Entry) -> Result<bool, KernelError> {
         let mut entries = self.entries.lock().expect("ipcache lock");
         if let Some(old) = entries.get(&(ip, len)) {
-            if rank(old.source) > rank(entry.source) {
+            if old.source > entry.source {
                 return Ok(false);
             }
         }
@@ -85,7 +91,7 @@ impl IpCache {
     }
 
     /// Removes the prefix if `source` is the one that wrote it.
-    pub fn remove(&self, ip: Ipv4Addr, len: u8, source: &str) -> Result<(), KernelError> {
+    pub fn remove(&self, ip: Ipv4Addr, len: u8, source: Source) -> Result<(), KernelError> {
         let mut entries = self.entries.lock().expect("ipcache lock");
         if entries.get(&(ip, len)).is_some_and(|e| e.source != source) {
             return Ok(());

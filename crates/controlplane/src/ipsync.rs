@@ -4,7 +4,7 @@
 //! publishing node as the tunnel endpoint.
 
 use crate::events::AgentNotify;
-use crate::ipcache::{Entry, IpCache, SOURCE_KVSTORE};
+use crate::ipcache::{self, Entry, IpCache};
 use crate::ports::{Events, KernelError};
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
@@ -103,7 +103,7 @@ impl RemoteEndpoints {
         if Some(host) == self.node_ip {
             return Ok(());
         }
-        let entry = Entry::new(pair.id, SOURCE_KVSTORE).behind(host);
+        let entry = Entry::new(pair.id, ipcache::Source::Kvstore).behind(host);
         match self.ipcache.upsert(ip, 32, entry)? {
             true => {
                 self.events
@@ -134,8 +134,8 @@ impl RemoteEndpoints {
         let remote = self
             .ipcache
             .get(ip, 32)
-            .is_some_and(|e| e.source == SOURCE_KVSTORE);
-        self.ipcache.remove(ip, 32, SOURCE_KVSTORE)?;
+            .is_some_and(|e| e.source == ipcache::Source::Kvstore);
+        self.ipcache.remove(ip, 32, ipcache::Source::Kvstore)?;
         if remote {
             self.events.forget_pod(ip);
             self.events.agent(

@@ -212,7 +212,7 @@ impl Policies {
     /// Gives every prefix the rules name an identity and an ipcache entry,
     /// and takes them from prefixes no rule names any more.
     pub fn sync_cidrs(&self, rules: &[policy::Rule]) {
-        use crate::ipcache::{Entry, SOURCE_GENERATED};
+        use crate::ipcache::{Entry, Source};
         let ipcache = &self.deps.ipcache;
         let want = prefixes(rules);
         let mut cidrs = self.cidrs.lock().expect("cidr lock");
@@ -224,7 +224,7 @@ impl Policies {
             .collect();
         for c in stale {
             cidrs.by_prefix.remove(&c);
-            if let Err(e) = ipcache.remove(c.addr, c.len, SOURCE_GENERATED) {
+            if let Err(e) = ipcache.remove(c.addr, c.len, Source::Generated) {
                 tracing::warn!(subsys = "policy", cidr = %c, error = %e, "Unable to remove CIDR identity from ipcache");
             }
         }
@@ -236,7 +236,7 @@ impl Policies {
             let id = (FIRST_LOCAL_IDENTITY..)
                 .find(|i| !used.contains(i))
                 .expect("free identity");
-            match ipcache.upsert(c.addr, c.len, Entry::new(id, SOURCE_GENERATED)) {
+            match ipcache.upsert(c.addr, c.len, Entry::new(id, Source::Generated)) {
                 Ok(_) => {
                     tracing::info!(subsys = "policy", cidr = %c, identity = id, "Allocated CIDR identity");
                     cidrs.by_prefix.insert(c, id);

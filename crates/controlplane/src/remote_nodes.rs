@@ -3,7 +3,7 @@
 //! remote-node, its pod CIDR in the tunnel map and routed into cilium_host,
 //! where cil_from_host sends the node's own traffic through the overlay.
 
-use crate::ipcache::{Entry, IpCache, SOURCE_KVSTORE};
+use crate::ipcache::{Entry, IpCache, Source};
 use crate::node::Node;
 use crate::ports::{KernelError, NodeRoutes};
 use std::net::Ipv4Addr;
@@ -64,13 +64,13 @@ impl RemoteNodes {
         self.ipcache.upsert(
             node_ip,
             32,
-            Entry::new(abi::identity::REMOTE_NODE, SOURCE_KVSTORE),
+            Entry::new(abi::identity::REMOTE_NODE, Source::Kvstore),
         )?;
         let Some(tunnel) = &self.tunnel else {
             return Ok(());
         };
         if let Some(router) = f.router_ip {
-            let entry = Entry::new(abi::identity::REMOTE_NODE, SOURCE_KVSTORE).behind(node_ip);
+            let entry = Entry::new(abi::identity::REMOTE_NODE, Source::Kvstore).behind(node_ip);
             self.ipcache.upsert(router, 32, entry)?;
         }
         if let Some(cidr) = f.pod_cidr {
@@ -81,7 +81,7 @@ impl RemoteNodes {
 
     async fn withdraw(&self, f: &Facts) {
         for ip in [f.node_ip, f.router_ip].into_iter().flatten() {
-            let _ = self.ipcache.remove(ip, 32, SOURCE_KVSTORE);
+            let _ = self.ipcache.remove(ip, 32, Source::Kvstore);
         }
         if let (Some(cidr), Some(tunnel)) = (f.pod_cidr, &self.tunnel) {
             tunnel.withdraw(cidr).await;

@@ -182,6 +182,15 @@ fn realized(svc: &lb::Service) -> ServiceSpec {
     }
 }
 
+/// What a change did to a service (`cilium_services_events_total`'s
+/// `action`).
+#[derive(Clone, Copy)]
+enum Action {
+    Add,
+    Update,
+    Delete,
+}
+
 /// Where services are shared with the other nodes.
 pub struct Shared {
     pub kv: kvstore::Kvstore,
@@ -292,7 +301,7 @@ impl Services {
         specs.insert(parsed.id, spec.clone());
         self.save(&specs)?;
         drop(specs);
-        self.count(if created { 0 } else { 1 });
+        self.count(if created { Action::Add } else { Action::Update });
         tracing::info!(subsys = "service", serviceID = parsed.id, frontend = %parsed.frontend, backends = parsed.backends.len(), created, "Service upserted");
         self.events.agent(
             AgentNotify::ServiceUpserted,
@@ -327,14 +336,14 @@ impl Services {
         }
     }
 
-    fn count(&self, action: usize) {
-        self.counts[action].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    fn count(&self, action: Action) {
+        self.counts[action as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// How many services were added, updated and deleted.
     pub fn events(&self) -> (u64, u64, u64) {
-        let get = |i: usize| self.counts[i].load(std::sync::atomic::Ordering::Relaxed);
-        (get(0), get(1), get(2))
+        let get = |a: Action| self.counts[a as usize].load(std::sync::atomic::Ordering::Relaxed);
+        (get(Action::Add), get(Action::Update), get(Action::Delete))
     }
 
     pub fn remove(&self, id: u16) -> Result<(), ServiceError> {
@@ -347,7 +356,7 @@ impl Services {
         specs.remove(&id);
         self.save(&specs)?;
         drop(specs);
-        self.count(2);
+        self.count(Action::Delete);
         tracing::info!(subsys = "service", serviceID = id, "Service deleted");
         self.events
             .agent(AgentNotify::ServiceDeleted, serde_json::json!({ "id": id }));

@@ -6,7 +6,7 @@
 use api::endpoint::{EndpointChangeRequest, EndpointState};
 use api::ipam::AddressPair;
 use controlplane::endpoint::EndpointRef;
-use controlplane::ipcache::SOURCE_KVSTORE;
+use controlplane::ipcache::Source;
 use controlplane::nodes::{IpNet, Node, NodeAddress};
 use controlplane::tasks::Tasks;
 use controlplane::{AgentNotify, ControlPlane, Ports, Settings};
@@ -446,7 +446,7 @@ async fn nodes_joining_and_leaving_are_routed_and_unrouted() {
         assert_eq!(router.tunnel_endpoint.ip(), ip("198.18.0.12"));
     }
     let source = cp.ipcache.get(ip("198.18.0.12"), 32).map(|e| e.source);
-    assert_eq!(source, Some(SOURCE_KVSTORE), "learned from the cluster");
+    assert_eq!(source, Some(Source::Kvstore), "learned from the cluster");
     assert_eq!(cp.nodes.list().len(), 1);
     // this node's own key is not another node
     let me = kvstore::keys::node(CLUSTER, "node1");

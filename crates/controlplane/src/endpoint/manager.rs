@@ -7,7 +7,7 @@ use super::{state, Endpoint, EndpointRef, MAX_ID, MIN_ID};
 use crate::events::AgentNotify;
 use crate::identity::Identities;
 use crate::ipam::Ipam;
-use crate::ipcache::{Entry, IpCache, SOURCE_LOCAL};
+use crate::ipcache::{Entry, IpCache, Source};
 use crate::policies::{Policies, Realized};
 use crate::ports::{EndpointDatapath, Events};
 use abi::endpoint::{parse_mac, EndpointInfo};
@@ -401,7 +401,7 @@ impl Endpoints {
             .map_err(failed("writing cilium_lxc"))?;
         self.deps
             .ipcache
-            .upsert(ep.ipv4, 32, Entry::new(ep.identity, SOURCE_LOCAL))
+            .upsert(ep.ipv4, 32, Entry::new(ep.identity, Source::Local))
             .map_err(failed("writing cilium_ipcache"))?;
         self.deps
             .events
@@ -415,7 +415,7 @@ impl Endpoints {
     fn unrealize(&self, ep: &Endpoint) {
         let dp = &self.deps.datapath;
         dp.remove_endpoint(ep.ipv4);
-        let _ = self.deps.ipcache.remove(ep.ipv4, 32, SOURCE_LOCAL);
+        let _ = self.deps.ipcache.remove(ep.ipv4, 32, Source::Local);
         self.deps.publisher.withdraw(ep.ipv4);
         self.deps.events.forget_pod(ep.ipv4);
         dp.remove_policy(ep.id);
