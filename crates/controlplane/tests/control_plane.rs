@@ -93,6 +93,29 @@ fn pod(kernel: &FakeKernel, name: &str, app: &str, addr: &str) -> EndpointChange
     }
 }
 
+/// A temp dir, an empty kernel and the tasks of one agent run.
+fn world() -> (tempfile::TempDir, Arc<FakeKernel>, Tasks) {
+    (
+        tempfile::tempdir().unwrap(),
+        Arc::new(FakeKernel::default()),
+        Tasks::default(),
+    )
+}
+
+/// A pod's endpoint, created as the CNI plugin asks for it.
+async fn add(
+    cp: &ControlPlane,
+    kernel: &FakeKernel,
+    name: &str,
+    app: &str,
+    addr: &str,
+) -> controlplane::endpoint::Endpoint {
+    cp.endpoints
+        .create(&pod(kernel, name, app, addr))
+        .await
+        .unwrap()
+}
+
 /// Waits for what a background task does (a watch, a regeneration).
 async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     for _ in 0..500 {
@@ -106,11 +129,7 @@ async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
 
 #[tokio::test(flavor = "current_thread")]
 async fn an_endpoint_is_realized_whole_and_deleted_without_trace() {
-    let (dir, kernel, tasks) = (
-        tempfile::tempdir().unwrap(),
-        Arc::new(FakeKernel::default()),
-        Tasks::default(),
-    );
+    let (dir, kernel, tasks) = world();
     let cp = plane(&kernel, dir.path(), None, &tasks);
     let req = pod(&kernel, "web", "web", "10.1.0.5");
     let ep = cp.endpoints.create(&req).await.unwrap();
@@ -155,11 +174,7 @@ async fn an_endpoint_is_realized_whole_and_deleted_without_trace() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_failed_create_gives_back_everything_it_took() {
-    let (dir, kernel, tasks) = (
-        tempfile::tempdir().unwrap(),
-        Arc::new(FakeKernel::default()),
-        Tasks::default(),
-    );
+    let (dir, kernel, tasks) = world();
     let cp = plane(&kernel, dir.path(), None, &tasks);
     kernel.fail("write_endpoint", true);
     let req = pod(&kernel, "web", "web", "10.1.0.5");
@@ -200,27 +215,11 @@ async fn a_failed_create_gives_back_everything_it_took() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn endpoints_with_the_same_labels_share_one_identity_reference_counted() {
-    let (dir, kernel, tasks) = (
-        tempfile::tempdir().unwrap(),
-        Arc::new(FakeKernel::default()),
-        Tasks::default(),
-    );
+    let (dir, kernel, tasks) = world();
     let cp = plane(&kernel, dir.path(), None, &tasks);
-    let a = cp
-        .endpoints
-        .create(&pod(&kernel, "a", "web", "10.1.0.5"))
-        .await
-        .unwrap();
-    let b = cp
-        .endpoints
-        .create(&pod(&kernel, "b", "web", "10.1.0.6"))
-        .await
-        .unwrap();
-    let c = cp
-        .endpoints
-        .create(&pod(&kernel, "c", "db", "10.1.0.7"))
-        .await
-        .unwrap();
+    let a = add(&cp, &kernel, "a", "web", "10.1.0.5").await;
+    let b = add(&cp, &kernel, "b", "web", "10.1.0.6").await;
+    let c = add(&cp, &kernel, "c", "db", "10.1.0.7").await;
     assert_eq!(a.identity, b.identity);
     assert_ne!(a.identity, c.identity);
     let refs = |id| {
@@ -249,16 +248,8 @@ async fn a_restart_takes_endpoints_back_and_removes_those_whose_pod_went_away() 
     let (web, db) = {
         let tasks = Tasks::default();
         let cp = plane(&kernel, dir.path(), None, &tasks);
-        let web = cp
-            .endpoints
-            .create(&pod(&kernel, "web", "web", "10.1.0.5"))
-            .await
-            .unwrap();
-        let db = cp
-            .endpoints
-            .create(&pod(&kernel, "db", "db", "10.1.0.6"))
-            .await
-            .unwrap();
+        let web = add(&cp, &kernel, "web", "web", "10.1.0.5").await;
+        let db = add(&cp, &kernel, "db", "db", "10.1.0.6").await;
         tasks.shutdown(Duration::from_secs(5)).await;
         (web, db)
     };
@@ -287,11 +278,7 @@ async fn a_restart_takes_endpoints_back_and_removes_those_whose_pod_went_away() 
     drop(ipam);
     assert!(!dir.path().join(db.id.to_string()).exists());
     // the restored endpoint holds its identity: a new pod with its labels shares it
-    let again = cp
-        .endpoints
-        .create(&pod(&kernel, "web2", "web", "10.1.0.7"))
-        .await
-        .unwrap();
+    let again = add(&cp, &kernel, "web2", "web", "10.1.0.7").await;
     assert_eq!(again.identity, web.identity);
 }
 
@@ -306,22 +293,10 @@ fn admits(kernel: &FakeKernel, ep: u16, from: u32, port: u16) -> bool {
 
 #[tokio::test(flavor = "current_thread")]
 async fn policy_is_regenerated_when_rules_and_identities_change() {
-    let (dir, kernel, tasks) = (
-        tempfile::tempdir().unwrap(),
-        Arc::new(FakeKernel::default()),
-        Tasks::default(),
-    );
+    let (dir, kernel, tasks) = world();
     let cp = plane(&kernel, dir.path(), None, &tasks);
-    let db = cp
-        .endpoints
-        .create(&pod(&kernel, "db", "db", "10.1.0.5"))
-        .await
-        .unwrap();
-    let other = cp
-        .endpoints
-        .create(&pod(&kernel, "other", "other", "10.1.0.6"))
-        .await
-        .unwrap();
+    let db = add(&cp, &kernel, "db", "db", "10.1.0.5").await;
+    let other = add(&cp, &kernel, "other", "other", "10.1.0.6").await;
     assert!(
         admits(&kernel, db.id, other.identity, 5432),
         "no policy: all in"
@@ -340,11 +315,7 @@ async fn policy_is_regenerated_when_rules_and_identities_change() {
     assert_eq!(kernel.events_of(AgentNotify::PolicyUpdated).len(), 1);
 
     // a web pod brings the identity the rule names: db's map learns it
-    let web = cp
-        .endpoints
-        .create(&pod(&kernel, "web", "web", "10.1.0.7"))
-        .await
-        .unwrap();
+    let web = add(&cp, &kernel, "web", "web", "10.1.0.7").await;
     eventually("db admits web", || {
         admits(&kernel, db.id, web.identity, 5432)
     })
@@ -384,11 +355,7 @@ fn service(id: i64, vip: &str, port: u16, backends: &[&str]) -> api::service::Se
 
 #[tokio::test(flavor = "current_thread")]
 async fn service_backends_follow_each_change() {
-    let (dir, kernel, tasks) = (
-        tempfile::tempdir().unwrap(),
-        Arc::new(FakeKernel::default()),
-        Tasks::default(),
-    );
+    let (dir, kernel, tasks) = world();
     let cp = plane(&kernel, dir.path(), None, &tasks);
     let vip = ip("10.96.0.10");
     assert!(cp
@@ -420,11 +387,7 @@ async fn service_backends_follow_each_change() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn nodes_joining_and_leaving_are_routed_and_unrouted() {
-    let (dir, kernel, tasks) = (
-        tempfile::tempdir().unwrap(),
-        Arc::new(FakeKernel::default()),
-        Tasks::default(),
-    );
+    let (dir, kernel, tasks) = world();
     let store = kvstore::Memory::new();
     let kv = kvstore::Kvstore::new(store.session());
     let cp = plane(&kernel, dir.path(), Some(kv.clone()), &tasks);
