@@ -4,6 +4,11 @@
 //! volume, the probes ask 127.0.0.1:9879/healthz with `brief: true`, and
 //! every cilium-config key is one the agent knows. The image's scripts the
 //! DaemonSet calls exist in deploy/image.
+//!
+//! The CRDs carry Cilium 1.16's names, versions, scope, subresources and
+//! printer columns (facts from Cilium's generated CRDs in
+//! pkg/k8s/apis/cilium.io/client/crds/), and their schemas accept objects
+//! shaped like the ones 1.16 writes and refuse fields 1.16 does not have.
 
 use serde::Deserialize;
 use serde_yaml::Value;
@@ -49,14 +54,8 @@ fn every_document_is_a_named_kubernetes_object() {
         .iter()
         .map(|c| s(c, &["spec", "names", "kind"]))
         .collect();
-    assert_eq!(
-        kinds,
-        [
-            "CiliumNetworkPolicy",
-            "CiliumClusterwideNetworkPolicy",
-            "CiliumNodeConfig"
-        ]
-    );
+    let expected: Vec<&str> = CILIUM_1_16.iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, expected);
     for c in &crds {
         assert_eq!(
             s(c, &["metadata", "name"]),
@@ -166,4 +165,385 @@ fn every_config_map_key_is_known_to_the_agent() {
         assert!(agent::option::keys::lookup(k).is_some(), "unknown key {k}");
         assert!(v.is_string(), "{k}: ConfigMap values are strings");
     }
+}
+
+/// What Cilium 1.16 declares for one CRD, as far as a client sees it.
+struct Crd {
+    kind: &'static str,
+    plural: &'static str,
+    scope: &'static str,
+    short_names: &'static [&'static str],
+    categories: &'static [&'static str],
+    /// (name, served, storage, deprecated)
+    versions: &'static [(&'static str, bool, bool, bool)],
+    status_subresource: bool,
+    /// Top-level fields besides apiVersion, kind and metadata.
+    fields: &'static [&'static str],
+    required: &'static [&'static str],
+}
+
+const POLICY: &[&str] = &["cilium", "ciliumpolicy"];
+const CILIUM: &[&str] = &["cilium"];
+
+/// The CRDs in crds.yaml, in file order.
+const CILIUM_1_16: &[Crd] = &[
+    Crd {
+        kind: "CiliumNetworkPolicy",
+        plural: "ciliumnetworkpolicies",
+        scope: "Namespaced",
+        short_names: &["cnp", "ciliumnp"],
+        categories: POLICY,
+        versions: &[("v2", true, true, false)],
+        status_subresource: true,
+        fields: &["spec", "specs", "status"],
+        required: &[],
+    },
+    Crd {
+        kind: "CiliumClusterwideNetworkPolicy",
+        plural: "ciliumclusterwidenetworkpolicies",
+        scope: "Cluster",
+        short_names: &["ccnp"],
+        categories: POLICY,
+        versions: &[("v2", true, true, false)],
+        status_subresource: true,
+        fields: &["spec", "specs", "status"],
+        required: &[],
+    },
+    Crd {
+        kind: "CiliumNodeConfig",
+        plural: "ciliumnodeconfigs",
+        scope: "Namespaced",
+        short_names: &[],
+        categories: CILIUM,
+        versions: &[("v2", true, true, false), ("v2alpha1", true, false, true)],
+        status_subresource: false,
+        fields: &["spec"],
+        required: &["spec"],
+    },
+    Crd {
+        kind: "CiliumNode",
+        plural: "ciliumnodes",
+        scope: "Cluster",
+        short_names: &["cn", "ciliumn"],
+        categories: CILIUM,
+        versions: &[("v2", true, true, false)],
+        status_subresource: true,
+        fields: &["spec", "status"],
+        required: &["spec"],
+    },
+    Crd {
+        kind: "CiliumEndpoint",
+        plural: "ciliumendpoints",
+        scope: "Namespaced",
+        short_names: &["cep", "ciliumep"],
+        categories: CILIUM,
+        versions: &[("v2", true, true, false)],
+        status_subresource: false,
+        fields: &["status"],
+        required: &[],
+    },
+    Crd {
+        kind: "CiliumIdentity",
+        plural: "ciliumidentities",
+        scope: "Cluster",
+        short_names: &["ciliumid"],
+        categories: CILIUM,
+        versions: &[("v2", true, true, false)],
+        status_subresource: true,
+        fields: &["security-labels"],
+        required: &["security-labels"],
+    },
+];
+
+fn crd<'a>(all: &'a [Value], kind: &str) -> &'a Value {
+    all.iter()
+        .find(|c| c["spec"]["names"]["kind"] == kind)
+        .unwrap_or_else(|| panic!("no CRD for {kind}"))
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_sequence()
+        .into_iter()
+        .flatten()
+        .map(|x| x.as_str().unwrap())
+        .collect()
+}
+
+fn top_level_fields(schema: &Value) -> Vec<&str> {
+    schema["properties"]
+        .as_mapping()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k.as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn crds_carry_cilium_1_16_names_versions_and_scope() {
+    let all = docs("crds.yaml");
+    for want in CILIUM_1_16 {
+        let c = crd(&all, want.kind);
+        let k = want.kind;
+        let names = &c["spec"]["names"];
+        assert_eq!(s(c, &["spec", "group"]), "cilium.io", "{k}");
+        assert_eq!(s(c, &["spec", "scope"]), want.scope, "{k}");
+        let plural = s(names, &["plural"]);
+        assert_eq!(plural, want.plural, "{k}");
+        assert_eq!(s(names, &["singular"]), k.to_lowercase(), "{k}");
+        assert_eq!(s(names, &["listKind"]), format!("{k}List"));
+        assert_eq!(strings(&names["shortNames"]), want.short_names, "{k}");
+        assert_eq!(strings(&names["categories"]), want.categories, "{k}");
+
+        let versions = c["spec"]["versions"].as_sequence().unwrap();
+        let got: Vec<(&str, bool, bool, bool)> = versions
+            .iter()
+            .map(|v| {
+                (
+                    s(v, &["name"]),
+                    v["served"].as_bool().unwrap(),
+                    v["storage"].as_bool().unwrap(),
+                    v["deprecated"].as_bool().unwrap_or(false),
+                )
+            })
+            .collect();
+        assert_eq!(got, want.versions, "{k}");
+        for v in versions {
+            let status = &v["subresources"]["status"];
+            assert_eq!(
+                !status.is_null(),
+                want.status_subresource,
+                "{k} status subresource"
+            );
+            let schema = &v["schema"]["openAPIV3Schema"];
+            assert_eq!(s(schema, &["type"]), "object", "{k}");
+            assert_eq!(
+                top_level_fields(schema),
+                want.fields,
+                "{k} top-level fields"
+            );
+            assert_eq!(strings(&schema["required"]), want.required, "{k} required");
+        }
+    }
+}
+
+/// (name, type, jsonPath, priority) of each printer column, in order.
+fn columns(c: &Value) -> Vec<(&str, &str, &str, u64)> {
+    c["spec"]["versions"][0]["additionalPrinterColumns"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .map(|col| {
+            (
+                s(col, &["name"]),
+                s(col, &["type"]),
+                s(col, &["jsonPath"]),
+                col["priority"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn kubectl_get_shows_cilium_1_16_columns() {
+    let all = docs("crds.yaml");
+    assert_eq!(
+        columns(crd(&all, "CiliumEndpoint")),
+        [
+            ("Security Identity", "integer", ".status.identity.id", 0),
+            (
+                "Ingress Enforcement",
+                "string",
+                ".status.policy.ingress.state",
+                1
+            ),
+            (
+                "Egress Enforcement",
+                "string",
+                ".status.policy.egress.state",
+                1
+            ),
+            (
+                "Visibility Policy",
+                "string",
+                ".status.visibility-policy-status",
+                1
+            ),
+            ("Endpoint State", "string", ".status.state", 0),
+            ("IPv4", "string", ".status.networking.addressing[0].ipv4", 0),
+            ("IPv6", "string", ".status.networking.addressing[0].ipv6", 0),
+        ]
+    );
+    assert_eq!(
+        columns(crd(&all, "CiliumIdentity")),
+        [
+            (
+                "Namespace",
+                "string",
+                r".metadata.labels.io\.kubernetes\.pod\.namespace",
+                0
+            ),
+            ("Age", "date", ".metadata.creationTimestamp", 0),
+        ]
+    );
+    assert_eq!(
+        columns(crd(&all, "CiliumNode")),
+        [
+            (
+                "CiliumInternalIP",
+                "string",
+                r#".spec.addresses[?(@.type=="CiliumInternalIP")].ip"#,
+                0
+            ),
+            (
+                "InternalIP",
+                "string",
+                r#".spec.addresses[?(@.type=="InternalIP")].ip"#,
+                0
+            ),
+            ("Age", "date", ".metadata.creationTimestamp", 0),
+        ]
+    );
+    assert_eq!(
+        columns(crd(&all, "CiliumNetworkPolicy")),
+        [("Age", "date", ".metadata.creationTimestamp", 0)]
+    );
+    assert!(columns(crd(&all, "CiliumClusterwideNetworkPolicy")).is_empty());
+}
+
+/// The API server's verdict on an object's top level under a CRD's stored
+/// version, for the checks our short schemas make: every field is declared
+/// (a strict apply refuses unknown ones), required fields are present, and
+/// declared types and string maps hold.
+fn top_level_accepts(c: &Value, obj: &Value) -> Result<(), String> {
+    let version = c["spec"]["versions"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["storage"] == true)
+        .unwrap();
+    let schema = &version["schema"]["openAPIV3Schema"];
+    let fields = obj.as_mapping().unwrap();
+    for (k, v) in fields {
+        let k = k.as_str().unwrap();
+        if ["apiVersion", "kind", "metadata"].contains(&k) {
+            continue;
+        }
+        let prop = &schema["properties"][k];
+        if prop.is_null() {
+            return Err(format!("unknown field {k:?}"));
+        }
+        let type_ok = match prop["type"].as_str() {
+            Some("object") => v.is_mapping(),
+            Some("array") => v.is_sequence(),
+            Some("string") => v.is_string(),
+            _ => true,
+        };
+        if !type_ok {
+            return Err(format!("{k}: not of type {:?}", prop["type"]));
+        }
+        if prop["additionalProperties"]["type"] == "string" {
+            for (mk, mv) in v.as_mapping().unwrap() {
+                if !mv.is_string() {
+                    return Err(format!("{k}.{mk:?}: not a string"));
+                }
+            }
+        }
+    }
+    for r in strings(&schema["required"]) {
+        if !fields.contains_key(r) {
+            return Err(format!("missing required field {r:?}"));
+        }
+    }
+    Ok(())
+}
+
+fn object(yaml: &str) -> Value {
+    serde_yaml::from_str(yaml).unwrap()
+}
+
+#[test]
+fn cilium_1_16_shaped_objects_are_accepted_and_others_refused() {
+    let all = docs("crds.yaml");
+    let identity = crd(&all, "CiliumIdentity");
+    let cep = crd(&all, "CiliumEndpoint");
+    let node = crd(&all, "CiliumNode");
+
+    let id = object(
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumIdentity
+metadata:
+  name: "12345"
+  labels:
+    app: web
+    io.kubernetes.pod.namespace: default
+security-labels:
+  k8s:app: web
+  k8s:io.cilium.k8s.policy.cluster: default
+  k8s:io.kubernetes.pod.namespace: default
+"#,
+    );
+    assert_eq!(top_level_accepts(identity, &id), Ok(()));
+    let with_spec = object("metadata: {name: \"1\"}\nsecurity-labels: {}\nspec: {}\n");
+    assert!(top_level_accepts(identity, &with_spec).is_err());
+    let without_labels = object("metadata: {name: \"1\"}\n");
+    assert!(top_level_accepts(identity, &without_labels).is_err());
+    let numeric_value = object("metadata: {name: \"1\"}\nsecurity-labels: {\"k8s:n\": 1}\n");
+    assert!(top_level_accepts(identity, &numeric_value).is_err());
+
+    let endpoint = object(
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumEndpoint
+metadata:
+  name: web-0
+  namespace: default
+status:
+  id: 1234
+  identity:
+    id: 12345
+    labels: ["k8s:app=web"]
+  networking:
+    addressing:
+    - ipv4: 10.0.1.5
+    node: 192.168.1.10
+  state: ready
+  encryption: {}
+  external-identifiers:
+    container-id: abc
+    k8s-namespace: default
+    k8s-pod-name: web-0
+  named-ports:
+  - name: http
+    port: 80
+    protocol: TCP
+"#,
+    );
+    assert_eq!(top_level_accepts(cep, &endpoint), Ok(()));
+    let cep_with_spec = object("metadata: {name: a}\nspec: {}\n");
+    assert!(top_level_accepts(cep, &cep_with_spec).is_err());
+
+    let cilium_node = object(
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumNode
+metadata:
+  name: node-1
+spec:
+  addresses:
+  - type: InternalIP
+    ip: 192.168.1.10
+  - type: CiliumInternalIP
+    ip: 10.0.1.1
+  health:
+    ipv4: 10.0.1.20
+  ipam:
+    podCIDRs: [10.0.1.0/24]
+status:
+  ipam:
+    operator-status: {}
+"#,
+    );
+    assert_eq!(top_level_accepts(node, &cilium_node), Ok(()));
+    assert!(top_level_accepts(node, &object("metadata: {name: n}\n")).is_err());
 }
