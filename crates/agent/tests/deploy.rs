@@ -253,6 +253,50 @@ const CILIUM_1_16: &[Crd] = &[
         fields: &["security-labels"],
         required: &["security-labels"],
     },
+    Crd {
+        kind: "CiliumCIDRGroup",
+        plural: "ciliumcidrgroups",
+        scope: "Cluster",
+        short_names: &["ccg"],
+        categories: CILIUM,
+        versions: &[("v2alpha1", true, true, false)],
+        status_subresource: false,
+        fields: &["spec"],
+        required: &["spec"],
+    },
+    Crd {
+        kind: "CiliumPodIPPool",
+        plural: "ciliumpodippools",
+        scope: "Cluster",
+        short_names: &["cpip"],
+        categories: CILIUM,
+        versions: &[("v2alpha1", true, true, false)],
+        status_subresource: false,
+        fields: &["spec"],
+        required: &["spec"],
+    },
+    Crd {
+        kind: "CiliumLoadBalancerIPPool",
+        plural: "ciliumloadbalancerippools",
+        scope: "Cluster",
+        short_names: &["ippools", "ippool", "lbippool", "lbippools"],
+        categories: CILIUM,
+        versions: &[("v2alpha1", true, true, false)],
+        status_subresource: true,
+        fields: &["spec", "status"],
+        required: &[],
+    },
+    Crd {
+        kind: "CiliumL2AnnouncementPolicy",
+        plural: "ciliuml2announcementpolicies",
+        scope: "Cluster",
+        short_names: &["l2announcement"],
+        categories: CILIUM,
+        versions: &[("v2alpha1", true, true, false)],
+        status_subresource: true,
+        fields: &["spec", "status"],
+        required: &[],
+    },
 ];
 
 fn crd<'a>(all: &'a [Value], kind: &str) -> &'a Value {
@@ -546,4 +590,27 @@ status:
     );
     assert_eq!(top_level_accepts(node, &cilium_node), Ok(()));
     assert!(top_level_accepts(node, &object("metadata: {name: n}\n")).is_err());
+}
+
+/// The CRDs Cilium 1.16's agent waits for before it starts its watchers
+/// with default features (pkg/k8s/synced/crd.go): all must be in crds.yaml
+/// or the agent gives up after crd-wait-timeout.
+#[test]
+fn every_crd_the_agent_waits_for_is_defined() {
+    let all = docs("crds.yaml");
+    let names: Vec<&str> = all.iter().map(|c| s(c, &["metadata", "name"])).collect();
+    for plural in [
+        "ciliumnetworkpolicies",
+        "ciliumclusterwidenetworkpolicies",
+        "ciliumnodes",
+        "ciliumidentities",
+        "ciliumcidrgroups",
+        "ciliumpodippools",
+        "ciliumendpoints",
+        "ciliumloadbalancerippools",
+        "ciliuml2announcementpolicies",
+    ] {
+        let name = format!("{plural}.cilium.io");
+        assert!(names.contains(&name.as_str()), "no CRD {name}");
+    }
 }
