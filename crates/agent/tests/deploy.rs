@@ -9,6 +9,9 @@
 //! printer columns (facts from Cilium's generated CRDs in
 //! pkg/k8s/apis/cilium.io/client/crds/), and their schemas accept objects
 //! shaped like the ones 1.16 writes and refuse fields 1.16 does not have.
+//! The agent's ServiceAccount is bound to 1.16's default RBAC (Helm's
+//! cilium-agent clusterrole.yaml and role.yaml): list and watch on every
+//! resource the agent watches, 1.16's writes and no others.
 
 use serde::Deserialize;
 use serde_yaml::Value;
@@ -613,4 +616,149 @@ fn every_crd_the_agent_waits_for_is_defined() {
         let name = format!("{plural}.cilium.io");
         assert!(names.contains(&name.as_str()), "no CRD {name}");
     }
+}
+
+/// Whether an RBAC role's rules allow `verb` on `resource` in API `group`.
+fn allows(role: &Value, group: &str, resource: &str, verb: &str) -> bool {
+    role["rules"].as_sequence().unwrap().iter().any(|r| {
+        strings(&r["apiGroups"]).contains(&group)
+            && strings(&r["resources"]).contains(&resource)
+            && strings(&r["verbs"]).contains(&verb)
+    })
+}
+
+fn named<'a>(all: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    all.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+#[test]
+fn the_cluster_role_lets_the_agent_watch_what_it_watches() {
+    let all = docs("cilium.yaml");
+    let role = named(&all, "ClusterRole", "cilium");
+    // Every informer the agent starts lists, then watches.
+    for (group, resource) in [
+        ("", "pods"),
+        ("", "namespaces"),
+        ("", "services"),
+        ("discovery.k8s.io", "endpointslices"),
+        ("", "nodes"),
+        ("cilium.io", "ciliumnodes"),
+        ("networking.k8s.io", "networkpolicies"),
+        ("cilium.io", "ciliumnetworkpolicies"),
+        ("cilium.io", "ciliumclusterwidenetworkpolicies"),
+        ("cilium.io", "ciliumendpoints"),
+        ("cilium.io", "ciliumidentities"),
+        ("cilium.io", "ciliumcidrgroups"),
+        ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ] {
+        for verb in ["list", "watch"] {
+            assert!(
+                allows(role, group, resource, verb),
+                "ClusterRole cilium does not allow {verb} on {group}/{resource}"
+            );
+        }
+    }
+    // The start-up connectivity check reads namespace kube-system.
+    assert!(allows(role, "", "namespaces", "get"));
+}
+
+#[test]
+fn the_cluster_role_grants_the_writes_of_cilium_1_16_and_no_more() {
+    let all = docs("cilium.yaml");
+    let role = named(&all, "ClusterRole", "cilium");
+    let writes = [
+        ("ciliumnodes", "create"),
+        ("ciliumnodes", "get"),
+        ("ciliumnodes", "update"),
+        ("ciliumnodes/status", "get"),
+        ("ciliumnodes/status", "update"),
+        ("ciliumendpoints", "create"),
+        ("ciliumendpoints", "get"),
+        ("ciliumendpoints", "patch"),
+        ("ciliumendpoints", "delete"),
+        ("ciliumendpoints/status", "patch"),
+        ("ciliumidentities", "create"),
+        ("ciliumidentities", "update"),
+        ("ciliuml2announcementpolicies/status", "patch"),
+        ("ciliumbgpnodeconfigs/status", "patch"),
+    ];
+    for (resource, verb) in writes {
+        assert!(
+            allows(role, "cilium.io", resource, verb),
+            "{verb} on cilium.io/{resource}"
+        );
+    }
+    // 1.16 gives the agent no delete on identities (the operator collects
+    // them), no writes to policies and none to core objects by default.
+    assert!(!allows(role, "cilium.io", "ciliumidentities", "delete"));
+    assert!(!allows(
+        role,
+        "cilium.io",
+        "ciliumnetworkpolicies",
+        "update"
+    ));
+    assert!(!allows(
+        role,
+        "cilium.io",
+        "ciliumnetworkpolicies/status",
+        "patch"
+    ));
+    for r in role["rules"].as_sequence().unwrap() {
+        let verbs = strings(&r["verbs"]);
+        assert!(!verbs.contains(&"*"), "wildcard verb in {r:?}");
+        assert!(!strings(&r["resources"]).contains(&"*"));
+        if strings(&r["apiGroups"]) != ["cilium.io"] {
+            for v in verbs {
+                assert!(["get", "list", "watch"].contains(&v), "{v} in {r:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_agent_runs_as_the_service_account_the_roles_are_bound_to() {
+    let all = docs("cilium.yaml");
+    let sa = find(&all, "ServiceAccount");
+    let (sa_name, sa_ns) = (
+        s(sa, &["metadata", "name"]),
+        s(sa, &["metadata", "namespace"]),
+    );
+    let ds = find(&all, "DaemonSet");
+    assert_eq!(
+        s(ds, &["spec", "template", "spec", "serviceAccountName"]),
+        sa_name
+    );
+    assert_eq!(s(ds, &["metadata", "namespace"]), sa_ns);
+
+    for (binding_kind, role_kind, name) in [
+        ("ClusterRoleBinding", "ClusterRole", "cilium"),
+        ("RoleBinding", "Role", "cilium-config-agent"),
+    ] {
+        let b = named(&all, binding_kind, name);
+        assert_eq!(s(b, &["roleRef", "kind"]), role_kind);
+        assert_eq!(s(b, &["roleRef", "name"]), name);
+        let subject = &b["subjects"][0];
+        assert_eq!(s(subject, &["kind"]), "ServiceAccount");
+        assert_eq!(s(subject, &["name"]), sa_name);
+        assert_eq!(s(subject, &["namespace"]), sa_ns);
+        named(&all, role_kind, name);
+    }
+
+    // ConfigMaps are readable in the agent's own namespace only.
+    let config = named(&all, "Role", "cilium-config-agent");
+    assert_eq!(s(config, &["metadata", "namespace"]), sa_ns);
+    assert_eq!(
+        s(
+            named(&all, "RoleBinding", "cilium-config-agent"),
+            &["metadata", "namespace"]
+        ),
+        sa_ns
+    );
+    for verb in ["get", "list", "watch"] {
+        assert!(allows(config, "", "configmaps", verb));
+    }
+    let cluster = named(&all, "ClusterRole", "cilium");
+    assert!(!allows(cluster, "", "configmaps", "get"));
 }
