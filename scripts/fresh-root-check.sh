@@ -30,6 +30,11 @@ mirror=${mirror:-http://deb.debian.org/debian}
 sysroot=$(rustc --print sysroot)
 goroot=$(command -v go >/dev/null && go env GOROOT || true)
 cargo_home=${CARGO_HOME:-$HOME/.cargo}
+# Go's module and build caches are shared with the root (read-write), as
+# the crates are: the root still builds Kubernetes itself, but from what
+# this machine compiled before, so it takes minutes, not half an hour.
+gomodcache=$(command -v go >/dev/null && go env GOMODCACHE || true)
+gocache=$(command -v go >/dev/null && go env GOCACHE || true)
 
 root=$(mktemp -d /var/tmp/cilium-rs-fresh-root.XXXXXX)
 chmod 755 "$root"   # a root dir, not a private temp dir: apt's _apt user walks it
@@ -63,15 +68,20 @@ mkdir -p "$root/src"
 git ls-files -z --cached --others --exclude-standard | tar -C "$src" --null -T - -cf - | tar -C "$root/src" -xf -
 
 mkdir -p "$root$sysroot" "$root/root/.cargo/registry"
-[ -n "$goroot" ] && mkdir -p "$root$goroot"
+[ -n "$goroot" ] && mkdir -p "$root$goroot" "$root/root/go/pkg/mod" "$root/root/.cache/go-build"
 path=$sysroot/bin${goroot:+:$goroot/bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 t0=$SECONDS
 unshare --mount --propagation private bash -euo pipefail -c '
-    root=$1 sysroot=$2 goroot=$3 cargo_home=$4 cache=$5 path=$6
+    root=$1 sysroot=$2 goroot=$3 cargo_home=$4 cache=$5 path=$6 gomodcache=$7 gocache=$8
     ro_bind() { mount --bind "$1" "$2"; mount -o remount,bind,ro "$2"; }
     ro_bind "$sysroot" "$root$sysroot"
-    [ -n "$goroot" ] && ro_bind "$goroot" "$root$goroot"
+    if [ -n "$goroot" ]; then
+        ro_bind "$goroot" "$root$goroot"
+        mkdir -p "$gomodcache" "$gocache"
+        mount --bind "$gomodcache" "$root/root/go/pkg/mod"
+        mount --bind "$gocache" "$root/root/.cache/go-build"
+    fi
     mkdir -p "$cargo_home/registry"
     mount --bind "$cargo_home/registry" "$root/root/.cargo/registry"
     mount --bind "$cache/apt-archives" "$root/var/cache/apt/archives"
@@ -82,7 +92,7 @@ unshare --mount --propagation private bash -euo pipefail -c '
     echo "Binary::apt::APT::Keep-Downloaded-Packages \"true\";" >"$root/etc/apt/apt.conf.d/99keep"
     chroot "$root" /usr/bin/env -i HOME=/root PATH="$path" CARGO_HOME=/root/.cargo \
         CI="${CI:-}" TERM=dumb bash -c "cd /src && ./scripts/install.sh"
-' fresh-root "$root" "$sysroot" "$goroot" "$cargo_home" "$cache" "$path" || {
+' fresh-root "$root" "$sysroot" "$goroot" "$cargo_home" "$cache" "$path" "$gomodcache" "$gocache" || {
     echo "fresh root: ./scripts/install.sh failed on a fresh Debian 12 (a package missing from it?)" >&2
     exit 1
 }
@@ -96,8 +106,14 @@ for obj in bpf/bpf_*.c; do
     name=$(basename "$obj" .c)
     compgen -G "$root/src/target/release/build/datapath-*/out/$name.o" >/dev/null || missing+=("BPF object $name.o")
 done
+if [ -n "$goroot" ]; then
+    k8s_version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' tools/k8s/go.mod)
+    for bin in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+        [ -x "$root/root/.cache/cilium-rs/k8s/$k8s_version/bin/$bin" ] || missing+=("Kubernetes $bin")
+    done
+fi
 if [ ${#missing[@]} -gt 0 ]; then
     printf 'fresh root: not built: %s\n' "${missing[@]}" >&2
     exit 1
 fi
-echo "fresh root: every binary and BPF object built from a fresh Debian 12"
+echo "fresh root: every binary, BPF object${goroot:+ and Kubernetes binary} built from a fresh Debian 12"

@@ -25,3 +25,11 @@ fi
 
 cargo build --release --workspace --locked
 echo "built: $(ls target/release/ | grep -E "^(cilium|cilium-agent|cilium-cni|cilium-lab|cilium-mount|cilium-sysctlfix)$" | tr '\n' ' ')"
+
+# The Kubernetes control plane the lab and the tests run, built from the
+# release tools/k8s pins (no release binaries can be downloaded); cached,
+# so this is quick after the first time.
+if command -v go >/dev/null; then
+    k8s_bin=$(./scripts/build-k8s.sh)
+    echo "built: Kubernetes $(basename "$(dirname "$k8s_bin")") in $k8s_bin"
+fi

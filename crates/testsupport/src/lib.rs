@@ -11,6 +11,7 @@
 pub mod client;
 pub mod cluster;
 pub mod fakes;
+pub mod kube;
 pub mod node;
 pub mod policies;
 pub mod traffic;

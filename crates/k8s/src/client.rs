@@ -1,0 +1,56 @@
+//! Where the API server is and who the agent is to it.
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use std::path::PathBuf;
+
+/// The agent's `k8s-*` options.
+#[derive(Clone, Debug, Default)]
+pub struct ClientOptions {
+    /// `k8s-kubeconfig-path`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `k8s-api-server`: overrides the kubeconfig's or the in-cluster
+    /// server address.
+    pub api_server: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("reading kubeconfig {}: {source}", path.display())]
+    Kubeconfig {
+        path: PathBuf,
+        source: kube::config::KubeconfigError,
+    },
+    #[error("no Kubernetes configuration: set k8s-kubeconfig-path or run in a pod ({0})")]
+    NoConfig(kube::config::InClusterError),
+    #[error("k8s-api-server {url:?} is not a URL: {reason}")]
+    BadServer { url: String, reason: String },
+    #[error("creating the Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+}
+
+/// A client as the options say: the kubeconfig when one is given, else
+/// the in-cluster service account (token file, CA, KUBERNETES_SERVICE_*).
+pub async fn connect(opts: &ClientOptions) -> Result<kube::Client, ConnectError> {
+    let mut config = match &opts.kubeconfig {
+        Some(path) => {
+            let bad = |source| ConnectError::Kubeconfig {
+                path: path.clone(),
+                source,
+            };
+            let kc = Kubeconfig::read_from(path).map_err(bad)?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(bad)?
+        }
+        None => kube::Config::incluster().map_err(ConnectError::NoConfig)?,
+    };
+    if let Some(url) = &opts.api_server {
+        config.cluster_url =
+            url.parse()
+                .map_err(|e: http::uri::InvalidUri| ConnectError::BadServer {
+                    url: url.clone(),
+                    reason: e.to_string(),
+                })?;
+    }
+    kube::Client::try_from(config).map_err(ConnectError::Client)
+}

@@ -1,0 +1,12 @@
+//! The agent's Kubernetes client: a connection made the ways Cilium's
+//! agent makes one (`k8s-kubeconfig-path`, `k8s-api-server`, or the
+//! in-cluster service account), and any resource's list+watch as a
+//! `watch::Source`, so a subsystem follows Kubernetes objects through the
+//! same store, with the same relist and retry rules, as it follows the
+//! kvstore.
+
+pub mod client;
+pub mod source;
+
+pub use client::{connect, ClientOptions, ConnectError};
+pub use source::{key_of, ResourceSource};

@@ -1,0 +1,271 @@
+//! The control plane's processes: kube-apiserver on one address with RBAC
+//! and a service-account issuer, kube-controller-manager (node IPAM on,
+//! so Nodes get pod CIDRs) and kube-scheduler, each with a kubeconfig of
+//! its own user, and kubectl as the cluster admin.
+
+use crate::bins::Binaries;
+use crate::kubeconfig::{self, Credentials};
+use crate::pki::{Pki, PkiError};
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The addressing the control plane hands out.
+#[derive(Clone, Debug)]
+pub struct Ranges {
+    /// ClusterIPs (`--service-cluster-ip-range`).
+    pub services: String,
+    /// The first ClusterIP: the `kubernetes` Service's.
+    pub first_service_ip: Ipv4Addr,
+    /// What node IPAM cuts pod CIDRs from (`--cluster-cidr`).
+    pub pods: String,
+    /// The size of each node's pod CIDR.
+    pub node_mask: u8,
+}
+
+impl Default for Ranges {
+    fn default() -> Self {
+        Self {
+            services: "10.96.0.0/12".into(),
+            first_service_ip: Ipv4Addr::new(10, 96, 0, 1),
+            pods: "10.0.0.0/8".into(),
+            node_mask: 24,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlPlaneError {
+    #[error(transparent)]
+    Pki(#[from] PkiError),
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the API server at {server} was not ready within {waited:?}: {last}")]
+    NotReady {
+        server: String,
+        waited: Duration,
+        last: String,
+    },
+}
+
+/// One cluster's control plane, laid out in `dir`.
+#[derive(Clone, Debug)]
+pub struct ControlPlane {
+    pub bins: Binaries,
+    pub pki: Pki,
+    pub dir: PathBuf,
+    /// Where the API server listens and what it advertises.
+    pub address: Ipv4Addr,
+    pub port: u16,
+    /// etcd's client URL.
+    pub etcd: String,
+    pub ranges: Ranges,
+}
+
+/// The components' users and groups, as Kubernetes' default RBAC knows them.
+const USERS: &[(&str, &str, &[&str])] = &[
+    ("admin", "kubernetes-admin", &["system:masters"]),
+    (
+        "kube-controller-manager",
+        "system:kube-controller-manager",
+        &[],
+    ),
+    ("kube-scheduler", "system:kube-scheduler", &[]),
+];
+
+impl ControlPlane {
+    /// Makes the PKI and the components' kubeconfigs in `dir`.
+    pub fn create(
+        bins: Binaries,
+        dir: &Path,
+        address: Ipv4Addr,
+        port: u16,
+        etcd: &str,
+        ranges: Ranges,
+    ) -> Result<Self, ControlPlaneError> {
+        let sans = [
+            IpAddr::V4(address),
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V4(ranges.first_service_ip),
+        ];
+        let pki = Pki::create(&dir.join("pki"), &sans)?;
+        let cp = Self {
+            bins,
+            pki,
+            dir: dir.to_owned(),
+            address,
+            port,
+            etcd: etcd.to_owned(),
+            ranges,
+        };
+        for (name, user, groups) in USERS {
+            let files = cp.pki.client(name, user, groups)?;
+            let creds = Credentials::Cert {
+                cert: &files.cert,
+                key: &files.key,
+            };
+            cp.write_kubeconfig(name, user, &creds)?;
+        }
+        Ok(cp)
+    }
+
+    /// `https://<address>:<port>`.
+    pub fn server(&self) -> String {
+        format!("https://{}:{}", self.address, self.port)
+    }
+
+    pub fn kubeconfig(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.kubeconfig"))
+    }
+
+    /// The cluster admin's kubeconfig (what `kubectl` here uses).
+    pub fn admin_kubeconfig(&self) -> PathBuf {
+        self.kubeconfig("admin")
+    }
+
+    /// Writes `<name>.kubeconfig` for `user` with `creds`.
+    pub fn write_kubeconfig(
+        &self,
+        name: &str,
+        user: &str,
+        creds: &Credentials<'_>,
+    ) -> Result<PathBuf, ControlPlaneError> {
+        let path = self.kubeconfig(name);
+        kubeconfig::write(&path, &self.server(), &self.pki.ca_cert(), user, creds).map_err(
+            |source| ControlPlaneError::Write {
+                path: path.clone(),
+                source,
+            },
+        )
+    }
+
+    /// A component's command, logging to `<dir>/<name>.log`.
+    fn logged(&self, bin: &Path, name: &str) -> Command {
+        let mut cmd = Command::new(bin);
+        let log = std::fs::File::create(self.dir.join(format!("{name}.log")));
+        match log.and_then(|f| Ok((f.try_clone()?, f))) {
+            Ok((out, err)) => {
+                cmd.stdout(out).stderr(err);
+            }
+            Err(_) => {
+                cmd.stdout(Stdio::null()).stderr(Stdio::null());
+            }
+        }
+        cmd
+    }
+
+    pub fn apiserver(&self) -> Command {
+        let pki = &self.pki;
+        let serving = pki.serving();
+        let mut cmd = self.logged(&self.bins.apiserver, "kube-apiserver");
+        cmd.arg(format!("--etcd-servers={}", self.etcd))
+            .arg(format!("--bind-address={}", self.address))
+            .arg(format!("--advertise-address={}", self.address))
+            .arg(format!("--secure-port={}", self.port))
+            .arg(format!("--tls-cert-file={}", serving.cert.display()))
+            .arg(format!("--tls-private-key-file={}", serving.key.display()))
+            .arg(format!("--client-ca-file={}", pki.ca_cert().display()))
+            .arg(format!(
+                "--service-account-key-file={}",
+                pki.sa_pub().display()
+            ))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                pki.sa_key().display()
+            ))
+            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
+            .arg(format!(
+                "--service-cluster-ip-range={}",
+                self.ranges.services
+            ))
+            .arg("--authorization-mode=Node,RBAC")
+            .arg("--enable-admission-plugins=NodeRestriction")
+            .arg("--allow-privileged=true")
+            .arg(format!(
+                "--cert-dir={}",
+                self.dir.join("apiserver-certs").display()
+            ))
+            .arg("--profiling=false");
+        cmd
+    }
+
+    /// Arguments the controller manager and the scheduler share: their
+    /// kubeconfig for everything, serving on loopback, no leader election
+    /// (one of each).
+    fn component_args(&self, cmd: &mut Command, name: &str) {
+        let kubeconfig = self.kubeconfig(name);
+        cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!(
+                "--authentication-kubeconfig={}",
+                kubeconfig.display()
+            ))
+            .arg(format!(
+                "--authorization-kubeconfig={}",
+                kubeconfig.display()
+            ))
+            .arg("--bind-address=127.0.0.1")
+            .arg("--leader-elect=false")
+            .arg("--profiling=false");
+    }
+
+    pub fn controller_manager(&self) -> Command {
+        let name = "kube-controller-manager";
+        let mut cmd = self.logged(&self.bins.controller_manager, name);
+        self.component_args(&mut cmd, name);
+        cmd.arg("--controllers=*")
+            .arg("--allocate-node-cidrs=true")
+            .arg(format!("--cluster-cidr={}", self.ranges.pods))
+            .arg(format!("--node-cidr-mask-size={}", self.ranges.node_mask))
+            .arg(format!(
+                "--service-cluster-ip-range={}",
+                self.ranges.services
+            ))
+            .arg(format!(
+                "--service-account-private-key-file={}",
+                self.pki.sa_key().display()
+            ))
+            .arg(format!("--root-ca-file={}", self.pki.ca_cert().display()))
+            .arg("--use-service-account-credentials=true");
+        cmd
+    }
+
+    pub fn scheduler(&self) -> Command {
+        let name = "kube-scheduler";
+        let mut cmd = self.logged(&self.bins.scheduler, name);
+        self.component_args(&mut cmd, name);
+        cmd
+    }
+
+    /// kubectl as the cluster admin.
+    pub fn kubectl(&self) -> Command {
+        let mut cmd = Command::new(&self.bins.kubectl);
+        cmd.arg(format!(
+            "--kubeconfig={}",
+            self.admin_kubeconfig().display()
+        ));
+        cmd
+    }
+
+    /// Waits until the API server says it is ready (`/readyz`).
+    pub fn wait_ready(&self, timeout: Duration) -> Result<(), ControlPlaneError> {
+        let started = Instant::now();
+        let mut last = String::from("not tried");
+        while started.elapsed() < timeout {
+            match self.kubectl().args(["get", "--raw", "/readyz"]).output() {
+                Ok(out) if out.status.success() => return Ok(()),
+                Ok(out) => last = String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+                Err(e) => last = e.to_string(),
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Err(ControlPlaneError::NotReady {
+            server: self.server(),
+            waited: timeout,
+            last,
+        })
+    }
+}

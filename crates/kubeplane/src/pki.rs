@@ -1,0 +1,239 @@
+//! The cluster's certificates, made here so the lab needs no other tool:
+//! a CA; signed by it, the API server's serving certificate and a client
+//! certificate per user (its common name is the user, its organizations
+//! the groups, as the API server reads them); and the key pair
+//! service-account tokens are signed with. Everything is PEM in one
+//! directory, keys readable by their owner only.
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+use std::net::IpAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+const CA_NAME: &str = "cilium-lab-ca";
+
+/// The names the API server answers to inside the cluster.
+const APISERVER_NAMES: &[&str] = &[
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+    "localhost",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    #[error("making {what}: {source}")]
+    Generate { what: String, source: rcgen::Error },
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("reading {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A certificate and its key, as files.
+#[derive(Clone, Debug)]
+pub struct CertFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// The PKI of one cluster, in `dir`.
+#[derive(Clone, Debug)]
+pub struct Pki {
+    dir: PathBuf,
+}
+
+fn generated(what: &str) -> impl FnOnce(rcgen::Error) -> PkiError + '_ {
+    move |source| PkiError::Generate {
+        what: what.to_owned(),
+        source,
+    }
+}
+
+fn write(path: PathBuf, body: &str, private: bool) -> Result<PathBuf, PkiError> {
+    let err = |source| PkiError::Write {
+        path: path.clone(),
+        source,
+    };
+    std::fs::write(&path, body).map_err(err)?;
+    if private {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+    }
+    Ok(path)
+}
+
+fn ca_params() -> Result<CertificateParams, PkiError> {
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(generated("the CA"))?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, CA_NAME);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    Ok(params)
+}
+
+impl Pki {
+    /// A new CA, the API server's certificate for `addresses` (and the
+    /// in-cluster names and first service address the caller includes),
+    /// and the service-account key pair, written to `dir`.
+    pub fn create(dir: &Path, addresses: &[IpAddr]) -> Result<Self, PkiError> {
+        std::fs::create_dir_all(dir).map_err(|source| PkiError::Write {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let pki = Self {
+            dir: dir.to_owned(),
+        };
+        let ca_key = KeyPair::generate().map_err(generated("the CA key"))?;
+        let ca = ca_params()?
+            .self_signed(&ca_key)
+            .map_err(generated("the CA"))?;
+        write(pki.ca_cert(), &ca.pem(), false)?;
+        write(dir.join("ca.key"), &ca_key.serialize_pem(), true)?;
+
+        let mut names: Vec<String> = APISERVER_NAMES.iter().map(|n| n.to_string()).collect();
+        names.sort();
+        let mut serving =
+            CertificateParams::new(names).map_err(generated("the API server's certificate"))?;
+        serving
+            .subject_alt_names
+            .extend(addresses.iter().map(|ip| SanType::IpAddress(*ip)));
+        serving
+            .distinguished_name
+            .push(DnType::CommonName, "kube-apiserver");
+        serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        pki.issue("apiserver", serving)?;
+
+        let sa = KeyPair::generate().map_err(generated("the service-account key"))?;
+        write(pki.sa_key(), &sa.serialize_pem(), true)?;
+        write(pki.sa_pub(), &sa.public_key_pem(), false)?;
+        Ok(pki)
+    }
+
+    /// The PKI a previous `create` left in `dir`.
+    pub fn open(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_owned(),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn ca_cert(&self) -> PathBuf {
+        self.dir.join("ca.crt")
+    }
+
+    /// The API server's serving certificate.
+    pub fn serving(&self) -> CertFiles {
+        self.files("apiserver")
+    }
+
+    /// The key service-account tokens are signed with.
+    pub fn sa_key(&self) -> PathBuf {
+        self.dir.join("sa.key")
+    }
+
+    pub fn sa_pub(&self) -> PathBuf {
+        self.dir.join("sa.pub")
+    }
+
+    fn files(&self, name: &str) -> CertFiles {
+        CertFiles {
+            cert: self.dir.join(format!("{name}.crt")),
+            key: self.dir.join(format!("{name}.key")),
+        }
+    }
+
+    /// A client certificate for `user` in `groups`, stored as `<name>.crt`
+    /// and `<name>.key`; made once, the files reused after.
+    pub fn client(&self, name: &str, user: &str, groups: &[&str]) -> Result<CertFiles, PkiError> {
+        let files = self.files(name);
+        if files.cert.exists() && files.key.exists() {
+            return Ok(files);
+        }
+        let mut params = CertificateParams::new(Vec::<String>::new())
+            .map_err(generated("a client certificate"))?;
+        params.distinguished_name.push(DnType::CommonName, user);
+        for group in groups {
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, *group);
+        }
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        self.issue(name, params)
+    }
+
+    /// Signs `params` with the CA; writes `<name>.crt` and `<name>.key`.
+    fn issue(&self, name: &str, mut params: CertificateParams) -> Result<CertFiles, PkiError> {
+        let ca_key_path = self.dir.join("ca.key");
+        let ca_pem = std::fs::read_to_string(&ca_key_path).map_err(|source| PkiError::Read {
+            path: ca_key_path,
+            source,
+        })?;
+        let ca_key = KeyPair::from_pem(&ca_pem).map_err(generated("the CA key"))?;
+        let issuer = Issuer::new(ca_params()?, ca_key);
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        let key = KeyPair::generate().map_err(generated(name))?;
+        let cert = params.signed_by(&key, &issuer).map_err(generated(name))?;
+        let files = self.files(name);
+        write(files.cert.clone(), &cert.pem(), false)?;
+        write(files.key.clone(), &key.serialize_pem(), true)?;
+        Ok(files)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_pki_is_written_and_clients_are_issued_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = Pki::create(dir.path(), &["198.18.0.1".parse().unwrap()]).unwrap();
+        for f in [
+            pki.ca_cert(),
+            pki.serving().cert,
+            pki.serving().key,
+            pki.sa_key(),
+            pki.sa_pub(),
+        ] {
+            assert!(
+                std::fs::read_to_string(&f)
+                    .unwrap()
+                    .starts_with("-----BEGIN"),
+                "{}",
+                f.display()
+            );
+        }
+        let mode = std::fs::metadata(pki.sa_key())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "private keys are the owner's");
+        let admin = pki
+            .client("admin", "kubernetes-admin", &["system:masters"])
+            .unwrap();
+        let first = std::fs::read_to_string(&admin.cert).unwrap();
+        let again = pki
+            .client("admin", "kubernetes-admin", &["system:masters"])
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(&again.cert).unwrap(), first);
+    }
+}

@@ -1,0 +1,99 @@
+//! The control plane built from tools/k8s, run for real in a sandbox: the
+//! API server serves with RBAC on Debian's etcd, takes our manifests
+//! (CRDs, the agent's ServiceAccount and ClusterRole), grants the agent
+//! what the role says and nothing more, and the controller manager hands
+//! Nodes their pod CIDRs.
+
+use kubeplane::ControlPlane;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use testsupport::kube::log_tail;
+use testsupport::Sandbox;
+
+const AGENT: &str = "system:serviceaccount:kube-system:cilium";
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn manifest(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/kubernetes")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn can_i(cp: &ControlPlane, verb: &str, resource: &str) -> bool {
+    let out = cp
+        .kubectl()
+        .args(["auth", "can-i", verb, resource, "--as", AGENT])
+        .output()
+        .expect("kubectl auth can-i");
+    String::from_utf8_lossy(&out.stdout).trim() == "yes"
+}
+
+#[test]
+fn the_api_server_takes_our_manifests_and_nodes_get_pod_cidrs() {
+    let mut sb = Sandbox::enter();
+    let cp = testsupport::kube::start(&mut sb);
+
+    let version: serde_json::Value =
+        serde_json::from_str(&run(cp.kubectl().args(["version", "-o", "json"]))).unwrap();
+    assert_eq!(
+        version["serverVersion"]["gitVersion"],
+        kubeplane::bins::version()
+    );
+    assert_eq!(
+        version["clientVersion"]["gitVersion"],
+        kubeplane::bins::version()
+    );
+
+    run(cp.kubectl().args(["apply", "-f", &manifest("crds.yaml")]));
+    run(cp.kubectl().args([
+        "wait",
+        "--for=condition=established",
+        "--timeout=60s",
+        "crd",
+        "--all",
+    ]));
+    run(cp.kubectl().args(["apply", "-f", &manifest("cilium.yaml")]));
+    // the agent's ServiceAccount may do what its ClusterRole says, no more
+    assert!(can_i(&cp, "watch", "nodes"));
+    assert!(can_i(&cp, "list", "ciliumnetworkpolicies.cilium.io"));
+    assert!(!can_i(&cp, "delete", "nodes"));
+    assert!(!can_i(&cp, "get", "secrets"));
+
+    // node IPAM in the controller manager cuts a pod CIDR for a new Node
+    let node = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node1"}}"#;
+    let file = sb.path().join("node1.json");
+    std::fs::write(&file, node).unwrap();
+    run(cp.kubectl().args(["create", "-f"]).arg(&file));
+    let started = Instant::now();
+    let cidr = loop {
+        let cidr =
+            run(cp
+                .kubectl()
+                .args(["get", "node", "node1", "-o", "jsonpath={.spec.podCIDR}"]));
+        if !cidr.is_empty() {
+            break cidr;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "node1 got no pod CIDR\nkube-controller-manager log:\n{}",
+            log_tail(&cp, "kube-controller-manager")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(cidr.starts_with("10.") && cidr.ends_with("/24"), "{cidr}");
+}

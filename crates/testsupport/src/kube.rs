@@ -1,0 +1,71 @@
+//! A Kubernetes control plane in the sandbox: etcd, kube-apiserver (RBAC,
+//! serving on 198.18.0.1, an address of the sandbox's own on its `lo`, as
+//! the `kubernetes` Service's endpoint may not be in 127.0.0.0/8),
+//! kube-controller-manager and kube-scheduler, built by
+//! scripts/build-k8s.sh.
+
+use crate::Sandbox;
+use kubeplane::components::Ranges;
+use kubeplane::{Binaries, ControlPlane};
+use std::net::Ipv4Addr;
+use std::process::Command;
+use std::time::Duration;
+
+/// Where the API server listens in the sandbox.
+pub const ADDRESS: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+pub const PORT: u16 = 6443;
+
+fn ip(args: &[&str]) {
+    let status = Command::new("ip").args(args).status().expect("run ip");
+    assert!(status.success(), "ip {args:?} failed");
+}
+
+/// The last lines of a component's log, for a failure message.
+pub fn log_tail(cp: &ControlPlane, name: &str) -> String {
+    let text = std::fs::read_to_string(cp.dir.join(format!("{name}.log"))).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+/// The control plane's files in the sandbox, nothing started.
+pub fn prepare(sb: &Sandbox) -> ControlPlane {
+    ip(&["addr", "add", &format!("{ADDRESS}/24"), "dev", "lo"]);
+    let bins = Binaries::find().unwrap_or_else(|e| panic!("{e}"));
+    ControlPlane::create(
+        bins,
+        &sb.path().join("k8s"),
+        ADDRESS,
+        PORT,
+        crate::ETCD_URL,
+        Ranges::default(),
+    )
+    .expect("control plane files")
+}
+
+/// Starts the API server (etcd must run) and waits until it is ready;
+/// returns its index among the sandbox's children.
+pub fn start_apiserver(sb: &mut Sandbox, cp: &ControlPlane) -> usize {
+    let child = sb.adopt(cp.apiserver().spawn().expect("start kube-apiserver"));
+    if let Err(e) = cp.wait_ready(Duration::from_secs(90)) {
+        panic!(
+            "{e}\nkube-apiserver log:\n{}",
+            log_tail(cp, "kube-apiserver")
+        );
+    }
+    child
+}
+
+/// etcd and the three components, the API server ready.
+pub fn start(sb: &mut Sandbox) -> ControlPlane {
+    let cp = prepare(sb);
+    let etcd = crate::start_etcd(&sb.path().join("etcd"));
+    sb.adopt(etcd);
+    start_apiserver(sb, &cp);
+    sb.adopt(
+        cp.controller_manager()
+            .spawn()
+            .expect("start kube-controller-manager"),
+    );
+    sb.adopt(cp.scheduler().spawn().expect("start kube-scheduler"));
+    cp
+}

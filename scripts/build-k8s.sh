@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes control plane the lab and the tests run
+# (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) from
+# the k8s.io/kubernetes release tools/k8s/go.mod pins, into a cache that
+# later runs reuse: ~/.cache/cilium-rs/k8s/<version>/bin (or
+# $CILIUM_RS_K8S_CACHE). Prints the bin directory. Go's module and build
+# caches make a rebuild after a version bump cheap.
+set -euo pipefail
+cd "$(dirname "$0")/../tools/k8s"
+
+version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' go.mod)
+[ -n "$version" ] || { echo "error: no k8s.io/kubernetes version in tools/k8s/go.mod" >&2; exit 1; }
+cache=${CILIUM_RS_K8S_CACHE:-${HOME}/.cache/cilium-rs/k8s}
+bin="${cache}/${version}/bin"
+tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+
+missing=()
+for t in "${tools[@]}"; do
+    [ -x "${bin}/${t}" ] || missing+=("$t")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    command -v go >/dev/null || { echo "error: Go is needed to build Kubernetes ${version} (README: prerequisites)" >&2; exit 1; }
+    # What hack/lib/version.sh stamps, so each reports its version.
+    minor=${version#v1.}; minor=${minor%%.*}
+    stamp=""
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        stamp+=" -X ${pkg}.gitVersion=${version} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor}"
+        stamp+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
+    done
+    mkdir -p "${bin}.tmp"
+    for t in "${missing[@]}"; do
+        echo "building ${t} ${version} (first time: several minutes)" >&2
+        CGO_ENABLED=0 go build -trimpath -ldflags "-s -w${stamp}" \
+            -o "${bin}.tmp/${t}" "k8s.io/kubernetes/cmd/${t}"
+    done
+    mkdir -p "$bin"
+    mv "${bin}.tmp"/* "$bin"/
+    rmdir "${bin}.tmp"
+fi
+echo "$bin"
