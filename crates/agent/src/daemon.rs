@@ -156,6 +156,16 @@ pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> 
     write_events_config(&config.bpf_root, &config.events)?;
     RuntimeConfig::open(&config.bpf_root)?.set_fragments_disabled(!config.fragment_tracking)?;
     let monitor = Arc::new(Hub::default());
+    let kubernetes = match &config.kubernetes {
+        Some(opts) => {
+            let k = crate::kubernetes::Kubernetes::connect(opts)
+                .await
+                .context("connecting to Kubernetes")?;
+            k.probe(&tasks);
+            Some(k)
+        }
+        None => None,
+    };
     let config = Arc::new(config);
 
     let tunnel: Option<Arc<dyn NodeRoutes>> = config.tunneling().then(|| {
@@ -225,6 +235,7 @@ pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> 
         node_ip,
         attach_mode,
         native_device,
+        kubernetes,
     });
     let metrics = Arc::new(crate::metrics::Sources {
         bpf_root: config.bpf_root.clone(),

@@ -20,6 +20,7 @@ pub mod explain;
 pub mod health;
 pub mod hostips;
 pub mod kernel;
+pub mod kubernetes;
 pub mod logging;
 pub mod metrics;
 pub mod monitor;

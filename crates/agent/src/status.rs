@@ -39,6 +39,8 @@ pub struct AgentStatus {
     pub attach_mode: datapath::attach::AttachMode,
     /// The device cil_from_netdev serves NodePorts on, when enabled.
     pub native_device: Option<String>,
+    /// The API server connection; None when Kubernetes is not used.
+    pub kubernetes: Option<Arc<crate::kubernetes::Kubernetes>>,
 }
 
 impl AgentStatus {
@@ -73,7 +75,26 @@ fn bpf_maps(d: &AgentStatus) -> BpfMapStatus {
 /// (Cilium's brief answer: `cilium`, `cluster`, a failing controller).
 fn collect(d: &AgentStatus, brief: bool) -> StatusResponse {
     let controllers = d.controllers.snapshot();
-    let cilium = Some(Status::ok(api::version_string()));
+    let kubernetes = d.kubernetes.as_ref().map_or_else(
+        || K8sStatus {
+            state: State::Disabled,
+            ..Default::default()
+        },
+        |k| k.status(),
+    );
+    // an agent that cannot reach the API server is not healthy (Cilium's
+    // message, the API server's error after it)
+    let cilium = Some(match kubernetes.state {
+        State::Failure => Status {
+            state: State::Failure,
+            msg: format!(
+                "{}    Kubernetes service is not ready: {}",
+                api::version_string(),
+                kubernetes.msg
+            ),
+        },
+        _ => Status::ok(api::version_string()),
+    });
     if brief {
         let failing = controllers
             .into_iter()
@@ -89,10 +110,7 @@ fn collect(d: &AgentStatus, brief: bool) -> StatusResponse {
     StatusResponse {
         cilium,
         kvstore: Some(kvstore_status(d)),
-        kubernetes: Some(K8sStatus {
-            state: State::Disabled,
-            ..Default::default()
-        }),
+        kubernetes: Some(kubernetes),
         kube_proxy_replacement: Some(kube_proxy_replacement(d)),
         host_firewall: Some(HostFirewall {
             mode: "Disabled".into(),

@@ -142,6 +142,13 @@ pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> Strin
     }
     if let Some(k) = &s.kubernetes {
         push("Kubernetes", state_line(k.state, &k.msg));
+        if k.state != State::Disabled {
+            // Go's quoted join: an empty list still prints one "" inside
+            push(
+                "Kubernetes APIs",
+                format!("[\"{}\"]", k.k8s_api_versions.join("\", \"")),
+            );
+        }
     }
     if let Some(k) = &s.kube_proxy_replacement {
         let devices: Vec<String> = k

@@ -28,10 +28,24 @@ pub enum ConnectError {
     Client(#[source] kube::Error),
 }
 
-/// A client as the options say: the kubeconfig when one is given, else
-/// the in-cluster service account (token file, CA, KUBERNETES_SERVICE_*).
+fn server_uri(url: &str) -> Result<http::Uri, ConnectError> {
+    url.parse()
+        .map_err(|e: http::uri::InvalidUri| ConnectError::BadServer {
+            url: url.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// A client as the options say: the kubeconfig when one is given (its
+/// server replaced by `k8s-api-server` when that is set too), else the
+/// API server address alone (no credentials, as Cilium allows), else the
+/// in-cluster service account (token file, CA, KUBERNETES_SERVICE_*).
 pub async fn connect(opts: &ClientOptions) -> Result<kube::Client, ConnectError> {
     let mut config = match &opts.kubeconfig {
+        None if opts.api_server.is_some() => {
+            let url = opts.api_server.as_deref().unwrap_or_default();
+            kube::Config::new(server_uri(url)?)
+        }
         Some(path) => {
             let bad = |source| ConnectError::Kubeconfig {
                 path: path.clone(),
@@ -45,12 +59,18 @@ pub async fn connect(opts: &ClientOptions) -> Result<kube::Client, ConnectError>
         None => kube::Config::incluster().map_err(ConnectError::NoConfig)?,
     };
     if let Some(url) = &opts.api_server {
-        config.cluster_url =
-            url.parse()
-                .map_err(|e: http::uri::InvalidUri| ConnectError::BadServer {
-                    url: url.clone(),
-                    reason: e.to_string(),
-                })?;
+        config.cluster_url = server_uri(url)?;
     }
     kube::Client::try_from(config).map_err(ConnectError::Client)
+}
+
+/// The API server's version as `cilium status` shows it:
+/// `<major>.<minor> (<gitVersion>) [<platform>]`.
+pub async fn version_line(client: &kube::Client) -> Result<String, kube::Error> {
+    let v = client.apiserver_version().await?;
+    let minor = v.minor.trim_end_matches('+');
+    Ok(format!(
+        "{}.{minor} ({}) [{}]",
+        v.major, v.git_version, v.platform
+    ))
 }

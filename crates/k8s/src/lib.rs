@@ -8,5 +8,8 @@
 pub mod client;
 pub mod source;
 
-pub use client::{connect, ClientOptions, ConnectError};
+pub use client::{connect, version_line, ClientOptions, ConnectError};
 pub use source::{key_of, ResourceSource};
+
+/// The client library, for callers that name its types.
+pub use kube;

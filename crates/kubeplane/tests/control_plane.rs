@@ -5,7 +5,6 @@
 //! Nodes their pod CIDRs.
 
 use kubeplane::ControlPlane;
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use testsupport::kube::log_tail;
@@ -27,11 +26,7 @@ fn run(cmd: &mut Command) -> String {
 }
 
 fn manifest(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../deploy/kubernetes")
-        .join(name)
-        .display()
-        .to_string()
+    testsupport::kube::manifest(name).display().to_string()
 }
 
 fn can_i(cp: &ControlPlane, verb: &str, resource: &str) -> bool {
@@ -46,7 +41,7 @@ fn can_i(cp: &ControlPlane, verb: &str, resource: &str) -> bool {
 #[test]
 fn the_api_server_takes_our_manifests_and_nodes_get_pod_cidrs() {
     let mut sb = Sandbox::enter();
-    let cp = testsupport::kube::start(&mut sb);
+    let (cp, _) = testsupport::kube::start(&mut sb);
 
     let version: serde_json::Value =
         serde_json::from_str(&run(cp.kubectl().args(["version", "-o", "json"]))).unwrap();

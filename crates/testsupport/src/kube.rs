@@ -55,17 +55,74 @@ pub fn start_apiserver(sb: &mut Sandbox, cp: &ControlPlane) -> usize {
     child
 }
 
-/// etcd and the three components, the API server ready.
-pub fn start(sb: &mut Sandbox) -> ControlPlane {
+/// etcd and the three components, the API server ready; returns the
+/// control plane and the API server's index among the sandbox's children.
+pub fn start(sb: &mut Sandbox) -> (ControlPlane, usize) {
     let cp = prepare(sb);
     let etcd = crate::start_etcd(&sb.path().join("etcd"));
     sb.adopt(etcd);
-    start_apiserver(sb, &cp);
+    let apiserver = start_apiserver(sb, &cp);
     sb.adopt(
         cp.controller_manager()
             .spawn()
             .expect("start kube-controller-manager"),
     );
     sb.adopt(cp.scheduler().spawn().expect("start kube-scheduler"));
-    cp
+    (cp, apiserver)
+}
+
+/// Stops the API server (the other components keep running).
+pub fn stop_apiserver(sb: &mut Sandbox, index: usize) {
+    let child = sb.child(index);
+    child.kill().expect("kill kube-apiserver");
+    child.wait().expect("reap kube-apiserver");
+}
+
+/// The deploy/kubernetes manifest `name`.
+pub fn manifest(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/kubernetes")
+        .join(name)
+}
+
+/// A kubeconfig for the agent's ServiceAccount (`kube-system/cilium`,
+/// from deploy/kubernetes/cilium.yaml, which this applies) with a token
+/// file, as the DaemonSet's pod would have it.
+pub fn agent_kubeconfig(cp: &ControlPlane) -> std::path::PathBuf {
+    let apply = cp
+        .kubectl()
+        .args(["apply", "-f"])
+        .arg(manifest("cilium.yaml"))
+        .output()
+        .expect("kubectl apply");
+    assert!(
+        apply.status.success(),
+        "{}",
+        String::from_utf8_lossy(&apply.stderr)
+    );
+    let token = cp
+        .kubectl()
+        .args([
+            "create",
+            "token",
+            "cilium",
+            "-n",
+            "kube-system",
+            "--duration=24h",
+        ])
+        .output()
+        .expect("kubectl create token");
+    assert!(
+        token.status.success(),
+        "{}",
+        String::from_utf8_lossy(&token.stderr)
+    );
+    let file = cp.dir.join("cilium.token");
+    std::fs::write(&file, token.stdout).expect("write token");
+    cp.write_kubeconfig(
+        "cilium",
+        "system:serviceaccount:kube-system:cilium",
+        &kubeplane::kubeconfig::Credentials::TokenFile(&file),
+    )
+    .expect("agent kubeconfig")
 }

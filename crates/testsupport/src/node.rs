@@ -97,6 +97,12 @@ impl Node {
         }
     }
 
+    /// The sandbox of a node of its own (`Node::new`), for the test to
+    /// start other processes in.
+    pub fn sandbox_mut(&mut self) -> &mut Sandbox {
+        self.sb.as_mut().expect("a node of its own has the sandbox")
+    }
+
     /// Where the node's files are.
     pub fn paths(&self) -> NodeDir {
         NodeDir::new(&self.dir)

@@ -63,6 +63,9 @@ pub struct DaemonConfig {
     /// `K8S_NODE_NAME`, else the hostname.
     pub node_name: String,
     pub kvstore: Option<super::kvstore::KvstoreConfig>,
+    /// How to reach the API server; None when there is none to reach
+    /// (no `k8s-kubeconfig-path` or `k8s-api-server`, and not in a pod).
+    pub kubernetes: Option<k8s::ClientOptions>,
     pub cluster_id: u32,
     pub policy_enforcement: policy::Enforcement,
     pub monitor_aggregation: MonitorAggregation,
@@ -167,6 +170,18 @@ fn parsed<T>(
     })
 }
 
+/// Whether and how the agent talks to Kubernetes: a kubeconfig, an API
+/// server address, or the in-cluster service account when it runs in a
+/// pod (`KUBERNETES_SERVICE_HOST` is set there).
+fn kubernetes(kubeconfig: &str, api_server: &str, in_pod: bool) -> Option<k8s::ClientOptions> {
+    let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    let opts = k8s::ClientOptions {
+        kubeconfig: some(kubeconfig).map(PathBuf::from),
+        api_server: some(api_server),
+    };
+    (opts.kubeconfig.is_some() || opts.api_server.is_some() || in_pod).then_some(opts)
+}
+
 /// Cilium's node name: `K8S_NODE_NAME`, else the hostname.
 fn node_name() -> String {
     if let Ok(n) = std::env::var("K8S_NODE_NAME") {
@@ -204,6 +219,12 @@ impl DaemonConfig {
             super::validate::parse_duration(l.get("kvstore-lease-ttl"))
                 .expect("validated duration"),
         )?;
+
+        let kubernetes = kubernetes(
+            l.get("k8s-kubeconfig-path"),
+            l.get("k8s-api-server"),
+            std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
+        );
 
         let ipv4_range = match l.get("ipv4-range") {
             "" => {
@@ -337,6 +358,7 @@ impl DaemonConfig {
             cluster_name: l.get("cluster-name").to_owned(),
             node_name: node_name(),
             kvstore,
+            kubernetes,
             cluster_id: num("cluster-id") as u32,
             policy_enforcement: parsed(
                 l,

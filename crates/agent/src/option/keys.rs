@@ -76,6 +76,8 @@ pub const KEYS: &[Key] = &[
     k("mtu", Uint(0, 65535), "0"),
     k("bpf-ct-global-tcp-max", Uint(1024, 1 << 24), "524288"),
     k("bpf-ct-global-any-max", Uint(1024, 1 << 24), "262144"),
+    k("k8s-kubeconfig-path", Path, ""),
+    k("k8s-api-server", Str, ""),
     k("kvstore", Str, ""),
     k("kvstore-opt", Str, ""),
     k("kvstore-lease-ttl", Duration, "15m0s"),

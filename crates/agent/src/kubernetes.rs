@@ -1,0 +1,115 @@
+//! The agent's connection to Kubernetes and its health as `cilium status`
+//! reports it (Cilium's `kubernetes` status probe): the API server's
+//! version, asked again every few seconds; a failed ask turns the state
+//! to Failure with the error, and the agent unhealthy, until one works.
+
+use api::models::{K8sStatus, State};
+use controlplane::tasks::Tasks;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often the probe asks (Cilium's interval for a small cluster).
+const PROBE_INTERVAL: Duration = Duration::from_secs(5);
+/// How long a start waits for the API server (Cilium gives up after a minute).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, thiserror::Error)]
+pub enum KubernetesError {
+    #[error(transparent)]
+    Connect(#[from] k8s::ConnectError),
+    #[error("the Kubernetes API server did not answer within {waited:?}: {last}")]
+    Unreachable {
+        waited: Duration,
+        last: k8s::kube::Error,
+    },
+}
+
+pub struct Kubernetes {
+    client: k8s::kube::Client,
+    /// The last probe's state and message.
+    probed: Mutex<(State, String)>,
+    /// The watchers started, by Cilium's API group names
+    /// (`core/v1::Pods`, `cilium/v2::CiliumNode`), for `Kubernetes APIs`.
+    apis: Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl Kubernetes {
+    /// Connects and asks for the API server's version, retrying for a
+    /// minute as Cilium's start does.
+    pub async fn connect(opts: &k8s::ClientOptions) -> Result<Arc<Self>, KubernetesError> {
+        let client = k8s::connect(opts).await?;
+        let started = Instant::now();
+        let version = loop {
+            match k8s::version_line(&client).await {
+                Ok(v) => break v,
+                Err(last) if started.elapsed() >= CONNECT_TIMEOUT => {
+                    return Err(KubernetesError::Unreachable {
+                        waited: CONNECT_TIMEOUT,
+                        last,
+                    })
+                }
+                Err(e) => {
+                    tracing::info!(subsys = "k8s-client", error = %e, "Waiting for the Kubernetes API server");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        };
+        tracing::info!(subsys = "k8s-client", version = %version, "Connected to the Kubernetes API server");
+        Ok(Arc::new(Self {
+            client,
+            probed: Mutex::new((State::Ok, version)),
+            apis: Mutex::default(),
+        }))
+    }
+
+    pub fn client(&self) -> k8s::kube::Client {
+        self.client.clone()
+    }
+
+    /// Records a watcher, by the API group name Cilium gives it.
+    pub fn register_api(&self, name: &str) {
+        self.apis
+            .lock()
+            .expect("k8s apis lock")
+            .insert(name.to_owned());
+    }
+
+    /// What `cilium status` shows on its `Kubernetes` lines; the APIs are
+    /// left out while the API server is unreachable, as Cilium does.
+    pub fn status(&self) -> K8sStatus {
+        let (state, msg) = self.probed.lock().expect("k8s status lock").clone();
+        let k8s_api_versions = match state {
+            State::Ok => self
+                .apis
+                .lock()
+                .expect("k8s apis lock")
+                .iter()
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        };
+        K8sStatus {
+            state,
+            msg,
+            k8s_api_versions,
+        }
+    }
+
+    /// Asks for the version every few seconds until the agent stops.
+    pub fn probe(self: &Arc<Self>, tasks: &Tasks) {
+        let this = Arc::clone(self);
+        tasks.spawn("kubernetes-probe", async move {
+            loop {
+                tokio::time::sleep(PROBE_INTERVAL).await;
+                let probed = match k8s::version_line(&this.client).await {
+                    Ok(version) => (State::Ok, version),
+                    Err(e) => {
+                        tracing::warn!(subsys = "k8s-client", error = %e, "Kubernetes API server unreachable");
+                        (State::Failure, e.to_string())
+                    }
+                };
+                *this.probed.lock().expect("k8s status lock") = probed;
+            }
+        });
+    }
+}
