@@ -79,6 +79,7 @@ impl Bench {
 
     fn start_agent(&mut self) -> anyhow::Result<u32> {
         let child = Command::new(testsupport::bin("cilium-agent"))
+            .env_remove("KUBERNETES_SERVICE_HOST")
             .arg(format!("--bpf-root={}", self.sb.bpffs().display()))
             .arg(format!(
                 "--state-dir={}",

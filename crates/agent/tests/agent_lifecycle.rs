@@ -40,6 +40,7 @@ impl Node {
 
     fn spawn_agent(&mut self, extra: &[&str]) -> usize {
         let child = Command::new(AGENT)
+            .env_remove("KUBERNETES_SERVICE_HOST")
             .args(self.agent_args())
             .args(extra)
             .stdout(Stdio::null())
@@ -243,6 +244,7 @@ fn bad_config_is_refused_before_any_state_is_written() {
     let node = Node::new();
     let run = |extra: &[&str]| {
         Command::new(AGENT)
+            .env_remove("KUBERNETES_SERVICE_HOST")
             .args(node.agent_args())
             .args(extra)
             .output()

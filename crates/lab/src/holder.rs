@@ -177,6 +177,8 @@ fn start_agent(l: &NodeDir, index: usize) -> anyhow::Result<std::process::Child>
     let log = append_log(l, "agent")?;
     Command::new(layout::sibling("cilium-agent")?)
         .env("K8S_NODE_NAME", topology::node_name(index))
+        // the lab's agents are in kvstore mode even when the lab runs in a pod
+        .env_remove("KUBERNETES_SERVICE_HOST")
         .arg(format!("--config-dir={}", l.config_dir().display()))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)

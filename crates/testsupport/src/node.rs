@@ -132,6 +132,9 @@ impl Node {
     pub fn start_agent(&mut self) {
         let child = self
             .command(crate::bin("cilium-agent"))
+            // a test's agent uses Kubernetes only when its args say so,
+            // even where the tests themselves run in a pod
+            .env_remove("KUBERNETES_SERVICE_HOST")
             .env("K8S_NODE_NAME", &self.name)
             .arg(format!("--bpf-root={}", self.bpffs().display()))
             .arg(format!(
