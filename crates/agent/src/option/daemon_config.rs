@@ -535,4 +535,24 @@ mod tests {
         assert_eq!(c.node_port_range, (20000, 20100));
         assert!(cfg(&["--bpf-lb-sock=true"]).unwrap().socket_lb);
     }
+
+    #[test]
+    fn kubernetes_is_used_when_configured_or_in_a_pod() {
+        assert!(kubernetes("", "", false).is_none());
+        let kc = kubernetes("/etc/kubeconfig", "", false).unwrap();
+        assert_eq!(
+            kc.kubeconfig.as_deref(),
+            Some(std::path::Path::new("/etc/kubeconfig"))
+        );
+        let server = kubernetes("", "https://198.18.0.1:6443", false).unwrap();
+        assert_eq!(
+            server.api_server.as_deref(),
+            Some("https://198.18.0.1:6443")
+        );
+        let pod = kubernetes("", "", true).unwrap();
+        assert!(
+            pod.kubeconfig.is_none() && pod.api_server.is_none(),
+            "in-cluster"
+        );
+    }
 }
