@@ -202,6 +202,7 @@ pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> 
         cluster: config.cluster_name.clone(),
         maglev: config.maglev,
         enforcement: config.policy_enforcement,
+        kubernetes_policies: kubernetes.is_some(),
     };
     let cp = ControlPlane::new(ports, settings, &tasks)?;
     crate::hostips::sync(&config.bpf_root, &cp.ipcache, &host_ips)
@@ -215,6 +216,9 @@ pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> 
         config.ct_gc_max_interval,
     );
     cp.start(&tasks);
+    if let Some(k) = &kubernetes {
+        crate::k8s_policies::follow(&cp.policies, k, &tasks);
+    }
     let controllers = Controllers::new(tasks.clone());
     start_controllers(
         &controllers,

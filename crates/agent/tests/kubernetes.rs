@@ -64,3 +64,124 @@ fn status_names_the_api_server_and_its_loss() {
         kubernetes_line(&node).ends_with(&want)
     });
 }
+
+fn verdict(node: &Node, src: &str, dst: &str, port: u16) -> String {
+    let out = node.cilium_ok(&["explain", src, dst, "--port", &port.to_string()]);
+    out.lines()
+        .find(|l| l.starts_with("Verdict: "))
+        .unwrap_or_else(|| panic!("no verdict in {out}"))
+        .to_owned()
+}
+
+fn kubectl_apply(cp: &kubeplane::ControlPlane, text: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = cp
+        .kubectl()
+        .args(["apply", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl apply");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn kubectl_ok(cp: &kubeplane::ControlPlane, args: &[&str]) {
+    let out = cp.kubectl().args(args).output().expect("kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A policy the API server takes (our CRD schema is permissive) but the
+/// agent's parser refuses: no endpointSelector.
+const REFUSED: &str = r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata:
+  name: no-selector
+spec:
+  ingress:
+  - fromEndpoints:
+    - matchLabels: {app: web}
+"#;
+
+#[test]
+fn policies_from_the_api_server_are_enforced_and_withdrawn() {
+    let mut node = Node::new("10.1.0.0/24");
+    let (cp, _) = testsupport::kube::start(node.sandbox_mut());
+    kubectl_ok(
+        &cp,
+        &[
+            "apply",
+            "-f",
+            &testsupport::kube::manifest("crds.yaml")
+                .display()
+                .to_string(),
+        ],
+    );
+    kubectl_ok(
+        &cp,
+        &[
+            "wait",
+            "--for=condition=established",
+            "--timeout=60s",
+            "crd",
+            "--all",
+        ],
+    );
+    let kubeconfig = testsupport::kube::agent_kubeconfig(&cp);
+    node.agent_args = vec![format!("--k8s-kubeconfig-path={}", kubeconfig.display())];
+    node.start_agent();
+    for (pod, app) in [("db", "db"), ("web", "web"), ("other", "other")] {
+        node.add_pod_labeled(pod, &format!("app={app}"));
+    }
+    assert_eq!(verdict(&node, "other", "db", 5432), "Verdict: FORWARDED");
+
+    let out = kubectl_apply(&cp, testsupport::policies::DB_FROM_WEB);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for("the CiliumNetworkPolicy to be enforced", 30, || {
+        verdict(&node, "other", "db", 5432) == "Verdict: DROPPED (Policy denied)"
+    });
+    assert_eq!(verdict(&node, "web", "db", 5432), "Verdict: FORWARDED");
+    let policy = node.cilium_ok(&["policy", "get"]);
+    assert!(policy.contains("db-from-web"), "{policy}");
+    let status = String::from_utf8_lossy(&node.cilium(&["status"]).stdout).into_owned();
+    assert!(
+        status.contains(r#""cilium/v2::CiliumNetworkPolicy""#)
+            && status.contains(r#""networking.k8s.io/v1::NetworkPolicy""#),
+        "{status}"
+    );
+
+    // a policy the parser refuses changes nothing
+    let out = kubectl_apply(&cp, REFUSED);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let policy = node.cilium_ok(&["policy", "get"]);
+    assert!(
+        !policy.contains("no-selector") && policy.contains("db-from-web"),
+        "{policy}"
+    );
+    assert_eq!(verdict(&node, "web", "db", 5432), "Verdict: FORWARDED");
+
+    kubectl_ok(&cp, &["delete", "ciliumnetworkpolicy", "db-from-web"]);
+    wait_for("the deleted policy to be withdrawn", 30, || {
+        verdict(&node, "other", "db", 5432) == "Verdict: FORWARDED"
+    });
+}

@@ -55,6 +55,9 @@ pub struct Settings {
     pub cluster: String,
     pub maglev: Option<lb::MaglevConfig>,
     pub enforcement: policy::Enforcement,
+    /// Policies come from Kubernetes (the caller follows them there), not
+    /// from the kvstore.
+    pub kubernetes_policies: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +80,7 @@ pub struct ControlPlane {
     kvstore: Option<kvstore::Kvstore>,
     cluster: String,
     node_ip: Option<Ipv4Addr>,
+    kubernetes_policies: bool,
 }
 
 impl ControlPlane {
@@ -106,6 +110,7 @@ impl ControlPlane {
                     kv,
                     cluster: s.cluster.clone(),
                 }),
+                from_cluster: s.kvstore.is_some() || s.kubernetes_policies,
             },
             s.enforcement,
             Some(s.state_dir.join(POLICIES_STATE)),
@@ -169,6 +174,7 @@ impl ControlPlane {
             kvstore: s.kvstore,
             cluster: s.cluster,
             node_ip: s.node_ip,
+            kubernetes_policies: s.kubernetes_policies,
         })
     }
 
@@ -191,11 +197,19 @@ impl ControlPlane {
             Arc::clone(&self.services)
                 .follow(crate::services::kvstore_source(kv, &self.cluster), tasks);
         }
-        let policies = self
-            .kvstore
-            .as_ref()
-            .map(|kv| crate::policies::kvstore_source(kv, &self.cluster));
-        Arc::clone(&self.policies).follow(policies, tasks);
+        self.policies.follow_identities(tasks);
+        match &self.kvstore {
+            Some(kv) if !self.kubernetes_policies => {
+                let origin = crate::policies::Origin::Kvstore {
+                    cluster: self.cluster.clone(),
+                };
+                let source = crate::policies::kvstore_source(kv, &self.cluster);
+                let listed = self.policies.follow("policies", origin, source, tasks);
+                self.policies.sync_after(vec![listed], tasks);
+            }
+            // the caller follows Kubernetes and calls sync_after
+            _ => {}
+        }
         let endpoints = Arc::clone(&self.endpoints);
         tasks.spawn_blocking("prepare-policy-map", move || endpoints.prepare_next());
     }

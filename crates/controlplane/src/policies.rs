@@ -132,6 +132,44 @@ pub struct Deps {
     pub events: Arc<dyn Events>,
     /// None without a kvstore.
     pub shared: Option<Shared>,
+    /// Whether the desired policies come from the cluster (the kvstore or
+    /// Kubernetes), which must be listed before maps may change.
+    pub from_cluster: bool,
+}
+
+/// Where a followed policy document lives, which names its store key.
+#[derive(Clone, Debug)]
+pub enum Origin {
+    /// `cilium/state/policies/v1/<cluster>/<digest of the labels>`.
+    Kvstore { cluster: String },
+    /// An object of this kind (`CiliumNetworkPolicy`, ...): `namespace/name`
+    /// or `name`, as the Kubernetes source keys it.
+    Kubernetes { kind: &'static str },
+}
+
+/// The value of label `k8s:<POLICY_LABEL_PREFIX>.<key>` among `labels`.
+fn policy_label<'a>(labels: &'a [String], key: &str) -> Option<&'a str> {
+    let prefix = format!("k8s:io.cilium.k8s.policy.{key}=");
+    labels.iter().find_map(|l| l.strip_prefix(prefix.as_str()))
+}
+
+impl Origin {
+    /// The store key of a document from here; None when it is not.
+    pub fn key(&self, s: &Stored) -> Option<String> {
+        match self {
+            Origin::Kvstore { cluster } => Some(s.key(cluster)),
+            Origin::Kubernetes { kind } => {
+                if policy_label(&s.labels, "derived-from") != Some(kind) {
+                    return None;
+                }
+                let name = policy_label(&s.labels, "name")?;
+                Some(match policy_label(&s.labels, "namespace") {
+                    Some(ns) => format!("{ns}/{name}"),
+                    None => name.to_owned(),
+                })
+            }
+        }
+    }
 }
 
 pub struct Policies {
@@ -192,7 +230,7 @@ impl Policies {
     /// at once; with one, they are once its initial list is in.
     pub fn new(deps: Deps, mode: Enforcement, state_file: Option<PathBuf>) -> Self {
         Self {
-            synced: std::sync::atomic::AtomicBool::new(deps.shared.is_none()),
+            synced: std::sync::atomic::AtomicBool::new(!deps.from_cluster),
             deps,
             repo: Mutex::new(Repo {
                 revision: 1,
@@ -350,13 +388,14 @@ impl Policies {
         Ok((removed, repo.revision))
     }
 
-    /// Drops a document the kvstore no longer has; true when it was here.
-    pub fn forget_key(&self, cluster: &str, key: &str) -> bool {
+    /// Drops the document `origin` keys `key`, which the cluster no
+    /// longer has; true when it was here.
+    pub fn forget(&self, origin: &Origin, key: &str) -> bool {
         let mut repo = self.repo.lock().expect("policy lock");
         let gone: Vec<Vec<String>> = repo
             .docs
             .iter()
-            .filter(|(_, d)| Stored::of(d).key(cluster) == key)
+            .filter(|(_, d)| origin.key(&Stored::of(d)).as_deref() == Some(key))
             .map(|(k, _)| k.clone())
             .collect();
         for k in &gone {
@@ -519,14 +558,9 @@ impl Policies {
         );
     }
 
-    /// Follows the cluster's policies from `source` (none without a
-    /// kvstore), and asks for regeneration when the identities the rules
-    /// may select change.
-    pub fn follow(
-        self: Arc<Self>,
-        source: Option<impl Source<Key = String, Value = Stored> + 'static>,
-        tasks: &crate::tasks::Tasks,
-    ) {
+    /// Asks for regeneration whenever the identities the rules may select
+    /// change.
+    pub fn follow_identities(&self, tasks: &crate::tasks::Tasks) {
         let mut changes = self.deps.identities.subscribe();
         let regeneration = self.deps.regeneration.clone();
         tasks.spawn("policy-identities", async move {
@@ -534,20 +568,43 @@ impl Policies {
                 regeneration.request("identities changed");
             }
         });
-        let (Some(source), Some(shared)) = (source, &self.deps.shared) else {
-            return;
-        };
-        // What the last run left in <state-dir>/policies.json (restored
-        // already): the first list deletes what is no longer in the kvstore.
+    }
+
+    /// Follows the documents `source` holds, keyed as `origin` keys them;
+    /// returns when its first list is in. What the last run left in
+    /// `<state-dir>/policies.json` from there (restored already) starts
+    /// the store, so the first list deletes what is gone.
+    pub fn follow(
+        self: &Arc<Self>,
+        name: &'static str,
+        origin: Origin,
+        source: impl Source<Key = String, Value = Stored> + 'static,
+        tasks: &crate::tasks::Tasks,
+    ) -> watch::Synced {
         let (had, _) = self.get(&[]);
-        let cluster = shared.cluster.clone();
-        let store =
-            watch::Store::restored("policies", had.into_iter().map(|s| (s.key(&cluster), s)));
-        let (mut listed, mut ids_listed) = (store.synced(), self.deps.identities.synced());
-        let this = Arc::clone(&self);
+        let had = had.into_iter().filter_map(|s| Some((origin.key(&s)?, s)));
+        let store = watch::Store::restored(name, had);
+        let listed = store.synced();
+        let this = Arc::clone(self);
+        let handler = move |change| std::future::ready(this.follow_change(&origin, change));
+        tasks.spawn("policies", store.run(source, handler));
+        listed
+    }
+
+    /// Lets policy maps change once every source's first list and the
+    /// cluster's identities are in, and asks for the regeneration that
+    /// brings them up to date then.
+    pub fn sync_after(
+        self: &Arc<Self>,
+        mut listed: Vec<watch::Synced>,
+        tasks: &crate::tasks::Tasks,
+    ) {
+        listed.push(self.deps.identities.synced());
+        let this = Arc::clone(self);
         tasks.spawn("policy-initial-sync", async move {
-            listed.wait().await;
-            ids_listed.wait().await;
+            for l in &mut listed {
+                l.wait().await;
+            }
             this.synced.store(true, std::sync::atomic::Ordering::SeqCst);
             tracing::info!(
                 subsys = "policy",
@@ -555,14 +612,16 @@ impl Policies {
             );
             this.deps.regeneration.request("initial sync");
         });
-        let handler = move |change| std::future::ready(self.follow_change(change));
-        tasks.spawn("policies", store.run(source, handler));
     }
 
     /// One change of the cluster's policies, announced and regenerated
     /// for. A document that does not parse never will: it is logged and
     /// skipped; one that could not be saved is tried again.
-    pub fn follow_change(&self, change: watch::Change<String, Stored>) -> Result<(), PolicyError> {
+    pub fn follow_change(
+        &self,
+        origin: &Origin,
+        change: watch::Change<String, Stored>,
+    ) -> Result<(), PolicyError> {
         let changed = match change {
             watch::Change::Upsert { key, new, .. } => match self.upsert(&new) {
                 Ok(changed) => {
@@ -578,8 +637,7 @@ impl Policies {
                 Err(e) => return Err(e),
             },
             watch::Change::Delete { key, .. } => {
-                let cluster = self.deps.shared.as_ref().map_or("", |s| s.cluster.as_str());
-                let gone = self.forget_key(cluster, &key);
+                let gone = self.forget(origin, &key);
                 if gone {
                     self.announce(AgentNotify::PolicyDeleted, &[], 1);
                 }

@@ -49,6 +49,17 @@ fn plane(
     kv: Option<kvstore::Kvstore>,
     tasks: &Tasks,
 ) -> ControlPlane {
+    plane_for(kernel, dir, kv, tasks, false)
+}
+
+/// [`plane`], with policies from Kubernetes when `kubernetes_policies`.
+fn plane_for(
+    kernel: &Arc<FakeKernel>,
+    dir: &Path,
+    kv: Option<kvstore::Kvstore>,
+    tasks: &Tasks,
+    kubernetes_policies: bool,
+) -> ControlPlane {
     let ports = Ports {
         ipcache: kernel.clone(),
         endpoints: kernel.clone(),
@@ -66,6 +77,7 @@ fn plane(
         cluster: CLUSTER.into(),
         maglev: None,
         enforcement: policy::Enforcement::Default,
+        kubernetes_policies,
     };
     let cp = ControlPlane::new(ports, settings, tasks).expect("control plane starts");
     cp.start(tasks);
@@ -476,4 +488,74 @@ async fn what_was_deleted_while_the_agent_was_away_is_removed_on_the_first_list(
     assert_eq!(kernel.backends_of(a_vip, 80), [(ip("10.1.0.5"), 8080)]);
     eventually("the policy deleted", || cp.policies.get(&[]).0.is_empty()).await;
     assert_eq!(cp.services.list().len(), 1);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn kubernetes_policies_change_no_map_before_every_kind_is_listed() {
+    use controlplane::policies::{Origin, Stored};
+    use watch::Event;
+    let (dir, kernel, tasks) = world();
+    let cp = plane_for(&kernel, dir.path(), None, &tasks, true);
+    let db = add(&cp, &kernel, "db", "db", "10.1.0.5").await;
+    let other = add(&cp, &kernel, "other", "other", "10.1.0.6").await;
+    let (cnp_tx, cnp) = tokio::sync::mpsc::channel(8);
+    let (np_tx, np) = tokio::sync::mpsc::channel(8);
+    let cnp_listed = cp.policies.follow(
+        "CiliumNetworkPolicy",
+        Origin::Kubernetes {
+            kind: "CiliumNetworkPolicy",
+        },
+        cnp,
+        &tasks,
+    );
+    let np_listed = cp.policies.follow(
+        "NetworkPolicy",
+        Origin::Kubernetes {
+            kind: "NetworkPolicy",
+        },
+        np,
+        &tasks,
+    );
+    cp.policies.sync_after(vec![cnp_listed, np_listed], &tasks);
+
+    let doc = policy::parse_documents(testsupport::policies::DB_FROM_WEB)
+        .unwrap()
+        .remove(0);
+    let stored = Stored::of(&doc);
+    let key = Origin::Kubernetes {
+        kind: "CiliumNetworkPolicy",
+    }
+    .key(&stored)
+    .expect("a CiliumNetworkPolicy's key");
+    assert_eq!(key, "default/db-from-web", "namespace/name, as the source keys it");
+    cnp_tx
+        .send(Event::Upsert {
+            key: key.clone(),
+            value: stored,
+        })
+        .await
+        .unwrap();
+    cnp_tx.send(Event::ListDone).await.unwrap();
+    eventually("the policy in the repository", || {
+        !cp.policies.get(&[]).0.is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        admits(&kernel, db.id, other.identity, 5432),
+        "NetworkPolicies are not listed yet: db's map is left as it was"
+    );
+
+    np_tx.send(Event::ListDone).await.unwrap();
+    eventually("db's map to deny other", || {
+        !admits(&kernel, db.id, other.identity, 5432)
+    })
+    .await;
+
+    cnp_tx.send(Event::Delete { key }).await.unwrap();
+    eventually("db's map to admit other again", || {
+        admits(&kernel, db.id, other.identity, 5432)
+    })
+    .await;
+    assert!(cp.policies.get(&[]).0.is_empty());
 }
