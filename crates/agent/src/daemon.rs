@@ -218,6 +218,7 @@ pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> 
     cp.start(&tasks);
     if let Some(k) = &kubernetes {
         crate::k8s_policies::follow(&cp.policies, k, &tasks);
+        crate::k8s_endpoints::mirror(Arc::clone(&cp.endpoints), k, node_ip, &tasks);
     }
     let controllers = Controllers::new(tasks.clone());
     start_controllers(

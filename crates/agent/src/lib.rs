@@ -19,6 +19,7 @@ pub mod daemon;
 pub mod explain;
 pub mod health;
 pub mod hostips;
+pub mod k8s_endpoints;
 pub mod k8s_policies;
 pub mod kernel;
 pub mod kubernetes;

@@ -1,7 +1,8 @@
 //! The agent against a real API server (built from tools/k8s), as the
 //! DaemonSet's ServiceAccount: `cilium status` names the server's version
 //! as Cilium's does, and an API server that goes away makes the agent
-//! unhealthy until it is back.
+//! unhealthy until it is back; policies come from it and each pod gets
+//! its CiliumEndpoint there.
 
 use testsupport::node::{wait_for, Node};
 
@@ -114,8 +115,20 @@ spec:
     - matchLabels: {app: web}
 "#;
 
+fn kubectl_json(cp: &kubeplane::ControlPlane, args: &[&str]) -> Option<serde_json::Value> {
+    let out = cp
+        .kubectl()
+        .args(args)
+        .args(["-o", "json"])
+        .output()
+        .expect("kubectl");
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).unwrap())
+}
+
 #[test]
-fn policies_from_the_api_server_are_enforced_and_withdrawn() {
+fn policies_come_from_the_api_server_and_endpoints_go_to_it() {
     let mut node = Node::new("10.1.0.0/24");
     let (cp, _) = testsupport::kube::start(node.sandbox_mut());
     kubectl_ok(
@@ -139,11 +152,58 @@ fn policies_from_the_api_server_are_enforced_and_withdrawn() {
         ],
     );
     let kubeconfig = testsupport::kube::agent_kubeconfig(&cp);
-    node.agent_args = vec![format!("--k8s-kubeconfig-path={}", kubeconfig.display())];
+    node.agent_args = vec![
+        format!("--k8s-kubeconfig-path={}", kubeconfig.display()),
+        format!("--ipv4-node={}", testsupport::kube::ADDRESS),
+    ];
     node.start_agent();
     for (pod, app) in [("db", "db"), ("web", "web"), ("other", "other")] {
         node.add_pod_labeled(pod, &format!("app={app}"));
     }
+
+    // each pod's CiliumEndpoint says what `cilium endpoint list` does
+    let endpoints: serde_json::Value =
+        serde_json::from_str(&node.cilium_ok(&["endpoint", "list", "-o", "json"])).unwrap();
+    let db = endpoints
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["status"]["external-identifiers"]["k8s-pod-name"] == "db")
+        .expect("db's endpoint")
+        .clone();
+    wait_for("db's CiliumEndpoint", 30, || {
+        kubectl_json(&cp, &["get", "ciliumendpoint", "-n", "default", "db"]).is_some()
+    });
+    let cep = kubectl_json(&cp, &["get", "ciliumendpoint", "-n", "default", "db"]).unwrap();
+    assert_eq!(cep["status"]["id"], db["id"]);
+    assert_eq!(
+        cep["status"]["identity"]["id"],
+        db["status"]["identity"]["id"]
+    );
+    assert_eq!(
+        cep["status"]["networking"]["addressing"][0]["ipv4"],
+        db["status"]["networking"]["addressing"][0]["ipv4"]
+    );
+    assert_eq!(
+        cep["status"]["networking"]["node"],
+        testsupport::kube::ADDRESS.to_string()
+    );
+    assert_eq!(cep["status"]["state"], "ready");
+    assert_eq!(cep["metadata"]["labels"]["app"], "db");
+    let table = String::from_utf8_lossy(
+        &cp.kubectl()
+            .args(["get", "cep", "-n", "default"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .into_owned();
+    assert!(
+        table.starts_with("NAME")
+            && table.contains("SECURITY IDENTITY")
+            && table.contains("ENDPOINT STATE"),
+        "{table}"
+    );
     assert_eq!(verdict(&node, "other", "db", 5432), "Verdict: FORWARDED");
 
     let out = kubectl_apply(&cp, testsupport::policies::DB_FROM_WEB);
@@ -184,4 +244,13 @@ fn policies_from_the_api_server_are_enforced_and_withdrawn() {
     wait_for("the deleted policy to be withdrawn", 30, || {
         verdict(&node, "other", "db", 5432) == "Verdict: FORWARDED"
     });
+
+    // the pod goes: so does its CiliumEndpoint
+    let netns = node.netns("other").display().to_string();
+    let del = node.cni_pod("DEL", "other", &netns);
+    assert_eq!(del.code, 0, "{}", del.json);
+    wait_for("other's CiliumEndpoint to go", 30, || {
+        kubectl_json(&cp, &["get", "ciliumendpoint", "-n", "default", "other"]).is_none()
+    });
+    assert!(kubectl_json(&cp, &["get", "ciliumendpoint", "-n", "default", "db"]).is_some());
 }

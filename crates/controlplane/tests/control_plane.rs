@@ -527,7 +527,10 @@ async fn kubernetes_policies_change_no_map_before_every_kind_is_listed() {
     }
     .key(&stored)
     .expect("a CiliumNetworkPolicy's key");
-    assert_eq!(key, "default/db-from-web", "namespace/name, as the source keys it");
+    assert_eq!(
+        key, "default/db-from-web",
+        "namespace/name, as the source keys it"
+    );
     cnp_tx
         .send(Event::Upsert {
             key: key.clone(),

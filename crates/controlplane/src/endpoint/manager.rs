@@ -65,6 +65,9 @@ pub struct Endpoints {
     deps: Deps,
     state_dir: PathBuf,
     by_id: Mutex<BTreeMap<u16, Endpoint>>,
+    /// Bumped when an endpoint comes or goes, for those who mirror the
+    /// table elsewhere (CiliumEndpoints).
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 /// Labels of the endpoint's identity: the request's, plus the namespace.
@@ -97,7 +100,17 @@ impl Endpoints {
             deps,
             state_dir,
             by_id: Mutex::default(),
+            changed: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// Wakes when an endpoint came or went.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n += 1);
     }
 
     fn table(&self) -> std::sync::MutexGuard<'_, BTreeMap<u16, Endpoint>> {
@@ -201,6 +214,8 @@ impl Endpoints {
             .events
             .agent(AgentNotify::EndpointCreated, notify_body(&ep));
         table.insert(ep.id, ep.clone());
+        drop(table);
+        self.bump();
         Ok(ep)
     }
 
@@ -223,6 +238,8 @@ impl Endpoints {
                 .events
                 .agent(AgentNotify::EndpointDeleted, notify_body(&ep));
         }
+        drop(table);
+        self.bump();
         Ok(ids.len())
     }
 
@@ -340,6 +357,8 @@ impl Endpoints {
                 }
             }
         }
+        drop(table);
+        self.bump();
         (restored, dropped)
     }
 

@@ -1,0 +1,247 @@
+//! One CiliumEndpoint per local pod endpoint (Cilium's
+//! `sync-to-k8s-ciliumendpoint`), so `kubectl get cep` shows what `cilium
+//! endpoint list` does: created with the endpoint, its status replaced
+//! when it changes, deleted with it. One task mirrors the whole table:
+//! woken by every endpoint that comes or goes, and every 10 s to retry
+//! what failed.
+
+use crate::kubernetes::Kubernetes;
+use api::endpoint::EndpointState;
+use controlplane::endpoint::{Endpoint, Endpoints};
+use controlplane::tasks::Tasks;
+use k8s::kube::api::{
+    ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
+};
+use k8s::kube::{Api, ResourceExt};
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a failed write is tried again (Cilium's controller interval).
+const RETRY: Duration = Duration::from_secs(10);
+
+fn resource() -> ApiResource {
+    ApiResource {
+        group: "cilium.io".into(),
+        version: "v2".into(),
+        api_version: "cilium.io/v2".into(),
+        kind: "CiliumEndpoint".into(),
+        plural: "ciliumendpoints".into(),
+    }
+}
+
+/// What Cilium 1.16 reports as a CEP's state: the transitional states of
+/// a working endpoint are all `ready`.
+fn cep_state(s: EndpointState) -> &'static str {
+    match s {
+        EndpointState::WaitingForIdentity | EndpointState::NotReady | EndpointState::Invalid => {
+            s.as_str()
+        }
+        _ => "ready",
+    }
+}
+
+/// The status Cilium writes for an endpoint (1.16 writes no policy,
+/// visibility, controllers, health or log).
+pub fn status(ep: &Endpoint, node_ip: Option<Ipv4Addr>) -> serde_json::Value {
+    let api = ep.to_api();
+    let ids = &api.status.external_identifiers;
+    serde_json::json!({
+        "id": ep.id,
+        "external-identifiers": {
+            "cni-attachment-id": ids.cni_attachment_id,
+            "container-id": ids.container_id,
+            "k8s-namespace": ep.k8s_namespace,
+            "k8s-pod-name": ep.k8s_pod_name,
+            "pod-name": ep.pod_name(),
+        },
+        "identity": { "id": ep.identity, "labels": ep.identity_labels() },
+        "networking": {
+            "addressing": [{ "ipv4": ep.ipv4.to_string() }],
+            "node": node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
+        },
+        "encryption": {},
+        "state": cep_state(ep.state),
+    })
+}
+
+/// The pod's labels, as the CEP carries them: the endpoint's `k8s:`
+/// labels without the namespace one.
+fn pod_labels(ep: &Endpoint) -> BTreeMap<String, String> {
+    ep.labels
+        .iter()
+        .filter_map(|l| l.strip_prefix("k8s:"))
+        .filter(|l| !l.starts_with("io.kubernetes.pod.namespace="))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// A CEP this agent wrote: its UID and the status it last wrote.
+struct Written {
+    uid: String,
+    status: serde_json::Value,
+}
+
+struct Mirror {
+    client: k8s::kube::Client,
+    node_ip: Option<Ipv4Addr>,
+    written: BTreeMap<(String, String), Written>,
+}
+
+impl Mirror {
+    fn api(&self, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), namespace, &resource())
+    }
+
+    /// The CEPs a previous run of this agent left (their node is ours):
+    /// updated or deleted like the ones written in this run.
+    async fn adopt(&mut self) -> Result<(), k8s::kube::Error> {
+        let Some(node_ip) = self.node_ip else {
+            return Ok(());
+        };
+        let all: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource());
+        for cep in all.list(&Default::default()).await? {
+            let node = cep.data["status"]["networking"]["node"]
+                .as_str()
+                .unwrap_or("");
+            if node == node_ip.to_string() {
+                let key = (cep.namespace().unwrap_or_default(), cep.name_any());
+                let uid = cep.uid().unwrap_or_default();
+                let status = cep.data["status"].clone();
+                self.written.insert(key, Written { uid, status });
+            }
+        }
+        Ok(())
+    }
+
+    /// Brings the CEPs to the table; returns whether everything worked.
+    async fn reconcile(&mut self, endpoints: &Endpoints) -> bool {
+        let desired: BTreeMap<(String, String), Endpoint> = endpoints
+            .list()
+            .into_iter()
+            .filter(|ep| !ep.k8s_pod_name.is_empty())
+            .map(|ep| ((ep.k8s_namespace.clone(), ep.k8s_pod_name.clone()), ep))
+            .collect();
+        let mut ok = true;
+        for (key, ep) in &desired {
+            let status = status(ep, self.node_ip);
+            if self.written.get(key).is_some_and(|w| w.status == status) {
+                continue;
+            }
+            match self.write(key, ep, &status).await {
+                Ok(uid) => {
+                    self.written.insert(key.clone(), Written { uid, status });
+                }
+                Err(e) => {
+                    tracing::warn!(subsys = "endpointsynchronizer", namespace = %key.0, name = %key.1, error = %e, "Unable to write CiliumEndpoint");
+                    self.written.remove(key);
+                    ok = false;
+                }
+            }
+        }
+        let gone: Vec<(String, String)> = self
+            .written
+            .keys()
+            .filter(|k| !desired.contains_key(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            let uid = self.written[&key].uid.clone();
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            match self.api(&key.0).delete(&key.1, &dp).await {
+                Ok(_) => {}
+                // gone already, or no longer ours
+                Err(k8s::kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+                Err(e) => {
+                    tracing::warn!(subsys = "endpointsynchronizer", namespace = %key.0, name = %key.1, error = %e, "Unable to delete CiliumEndpoint");
+                    ok = false;
+                    continue;
+                }
+            }
+            self.written.remove(&key);
+        }
+        ok
+    }
+
+    /// Creates the CEP, or replaces the status of the one that is there;
+    /// returns its UID.
+    async fn write(
+        &self,
+        (namespace, name): &(String, String),
+        ep: &Endpoint,
+        status: &serde_json::Value,
+    ) -> Result<String, k8s::kube::Error> {
+        let api = self.api(namespace);
+        let mut obj = DynamicObject::new(name, &resource()).within(namespace);
+        obj.metadata.labels = Some(pod_labels(ep));
+        obj.data = serde_json::json!({ "status": status });
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(created) => return Ok(created.uid().unwrap_or_default()),
+            Err(k8s::kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+        // CiliumEndpoint has no status subresource: the object is patched
+        let patch = serde_json::json!({ "status": status });
+        let patched = api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(patched.uid().unwrap_or_default())
+    }
+}
+
+/// Starts the task that keeps the CEPs of this node's endpoints.
+pub fn mirror(
+    endpoints: Arc<Endpoints>,
+    kubernetes: &Kubernetes,
+    node_ip: Option<Ipv4Addr>,
+    tasks: &Tasks,
+) {
+    let mut mirror = Mirror {
+        client: kubernetes.client(),
+        node_ip,
+        written: BTreeMap::new(),
+    };
+    let mut changes = endpoints.subscribe();
+    tasks.spawn("sync-to-k8s-ciliumendpoint", async move {
+        let mut adopted = false;
+        loop {
+            if !adopted {
+                match mirror.adopt().await {
+                    Ok(()) => adopted = true,
+                    Err(e) => tracing::warn!(subsys = "endpointsynchronizer", error = %e, "Unable to list CiliumEndpoints"),
+                }
+            }
+            // a change while this run goes is seen by the next
+            changes.borrow_and_update();
+            let ok = adopted && mirror.reconcile(&endpoints).await;
+            let wait = if ok { Duration::MAX } else { RETRY };
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return },
+                () = tokio::time::sleep(wait.min(Duration::from_secs(3600))) => {}
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_states_of_a_working_endpoint_read_ready() {
+        assert_eq!(cep_state(EndpointState::Regenerating), "ready");
+        assert_eq!(cep_state(EndpointState::Restoring), "ready");
+        assert_eq!(
+            cep_state(EndpointState::WaitingForIdentity),
+            "waiting-for-identity"
+        );
+    }
+}
