@@ -202,7 +202,7 @@ pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> 
         cluster: config.cluster_name.clone(),
         maglev: config.maglev,
         enforcement: config.policy_enforcement,
-        kubernetes_policies: kubernetes.is_some(),
+        kubernetes: kubernetes.is_some(),
     };
     let cp = ControlPlane::new(ports, settings, &tasks)?;
     crate::hostips::sync(&config.bpf_root, &cp.ipcache, &host_ips)
@@ -219,6 +219,8 @@ pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> 
     if let Some(k) = &kubernetes {
         crate::k8s_policies::follow(&cp.policies, k, &tasks);
         crate::k8s_endpoints::mirror(Arc::clone(&cp.endpoints), k, node_ip, &tasks);
+        crate::k8s_nodes::register(k, cp.nodes.local().clone(), &tasks);
+        crate::k8s_nodes::follow(Arc::clone(&cp.nodes), k, &tasks);
     }
     let controllers = Controllers::new(tasks.clone());
     start_controllers(

@@ -152,11 +152,58 @@ fn policies_come_from_the_api_server_and_endpoints_go_to_it() {
         ],
     );
     let kubeconfig = testsupport::kube::agent_kubeconfig(&cp);
+    let out = kubectl_apply(
+        &cp,
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node1"}}"#,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     node.agent_args = vec![
         format!("--k8s-kubeconfig-path={}", kubeconfig.display()),
         format!("--ipv4-node={}", testsupport::kube::ADDRESS),
     ];
     node.start_agent();
+
+    // this node's CiliumNode, owned by its Node
+    wait_for("node1's CiliumNode", 30, || {
+        kubectl_json(&cp, &["get", "ciliumnode", "node1"]).is_some()
+    });
+    let cn = kubectl_json(&cp, &["get", "ciliumnode", "node1"]).unwrap();
+    assert_eq!(cn["metadata"]["ownerReferences"][0]["kind"], "Node");
+    let addresses = cn["spec"]["addresses"].to_string();
+    assert!(
+        addresses.contains(r#"{"ip":"10.1.0.1","type":"CiliumInternalIP"}"#)
+            && addresses.contains(&format!(
+                r#"{{"ip":"{}","type":"InternalIP"}}"#,
+                testsupport::kube::ADDRESS
+            )),
+        "{addresses}"
+    );
+    assert_eq!(cn["spec"]["ipam"]["podCIDRs"][0], "10.1.0.0/24");
+    let table = String::from_utf8_lossy(&cp.kubectl().args(["get", "cn"]).output().unwrap().stdout)
+        .into_owned();
+    assert!(
+        table.contains("CILIUMINTERNALIP") && table.contains("10.1.0.1"),
+        "{table}"
+    );
+    // another node's CiliumNode: routed to through the overlay
+    let node2 = r#"{"apiVersion":"cilium.io/v2","kind":"CiliumNode","metadata":{"name":"node2"},
+        "spec":{"addresses":[{"type":"InternalIP","ip":"198.18.0.12"},{"type":"CiliumInternalIP","ip":"10.2.0.1"}],
+                "ipam":{"podCIDRs":["10.2.0.0/24"]}}}"#;
+    let out = kubectl_apply(&cp, node2);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for("node2 in the tunnel map", 30, || {
+        node.cilium_ok(&["bpf", "tunnel", "list"])
+            .contains("198.18.0.12")
+    });
+    assert!(node.cilium_ok(&["node", "list"]).contains("node2"));
     for (pod, app) in [("db", "db"), ("web", "web"), ("other", "other")] {
         node.add_pod_labeled(pod, &format!("app={app}"));
     }

@@ -55,9 +55,9 @@ pub struct Settings {
     pub cluster: String,
     pub maglev: Option<lb::MaglevConfig>,
     pub enforcement: policy::Enforcement,
-    /// Policies come from Kubernetes (the caller follows them there), not
-    /// from the kvstore.
-    pub kubernetes_policies: bool,
+    /// Policies and nodes come from Kubernetes (the caller follows them
+    /// there), not from the kvstore.
+    pub kubernetes: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +80,7 @@ pub struct ControlPlane {
     kvstore: Option<kvstore::Kvstore>,
     cluster: String,
     node_ip: Option<Ipv4Addr>,
-    kubernetes_policies: bool,
+    kubernetes: bool,
 }
 
 impl ControlPlane {
@@ -110,7 +110,7 @@ impl ControlPlane {
                     kv,
                     cluster: s.cluster.clone(),
                 }),
-                from_cluster: s.kvstore.is_some() || s.kubernetes_policies,
+                from_cluster: s.kvstore.is_some() || s.kubernetes,
             },
             s.enforcement,
             Some(s.state_dir.join(POLICIES_STATE)),
@@ -174,7 +174,7 @@ impl ControlPlane {
             kvstore: s.kvstore,
             cluster: s.cluster,
             node_ip: s.node_ip,
-            kubernetes_policies: s.kubernetes_policies,
+            kubernetes: s.kubernetes,
         })
     }
 
@@ -187,7 +187,9 @@ impl ControlPlane {
         });
         self.identities.follow(tasks);
         if let Some(kv) = &self.kvstore {
-            Arc::clone(&self.nodes).follow(crate::nodes::kvstore_source(kv), tasks);
+            if !self.kubernetes {
+                Arc::clone(&self.nodes).follow(crate::nodes::kvstore_source(kv), tasks);
+            }
             Arc::new(RemoteEndpoints::new(
                 Arc::clone(&self.ipcache),
                 Arc::clone(&self.events),
@@ -199,7 +201,7 @@ impl ControlPlane {
         }
         self.policies.follow_identities(tasks);
         match &self.kvstore {
-            Some(kv) if !self.kubernetes_policies => {
+            Some(kv) if !self.kubernetes => {
                 let origin = crate::policies::Origin::Kvstore {
                     cluster: self.cluster.clone(),
                 };

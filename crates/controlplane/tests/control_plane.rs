@@ -52,13 +52,13 @@ fn plane(
     plane_for(kernel, dir, kv, tasks, false)
 }
 
-/// [`plane`], with policies from Kubernetes when `kubernetes_policies`.
+/// [`plane`], with policies and nodes from Kubernetes when `kubernetes`.
 fn plane_for(
     kernel: &Arc<FakeKernel>,
     dir: &Path,
     kv: Option<kvstore::Kvstore>,
     tasks: &Tasks,
-    kubernetes_policies: bool,
+    kubernetes: bool,
 ) -> ControlPlane {
     let ports = Ports {
         ipcache: kernel.clone(),
@@ -77,7 +77,7 @@ fn plane_for(
         cluster: CLUSTER.into(),
         maglev: None,
         enforcement: policy::Enforcement::Default,
-        kubernetes_policies,
+        kubernetes,
     };
     let cp = ControlPlane::new(ports, settings, tasks).expect("control plane starts");
     cp.start(tasks);
@@ -491,7 +491,7 @@ async fn what_was_deleted_while_the_agent_was_away_is_removed_on_the_first_list(
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn kubernetes_policies_change_no_map_before_every_kind_is_listed() {
+async fn kubernetes_change_no_map_before_every_kind_is_listed() {
     use controlplane::policies::{Origin, Stored};
     use watch::Event;
     let (dir, kernel, tasks) = world();

@@ -13,3 +13,6 @@ pub use source::{key_of, ResourceSource};
 
 /// The client library, for callers that name its types.
 pub use kube;
+
+/// The Kubernetes API types, for callers that name them.
+pub use k8s_openapi;

@@ -1,0 +1,182 @@
+//! Nodes in Kubernetes: this node's CiliumNode (its addresses, pod CIDR,
+//! an owner reference to its Node), and every CiliumNode as the node
+//! manager's source, so other nodes are routed to as they appear.
+
+use crate::kubernetes::Kubernetes;
+use controlplane::node::{IpNet, Node, NodeAddress};
+use controlplane::nodes::Nodes;
+use controlplane::tasks::Tasks;
+use k8s::k8s_openapi::api::core::v1::Node as K8sNode;
+use k8s::kube::api::{ApiResource, DynamicObject, PostParams};
+use k8s::kube::runtime::watcher;
+use k8s::kube::{Api, ResourceExt};
+use k8s::ResourceSource;
+use std::sync::Arc;
+use std::time::Duration;
+use watch::Source;
+
+fn resource() -> ApiResource {
+    ApiResource {
+        group: "cilium.io".into(),
+        version: "v2".into(),
+        api_version: "cilium.io/v2".into(),
+        kind: "CiliumNode".into(),
+        plural: "ciliumnodes".into(),
+    }
+}
+
+/// The CiliumNode's spec for `node` (Cilium's field names).
+fn spec(node: &Node) -> serde_json::Value {
+    let addresses: Vec<serde_json::Value> = node
+        .addresses
+        .iter()
+        .map(|a| serde_json::json!({ "type": a.kind, "ip": a.ip }))
+        .collect();
+    let pod_cidrs: Vec<String> = node.ipv4_alloc_cidr.iter().map(IpNet::cidr).collect();
+    serde_json::json!({
+        "addresses": addresses,
+        "ipam": { "podCIDRs": pod_cidrs },
+        "encryption": {},
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CiliumNodeError {
+    #[error("CiliumNode has no spec.addresses")]
+    NoAddresses,
+    #[error("CiliumNode pod CIDR {0:?} is not an IPv4 CIDR")]
+    PodCidr(String),
+}
+
+/// Another node as the node manager takes it.
+fn decode(obj: &DynamicObject) -> Result<Node, CiliumNodeError> {
+    let spec = &obj.data["spec"];
+    let addresses: Vec<NodeAddress> = spec["addresses"]
+        .as_array()
+        .ok_or(CiliumNodeError::NoAddresses)?
+        .iter()
+        .filter_map(|a| {
+            Some(NodeAddress {
+                kind: a["type"].as_str()?.to_owned(),
+                ip: a["ip"].as_str()?.to_owned(),
+            })
+        })
+        .collect();
+    let cidr = spec["ipam"]["podCIDRs"].as_array().and_then(|c| {
+        c.iter()
+            .filter_map(|c| c.as_str())
+            .find(|c| !c.contains(':'))
+    });
+    let ipv4_alloc_cidr = match cidr {
+        Some(c) => {
+            let (net, len) = c
+                .split_once('/')
+                .and_then(|(n, l)| Some((n.parse().ok()?, l.parse().ok()?)))
+                .filter(|(_, l): &(std::net::Ipv4Addr, u8)| *l <= 32)
+                .ok_or_else(|| CiliumNodeError::PodCidr(c.to_owned()))?;
+            Some(IpNet::v4(net, len))
+        }
+        None => None,
+    };
+    Ok(Node {
+        name: obj.name_any(),
+        cluster: String::new(),
+        addresses,
+        ipv4_alloc_cidr,
+        cluster_id: 0,
+        source: "custom-resource".into(),
+    })
+}
+
+/// Creates or updates this node's CiliumNode, trying again every 10 s
+/// until it is written. Its owner is the Node of the same name, when
+/// there is one, so it goes with it.
+pub fn register(kubernetes: &Kubernetes, node: Node, tasks: &Tasks) {
+    let client = kubernetes.client();
+    tasks.spawn("k8s-ciliumnode-registration", async move {
+        loop {
+            match write(&client, &node).await {
+                Ok(()) => {
+                    tracing::info!(subsys = "nodediscovery", node = %node.name, "CiliumNode written");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(subsys = "nodediscovery", node = %node.name, error = %e, "Unable to write the CiliumNode, retrying");
+                    tokio::time::sleep(Duration::from_secs(10)).await;
+                }
+            }
+        }
+    });
+}
+
+async fn write(client: &k8s::kube::Client, node: &Node) -> Result<(), k8s::kube::Error> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
+    let nodes: Api<K8sNode> = Api::all(client.clone());
+    let owner = nodes.get_opt(&node.name).await?.and_then(|n| {
+        Some(
+            k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "v1".into(),
+                kind: "Node".into(),
+                name: n.name_any(),
+                uid: n.uid()?,
+                ..Default::default()
+            },
+        )
+    });
+    let mut obj = DynamicObject::new(&node.name, &resource());
+    obj.metadata.owner_references = owner.map(|o| vec![o]);
+    obj.data = serde_json::json!({ "spec": spec(node) });
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => return Ok(()),
+        Err(k8s::kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e),
+    }
+    // one from an earlier run: replaced (the agent may update, not patch)
+    let current = api.get(&node.name).await?;
+    obj.metadata.resource_version = current.resource_version();
+    api.replace(&node.name, &PostParams::default(), &obj)
+        .await?;
+    Ok(())
+}
+
+/// Follows every CiliumNode into the node manager (which skips this one).
+pub fn follow(nodes: Arc<Nodes>, kubernetes: &Kubernetes, tasks: &Tasks) {
+    let api: Api<DynamicObject> = Api::all_with(kubernetes.client(), &resource());
+    let source = ResourceSource::new("CiliumNodes", api, watcher::Config::default())
+        .decode(|_, obj: &DynamicObject| decode(obj));
+    nodes.follow(source, tasks);
+    kubernetes.register_api("cilium/v2::CiliumNode");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_round_trips_through_its_cilium_node() {
+        let node = Node {
+            name: "node2".into(),
+            cluster: String::new(),
+            addresses: vec![
+                NodeAddress {
+                    kind: "InternalIP".into(),
+                    ip: "198.18.0.12".into(),
+                },
+                NodeAddress {
+                    kind: "CiliumInternalIP".into(),
+                    ip: "10.2.0.1".into(),
+                },
+            ],
+            ipv4_alloc_cidr: Some(IpNet::v4("10.2.0.0".parse().unwrap(), 24)),
+            cluster_id: 0,
+            source: "custom-resource".into(),
+        };
+        let mut obj = DynamicObject::new("node2", &resource());
+        obj.data = serde_json::json!({ "spec": spec(&node) });
+        assert_eq!(obj.data["spec"]["ipam"]["podCIDRs"][0], "10.2.0.0/24");
+        assert_eq!(decode(&obj).unwrap(), node);
+
+        obj.data["spec"]["ipam"]["podCIDRs"] = serde_json::json!(["10.2.0.0/99"]);
+        assert!(decode(&obj).is_err());
+    }
+}
