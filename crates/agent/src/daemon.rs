@@ -219,6 +219,8 @@ pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> 
     if let Some(k) = &kubernetes {
         crate::k8s_policies::follow(&cp.policies, k, &tasks);
         crate::k8s_endpoints::mirror(Arc::clone(&cp.endpoints), k, node_ip, &tasks);
+        let learner = cp.remote_endpoints(controlplane::ipcache::Source::CustomResource);
+        crate::k8s_endpoints::follow_remote(learner, k, &tasks);
         crate::k8s_nodes::register(k, cp.nodes.local().clone(), &tasks);
         crate::k8s_nodes::follow(Arc::clone(&cp.nodes), k, &tasks);
     }

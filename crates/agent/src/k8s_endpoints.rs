@@ -1,22 +1,27 @@
-//! One CiliumEndpoint per local pod endpoint (Cilium's
+//! CiliumEndpoints both ways. Out: one per local pod endpoint (Cilium's
 //! `sync-to-k8s-ciliumendpoint`), so `kubectl get cep` shows what `cilium
 //! endpoint list` does: created with the endpoint, its status replaced
-//! when it changes, deleted with it. One task mirrors the whole table:
+//! when it changes, deleted with it; one task mirrors the whole table,
 //! woken by every endpoint that comes or goes, and every 10 s to retry
-//! what failed.
+//! what failed. In: every node's CEPs, whose addresses, identities and
+//! nodes the ipcache learns (this node's own are skipped).
 
 use crate::kubernetes::Kubernetes;
 use api::endpoint::EndpointState;
 use controlplane::endpoint::{Endpoint, Endpoints};
+use controlplane::ipsync::{IpIdentityPair, RemoteEndpoints};
 use controlplane::tasks::Tasks;
 use k8s::kube::api::{
     ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
 };
+use k8s::kube::runtime::watcher;
 use k8s::kube::{Api, ResourceExt};
+use k8s::ResourceSource;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
+use watch::Source;
 
 /// How often a failed write is tried again (Cilium's controller interval).
 const RETRY: Duration = Duration::from_secs(10);
@@ -231,9 +236,72 @@ pub fn mirror(
     });
 }
 
+#[derive(Debug, thiserror::Error)]
+#[error("CiliumEndpoint has no {0}")]
+pub struct Incomplete(&'static str);
+
+/// Another node's endpoint as the ipcache learns it: its first IPv4, its
+/// identity (`reserved:unmanaged` without one, as Cilium does) and node.
+fn remote(obj: &DynamicObject) -> Result<IpIdentityPair, Incomplete> {
+    let status = &obj.data["status"];
+    let networking = &status["networking"];
+    let ip = networking["addressing"]
+        .as_array()
+        .and_then(|a| a.iter().find_map(|p| p["ipv4"].as_str()))
+        .ok_or(Incomplete("IPv4 address"))?;
+    let node = networking["node"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .ok_or(Incomplete("node"))?;
+    let id = status["identity"]["id"]
+        .as_u64()
+        .map_or(abi::identity::UNMANAGED, |id| id as u32);
+    Ok(IpIdentityPair {
+        ip: ip.to_owned(),
+        mask: None,
+        host_ip: node.to_owned(),
+        id,
+        key: 0,
+        metadata: String::new(),
+        k8s_namespace: obj.namespace().unwrap_or_default(),
+        k8s_pod_name: obj.name_any(),
+    })
+}
+
+/// Follows every CEP into the ipcache through `learner`.
+pub fn follow_remote(learner: RemoteEndpoints, kubernetes: &Kubernetes, tasks: &Tasks) {
+    let api: Api<DynamicObject> = Api::all_with(kubernetes.client(), &resource());
+    let source = ResourceSource::new("CiliumEndpoints", api, watcher::Config::default())
+        .decode(|_, obj: &DynamicObject| remote(obj));
+    Arc::new(learner).follow(source, tasks);
+    kubernetes.register_api("cilium/v2::CiliumEndpoint");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn another_nodes_endpoint_is_learned_from_its_status() {
+        let mut cep = DynamicObject::new("web", &resource()).within("default");
+        cep.data = serde_json::json!({"status": {
+            "identity": {"id": 300},
+            "networking": {"addressing": [{"ipv4": "10.2.0.7"}], "node": "198.18.0.12"},
+        }});
+        let pair = remote(&cep).unwrap();
+        assert_eq!(
+            (pair.ip.as_str(), pair.host_ip.as_str(), pair.id),
+            ("10.2.0.7", "198.18.0.12", 300)
+        );
+        assert_eq!(
+            (pair.k8s_namespace.as_str(), pair.k8s_pod_name.as_str()),
+            ("default", "web")
+        );
+        cep.data["status"]["identity"] = serde_json::Value::Null;
+        assert_eq!(remote(&cep).unwrap().id, abi::identity::UNMANAGED);
+        cep.data["status"]["networking"]["node"] = "".into();
+        assert!(remote(&cep).is_err());
+    }
 
     #[test]
     fn the_states_of_a_working_endpoint_read_ready() {

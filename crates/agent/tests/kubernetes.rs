@@ -204,6 +204,26 @@ fn policies_come_from_the_api_server_and_endpoints_go_to_it() {
             .contains("198.18.0.12")
     });
     assert!(node.cilium_ok(&["node", "list"]).contains("node2"));
+    // and a pod there, from its CiliumEndpoint
+    let far = r#"{"apiVersion":"cilium.io/v2","kind":"CiliumEndpoint","metadata":{"name":"far","namespace":"default"},
+        "status":{"id":7,"identity":{"id":300},"state":"ready",
+                  "networking":{"addressing":[{"ipv4":"10.2.0.7"}],"node":"198.18.0.12"}}}"#;
+    let out = kubectl_apply(&cp, far);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let learned = || node.cilium_ok(&["ip", "list"]).contains("10.2.0.7/32");
+    wait_for("the remote pod in the ipcache", 30, learned);
+    let ips = node.cilium_ok(&["ip", "list"]);
+    let line = ips.lines().find(|l| l.contains("10.2.0.7/32")).unwrap();
+    assert!(
+        line.contains("300") && line.contains("custom-resource"),
+        "{line}"
+    );
+    kubectl_ok(&cp, &["delete", "ciliumendpoint", "far"]);
+    wait_for("the remote pod gone from the ipcache", 30, || !learned());
     for (pod, app) in [("db", "db"), ("web", "web"), ("other", "other")] {
         node.add_pod_labeled(pod, &format!("app={app}"));
     }

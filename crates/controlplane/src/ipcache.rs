@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Source {
     Generated,
+    /// Another node's endpoint, from its CiliumEndpoint.
+    CustomResource,
     Kvstore,
     Local,
 }
@@ -23,6 +25,7 @@ impl Source {
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Generated => "generated",
+            Source::CustomResource => "custom-resource",
             Source::Kvstore => "kvstore",
             Source::Local => "local",
         }

@@ -55,14 +55,23 @@ pub struct RemoteEndpoints {
     events: Arc<dyn Events>,
     /// This node's own echo is skipped.
     node_ip: Option<Ipv4Addr>,
+    /// What the ipcache entries say they came from (the kvstore, or
+    /// CiliumEndpoints).
+    source: ipcache::Source,
 }
 
 impl RemoteEndpoints {
-    pub fn new(ipcache: Arc<IpCache>, events: Arc<dyn Events>, node_ip: Option<Ipv4Addr>) -> Self {
+    pub fn new(
+        ipcache: Arc<IpCache>,
+        events: Arc<dyn Events>,
+        node_ip: Option<Ipv4Addr>,
+        source: ipcache::Source,
+    ) -> Self {
         Self {
             ipcache,
             events,
             node_ip,
+            source,
         }
     }
 
@@ -83,8 +92,14 @@ impl RemoteEndpoints {
     /// tried again.
     pub fn apply(&self, change: watch::Change<String, IpIdentityPair>) -> Result<(), KernelError> {
         match change {
-            watch::Change::Upsert { key, new, .. } => self.learn(&key, &new),
-            watch::Change::Delete { key, .. } => self.forget(&key),
+            watch::Change::Upsert { key, old, new } => {
+                // an endpoint that moved to another address leaves the old one
+                if let Some(old) = old.filter(|o| o.ip != new.ip) {
+                    self.forget(&old)?;
+                }
+                self.learn(&key, &new)
+            }
+            watch::Change::Delete { old, .. } => self.forget(&old),
             watch::Change::Synced => {
                 tracing::info!(subsys = "ipcache", "Initial list of endpoint IPs received");
                 Ok(())
@@ -103,7 +118,7 @@ impl RemoteEndpoints {
         if Some(host) == self.node_ip {
             return Ok(());
         }
-        let entry = Entry::new(pair.id, ipcache::Source::Kvstore).behind(host);
+        let entry = Entry::new(pair.id, self.source).behind(host);
         match self.ipcache.upsert(ip, 32, entry)? {
             true => {
                 self.events
@@ -127,15 +142,15 @@ impl RemoteEndpoints {
         Ok(())
     }
 
-    fn forget(&self, key: &str) -> Result<(), KernelError> {
-        let Some(ip) = ip_of_key(key) else {
+    fn forget(&self, pair: &IpIdentityPair) -> Result<(), KernelError> {
+        let Ok(ip) = pair.ip.parse::<Ipv4Addr>() else {
             return Ok(());
         };
         let remote = self
             .ipcache
             .get(ip, 32)
-            .is_some_and(|e| e.source == ipcache::Source::Kvstore);
-        self.ipcache.remove(ip, 32, ipcache::Source::Kvstore)?;
+            .is_some_and(|e| e.source == self.source);
+        self.ipcache.remove(ip, 32, self.source)?;
         if remote {
             self.events.forget_pod(ip);
             self.events.agent(
@@ -145,10 +160,6 @@ impl RemoteEndpoints {
         }
         Ok(())
     }
-}
-
-fn ip_of_key(key: &str) -> Option<Ipv4Addr> {
-    key.rsplit('/').next()?.parse().ok()
 }
 
 #[cfg(test)]

@@ -55,8 +55,8 @@ pub struct Settings {
     pub cluster: String,
     pub maglev: Option<lb::MaglevConfig>,
     pub enforcement: policy::Enforcement,
-    /// Policies and nodes come from Kubernetes (the caller follows them
-    /// there), not from the kvstore.
+    /// Policies, nodes and other nodes' endpoints come from Kubernetes
+    /// (the caller follows them there), not from the kvstore.
     pub kubernetes: bool,
 }
 
@@ -178,6 +178,17 @@ impl ControlPlane {
         })
     }
 
+    /// What learns other nodes' endpoints into the ipcache, marking its
+    /// entries as from `source`.
+    pub fn remote_endpoints(&self, source: crate::ipcache::Source) -> RemoteEndpoints {
+        RemoteEndpoints::new(
+            Arc::clone(&self.ipcache),
+            Arc::clone(&self.events),
+            self.node_ip,
+            source,
+        )
+    }
+
     /// Starts the tasks: policy regeneration, and following the cluster's
     /// identities, nodes, endpoint IPs, services and policies.
     pub fn start(&self, tasks: &Tasks) {
@@ -190,12 +201,10 @@ impl ControlPlane {
             if !self.kubernetes {
                 Arc::clone(&self.nodes).follow(crate::nodes::kvstore_source(kv), tasks);
             }
-            Arc::new(RemoteEndpoints::new(
-                Arc::clone(&self.ipcache),
-                Arc::clone(&self.events),
-                self.node_ip,
-            ))
-            .follow(crate::ipsync::kvstore_source(kv), tasks);
+            if !self.kubernetes {
+                Arc::new(self.remote_endpoints(crate::ipcache::Source::Kvstore))
+                    .follow(crate::ipsync::kvstore_source(kv), tasks);
+            }
             Arc::clone(&self.services)
                 .follow(crate::services::kvstore_source(kv, &self.cluster), tasks);
         }
