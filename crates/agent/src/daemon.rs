@@ -223,6 +223,7 @@ pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> 
         crate::k8s_endpoints::follow_remote(learner, k, &tasks);
         crate::k8s_nodes::register(k, cp.nodes.local().clone(), &tasks);
         crate::k8s_nodes::follow(Arc::clone(&cp.nodes), k, &tasks);
+        crate::k8s_services::follow(Arc::clone(&cp.services), k, &tasks);
     }
     let controllers = Controllers::new(tasks.clone());
     start_controllers(

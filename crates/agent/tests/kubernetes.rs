@@ -1,8 +1,9 @@
 //! The agent against a real API server (built from tools/k8s), as the
 //! DaemonSet's ServiceAccount: `cilium status` names the server's version
 //! as Cilium's does, and an API server that goes away makes the agent
-//! unhealthy until it is back; policies come from it and each pod gets
-//! its CiliumEndpoint there.
+//! unhealthy until it is back; policies, other nodes and their pods, and
+//! Services come from it, and this node's CiliumNode and each pod's
+//! CiliumEndpoint go to it.
 
 use testsupport::node::{wait_for, Node};
 
@@ -128,7 +129,7 @@ fn kubectl_json(cp: &kubeplane::ControlPlane, args: &[&str]) -> Option<serde_jso
 }
 
 #[test]
-fn policies_come_from_the_api_server_and_endpoints_go_to_it() {
+fn policies_nodes_services_and_endpoints_follow_the_api_server() {
     let mut node = Node::new("10.1.0.0/24");
     let (cp, _) = testsupport::kube::start(node.sandbox_mut());
     kubectl_ok(
@@ -224,8 +225,9 @@ fn policies_come_from_the_api_server_and_endpoints_go_to_it() {
     );
     kubectl_ok(&cp, &["delete", "ciliumendpoint", "far"]);
     wait_for("the remote pod gone from the ipcache", 30, || !learned());
+    let mut ips = std::collections::BTreeMap::new();
     for (pod, app) in [("db", "db"), ("web", "web"), ("other", "other")] {
-        node.add_pod_labeled(pod, &format!("app={app}"));
+        ips.insert(pod, node.add_pod_labeled(pod, &format!("app={app}")));
     }
 
     // each pod's CiliumEndpoint says what `cilium endpoint list` does
@@ -310,6 +312,40 @@ fn policies_come_from_the_api_server_and_endpoints_go_to_it() {
     kubectl_ok(&cp, &["delete", "ciliumnetworkpolicy", "db-from-web"]);
     wait_for("the deleted policy to be withdrawn", 30, || {
         verdict(&node, "other", "db", 5432) == "Verdict: FORWARDED"
+    });
+
+    // Services: the API server's own, and one with a slice of its own
+    wait_for("the kubernetes Service", 30, || {
+        let list = node.cilium_ok(&["service", "list"]);
+        list.contains("10.96.0.1:443") && list.contains("198.18.0.1:6443")
+    });
+    let db_svc = format!(
+        r#"{{"apiVersion":"v1","kind":"List","items":[
+        {{"apiVersion":"v1","kind":"Service","metadata":{{"name":"db","namespace":"default"}},
+          "spec":{{"clusterIP":"10.96.0.20","ports":[{{"name":"pg","port":80,"targetPort":5432}}]}}}},
+        {{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
+          "metadata":{{"name":"db-1","namespace":"default","labels":{{"kubernetes.io/service-name":"db"}}}},
+          "addressType":"IPv4","ports":[{{"name":"pg","port":5432,"protocol":"TCP"}}],
+          "endpoints":[{{"addresses":["{}"],"conditions":{{"ready":true}}}}]}}]}}"#,
+        ips["db"]
+    );
+    let out = kubectl_apply(&cp, &db_svc);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let db_backend = format!("{}:5432", ips["db"]);
+    wait_for("the db Service", 30, || {
+        let list = node.cilium_ok(&["service", "list"]);
+        list.lines()
+            .any(|l| l.contains("10.96.0.20:80") && l.contains(&db_backend))
+    });
+    kubectl_ok(&cp, &["delete", "service", "db"]);
+    wait_for("the db Service gone", 30, || {
+        !node
+            .cilium_ok(&["service", "list"])
+            .contains("10.96.0.20:80")
     });
 
     // the pod goes: so does its CiliumEndpoint

@@ -55,8 +55,8 @@ pub struct Settings {
     pub cluster: String,
     pub maglev: Option<lb::MaglevConfig>,
     pub enforcement: policy::Enforcement,
-    /// Policies, nodes and other nodes' endpoints come from Kubernetes
-    /// (the caller follows them there), not from the kvstore.
+    /// Policies, nodes, other nodes' endpoints and services come from
+    /// Kubernetes (the caller follows them there), not from the kvstore.
     pub kubernetes: bool,
 }
 
@@ -205,8 +205,10 @@ impl ControlPlane {
                 Arc::new(self.remote_endpoints(crate::ipcache::Source::Kvstore))
                     .follow(crate::ipsync::kvstore_source(kv), tasks);
             }
-            Arc::clone(&self.services)
-                .follow(crate::services::kvstore_source(kv, &self.cluster), tasks);
+            if !self.kubernetes {
+                Arc::clone(&self.services)
+                    .follow(crate::services::kvstore_source(kv, &self.cluster), tasks);
+            }
         }
         self.policies.follow_identities(tasks);
         match &self.kvstore {

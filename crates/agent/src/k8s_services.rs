@@ -1,0 +1,313 @@
+//! Services from Kubernetes: each Service's ClusterIP and port, with the
+//! addresses its EndpointSlices list as backends, realized by the service
+//! subsystem. Services and slices are joined here, so a change of either
+//! re-derives the services it touches; the whole desired set is then
+//! brought about by adding, changing and removing services, after both
+//! initial lists are in (a restarted agent changes no LB entry before).
+
+use crate::kubernetes::Kubernetes;
+use api::service::{BackendAddress, FrontendAddress, ServiceSpec, ServiceSpecFlags};
+use controlplane::services::Services;
+use controlplane::tasks::Tasks;
+use k8s::k8s_openapi::api::core::v1::Service;
+use k8s::k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s::kube::runtime::watcher;
+use k8s::kube::{Api, ResourceExt};
+use k8s::ResourceSource;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use watch::{Event, Source};
+
+/// The label naming a slice's Service.
+const SERVICE_NAME: &str = "kubernetes.io/service-name";
+/// Cilium 1.16's selectors: no headless Services, none for another proxy,
+/// no slices of Cilium's cluster mesh.
+const SERVICE_SELECTOR: &str =
+    "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
+const SLICE_SELECTOR: &str = "endpointslice.kubernetes.io/managed-by!=endpointslice-mesh-controller.cilium.io,!service.kubernetes.io/headless";
+/// Session affinity's timeout when the Service names none (Kubernetes' default).
+const DEFAULT_AFFINITY_SECS: u32 = 10800;
+
+/// A frontend: ClusterIP and port.
+type Frontend = (String, u16);
+
+/// The backends of one Service port, from its slices: ready endpoints are
+/// active, serving and terminating ones keep their connections
+/// (`terminating`), the others are left out.
+fn backends(
+    svc_ns: &str,
+    svc_name: &str,
+    port_name: &str,
+    slices: &BTreeMap<String, EndpointSlice>,
+) -> Vec<BackendAddress> {
+    let mut out: BTreeSet<(String, u16, &'static str)> = BTreeSet::new();
+    for slice in slices.values() {
+        if slice.namespace().as_deref() != Some(svc_ns)
+            || slice.labels().get(SERVICE_NAME).map(String::as_str) != Some(svc_name)
+            || slice.address_type != "IPv4"
+        {
+            continue;
+        }
+        let Some(port) = slice
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref().unwrap_or("") == port_name)
+            .and_then(|p| p.port)
+        else {
+            continue;
+        };
+        for ep in &slice.endpoints {
+            let c = ep.conditions.as_ref();
+            let ready = c.and_then(|c| c.ready).unwrap_or(true);
+            let serving = c.and_then(|c| c.serving).unwrap_or(ready);
+            let terminating = c.and_then(|c| c.terminating).unwrap_or(false);
+            let state = match (ready, serving && terminating) {
+                (true, _) => "active",
+                (false, true) => "terminating",
+                (false, false) => continue,
+            };
+            for addr in &ep.addresses {
+                out.insert((addr.clone(), port as u16, state));
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(ip, port, state)| BackendAddress {
+            ip,
+            port,
+            state: state.into(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// Every frontend the Services and slices make, with its spec (no ID yet).
+fn desired(
+    services: &BTreeMap<String, Service>,
+    slices: &BTreeMap<String, EndpointSlice>,
+) -> BTreeMap<Frontend, ServiceSpec> {
+    let mut out = BTreeMap::new();
+    for svc in services.values() {
+        let Some(spec) = &svc.spec else { continue };
+        let Some(ip) = spec
+            .cluster_ip
+            .as_deref()
+            .filter(|ip| !ip.is_empty() && *ip != "None" && !ip.contains(':'))
+        else {
+            continue;
+        };
+        let affinity = match spec.session_affinity.as_deref() {
+            Some("ClientIP") => spec
+                .session_affinity_config
+                .as_ref()
+                .and_then(|c| c.client_ip.as_ref())
+                .and_then(|c| c.timeout_seconds)
+                .map_or(DEFAULT_AFFINITY_SECS, |t| t as u32),
+            _ => 0,
+        };
+        let (ns, name) = (svc.namespace().unwrap_or_default(), svc.name_any());
+        for port in spec.ports.iter().flatten() {
+            let port_name = port.name.clone().unwrap_or_default();
+            let frontend = (ip.to_owned(), port.port as u16);
+            out.insert(
+                frontend.clone(),
+                ServiceSpec {
+                    id: 0,
+                    frontend_address: FrontendAddress {
+                        ip: frontend.0,
+                        port: frontend.1,
+                        ..Default::default()
+                    },
+                    backend_addresses: backends(&ns, &name, &port_name, slices),
+                    flags: Some(ServiceSpecFlags {
+                        kind: "ClusterIP".into(),
+                        name: name.clone(),
+                        namespace: ns.clone(),
+                        ..Default::default()
+                    }),
+                    update_services: false,
+                    session_affinity_timeout: affinity,
+                },
+            );
+        }
+    }
+    out
+}
+
+/// The join of Services and slices, and what it last brought about.
+struct Join {
+    services: BTreeMap<String, Service>,
+    slices: BTreeMap<String, EndpointSlice>,
+    listed: [bool; 2],
+}
+
+fn frontend_of(spec: &ServiceSpec) -> Frontend {
+    (spec.frontend_address.ip.clone(), spec.frontend_address.port)
+}
+
+/// Brings the service subsystem to `want`: an unchanged frontend keeps
+/// its ID (conntrack's reverse NAT entries name it); returns whether
+/// every change went in.
+fn reconcile(services: &Services, want: BTreeMap<Frontend, ServiceSpec>) -> bool {
+    let have: BTreeMap<Frontend, ServiceSpec> = services
+        .list()
+        .into_iter()
+        .map(|s| (frontend_of(&s.spec), s.spec))
+        .collect();
+    let mut used: BTreeSet<i64> = have.values().map(|s| s.id).collect();
+    let mut ok = true;
+    for (frontend, old) in &have {
+        if !want.contains_key(frontend) {
+            if let Err(e) = services.remove(old.id as u16) {
+                tracing::warn!(subsys = "k8s-watcher", serviceID = old.id, error = %e, "Unable to remove service");
+                ok = false;
+            }
+        }
+    }
+    for (frontend, mut spec) in want {
+        spec.id = match have.get(&frontend) {
+            Some(old) => old.id,
+            None => match (1..=i64::from(u16::MAX)).find(|id| !used.contains(id)) {
+                Some(id) => id,
+                None => {
+                    tracing::warn!(subsys = "k8s-watcher", "No free service ID");
+                    ok = false;
+                    continue;
+                }
+            },
+        };
+        used.insert(spec.id);
+        if have.get(&frontend) == Some(&spec) {
+            continue;
+        }
+        if let Err(e) = services.apply(&spec) {
+            tracing::warn!(subsys = "k8s-watcher", frontend = %format!("{}:{}", frontend.0, frontend.1), error = %e, "Unable to apply service");
+            ok = false;
+        }
+    }
+    ok
+}
+
+impl Join {
+    /// One event of Services (`which` 0) or slices (1).
+    fn apply<T: Clone>(map: &mut BTreeMap<String, T>, listed: &mut bool, ev: Event<String, T>) {
+        match ev {
+            Event::Upsert { key, value } => {
+                map.insert(key, value);
+            }
+            Event::Delete { key } => {
+                map.remove(&key);
+            }
+            // a new listing brings everything again
+            Event::Relist => {
+                map.clear();
+                *listed = false;
+            }
+            Event::ListDone => *listed = true,
+        }
+    }
+}
+
+/// Follows Services and EndpointSlices into `services` until the agent stops.
+pub fn follow(services: Arc<Services>, kubernetes: &Kubernetes, tasks: &Tasks) {
+    let client = kubernetes.client();
+    let mut svc_source = ResourceSource::new(
+        "Services",
+        Api::<Service>::all(client.clone()),
+        watcher::Config::default().labels(SERVICE_SELECTOR),
+    );
+    let mut slice_source = ResourceSource::new(
+        "EndpointSlices",
+        Api::<EndpointSlice>::all(client),
+        watcher::Config::default().labels(SLICE_SELECTOR),
+    );
+    kubernetes.register_api("core/v1::Service");
+    kubernetes.register_api("EndpointSliceOrEndpoint");
+    tasks.spawn("k8s-services", async move {
+        let mut join = Join {
+            services: BTreeMap::new(),
+            slices: BTreeMap::new(),
+            listed: [false, false],
+        };
+        let mut failed = false;
+        loop {
+            tokio::select! {
+                ev = svc_source.next() => match ev {
+                    Some(ev) => Join::apply(&mut join.services, &mut join.listed[0], ev),
+                    None => return,
+                },
+                ev = slice_source.next() => match ev {
+                    Some(ev) => Join::apply(&mut join.slices, &mut join.listed[1], ev),
+                    None => return,
+                },
+                () = tokio::time::sleep(Duration::from_secs(10)), if failed => {}
+            }
+            if join.listed == [true, true] {
+                let want = desired(&join.services, &join.slices);
+                failed = !reconcile(&services, want);
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service(json: serde_json::Value) -> Service {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn slice(json: serde_json::Value) -> EndpointSlice {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn each_port_gets_its_slices_backends_by_port_name_and_condition() {
+        let svc = service(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"clusterIP": "10.96.0.20", "sessionAffinity": "ClientIP",
+                     "ports": [{"name": "http", "port": 80}, {"name": "admin", "port": 9000}]},
+        }));
+        let headless = service(serde_json::json!({
+            "metadata": {"name": "db", "namespace": "default"},
+            "spec": {"clusterIP": "None", "ports": [{"port": 5432}]},
+        }));
+        let s = slice(serde_json::json!({
+            "metadata": {"name": "web-abc", "namespace": "default",
+                         "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080}, {"name": "admin", "port": 9090}],
+            "endpoints": [
+                {"addresses": ["10.1.0.5"], "conditions": {"ready": true}},
+                {"addresses": ["10.1.0.6"], "conditions": {"ready": false, "serving": true, "terminating": true}},
+                {"addresses": ["10.1.0.7"], "conditions": {"ready": false, "serving": false}},
+            ],
+        }));
+        let services =
+            BTreeMap::from([("default/web".into(), svc), ("default/db".into(), headless)]);
+        let slices = BTreeMap::from([("default/web-abc".to_string(), s)]);
+        let want = desired(&services, &slices);
+        assert_eq!(want.len(), 2, "the headless Service has no frontend");
+        let http = &want[&("10.96.0.20".to_string(), 80)];
+        let got: Vec<(&str, u16, &str)> = http
+            .backend_addresses
+            .iter()
+            .map(|b| (b.ip.as_str(), b.port, b.state.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("10.1.0.5", 8080, "active"),
+                ("10.1.0.6", 8080, "terminating")
+            ]
+        );
+        assert_eq!(http.session_affinity_timeout, DEFAULT_AFFINITY_SECS);
+        assert_eq!(
+            want[&("10.96.0.20".to_string(), 9000)].backend_addresses[0].port,
+            9090
+        );
+    }
+}
