@@ -147,16 +147,23 @@ fn frontend_of(spec: &ServiceSpec) -> Frontend {
     (spec.frontend_address.ip.clone(), spec.frontend_address.port)
 }
 
-/// Brings the service subsystem to `want`: an unchanged frontend keeps
-/// its ID (conntrack's reverse NAT entries name it); returns whether
-/// every change went in.
+/// Whether a service came from a Kubernetes Service (it is named after
+/// one), not from the REST API, which keeps its own.
+fn from_kubernetes(spec: &ServiceSpec) -> bool {
+    spec.flags.as_ref().is_some_and(|f| !f.name.is_empty())
+}
+
+/// Brings the services made from Kubernetes to `want`: an unchanged
+/// frontend keeps its ID (conntrack's reverse NAT entries name it); the
+/// REST API's services are left alone. Returns whether every change went in.
 fn reconcile(services: &Services, want: BTreeMap<Frontend, ServiceSpec>) -> bool {
-    let have: BTreeMap<Frontend, ServiceSpec> = services
-        .list()
+    let all = services.list();
+    let mut used: BTreeSet<i64> = all.iter().map(|s| s.spec.id).collect();
+    let have: BTreeMap<Frontend, ServiceSpec> = all
         .into_iter()
+        .filter(|s| from_kubernetes(&s.spec))
         .map(|s| (frontend_of(&s.spec), s.spec))
         .collect();
-    let mut used: BTreeSet<i64> = have.values().map(|s| s.id).collect();
     let mut ok = true;
     for (frontend, old) in &have {
         if !want.contains_key(frontend) {

@@ -113,6 +113,27 @@ impl ControlPlane {
         Ok(cp)
     }
 
+    /// The control plane `create` laid out in `dir` before (the PKI and
+    /// kubeconfigs are read from there, not made again).
+    pub fn open(
+        bins: Binaries,
+        dir: &Path,
+        address: Ipv4Addr,
+        port: u16,
+        etcd: &str,
+        ranges: Ranges,
+    ) -> Self {
+        Self {
+            bins,
+            pki: Pki::open(&dir.join("pki")),
+            dir: dir.to_owned(),
+            address,
+            port,
+            etcd: etcd.to_owned(),
+            ranges,
+        }
+    }
+
     /// `https://<address>:<port>`.
     pub fn server(&self) -> String {
         format!("https://{}:{}", self.address, self.port)
