@@ -239,6 +239,43 @@ pub fn run_node(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> 
     supervised
 }
 
+/// The Kubernetes control plane, in the underlay's network namespace: the
+/// API server supervised (restarted when it dies, like a static pod), the
+/// controller manager and scheduler beside it (they wait for it
+/// themselves).
+pub fn run_control_plane(l: &NodeDir, underlay: i32) -> anyhow::Result<()> {
+    let ns = std::fs::File::open(format!("/proc/{underlay}/ns/net"))
+        .context("opening the underlay's network namespace")?;
+    // SAFETY: a valid namespace fd; this process has one thread here.
+    if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&ns), libc::CLONE_NEWNET) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("entering the underlay");
+    }
+    let cp = crate::kube::control_plane(false)?;
+    let mut others = Vec::new();
+    for mut cmd in [cp.controller_manager(), cp.scheduler()] {
+        others.push(
+            cmd.stdin(Stdio::null())
+                .spawn()
+                .context("starting a Kubernetes component")?,
+        );
+    }
+    let supervised = supervise(
+        l,
+        "kube-apiserver",
+        || {
+            cp.apiserver()
+                .stdin(Stdio::null())
+                .spawn()
+                .context("starting kube-apiserver")
+        },
+        || crate::kube::ready(&cp),
+    );
+    for child in &mut others {
+        terminate(child)?;
+    }
+    supervised
+}
+
 pub fn run_underlay(l: &NodeDir) -> anyhow::Result<()> {
     build_underlay()?;
     supervise(l, "etcd", || start_etcd(l), etcd_ready)

@@ -9,6 +9,7 @@
 mod boot;
 mod demo;
 mod holder;
+mod kube;
 mod layout;
 mod pods;
 
@@ -44,6 +45,15 @@ enum Cmd {
         /// clean-cilium-bpf-state=true
         #[arg(long = "set", value_parser = parse_setting)]
         settings: Vec<(String, String)>,
+        /// Run a Kubernetes control plane too, and the agents against it
+        /// (policies, services, nodes and endpoints through the API server)
+        #[arg(long)]
+        kubernetes: bool,
+    },
+    /// kubectl as the cluster admin (a lab started with --kubernetes)
+    Kubectl {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
     /// Stop a node's agent and keep it stopped (as when its pod is deleted)
     StopAgent { node: String },
@@ -71,6 +81,8 @@ enum Cmd {
     NodeHolder { index: usize },
     #[command(hide = true)]
     UnderlayHolder,
+    #[command(hide = true)]
+    ControlPlaneHolder { underlay: i32 },
 }
 
 fn not_up() -> anyhow::Error {
@@ -132,10 +144,25 @@ fn parse_setting(s: &str) -> Result<(String, String), NotKeyValue> {
     }
 }
 
-fn up(nodes: usize, pod_names: &[String], settings: &[(String, String)]) -> anyhow::Result<()> {
+/// `cilium-lab kubectl ...`: kubectl as the admin where the API server is.
+fn kubectl(args: &[String]) -> anyhow::Result<()> {
+    let err = kube::kubectl(args)?.exec();
+    Err(err).context("running kubectl")
+}
+
+fn up(
+    nodes: usize,
+    pod_names: &[String],
+    settings: &[(String, String)],
+    kubernetes: bool,
+) -> anyhow::Result<()> {
     let underlay = layout::machine_dir(layout::UNDERLAY);
     if underlay.running_holder().is_some() || !layout::running_nodes().is_empty() {
         bail!("the lab is already up; run `cilium-lab down` first");
+    }
+    if kubernetes {
+        // before anything starts: a missing build is said at once
+        kube::control_plane(true)?;
     }
     boot::write_config_map(settings)?;
     let t0 = Instant::now();
@@ -152,6 +179,27 @@ fn up(nodes: usize, pod_names: &[String], settings: &[(String, String)]) -> anyh
         topology::UNDERLAY_PREFIX,
         t0.elapsed()
     );
+    if kubernetes {
+        let t = Instant::now();
+        let cp = start_holder(
+            &layout::machine_dir(kube::MACHINE),
+            &["control-plane-holder".into(), switch.to_string()],
+            "the Kubernetes control plane",
+            "holder",
+        )?;
+        let kubeconfig = kube::prepare(nodes)?;
+        layout::write_atomic(
+            &boot::config_map_dir().join("k8s-kubeconfig-path"),
+            kubeconfig.display().to_string().as_bytes(),
+        )?;
+        println!(
+            "==> Kubernetes {}: kube-apiserver at https://{}:{}, controller manager and scheduler up in {:?} (pid {cp}); deploy/kubernetes applied; `cilium-lab kubectl get pods -A`",
+            kubeplane::bins::version(),
+            topology::UNDERLAY_IP,
+            kube::API_PORT,
+            t.elapsed()
+        );
+    }
     let mut holders = Vec::new();
     for index in 1..=nodes {
         let t = Instant::now();
@@ -208,17 +256,25 @@ fn up(nodes: usize, pod_names: &[String], settings: &[(String, String)]) -> anyh
 
         // A ClusterIP in front of the second pod, reached from the first.
         layout::enter_node(holders[0].1)?;
-        demo::cilium(&[
-            "service",
-            "update",
-            "--id",
-            "1",
-            "--frontend",
-            &format!("{}:80", layout::DEMO_SERVICE_IP),
-            "--backends",
-            &format!("{}:80", b.2),
-            "--k8s-cluster-ip",
-        ])?;
+        if kubernetes {
+            println!("\n==> a Service with the second pod as its endpoint, through the API server");
+            print!(
+                "{}",
+                kube::apply("creating the demo Service", &demo_service(b.2))?
+            );
+        } else {
+            demo::cilium(&[
+                "service",
+                "update",
+                "--id",
+                "1",
+                "--frontend",
+                &format!("{}:80", layout::DEMO_SERVICE_IP),
+                "--backends",
+                &format!("{}:80", b.2),
+                "--k8s-cluster-ip",
+            ])?;
+        }
         let server = demo::open_pod(*hb, lb, &b.1)?;
         let client = demo::open_pod(*ha, la, &a.1)?;
         demo::wait_service(*ha, layout::DEMO_SERVICE_IP, b.2)?;
@@ -237,9 +293,14 @@ fn up(nodes: usize, pod_names: &[String], settings: &[(String, String)]) -> anyh
         // A policy, imported on node1 and enforced where pod-b runs: TCP
         // from app=demo pods on the service's ports, nothing else.
         layout::enter_node(holders[0].1)?;
-        let file = layout::root().join("demo-policy.yaml");
-        layout::write_atomic(&file, DEMO_POLICY.as_bytes())?;
-        demo::cilium(&["policy", "import", &file.display().to_string()])?;
+        if kubernetes {
+            println!("\n==> the policy, through the API server");
+            print!("{}", kube::apply("creating the demo policy", DEMO_POLICY)?);
+        } else {
+            let file = layout::root().join("demo-policy.yaml");
+            layout::write_atomic(&file, DEMO_POLICY.as_bytes())?;
+            demo::cilium(&["policy", "import", &file.display().to_string()])?;
+        }
         ok &= demo::wait_blocked(*ha, la, &a.1, b.2)?;
         let server = demo::open_pod(*hb, lb, &b.1)?;
         let client = demo::open_pod(*ha, la, &a.1)?;
@@ -264,11 +325,37 @@ fn up(nodes: usize, pod_names: &[String], settings: &[(String, String)]) -> anyh
     ] {
         demo::cilium(args)?;
     }
+    if kubernetes {
+        for args in [
+            &["get", "ciliumnodes"][..],
+            &["get", "ciliumendpoints", "-A"],
+        ] {
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            println!("\n$ kubectl {}", args.join(" "));
+            let out = kube::kubectl(&args)?.output().context("running kubectl")?;
+            print!("{}", String::from_utf8_lossy(&out.stdout));
+        }
+    }
     println!("\n==> the lab stays up: `cilium-lab exec {} -- ping {}`, `cilium-lab exec node1 -- cilium status`, `cilium-lab down`", names[0], placed.last().expect("a pod").2);
     if !ok {
         bail!("pods could not reach each other");
     }
     Ok(())
+}
+
+/// The demo's Service: a ClusterIP without a selector and its slice,
+/// `backend`:80 the one endpoint (no kubelet reports pods here yet).
+fn demo_service(backend: std::net::Ipv4Addr) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"List","items":[
+  {{"apiVersion":"v1","kind":"Service","metadata":{{"name":"demo","namespace":"default"}},
+    "spec":{{"clusterIP":"{ip}","ports":[{{"name":"http","port":80}}]}}}},
+  {{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
+    "metadata":{{"name":"demo-1","namespace":"default","labels":{{"kubernetes.io/service-name":"demo"}}}},
+    "addressType":"IPv4","ports":[{{"name":"http","port":80,"protocol":"TCP"}}],
+    "endpoints":[{{"addresses":["{backend}"],"conditions":{{"ready":true}}}}]}}]}}"#,
+        ip = layout::DEMO_SERVICE_IP
+    )
 }
 
 /// The demo's policy: pod-b (app=demo on node2 too) takes TCP 80 and 8080
@@ -324,6 +411,10 @@ fn down() -> anyhow::Result<()> {
             "==> {} stopped; its namespaces, devices and maps are gone",
             l.name()
         );
+    }
+    if let Some(pid) = layout::machine_dir(kube::MACHINE).running_holder() {
+        stop_holder(pid);
+        println!("==> Kubernetes control plane stopped");
     }
     if let Some(pid) = underlay {
         stop_holder(pid);
@@ -421,7 +512,9 @@ fn main() -> ExitCode {
             nodes,
             pods,
             settings,
-        } => up(usize::from(*nodes), pods, settings),
+            kubernetes,
+        } => up(usize::from(*nodes), pods, settings, *kubernetes),
+        Cmd::Kubectl { args } => kubectl(args),
         Cmd::StopAgent { node } => stop_agent(node),
         Cmd::Down => down(),
         Cmd::Exec { pod, command } => exec(pod, command),
@@ -438,6 +531,9 @@ fn main() -> ExitCode {
                 )
             }),
         Cmd::UnderlayHolder => holder::run_underlay(&layout::machine_dir(layout::UNDERLAY)),
+        Cmd::ControlPlaneHolder { underlay } => {
+            holder::run_control_plane(&layout::machine_dir(kube::MACHINE), *underlay)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
