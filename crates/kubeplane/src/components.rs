@@ -164,6 +164,32 @@ impl ControlPlane {
         )
     }
 
+    /// The kubectl arguments that mint a day's token for ServiceAccount
+    /// `namespace/name`.
+    pub fn token_args(namespace: &str, name: &str) -> Vec<String> {
+        ["create", "token", name, "-n", namespace, "--duration=24h"]
+            .iter()
+            .map(|a| a.to_string())
+            .collect()
+    }
+
+    /// A kubeconfig for ServiceAccount `namespace/name` with `token` in a
+    /// file beside it, as the projected token of a pod.
+    pub fn service_account_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+        token: &str,
+    ) -> Result<PathBuf, ControlPlaneError> {
+        let file = self.dir.join(format!("{name}.token"));
+        std::fs::write(&file, token.trim()).map_err(|source| ControlPlaneError::Write {
+            path: file.clone(),
+            source,
+        })?;
+        let user = format!("system:serviceaccount:{namespace}:{name}");
+        self.write_kubeconfig(name, &user, &Credentials::TokenFile(&file))
+    }
+
     /// A component's command, logging to `<dir>/<name>.log`.
     fn logged(&self, bin: &Path, name: &str) -> Command {
         let mut cmd = Command::new(bin);

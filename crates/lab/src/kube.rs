@@ -110,22 +110,11 @@ pub fn prepare(nodes: usize) -> anyhow::Result<PathBuf> {
         );
         apply("registering a Node", &node)?;
     }
-    let token = run(
-        "making the agent's token",
-        &[
-            "create",
-            "token",
-            "cilium",
-            "-n",
-            "kube-system",
-            "--duration=24h",
-        ],
-    )?;
+    let args = ControlPlane::token_args("kube-system", "cilium");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let token = run("making the agent's token", &args)?;
     let cp = control_plane(false)?;
-    let file = dir().join("cilium.token");
-    layout::write_atomic(&file, token.trim().as_bytes())?;
-    let creds = kubeplane::kubeconfig::Credentials::TokenFile(&file);
-    Ok(cp.write_kubeconfig("cilium", "system:serviceaccount:kube-system:cilium", &creds)?)
+    Ok(cp.service_account_kubeconfig("kube-system", "cilium", &token)?)
 }
 
 /// Whether the API server answers as ready.

@@ -102,14 +102,7 @@ pub fn agent_kubeconfig(cp: &ControlPlane) -> std::path::PathBuf {
     );
     let token = cp
         .kubectl()
-        .args([
-            "create",
-            "token",
-            "cilium",
-            "-n",
-            "kube-system",
-            "--duration=24h",
-        ])
+        .args(ControlPlane::token_args("kube-system", "cilium"))
         .output()
         .expect("kubectl create token");
     assert!(
@@ -117,12 +110,10 @@ pub fn agent_kubeconfig(cp: &ControlPlane) -> std::path::PathBuf {
         "{}",
         String::from_utf8_lossy(&token.stderr)
     );
-    let file = cp.dir.join("cilium.token");
-    std::fs::write(&file, token.stdout).expect("write token");
-    cp.write_kubeconfig(
+    cp.service_account_kubeconfig(
+        "kube-system",
         "cilium",
-        "system:serviceaccount:kube-system:cilium",
-        &kubeplane::kubeconfig::Credentials::TokenFile(&file),
+        &String::from_utf8_lossy(&token.stdout),
     )
     .expect("agent kubeconfig")
 }
