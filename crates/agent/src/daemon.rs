@@ -203,7 +203,12 @@ pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> 
         maglev: config.maglev,
         enforcement: config.policy_enforcement,
         kubernetes: kubernetes.is_some(),
+        identity_objects: crate::k8s_identities::backend(
+            config.identity_allocation_mode,
+            kubernetes.as_ref(),
+        ),
     };
+    let crd_identities = settings.identity_objects.is_some();
     let cp = ControlPlane::new(ports, settings, &tasks)?;
     crate::hostips::sync(&config.bpf_root, &cp.ipcache, &host_ips)
         .context("syncing host IPs into BPF maps")?;
@@ -217,6 +222,9 @@ pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> 
     );
     cp.start(&tasks);
     if let Some(k) = &kubernetes {
+        if crd_identities {
+            crate::k8s_identities::follow(&cp.identities, k, &tasks);
+        }
         crate::k8s_policies::follow(&cp.policies, k, &tasks);
         crate::k8s_endpoints::mirror(Arc::clone(&cp.endpoints), k, node_ip, &tasks);
         let learner = cp.remote_endpoints(controlplane::ipcache::Source::CustomResource);

@@ -20,6 +20,7 @@ pub mod explain;
 pub mod health;
 pub mod hostips;
 pub mod k8s_endpoints;
+pub mod k8s_identities;
 pub mod k8s_nodes;
 pub mod k8s_policies;
 pub mod k8s_services;

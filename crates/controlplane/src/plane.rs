@@ -58,6 +58,10 @@ pub struct Settings {
     /// Policies, nodes, other nodes' endpoints and services come from
     /// Kubernetes (the caller follows them there), not from the kvstore.
     pub kubernetes: bool,
+    /// Identities as cluster-wide objects (CiliumIdentities, whose watch
+    /// the caller feeds to `Identities::follow_source`); None to allocate
+    /// through the kvstore, or node-locally without one.
+    pub identity_objects: Option<Arc<dyn crate::identity::objects::IdentityObjects>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -97,7 +101,12 @@ impl ControlPlane {
         let node_suffix = s
             .node_ip
             .map_or_else(|| s.node.name.clone(), |ip| ip.to_string());
-        let identities = Identities::new(s.kvstore.clone().zip(kvwriter.clone()), node_suffix);
+        let backend = crate::identity::Backend::choose(
+            s.identity_objects,
+            s.kvstore.clone().zip(kvwriter.clone()),
+            tasks,
+        );
+        let identities = Identities::new(backend, node_suffix);
 
         let regeneration = Regeneration::default();
         let policies = Arc::new(Policies::new(

@@ -78,6 +78,7 @@ fn plane_for(
         maglev: None,
         enforcement: policy::Enforcement::Default,
         kubernetes,
+        identity_objects: None,
     };
     let cp = ControlPlane::new(ports, settings, tasks).expect("control plane starts");
     cp.start(tasks);

@@ -1,6 +1,8 @@
 //! The typed configuration the agent runs with, checked as a whole.
 
-use super::modes::{IpamMode, MonitorAggregation, RoutingMode, TunnelProtocol};
+use super::modes::{
+    IdentityAllocationMode, IpamMode, MonitorAggregation, RoutingMode, TunnelProtocol,
+};
 use super::sources::Loaded;
 use super::validate::{parse_bool, parse_cidr4};
 use super::ConfigError;
@@ -79,6 +81,7 @@ pub struct DaemonConfig {
     /// UDP port of the overlay (`tunnel-port`, 0 = the protocol's default).
     pub tunnel_port: u16,
     pub ipam_mode: IpamMode,
+    pub identity_allocation_mode: IdentityAllocationMode,
     pub cni_chaining_mode: String,
     /// Attach with tcx links (else legacy tc clsact filters).
     pub enable_tcx: bool,
@@ -408,6 +411,12 @@ impl DaemonConfig {
                 IpamMode::parse,
                 "must be one of cluster-pool, kubernetes, crd, eni, azure, multi-pool, cluster-pool-v2beta, alibabacloud, delegated-plugin",
             )?,
+            identity_allocation_mode: parsed(
+                l,
+                "identity-allocation-mode",
+                IdentityAllocationMode::parse,
+                "must be one of crd, kvstore (the doublewrite modes are not supported)",
+            )?,
             cni_chaining_mode: l.get("cni-chaining-mode").to_owned(),
             enable_tcx: boolean("enable-tcx"),
             enable_node_port: boolean("enable-node-port") || kube_proxy_replacement,
@@ -497,17 +506,20 @@ mod tests {
         assert_eq!(c.routing_mode, RoutingMode::Tunnel);
         assert_eq!(c.tunnel_protocol, TunnelProtocol::Vxlan);
         assert_eq!(c.ipam_mode, IpamMode::ClusterPool);
+        assert_eq!(c.identity_allocation_mode, IdentityAllocationMode::Crd);
         let c = cfg(&[
             "--enable-policy=Always",
             "--monitor-aggregation=maximum",
             "--routing-mode=native",
             "--ipam=kubernetes",
+            "--identity-allocation-mode=kvstore",
         ])
         .unwrap();
         assert_eq!(c.policy_enforcement, policy::Enforcement::Always);
         assert_eq!(c.monitor_aggregation, MonitorAggregation::Max);
         assert!(!c.tunneling());
         assert_eq!(c.ipam_mode.as_str(), "kubernetes");
+        assert_eq!(c.identity_allocation_mode, IdentityAllocationMode::Kvstore);
         // the API shows every key as it was given
         assert_eq!(c.all["enable-policy"], "Always");
         let e = cfg(&["--tunnel-protocol=geneve"]).unwrap_err();

@@ -12,7 +12,9 @@ mod sources;
 pub mod validate;
 
 pub use daemon_config::{DaemonConfig, EventsConfig};
-pub use modes::{IpamMode, MonitorAggregation, RoutingMode, TunnelProtocol};
+pub use modes::{
+    IdentityAllocationMode, IpamMode, MonitorAggregation, RoutingMode, TunnelProtocol,
+};
 pub use sources::{load, Loaded, Source};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

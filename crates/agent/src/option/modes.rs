@@ -102,6 +102,33 @@ impl IpamMode {
     }
 }
 
+/// `identity-allocation-mode`: where cluster-wide identities live. The
+/// double-write migration modes are refused at load: this agent writes
+/// one backend only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdentityAllocationMode {
+    /// CiliumIdentity objects, when the agent has Kubernetes; else as
+    /// `kvstore`.
+    Crd,
+    /// The kvstore's allocator keys (node-local without a kvstore).
+    Kvstore,
+}
+
+impl IdentityAllocationMode {
+    const ALL: [Self; 2] = [Self::Crd, Self::Kvstore];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        find(&Self::ALL, Self::as_str, s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Crd => "crd",
+            Self::Kvstore => "kvstore",
+        }
+    }
+}
+
 /// How much of a connection the datapath traces (`monitor-aggregation`,
 /// the runtime option `MonitorAggregationLevel`): Cilium's levels, in
 /// order.
@@ -149,6 +176,10 @@ mod tests {
         for m in IpamMode::ALL {
             assert_eq!(IpamMode::parse(m.as_str()), Some(m));
         }
+        for m in IdentityAllocationMode::ALL {
+            assert_eq!(IdentityAllocationMode::parse(m.as_str()), Some(m));
+        }
+        assert_eq!(IdentityAllocationMode::parse("doublewrite-readcrd"), None);
         for name in MonitorAggregation::NAMES {
             assert_eq!(MonitorAggregation::parse(name).unwrap().as_str(), name);
         }

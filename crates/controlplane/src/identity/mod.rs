@@ -6,12 +6,24 @@
 //! not leased) and each node using it holds a leased reference
 //! `identities/v1/value/<labels>/<node suffix>`. A new ID is claimed in one
 //! transaction with the reference, so two nodes can never give the same
-//! labels two numbers. Without a kvstore, numbers are node-local.
+//! labels two numbers. With Kubernetes (`identity-allocation-mode=crd`),
+//! each identity is a CiliumIdentity object, created once through
+//! [`objects::IdentityObjects`] (see [`objects`] for how nodes agree).
+//! Without either, numbers are node-local.
+//!
+//! Whatever the backend, the cluster's identities come in through one
+//! watch ([`Identities::follow_source`]): they make the list `cilium
+//! identity list` shows, wake policy regeneration when they change, and
+//! tell when the initial list is in.
+
+pub mod objects;
 
 use crate::kvwriter::KvWriter;
+use objects::IdentityObjects;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use watch::Source as _;
 
 /// First identity of the cluster-wide range (Cilium's MinimalAllocationIdentity).
 pub const MIN_GLOBAL: u32 = 256;
@@ -43,7 +55,7 @@ pub enum IdentityError {
     Exhausted,
     #[error("allocating an identity: {0}")]
     Kvstore(#[from] kvstore::Error),
-    #[error("allocating an identity: kvstore did not answer within {ALLOCATE_TIMEOUT:?}")]
+    #[error("allocating an identity: the cluster's identities did not answer within {ALLOCATE_TIMEOUT:?}")]
     Timeout,
     #[error("allocating an identity: other nodes kept claiming the same IDs")]
     Contended,
@@ -87,24 +99,55 @@ struct State {
     cluster: BTreeMap<u32, String>,
 }
 
+/// Where identities are shared with the rest of the cluster.
+pub enum Backend {
+    /// Nowhere: numbers are this node's own.
+    Local,
+    /// The kvstore's allocator keys, written through the writer.
+    Kvstore(kvstore::Kvstore, KvWriter),
+    /// One object per identity (CiliumIdentities); `tasks` runs the
+    /// re-creation of restored identities the store lost.
+    Objects(Arc<dyn IdentityObjects>, crate::tasks::Tasks),
+}
+
+impl Backend {
+    /// The identity objects when there are some, else the kvstore when
+    /// there is one, else none.
+    pub fn choose(
+        objects: Option<Arc<dyn IdentityObjects>>,
+        kv: Option<(kvstore::Kvstore, KvWriter)>,
+        tasks: &crate::tasks::Tasks,
+    ) -> Self {
+        match (objects, kv) {
+            (Some(objects), _) => Self::Objects(objects, tasks.clone()),
+            (None, Some((kv, writer))) => Self::Kvstore(kv, writer),
+            (None, None) => Self::Local,
+        }
+    }
+}
+
 pub struct Identities {
     state: Mutex<State>,
     /// Bumped whenever the set of known identities changes (policy
     /// selects among them).
     changes: tokio::sync::watch::Sender<u64>,
-    /// Follows the kvstore's identities; taken by [`Identities::follow`].
-    store: Mutex<Option<watch::Store<String, Vec<u8>>>>,
-    /// Set once the kvstore's initial list of identities is in (at once
-    /// without a kvstore).
+    /// Follows the cluster's identities (keys ending in the ID, values
+    /// label keys); taken by [`Identities::follow_source`].
+    store: Mutex<Option<watch::Store<String, String>>>,
+    /// Set once the cluster's initial list of identities is in (at once
+    /// when node-local).
     synced: watch::Synced,
-    kv: Option<(kvstore::Kvstore, KvWriter)>,
+    backend: Backend,
     /// This node's part of reference keys: its IPv4 (Cilium's GetNodeSuffix).
     node_suffix: String,
 }
 
 impl Identities {
-    pub fn new(kv: Option<(kvstore::Kvstore, KvWriter)>, node_suffix: String) -> Arc<Self> {
-        let store = kv.as_ref().map(|_| watch::Store::new("identities"));
+    pub fn new(backend: Backend, node_suffix: String) -> Arc<Self> {
+        let store = match backend {
+            Backend::Local => None,
+            _ => Some(watch::Store::new("identities")),
+        };
         Arc::new(Self {
             state: Mutex::default(),
             changes: tokio::sync::watch::Sender::new(0),
@@ -112,9 +155,16 @@ impl Identities {
                 .as_ref()
                 .map_or_else(watch::Synced::ready, watch::Store::synced),
             store: Mutex::new(store),
-            kv,
+            backend,
             node_suffix,
         })
+    }
+
+    fn kv(&self) -> Option<(&kvstore::Kvstore, &KvWriter)> {
+        match &self.backend {
+            Backend::Kvstore(kv, writer) => Some((kv, writer)),
+            _ => None,
+        }
     }
 
     fn changed(&self) {
@@ -135,14 +185,26 @@ impl Identities {
         kvstore::keys::identity_value(key, &self.node_suffix)
     }
 
-    /// Keeps the cluster's identities (for listing and, later, policy) in
-    /// step with the kvstore.
+    /// Keeps the cluster's identities in step with the kvstore; with
+    /// identity objects the caller follows them ([`Self::follow_source`]).
     pub fn follow(self: &Arc<Self>, tasks: &crate::tasks::Tasks) {
-        let Some((kv, _)) = &self.kv else { return };
+        let Some((kv, _)) = self.kv() else { return };
+        let source = kv
+            .source(&format!("{}/", kvstore::keys::IDENTITY_IDS))
+            .decode(|_, v: &Vec<u8>| String::from_utf8(v.clone()));
+        self.follow_source(source, tasks);
+    }
+
+    /// Keeps the cluster's identities (listing, policy, lookups) in step
+    /// with `source`: keys whose last `/` part is the ID, values the
+    /// identities' label keys ([`labels_key`]). Once per agent.
+    pub fn follow_source<S>(self: &Arc<Self>, source: S, tasks: &crate::tasks::Tasks)
+    where
+        S: watch::Source<Key = String, Value = String> + 'static,
+    {
         let Some(store) = self.store.lock().expect("identities lock").take() else {
             return;
         };
-        let source = kv.source(&format!("{}/", kvstore::keys::IDENTITY_IDS));
         let this = Arc::clone(self);
         let handler = move |change| {
             this.follow_change(change);
@@ -152,12 +214,13 @@ impl Identities {
     }
 
     /// One change of the kvstore's identity master keys.
-    fn follow_change(&self, change: watch::Change<String, Vec<u8>>) {
+    fn follow_change(&self, change: watch::Change<String, String>) {
         let mut st = self.state.lock().expect("identities lock");
         match change {
-            watch::Change::Upsert { key, new, .. } => {
+            watch::Change::Upsert {
+                key, new: labels, ..
+            } => {
                 if let Some(id) = id_of_master(&key) {
-                    let labels = String::from_utf8_lossy(&new).into_owned();
                     if st.cluster.insert(id, labels.clone()) != Some(labels) {
                         self.changed();
                     }
@@ -190,20 +253,25 @@ impl Identities {
         if let Some(id) = self.take_held(&key) {
             return Ok(id);
         }
-        let id = match &self.kv {
-            Some((kv, writer)) => {
+        let id = match &self.backend {
+            Backend::Kvstore(kv, writer) => {
                 tokio::time::timeout(ALLOCATE_TIMEOUT, self.claim(kv, writer, &key))
                     .await
                     .map_err(|_| IdentityError::Timeout)??
             }
-            None => self.local_id()?,
+            Backend::Objects(objects, _) => {
+                tokio::time::timeout(ALLOCATE_TIMEOUT, self.claim_object(&**objects, &key))
+                    .await
+                    .map_err(|_| IdentityError::Timeout)??
+            }
+            Backend::Local => self.local_id()?,
         };
         Ok(self.hold(&key, id))
     }
 
     /// A reference to an identity known from before (a restored endpoint).
-    /// The kvstore is told in the background, recreating the ID's master
-    /// key if it was lost.
+    /// The cluster is told in the background, recreating the ID's master
+    /// key or object if it was lost.
     pub fn adopt(&self, labels: &[String], id: u32) -> u32 {
         if labels.is_empty() {
             return abi::identity::INIT;
@@ -212,13 +280,19 @@ impl Identities {
         if let Some(id) = self.take_held(&key) {
             return id;
         }
-        if let Some((_, writer)) = &self.kv {
-            writer.create_only(kvstore::keys::identity_id(id), key.clone().into_bytes());
+        match &self.backend {
+            Backend::Kvstore(_, writer) => {
+                writer.create_only(kvstore::keys::identity_id(id), key.clone().into_bytes());
+            }
+            Backend::Objects(objects, tasks) => self.recreate(objects, tasks, &key, id),
+            Backend::Local => {}
         }
         self.hold(&key, id)
     }
 
-    /// Drops a reference; the last one removes this node's kvstore reference.
+    /// Drops a reference; the last one removes this node's kvstore
+    /// reference. Identity objects stay (the operator collects them once
+    /// no CiliumEndpoint uses them, as in Cilium).
     pub fn release(&self, labels: &[String]) {
         if labels.is_empty() {
             return;
@@ -231,7 +305,7 @@ impl Identities {
         held.refs -= 1;
         if held.refs == 0 {
             st.held.remove(&key);
-            if let Some((_, writer)) = &self.kv {
+            if let Some((_, writer)) = self.kv() {
                 writer.delete(self.reference_key(&key));
             }
         }
@@ -258,7 +332,7 @@ impl Identities {
             e.insert(key.to_owned());
             self.changed();
         }
-        if let Some((_, writer)) = &self.kv {
+        if let Some((_, writer)) = self.kv() {
             writer.put_leased(self.reference_key(key), id.to_string().into_bytes());
         }
         id
@@ -346,6 +420,64 @@ impl Identities {
         Ok(claimed.then_some(id))
     }
 
+    /// Finds or creates the identity object of `key`, once the cluster's
+    /// identities are listed (as Cilium's allocator waits for them).
+    async fn claim_object(
+        &self,
+        objects: &dyn IdentityObjects,
+        key: &str,
+    ) -> Result<u32, IdentityError> {
+        self.synced().wait().await;
+        let existing = {
+            let st = self.state.lock().expect("identities lock");
+            st.cluster
+                .iter()
+                .find(|(_, k)| k.as_str() == key)
+                .map(|(id, _)| *id)
+        };
+        if let Some(id) = existing {
+            return Ok(id);
+        }
+        objects::claim(objects, key, |id| {
+            let st = self.state.lock().expect("identities lock");
+            st.cluster.get(&id).cloned()
+        })
+        .await
+    }
+
+    /// Makes sure the identity object of a restored reference exists,
+    /// trying every 10 s until it does (Cilium's master-key protection);
+    /// an ID another label set took meanwhile is logged and left.
+    fn recreate(
+        &self,
+        objects: &Arc<dyn IdentityObjects>,
+        tasks: &crate::tasks::Tasks,
+        key: &str,
+        id: u32,
+    ) {
+        let objects = Arc::clone(objects);
+        let mut synced = self.synced();
+        let labels = key_labels(key);
+        let key = key.to_owned();
+        tasks.spawn("identity-restore", async move {
+            synced.wait().await;
+            loop {
+                match objects.create(id, &labels).await {
+                    Ok(Some(now)) if labels_key(&now) == key => return,
+                    Ok(Some(now)) => {
+                        tracing::warn!(subsys = "allocator", identity = id, labels = %key, holder = %labels_key(&now), "Restored identity is held by other labels");
+                        return;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(subsys = "allocator", identity = id, error = %e, "Unable to re-create restored identity, retrying");
+                    }
+                }
+                tokio::time::sleep(Duration::from_secs(10)).await;
+            }
+        });
+    }
+
     /// Every identity this node knows: reserved, the cluster's, its own.
     pub fn list(&self) -> Vec<(u32, Vec<String>)> {
         let st = self.state.lock().expect("identities lock");
@@ -400,7 +532,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn same_labels_share_an_identity_and_restored_numbers_are_kept() {
-        let ids = Identities::new(None, "198.18.0.11".into());
+        let ids = Identities::new(Backend::Local, "198.18.0.11".into());
         let a = vec!["k8s:app=a".to_string()];
         let b = vec!["k8s:app=b".to_string()];
         assert_eq!(ids.adopt(&b, 300), 300);
@@ -421,7 +553,7 @@ mod tests {
         let node = |suffix: &str| {
             let kv = kvstore::Kvstore::new(store.session());
             let writer = KvWriter::start(kv.clone(), &crate::tasks::Tasks::default());
-            Identities::new(Some((kv, writer)), suffix.into())
+            Identities::new(Backend::Kvstore(kv, writer), suffix.into())
         };
         let (a, b) = (node("198.18.0.11"), node("198.18.0.12"));
         (store, a, b)
@@ -446,10 +578,10 @@ mod tests {
         let web = vec!["k8s:app=web".to_string()];
         let id = a.allocate(&web).await.unwrap();
         a.release(&web);
-        if let Some((_, writer)) = &a.kv {
+        if let Some((_, writer)) = a.kv() {
             writer.flush().await;
         }
-        store.expire(a.kv.as_ref().unwrap().0.lease_id());
+        store.expire(a.kv().unwrap().0.lease_id());
         assert_eq!(
             b.allocate(&web).await.unwrap(),
             id,
