@@ -2,8 +2,8 @@
 //! DaemonSet's ServiceAccount: `cilium status` names the server's version
 //! as Cilium's does, and an API server that goes away makes the agent
 //! unhealthy until it is back; policies, other nodes and their pods, and
-//! Services come from it, and this node's CiliumNode and each pod's
-//! CiliumEndpoint go to it.
+//! Services come from it, and this node's CiliumNode, each pod's
+//! CiliumEndpoint and the pods' CiliumIdentities go to it.
 
 use testsupport::node::{wait_for, Node};
 
@@ -259,6 +259,16 @@ fn policies_nodes_services_and_endpoints_follow_the_api_server() {
     );
     assert_eq!(cep["status"]["state"], "ready");
     assert_eq!(cep["metadata"]["labels"]["app"], "db");
+    // its identity is a CiliumIdentity the agent made (identity-allocation-mode=crd)
+    let id = db["status"]["identity"]["id"].to_string();
+    let ci = kubectl_json(&cp, &["get", "ciliumidentity", &id]).expect("db's CiliumIdentity");
+    assert_eq!(ci["security-labels"]["k8s:app"], "db", "{ci}");
+    assert_eq!(
+        ci["metadata"]["labels"]["io.kubernetes.pod.namespace"], "default",
+        "{ci}"
+    );
+    let listed = node.cilium_ok(&["identity", "list"]);
+    assert!(listed.lines().any(|l| l.starts_with(&id)), "{listed}");
     let table = String::from_utf8_lossy(
         &cp.kubectl()
             .args(["get", "cep", "-n", "default"])

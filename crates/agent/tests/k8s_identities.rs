@@ -1,0 +1,136 @@
+//! CiliumIdentities against a real API server (built from tools/k8s), as
+//! the agent's ServiceAccount: two agents' identities (two `Identities`
+//! over CiliumIdentities, in this process) asked for the same labels at
+//! once agree on one ID and make one object, which `kubectl get
+//! ciliumidentities` shows with its Namespace column.
+
+use agent::k8s_identities::{self, CiliumIdentities};
+use controlplane::identity::{labels_key, Backend, Identities};
+use controlplane::tasks::Tasks;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+fn kubectl_ok(cp: &kubeplane::ControlPlane, args: &[&str]) -> String {
+    let out = cp.kubectl().args(args).output().expect("kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// One agent's identities, over its own connection as the ServiceAccount.
+async fn agent(opts: &k8s::ClientOptions, tasks: &Tasks) -> Arc<Identities> {
+    let client = k8s::connect(opts).await.expect("connect");
+    let objects = Arc::new(CiliumIdentities::new(client.clone()));
+    let ids = Identities::new(Backend::Objects(objects, tasks.clone()), "node".into());
+    ids.follow_source(k8s_identities::source(client), tasks);
+    ids
+}
+
+fn labels(app: &str) -> Vec<String> {
+    vec![
+        format!("k8s:app={app}"),
+        "k8s:io.kubernetes.pod.namespace=default".to_string(),
+        "k8s:io.cilium.k8s.policy.cluster=default".to_string(),
+    ]
+}
+
+#[test]
+fn agents_racing_for_the_same_labels_agree_on_one_cilium_identity() {
+    let mut sb = testsupport::Sandbox::enter();
+    let (cp, _) = testsupport::kube::start(&mut sb);
+    let crds = testsupport::kube::manifest("crds.yaml");
+    kubectl_ok(&cp, &["apply", "-f", &crds.display().to_string()]);
+    kubectl_ok(
+        &cp,
+        &[
+            "wait",
+            "--for=condition=established",
+            "--timeout=60s",
+            "crd",
+            "--all",
+        ],
+    );
+    let opts = k8s::ClientOptions {
+        kubeconfig: Some(testsupport::kube::agent_kubeconfig(&cp)),
+        api_server: None,
+    };
+    let apps: Vec<String> = (0..20).map(|i| format!("app{i}")).collect();
+
+    // on this thread, in the sandbox's namespaces; the two agents' requests
+    // are in flight at once
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (ia, ib) = rt.block_on(async {
+        let tasks = Tasks::default();
+        let (a, b) = (agent(&opts, &tasks).await, agent(&opts, &tasks).await);
+        let on = |ids: Arc<Identities>| {
+            let apps = apps.clone();
+            async move {
+                let mut got = Vec::new();
+                for app in &apps {
+                    got.push(ids.allocate(&labels(app)).await.expect("allocate"));
+                }
+                got
+            }
+        };
+        let got = tokio::join!(on(Arc::clone(&a)), on(Arc::clone(&b)));
+        tasks.shutdown(std::time::Duration::from_secs(5)).await;
+        got
+    });
+    assert_eq!(ia, ib, "both agents use the same ID for each label set");
+    assert!(ia.iter().all(|id| (256..=65535).contains(id)), "{ia:?}");
+
+    // one object per label set, named after its ID
+    let list: serde_json::Value =
+        serde_json::from_str(&kubectl_ok(&cp, &["get", "ciliumidentities", "-o", "json"])).unwrap();
+    let mut by_labels: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for item in list["items"].as_array().unwrap() {
+        let labels: Vec<String> = item["security-labels"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
+            .collect();
+        by_labels
+            .entry(labels_key(&labels))
+            .or_default()
+            .push(item["metadata"]["name"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(by_labels.len(), apps.len(), "{by_labels:?}");
+    for (app, id) in apps.iter().zip(&ia) {
+        assert_eq!(
+            by_labels[&labels_key(&labels(app))],
+            vec![id.to_string()],
+            "{app}"
+        );
+    }
+
+    // as kubectl shows them: the Namespace column from the metadata labels
+    let table = kubectl_ok(&cp, &["get", "ciliumidentities"]);
+    assert!(
+        table.starts_with("NAME") && table.contains("NAMESPACE"),
+        "{table}"
+    );
+    let row = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(&ia[0].to_string()))
+        .unwrap_or_else(|| panic!("no row for {}: {table}", ia[0]));
+    assert_eq!(row.split_whitespace().nth(1), Some("default"), "{table}");
+    let app = kubectl_ok(
+        &cp,
+        &[
+            "get",
+            "ciliumidentities",
+            "-l",
+            "app=app0",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+    );
+    assert_eq!(app, ia[0].to_string());
+}
