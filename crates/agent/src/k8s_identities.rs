@@ -55,8 +55,8 @@ fn valid_label_value(v: &str) -> bool {
     v.len() <= MAX_LABEL
         && v.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && v.chars().next().map_or(true, |c| c.is_ascii_alphanumeric())
-        && v.chars().last().map_or(true, |c| c.is_ascii_alphanumeric())
+        && v.chars().next().is_none_or(|c| c.is_ascii_alphanumeric())
+        && v.chars().last().is_none_or(|c| c.is_ascii_alphanumeric())
 }
 
 /// The metadata labels Cilium 1.16 sets: the `k8s:` labels without that
