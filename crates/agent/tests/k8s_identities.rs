@@ -41,18 +41,7 @@ fn labels(app: &str) -> Vec<String> {
 fn agents_racing_for_the_same_labels_agree_on_one_cilium_identity() {
     let mut sb = testsupport::Sandbox::enter();
     let (cp, _) = testsupport::kube::start(&mut sb);
-    let crds = testsupport::kube::manifest("crds.yaml");
-    kubectl_ok(&cp, &["apply", "-f", &crds.display().to_string()]);
-    kubectl_ok(
-        &cp,
-        &[
-            "wait",
-            "--for=condition=established",
-            "--timeout=60s",
-            "crd",
-            "--all",
-        ],
-    );
+    testsupport::kube::apply_crds(&cp);
     let opts = k8s::ClientOptions {
         kubeconfig: Some(testsupport::kube::agent_kubeconfig(&cp)),
         api_server: None,

@@ -132,26 +132,7 @@ fn kubectl_json(cp: &kubeplane::ControlPlane, args: &[&str]) -> Option<serde_jso
 fn policies_nodes_services_and_endpoints_follow_the_api_server() {
     let mut node = Node::new("10.1.0.0/24");
     let (cp, _) = testsupport::kube::start(node.sandbox_mut());
-    kubectl_ok(
-        &cp,
-        &[
-            "apply",
-            "-f",
-            &testsupport::kube::manifest("crds.yaml")
-                .display()
-                .to_string(),
-        ],
-    );
-    kubectl_ok(
-        &cp,
-        &[
-            "wait",
-            "--for=condition=established",
-            "--timeout=60s",
-            "crd",
-            "--all",
-        ],
-    );
+    testsupport::kube::apply_crds(&cp);
     let kubeconfig = testsupport::kube::agent_kubeconfig(&cp);
     let out = kubectl_apply(
         &cp,

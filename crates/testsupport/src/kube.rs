@@ -85,6 +85,38 @@ pub fn manifest(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
+/// Applies deploy/kubernetes/crds.yaml and waits until every CRD is
+/// established.
+pub fn apply_crds(cp: &ControlPlane) {
+    let apply = cp
+        .kubectl()
+        .args(["apply", "-f"])
+        .arg(manifest("crds.yaml"))
+        .output()
+        .expect("kubectl apply");
+    assert!(
+        apply.status.success(),
+        "{}",
+        String::from_utf8_lossy(&apply.stderr)
+    );
+    let wait = cp
+        .kubectl()
+        .args([
+            "wait",
+            "--for=condition=established",
+            "--timeout=60s",
+            "crd",
+            "--all",
+        ])
+        .output()
+        .expect("kubectl wait");
+    assert!(
+        wait.status.success(),
+        "{}",
+        String::from_utf8_lossy(&wait.stderr)
+    );
+}
+
 /// A kubeconfig for the agent's ServiceAccount (`kube-system/cilium`,
 /// from deploy/kubernetes/cilium.yaml, which this applies) with a token
 /// file, as the DaemonSet's pod would have it.
