@@ -8,7 +8,15 @@ use std::sync::Arc;
 async fn cluster_nodes(State(nodes): State<Arc<Nodes>>) -> Json<api::models::ClusterNodeStatus> {
     let local = nodes.local();
     let mut all = vec![local.to_api("local")];
-    all.extend(nodes.list().iter().map(|n| n.to_api("kvstore")));
+    // where each was learned: a CiliumNode, else the kvstore
+    all.extend(nodes.list().iter().map(|n| {
+        let source = if n.source == "custom-resource" {
+            "custom-resource"
+        } else {
+            "kvstore"
+        };
+        n.to_api(source)
+    }));
     Json(api::models::ClusterNodeStatus {
         self_: local.name.clone(),
         nodes_added: all,

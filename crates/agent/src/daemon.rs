@@ -64,13 +64,35 @@ async fn detect_node_ip(nl: &netdev::Netlink) -> Result<Option<Ipv4Addr>, netdev
 
 /// Brings the node up: dirs, pid file, bpffs, sysctls, maps, devices, host
 /// entries. Returns once the agent is ready to serve.
-pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> {
+pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> {
     let t0 = Instant::now();
     for dir in [&config.run_dir, &config.state_dir] {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let pid = PidFile::write(&config.pid_file())
         .with_context(|| format!("writing pid file {}", config.pid_file().display()))?;
+
+    let kubernetes = match &config.kubernetes {
+        Some(opts) => {
+            let k = crate::kubernetes::Kubernetes::connect(opts)
+                .await
+                .context("connecting to Kubernetes")?;
+            k.probe(&tasks);
+            Some(k)
+        }
+        None => None,
+    };
+    if config.ipam_mode == crate::option::modes::IpamMode::Kubernetes {
+        let k = kubernetes
+            .as_ref()
+            .context("ipam=kubernetes needs the Kubernetes API server")?;
+        let (net, len) = crate::k8s_nodes::wait_pod_cidr(k, &config.node_name)
+            .await
+            .context("waiting for the node's pod CIDR (ipam=kubernetes)")?;
+        tracing::info!(subsys = "ipam", podCIDR = %format!("{net}/{len}"), "Pod CIDR from the Node");
+        config.ipv4_range = (net, len);
+        config.router_ip = std::net::Ipv4Addr::from(u32::from(net) + 1);
+    }
 
     if datapath::bpffs::ensure_mounted(&config.bpf_root).context("preparing bpffs")? {
         tracing::info!(subsys = "daemon", path = %config.bpf_root.display(), "Mounted bpffs");
@@ -156,16 +178,6 @@ pub async fn start(config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> 
     write_events_config(&config.bpf_root, &config.events)?;
     RuntimeConfig::open(&config.bpf_root)?.set_fragments_disabled(!config.fragment_tracking)?;
     let monitor = Arc::new(Hub::default());
-    let kubernetes = match &config.kubernetes {
-        Some(opts) => {
-            let k = crate::kubernetes::Kubernetes::connect(opts)
-                .await
-                .context("connecting to Kubernetes")?;
-            k.probe(&tasks);
-            Some(k)
-        }
-        None => None,
-    };
     let config = Arc::new(config);
 
     let tunnel: Option<Arc<dyn NodeRoutes>> = config.tunneling().then(|| {

@@ -139,6 +139,65 @@ async fn write(client: &k8s::kube::Client, node: &Node) -> Result<(), k8s::kube:
     Ok(())
 }
 
+#[derive(Debug, thiserror::Error)]
+pub enum PodCidrError {
+    #[error("reading Node {node}: {source}")]
+    Read {
+        node: String,
+        source: k8s::kube::Error,
+    },
+    #[error("Node {node} has no IPv4 pod CIDR after {waited:?} (is node IPAM on in the controller manager?)")]
+    None { node: String, waited: Duration },
+    #[error("Node {node}'s pod CIDR {cidr:?} is not an IPv4 CIDR")]
+    Bad { node: String, cidr: String },
+}
+
+/// How long a start waits for the Node's pod CIDR (Cilium waits as long).
+const POD_CIDR_WAIT: Duration = Duration::from_secs(300);
+
+/// The Node's IPv4 pod CIDR (`spec.podCIDRs`, as kube-controller-manager
+/// allocates it), waiting until there is one (`ipam=kubernetes`).
+pub async fn wait_pod_cidr(
+    kubernetes: &Kubernetes,
+    node: &str,
+) -> Result<(std::net::Ipv4Addr, u8), PodCidrError> {
+    let nodes: Api<K8sNode> = Api::all(kubernetes.client());
+    let started = std::time::Instant::now();
+    loop {
+        let found = nodes
+            .get_opt(node)
+            .await
+            .map_err(|source| PodCidrError::Read {
+                node: node.to_owned(),
+                source,
+            })?;
+        let spec = found.and_then(|n| n.spec);
+        let cidrs = spec.map(|s| {
+            s.pod_cidrs
+                .unwrap_or_default()
+                .into_iter()
+                .chain(s.pod_cidr)
+        });
+        if let Some(cidr) = cidrs.and_then(|mut c| c.find(|c| !c.contains(':'))) {
+            return cidr
+                .split_once('/')
+                .and_then(|(n, l)| Some((n.parse().ok()?, l.parse().ok()?)))
+                .filter(|(_, l): &(std::net::Ipv4Addr, u8)| *l <= 30)
+                .ok_or(PodCidrError::Bad {
+                    node: node.to_owned(),
+                    cidr,
+                });
+        }
+        if started.elapsed() > POD_CIDR_WAIT {
+            return Err(PodCidrError::None {
+                node: node.to_owned(),
+                waited: POD_CIDR_WAIT,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// Follows every CiliumNode into the node manager (which skips this one).
 pub fn follow(nodes: Arc<Nodes>, kubernetes: &Kubernetes, tasks: &Tasks) {
     let api: Api<DynamicObject> = Api::all_with(kubernetes.client(), &resource());

@@ -185,7 +185,13 @@ fn policies_nodes_services_and_endpoints_follow_the_api_server() {
         node.cilium_ok(&["bpf", "tunnel", "list"])
             .contains("198.18.0.12")
     });
-    assert!(node.cilium_ok(&["node", "list"]).contains("node2"));
+    let nodes = node.cilium_ok(&["node", "list"]);
+    assert!(
+        nodes
+            .lines()
+            .any(|l| l.starts_with("node2") && l.contains("custom-resource")),
+        "{nodes}"
+    );
     // and a pod there, from its CiliumEndpoint
     let far = r#"{"apiVersion":"cilium.io/v2","kind":"CiliumEndpoint","metadata":{"name":"far","namespace":"default"},
         "status":{"id":7,"identity":{"id":300},"state":"ready",
@@ -347,4 +353,40 @@ fn policies_nodes_services_and_endpoints_follow_the_api_server() {
         kubectl_json(&cp, &["get", "ciliumendpoint", "-n", "default", "other"]).is_none()
     });
     assert!(kubectl_json(&cp, &["get", "ciliumendpoint", "-n", "default", "db"]).is_some());
+}
+
+#[test]
+fn ipam_kubernetes_takes_the_pod_cidr_the_controller_manager_gave_the_node() {
+    let mut node = Node::new("10.1.0.0/24");
+    let (cp, _) = testsupport::kube::start(node.sandbox_mut());
+    testsupport::kube::apply_crds(&cp);
+    let kubeconfig = testsupport::kube::agent_kubeconfig(&cp);
+    let out = kubectl_apply(
+        &cp,
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node1"}}"#,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    node.agent_args = vec![
+        format!("--k8s-kubeconfig-path={}", kubeconfig.display()),
+        "--ipam=kubernetes".into(),
+    ];
+    node.start_agent();
+    let node1 = kubectl_json(&cp, &["get", "node", "node1"]).unwrap();
+    let cidr = node1["spec"]["podCIDR"]
+        .as_str()
+        .expect("node IPAM gave node1 a CIDR")
+        .to_owned();
+    assert_ne!(cidr, "10.1.0.0/24", "not the --ipv4-range the test passed");
+    let status = node.cilium_ok(&["status"]);
+    assert!(
+        status.contains(&format!("allocated from {cidr}")),
+        "{cidr}\n{status}"
+    );
+    let ip = node.add_pod("pod");
+    let net: std::net::Ipv4Addr = cidr.split('/').next().unwrap().parse().unwrap();
+    assert_eq!(ip.octets()[..3], net.octets()[..3], "{ip} in {cidr}");
 }
