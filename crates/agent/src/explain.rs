@@ -111,7 +111,7 @@ fn ipcache(d: &Sources<'_>, ip: Ipv4Addr) -> (u32, Option<Ipv4Addr>) {
 
 /// An endpoint's policy map as the kernel holds it.
 fn policy_map(d: &Sources<'_>, ep: u16) -> Option<MapState> {
-    let map = datapath::policymap::PolicyMap::pinned(&d.bpf_root, ep).ok()?;
+    let map = datapath::policymap::PolicyMap::pinned(d.bpf_root, ep).ok()?;
     let entries = map.entries().ok()?;
     Some(MapState(
         entries
@@ -141,8 +141,8 @@ fn policy_map(d: &Sources<'_>, ep: u16) -> Option<MapState> {
 
 /// The backends a new connection to ip:port may get, when it is a service.
 fn service(d: &Sources<'_>, ip: Ipv4Addr, port: u16) -> Option<(u16, Vec<(Ipv4Addr, u16)>)> {
-    let services = datapath::maps::Lb4Services::open(&d.bpf_root).ok()?;
-    let backends = datapath::maps::Lb4Backends::open(&d.bpf_root).ok()?;
+    let services = datapath::maps::Lb4Services::open(d.bpf_root).ok()?;
+    let backends = datapath::maps::Lb4Backends::open(d.bpf_root).ok()?;
     let svc: Lb4Service = services
         .get(&Lb4Key::new(ip, port, 0, LB_LOOKUP_SCOPE_EXT))
         .ok()??;

@@ -149,29 +149,30 @@ async fn an_endpoint_is_realized_whole_and_deleted_without_trace() {
     assert_eq!(ep.state, EndpointState::Ready);
     assert_eq!(ep.identity, 256, "the first cluster-wide identity");
     {
-        let held = kernel.held();
-        assert_eq!(held.lxc[&ep.ipv4].sec_id, 256);
-        assert_eq!(held.ipcache[&(ep.ipv4, 32)].sec_identity, 256);
-        assert_eq!(held.attached[&ep.id].0, "lxcweb");
-        assert!(held.policy_programs.contains(&ep.id));
-        assert!(
-            held.policy_maps.contains_key(&ep.id),
-            "policy map written before the endpoint is visible"
-        );
-    }
-    assert!(dir
-        .path()
-        .join(ep.id.to_string())
-        .join("ep_config.json")
-        .exists());
-    assert!(cp.ipam.lock().unwrap().allocations().contains_key(&ep.ipv4));
-    assert_eq!(kernel.events_of(AgentNotify::EndpointCreated).len(), 1);
+        {
+            let held = kernel.held();
+            assert_eq!(held.lxc[&ep.ipv4].sec_id, 256);
+            assert_eq!(held.ipcache[&(ep.ipv4, 32)].sec_identity, 256);
+            assert_eq!(held.attached[&ep.id].0, "lxcweb");
+            assert!(held.policy_programs.contains(&ep.id));
+            assert!(
+                held.policy_maps.contains_key(&ep.id),
+                "policy map written before the endpoint is visible"
+            );
+        }
+        assert!(dir
+            .path()
+            .join(ep.id.to_string())
+            .join("ep_config.json")
+            .exists());
+        assert!(cp.ipam.lock().unwrap().allocations().contains_key(&ep.ipv4));
+        assert_eq!(kernel.events_of(AgentNotify::EndpointCreated).len(), 1);
 
-    assert_eq!(cp.endpoints.delete(&EndpointRef::Local(ep.id)).unwrap(), 1);
-    let held = kernel.held();
-    assert!(held.lxc.is_empty() && held.attached.is_empty() && held.policy_maps.is_empty());
-    assert!(!held.ipcache.contains_key(&(ep.ipv4, 32)));
-    drop(held);
+        assert_eq!(cp.endpoints.delete(&EndpointRef::Local(ep.id)).unwrap(), 1);
+        let held = kernel.held();
+        assert!(held.lxc.is_empty() && held.attached.is_empty() && held.policy_maps.is_empty());
+        assert!(!held.ipcache.contains_key(&(ep.ipv4, 32)));
+    }
     assert!(
         cp.identities.held().is_empty(),
         "the identity reference is dropped"
@@ -193,12 +194,15 @@ async fn a_failed_create_gives_back_everything_it_took() {
     let req = pod(&kernel, "web", "web", "10.1.0.5");
     let err = cp.endpoints.create(&req).await.unwrap_err();
     assert!(err.to_string().contains("writing cilium_lxc"), "{err}");
-    let held = kernel.held();
-    assert!(
-        held.attached.is_empty() && held.policy_maps.is_empty() && held.policy_programs.is_empty()
-    );
-    assert!(!held.ipcache.contains_key(&(ip("10.1.0.5"), 32)));
-    drop(held);
+    {
+        let held = kernel.held();
+        assert!(
+            held.attached.is_empty()
+                && held.policy_maps.is_empty()
+                && held.policy_programs.is_empty()
+        );
+        assert!(!held.ipcache.contains_key(&(ip("10.1.0.5"), 32)));
+    }
     assert!(cp.identities.held().is_empty());
     assert!(!cp
         .ipam
@@ -277,18 +281,20 @@ async fn a_restart_takes_endpoints_back_and_removes_those_whose_pod_went_away() 
         (web.id, web.identity, web.ipv4)
     );
     assert_eq!(eps[0].state, EndpointState::Ready);
-    let held = kernel.held();
-    assert!(held.lxc.contains_key(&web.ipv4));
-    assert!(
-        !held.lxc.contains_key(&db.ipv4),
-        "the vanished pod's entry is removed"
-    );
-    assert!(!held.attached.contains_key(&db.id));
-    drop(held);
-    let ipam = cp.ipam.lock().unwrap();
-    assert!(ipam.allocations().contains_key(&web.ipv4));
-    assert!(!ipam.allocations().contains_key(&db.ipv4));
-    drop(ipam);
+    {
+        let held = kernel.held();
+        assert!(held.lxc.contains_key(&web.ipv4));
+        assert!(
+            !held.lxc.contains_key(&db.ipv4),
+            "the vanished pod's entry is removed"
+        );
+        assert!(!held.attached.contains_key(&db.id));
+    }
+    {
+        let ipam = cp.ipam.lock().unwrap();
+        assert!(ipam.allocations().contains_key(&web.ipv4));
+        assert!(!ipam.allocations().contains_key(&db.ipv4));
+    }
     assert!(!dir.path().join(db.id.to_string()).exists());
     // the restored endpoint holds its identity: a new pod with its labels shares it
     let again = add(&cp, &kernel, "web2", "web", "10.1.0.7").await;
@@ -391,9 +397,10 @@ async fn service_backends_follow_each_change() {
     assert_eq!(kernel.held().backends.len(), 2);
     cp.services.delete(1).await.unwrap();
     assert!(kernel.backends_of(vip, 80).is_empty());
-    let held = kernel.held();
-    assert!(held.services.is_empty() && held.backends.is_empty() && held.rev_nat.is_empty());
-    drop(held);
+    {
+        let held = kernel.held();
+        assert!(held.services.is_empty() && held.backends.is_empty() && held.rev_nat.is_empty());
+    }
     assert_eq!(cp.services.events(), (1, 1, 1));
     assert_eq!(cp.services.delete(1).await.unwrap_err().status(), 404);
 }
@@ -415,27 +422,28 @@ async fn nodes_joining_and_leaving_are_routed_and_unrouted() {
     })
     .await;
     {
-        let held = kernel.held();
-        let node_entry = &held.ipcache[&(ip("198.18.0.12"), 32)];
-        assert_eq!(node_entry.sec_identity, abi::identity::REMOTE_NODE);
-        let router = &held.ipcache[&(ip("10.2.0.1"), 32)];
-        assert_eq!(router.tunnel_endpoint.ip(), ip("198.18.0.12"));
-    }
-    let source = cp.ipcache.get(ip("198.18.0.12"), 32).map(|e| e.source);
-    assert_eq!(source, Some(Source::Kvstore), "learned from the cluster");
-    assert_eq!(cp.nodes.list().len(), 1);
-    // this node's own key is not another node
-    let me = kvstore::keys::node(CLUSTER, "node1");
-    kv.put(&me, &serde_json::to_vec(cp.nodes.local()).unwrap())
-        .await
-        .unwrap();
+        {
+            let held = kernel.held();
+            let node_entry = &held.ipcache[&(ip("198.18.0.12"), 32)];
+            assert_eq!(node_entry.sec_identity, abi::identity::REMOTE_NODE);
+            let router = &held.ipcache[&(ip("10.2.0.1"), 32)];
+            assert_eq!(router.tunnel_endpoint.ip(), ip("198.18.0.12"));
+        }
+        let source = cp.ipcache.get(ip("198.18.0.12"), 32).map(|e| e.source);
+        assert_eq!(source, Some(Source::Kvstore), "learned from the cluster");
+        assert_eq!(cp.nodes.list().len(), 1);
+        // this node's own key is not another node
+        let me = kvstore::keys::node(CLUSTER, "node1");
+        kv.put(&me, &serde_json::to_vec(cp.nodes.local()).unwrap())
+            .await
+            .unwrap();
 
-    kv.delete(&key).await.unwrap();
-    eventually("node2 unrouted", || kernel.held().tunnel.is_empty()).await;
-    let held = kernel.held();
-    assert!(!held.ipcache.contains_key(&(ip("198.18.0.12"), 32)));
-    assert!(!held.ipcache.contains_key(&(ip("10.2.0.1"), 32)));
-    drop(held);
+        kv.delete(&key).await.unwrap();
+        eventually("node2 unrouted", || kernel.held().tunnel.is_empty()).await;
+        let held = kernel.held();
+        assert!(!held.ipcache.contains_key(&(ip("198.18.0.12"), 32)));
+        assert!(!held.ipcache.contains_key(&(ip("10.2.0.1"), 32)));
+    }
     assert!(cp.nodes.list().is_empty());
 }
 
