@@ -10,16 +10,6 @@ use controlplane::tasks::Tasks;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-fn kubectl_ok(cp: &kubeplane::ControlPlane, args: &[&str]) -> String {
-    let out = cp.kubectl().args(args).output().expect("kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// One agent's identities, over its own connection as the ServiceAccount.
 async fn agent(opts: &k8s::ClientOptions, tasks: &Tasks) -> Arc<Identities> {
     let client = k8s::connect(opts).await.expect("connect");
@@ -75,8 +65,11 @@ fn agents_racing_for_the_same_labels_agree_on_one_cilium_identity() {
     assert!(ia.iter().all(|id| (256..=65535).contains(id)), "{ia:?}");
 
     // one object per label set, named after its ID
-    let list: serde_json::Value =
-        serde_json::from_str(&kubectl_ok(&cp, &["get", "ciliumidentities", "-o", "json"])).unwrap();
+    let list: serde_json::Value = serde_json::from_str(&testsupport::kube::kubectl_ok(
+        &cp,
+        &["get", "ciliumidentities", "-o", "json"],
+    ))
+    .unwrap();
     let mut by_labels: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for item in list["items"].as_array().unwrap() {
         let labels: Vec<String> = item["security-labels"]
@@ -100,7 +93,7 @@ fn agents_racing_for_the_same_labels_agree_on_one_cilium_identity() {
     }
 
     // as kubectl shows them: the Namespace column from the metadata labels
-    let table = kubectl_ok(&cp, &["get", "ciliumidentities"]);
+    let table = testsupport::kube::kubectl_ok(&cp, &["get", "ciliumidentities"]);
     assert!(
         table.starts_with("NAME") && table.contains("NAMESPACE"),
         "{table}"
@@ -110,7 +103,7 @@ fn agents_racing_for_the_same_labels_agree_on_one_cilium_identity() {
         .find(|l| l.split_whitespace().next() == Some(&ia[0].to_string()))
         .unwrap_or_else(|| panic!("no row for {}: {table}", ia[0]));
     assert_eq!(row.split_whitespace().nth(1), Some("default"), "{table}");
-    let app = kubectl_ok(
+    let app = testsupport::kube::kubectl_ok(
         &cp,
         &[
             "get",

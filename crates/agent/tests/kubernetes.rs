@@ -5,6 +5,7 @@
 //! Services come from it, and this node's CiliumNode, each pod's
 //! CiliumEndpoint and the pods' CiliumIdentities go to it.
 
+use testsupport::kube;
 use testsupport::node::{wait_for, Node};
 
 /// Go's GOARCH of this machine, as the API server reports its platform.
@@ -75,34 +76,6 @@ fn verdict(node: &Node, src: &str, dst: &str, port: u16) -> String {
         .to_owned()
 }
 
-fn kubectl_apply(cp: &kubeplane::ControlPlane, text: &str) -> std::process::Output {
-    use std::io::Write;
-    let mut child = cp
-        .kubectl()
-        .args(["apply", "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("kubectl apply");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn kubectl_ok(cp: &kubeplane::ControlPlane, args: &[&str]) {
-    let out = cp.kubectl().args(args).output().expect("kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A policy the API server takes (our CRD schema is permissive) but the
 /// agent's parser refuses: no endpointSelector.
 const REFUSED: &str = r#"
@@ -134,14 +107,9 @@ fn policies_nodes_services_and_endpoints_follow_the_api_server() {
     let (cp, _) = testsupport::kube::start(node.sandbox_mut());
     testsupport::kube::apply_crds(&cp);
     let kubeconfig = testsupport::kube::agent_kubeconfig(&cp);
-    let out = kubectl_apply(
+    kube::apply(
         &cp,
         r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node1"}}"#,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     node.agent_args = vec![
         format!("--k8s-kubeconfig-path={}", kubeconfig.display()),
@@ -175,12 +143,7 @@ fn policies_nodes_services_and_endpoints_follow_the_api_server() {
     let node2 = r#"{"apiVersion":"cilium.io/v2","kind":"CiliumNode","metadata":{"name":"node2"},
         "spec":{"addresses":[{"type":"InternalIP","ip":"198.18.0.12"},{"type":"CiliumInternalIP","ip":"10.2.0.1"}],
                 "ipam":{"podCIDRs":["10.2.0.0/24"]}}}"#;
-    let out = kubectl_apply(&cp, node2);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    kube::apply(&cp, node2);
     wait_for("node2 in the tunnel map", 30, || {
         node.cilium_ok(&["bpf", "tunnel", "list"])
             .contains("198.18.0.12")
@@ -196,12 +159,7 @@ fn policies_nodes_services_and_endpoints_follow_the_api_server() {
     let far = r#"{"apiVersion":"cilium.io/v2","kind":"CiliumEndpoint","metadata":{"name":"far","namespace":"default"},
         "status":{"id":7,"identity":{"id":300},"state":"ready",
                   "networking":{"addressing":[{"ipv4":"10.2.0.7"}],"node":"198.18.0.12"}}}"#;
-    let out = kubectl_apply(&cp, far);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    kube::apply(&cp, far);
     let learned = || node.cilium_ok(&["ip", "list"]).contains("10.2.0.7/32");
     wait_for("the remote pod in the ipcache", 30, learned);
     let ips = node.cilium_ok(&["ip", "list"]);
@@ -210,7 +168,7 @@ fn policies_nodes_services_and_endpoints_follow_the_api_server() {
         line.contains("300") && line.contains("custom-resource"),
         "{line}"
     );
-    kubectl_ok(&cp, &["delete", "ciliumendpoint", "far"]);
+    kube::kubectl_ok(&cp, &["delete", "ciliumendpoint", "far"]);
     wait_for("the remote pod gone from the ipcache", 30, || !learned());
     let mut ips = std::collections::BTreeMap::new();
     for (pod, app) in [("db", "db"), ("web", "web"), ("other", "other")] {
@@ -272,12 +230,7 @@ fn policies_nodes_services_and_endpoints_follow_the_api_server() {
     );
     assert_eq!(verdict(&node, "other", "db", 5432), "Verdict: FORWARDED");
 
-    let out = kubectl_apply(&cp, testsupport::policies::DB_FROM_WEB);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    kube::apply(&cp, testsupport::policies::DB_FROM_WEB);
     wait_for("the CiliumNetworkPolicy to be enforced", 30, || {
         verdict(&node, "other", "db", 5432) == "Verdict: DROPPED (Policy denied)"
     });
@@ -292,12 +245,7 @@ fn policies_nodes_services_and_endpoints_follow_the_api_server() {
     );
 
     // a policy the parser refuses changes nothing
-    let out = kubectl_apply(&cp, REFUSED);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    kube::apply(&cp, REFUSED);
     std::thread::sleep(std::time::Duration::from_secs(1));
     let policy = node.cilium_ok(&["policy", "get"]);
     assert!(
@@ -306,7 +254,7 @@ fn policies_nodes_services_and_endpoints_follow_the_api_server() {
     );
     assert_eq!(verdict(&node, "web", "db", 5432), "Verdict: FORWARDED");
 
-    kubectl_ok(&cp, &["delete", "ciliumnetworkpolicy", "db-from-web"]);
+    kube::kubectl_ok(&cp, &["delete", "ciliumnetworkpolicy", "db-from-web"]);
     wait_for("the deleted policy to be withdrawn", 30, || {
         verdict(&node, "other", "db", 5432) == "Verdict: FORWARDED"
     });
@@ -326,19 +274,14 @@ fn policies_nodes_services_and_endpoints_follow_the_api_server() {
           "endpoints":[{{"addresses":["{}"],"conditions":{{"ready":true}}}}]}}]}}"#,
         ips["db"]
     );
-    let out = kubectl_apply(&cp, &db_svc);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    kube::apply(&cp, &db_svc);
     let db_backend = format!("{}:5432", ips["db"]);
     wait_for("the db Service", 30, || {
         let list = node.cilium_ok(&["service", "list"]);
         list.lines()
             .any(|l| l.contains("10.96.0.20:80") && l.contains(&db_backend))
     });
-    kubectl_ok(&cp, &["delete", "service", "db"]);
+    kube::kubectl_ok(&cp, &["delete", "service", "db"]);
     wait_for("the db Service gone", 30, || {
         !node
             .cilium_ok(&["service", "list"])
@@ -361,14 +304,9 @@ fn ipam_kubernetes_takes_the_pod_cidr_the_controller_manager_gave_the_node() {
     let (cp, _) = testsupport::kube::start(node.sandbox_mut());
     testsupport::kube::apply_crds(&cp);
     let kubeconfig = testsupport::kube::agent_kubeconfig(&cp);
-    let out = kubectl_apply(
+    kube::apply(
         &cp,
         r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node1"}}"#,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     node.agent_args = vec![
         format!("--k8s-kubeconfig-path={}", kubeconfig.display()),

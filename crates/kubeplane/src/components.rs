@@ -92,16 +92,8 @@ impl ControlPlane {
             IpAddr::V4(Ipv4Addr::LOCALHOST),
             IpAddr::V4(ranges.first_service_ip),
         ];
-        let pki = Pki::create(&dir.join("pki"), &sans)?;
-        let cp = Self {
-            bins,
-            pki,
-            dir: dir.to_owned(),
-            address,
-            port,
-            etcd: etcd.to_owned(),
-            ranges,
-        };
+        Pki::create(&dir.join("pki"), &sans)?;
+        let cp = Self::open(bins, dir, address, port, etcd, ranges);
         for (name, user, groups) in USERS {
             let files = cp.pki.client(name, user, groups)?;
             let creds = Credentials::Cert {

@@ -5,29 +5,11 @@
 //! Nodes their pod CIDRs.
 
 use kubeplane::ControlPlane;
-use std::process::Command;
 use std::time::{Duration, Instant};
-use testsupport::kube::log_tail;
+use testsupport::kube::{self, kubectl_ok, log_tail};
 use testsupport::Sandbox;
 
 const AGENT: &str = "system:serviceaccount:kube-system:cilium";
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn manifest(name: &str) -> String {
-    testsupport::kube::manifest(name).display().to_string()
-}
 
 fn can_i(cp: &ControlPlane, verb: &str, resource: &str) -> bool {
     let out = cp
@@ -44,7 +26,7 @@ fn the_api_server_takes_our_manifests_and_nodes_get_pod_cidrs() {
     let (cp, _) = testsupport::kube::start(&mut sb);
 
     let version: serde_json::Value =
-        serde_json::from_str(&run(cp.kubectl().args(["version", "-o", "json"]))).unwrap();
+        serde_json::from_str(&kubectl_ok(&cp, &["version", "-o", "json"])).unwrap();
     assert_eq!(
         version["serverVersion"]["gitVersion"],
         kubeplane::bins::version()
@@ -54,15 +36,9 @@ fn the_api_server_takes_our_manifests_and_nodes_get_pod_cidrs() {
         kubeplane::bins::version()
     );
 
-    run(cp.kubectl().args(["apply", "-f", &manifest("crds.yaml")]));
-    run(cp.kubectl().args([
-        "wait",
-        "--for=condition=established",
-        "--timeout=60s",
-        "crd",
-        "--all",
-    ]));
-    run(cp.kubectl().args(["apply", "-f", &manifest("cilium.yaml")]));
+    kube::apply_crds(&cp);
+    let cilium = kube::manifest("cilium.yaml").display().to_string();
+    kubectl_ok(&cp, &["apply", "-f", &cilium]);
     // the agent's ServiceAccount may do what its ClusterRole says, no more
     assert!(can_i(&cp, "watch", "nodes"));
     assert!(can_i(&cp, "list", "ciliumnetworkpolicies.cilium.io"));
@@ -71,15 +47,13 @@ fn the_api_server_takes_our_manifests_and_nodes_get_pod_cidrs() {
 
     // node IPAM in the controller manager cuts a pod CIDR for a new Node
     let node = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node1"}}"#;
-    let file = sb.path().join("node1.json");
-    std::fs::write(&file, node).unwrap();
-    run(cp.kubectl().args(["create", "-f"]).arg(&file));
+    kube::apply(&cp, node);
     let started = Instant::now();
     let cidr = loop {
-        let cidr =
-            run(cp
-                .kubectl()
-                .args(["get", "node", "node1", "-o", "jsonpath={.spec.podCIDR}"]));
+        let cidr = kubectl_ok(
+            &cp,
+            &["get", "node", "node1", "-o", "jsonpath={.spec.podCIDR}"],
+        );
         if !cidr.is_empty() {
             break cidr;
         }

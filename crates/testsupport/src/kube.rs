@@ -85,35 +85,61 @@ pub fn manifest(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
+/// kubectl as the cluster admin with `args`, insisting on success; its
+/// output.
+pub fn kubectl_ok(cp: &ControlPlane, args: &[&str]) -> String {
+    let out = cp.kubectl().args(args).output().expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `kubectl apply -f -` of `text` as the cluster admin, insisting on
+/// success; its output.
+pub fn apply(cp: &ControlPlane, text: &str) -> String {
+    use std::io::Write;
+    let mut child = cp
+        .kubectl()
+        .args(["apply", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kubectl apply");
+    child
+        .stdin
+        .take()
+        .expect("kubectl's stdin")
+        .write_all(text.as_bytes())
+        .expect("write to kubectl");
+    let out = child.wait_with_output().expect("kubectl apply");
+    assert!(
+        out.status.success(),
+        "kubectl apply: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Applies deploy/kubernetes/crds.yaml and waits until every CRD is
 /// established.
 pub fn apply_crds(cp: &ControlPlane) {
-    let apply = cp
-        .kubectl()
-        .args(["apply", "-f"])
-        .arg(manifest("crds.yaml"))
-        .output()
-        .expect("kubectl apply");
-    assert!(
-        apply.status.success(),
-        "{}",
-        String::from_utf8_lossy(&apply.stderr)
+    kubectl_ok(
+        cp,
+        &["apply", "-f", &manifest("crds.yaml").display().to_string()],
     );
-    let wait = cp
-        .kubectl()
-        .args([
+    kubectl_ok(
+        cp,
+        &[
             "wait",
             "--for=condition=established",
             "--timeout=60s",
             "crd",
             "--all",
-        ])
-        .output()
-        .expect("kubectl wait");
-    assert!(
-        wait.status.success(),
-        "{}",
-        String::from_utf8_lossy(&wait.stderr)
+        ],
     );
 }
 
@@ -121,31 +147,17 @@ pub fn apply_crds(cp: &ControlPlane) {
 /// from deploy/kubernetes/cilium.yaml, which this applies) with a token
 /// file, as the DaemonSet's pod would have it.
 pub fn agent_kubeconfig(cp: &ControlPlane) -> std::path::PathBuf {
-    let apply = cp
-        .kubectl()
-        .args(["apply", "-f"])
-        .arg(manifest("cilium.yaml"))
-        .output()
-        .expect("kubectl apply");
-    assert!(
-        apply.status.success(),
-        "{}",
-        String::from_utf8_lossy(&apply.stderr)
+    kubectl_ok(
+        cp,
+        &[
+            "apply",
+            "-f",
+            &manifest("cilium.yaml").display().to_string(),
+        ],
     );
-    let token = cp
-        .kubectl()
-        .args(ControlPlane::token_args("kube-system", "cilium"))
-        .output()
-        .expect("kubectl create token");
-    assert!(
-        token.status.success(),
-        "{}",
-        String::from_utf8_lossy(&token.stderr)
-    );
-    cp.service_account_kubeconfig(
-        "kube-system",
-        "cilium",
-        &String::from_utf8_lossy(&token.stdout),
-    )
-    .expect("agent kubeconfig")
+    let args = ControlPlane::token_args("kube-system", "cilium");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let token = kubectl_ok(cp, &args);
+    cp.service_account_kubeconfig("kube-system", "cilium", &token)
+        .expect("agent kubeconfig")
 }
