@@ -204,6 +204,9 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         tunnel,
         events: monitor.clone(),
     };
+    let pod_cache = kubernetes
+        .as_ref()
+        .map(|k| crate::k8s_pods::PodCache::new(k, &config.cluster_name));
     let settings = Settings {
         state_dir: config.state_dir.clone(),
         pod_cidr: config.ipv4_range,
@@ -219,6 +222,9 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             config.identity_allocation_mode,
             kubernetes.as_ref(),
         ),
+        pod_labels: pod_cache
+            .clone()
+            .map(|c| c as Arc<dyn controlplane::endpoint::PodLabels>),
     };
     let crd_identities = settings.identity_objects.is_some();
     let cp = ControlPlane::new(ports, settings, &tasks)?;
@@ -238,6 +244,10 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             crate::k8s_identities::follow(&cp.identities, k, &tasks);
         }
         crate::k8s_policies::follow(&cp.policies, k, &tasks);
+        if let Some(cache) = &pod_cache {
+            let endpoints = Arc::clone(&cp.endpoints);
+            crate::k8s_pods::follow(cache, endpoints, k, &config.node_name, &tasks);
+        }
         crate::k8s_endpoints::mirror(Arc::clone(&cp.endpoints), k, node_ip, &tasks);
         let learner = cp.remote_endpoints(controlplane::ipcache::Source::CustomResource);
         crate::k8s_endpoints::follow_remote(learner, k, &tasks);

@@ -11,6 +11,7 @@ use api::endpoint::EndpointState;
 use controlplane::endpoint::{Endpoint, Endpoints};
 use controlplane::ipsync::{IpIdentityPair, RemoteEndpoints};
 use controlplane::tasks::Tasks;
+use k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s::kube::api::{
     ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
 };
@@ -77,7 +78,9 @@ fn pod_labels(ep: &Endpoint) -> BTreeMap<String, String> {
     ep.labels
         .iter()
         .filter_map(|l| l.strip_prefix("k8s:"))
-        .filter(|l| !l.starts_with("io.kubernetes.pod.namespace="))
+        .filter(|l| {
+            !l.starts_with("io.kubernetes.pod.namespace=") && !l.starts_with("io.cilium.k8s.")
+        })
         .filter_map(|l| l.split_once('='))
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect()
@@ -87,6 +90,7 @@ fn pod_labels(ep: &Endpoint) -> BTreeMap<String, String> {
 struct Written {
     uid: String,
     status: serde_json::Value,
+    labels: BTreeMap<String, String>,
 }
 
 struct Mirror {
@@ -115,7 +119,15 @@ impl Mirror {
                 let key = (cep.namespace().unwrap_or_default(), cep.name_any());
                 let uid = cep.uid().unwrap_or_default();
                 let status = cep.data["status"].clone();
-                self.written.insert(key, Written { uid, status });
+                let labels = cep.labels().clone();
+                self.written.insert(
+                    key,
+                    Written {
+                        uid,
+                        status,
+                        labels,
+                    },
+                );
             }
         }
         Ok(())
@@ -135,9 +147,18 @@ impl Mirror {
             if self.written.get(key).is_some_and(|w| w.status == status) {
                 continue;
             }
-            match self.write(key, ep, &status).await {
+            let had = self.written.get(key).map(|w| &w.labels);
+            match self.write(key, ep, &status, had).await {
                 Ok(uid) => {
-                    self.written.insert(key.clone(), Written { uid, status });
+                    let labels = pod_labels(ep);
+                    self.written.insert(
+                        key.clone(),
+                        Written {
+                            uid,
+                            status,
+                            labels,
+                        },
+                    );
                 }
                 Err(e) => {
                     tracing::warn!(subsys = "endpointsynchronizer", namespace = %key.0, name = %key.1, error = %e, "Unable to write CiliumEndpoint");
@@ -183,18 +204,41 @@ impl Mirror {
         (namespace, name): &(String, String),
         ep: &Endpoint,
         status: &serde_json::Value,
+        had: Option<&BTreeMap<String, String>>,
     ) -> Result<String, k8s::kube::Error> {
         let api = self.api(namespace);
         let mut obj = DynamicObject::new(name, &resource()).within(namespace);
         obj.metadata.labels = Some(pod_labels(ep));
+        if !ep.k8s_uid.is_empty() {
+            // collected with its pod, as Cilium's are
+            obj.metadata.owner_references = Some(vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                name: ep.k8s_pod_name.clone(),
+                uid: ep.k8s_uid.clone(),
+                ..Default::default()
+            }]);
+        }
         obj.data = serde_json::json!({ "status": status });
         match api.create(&PostParams::default(), &obj).await {
             Ok(created) => return Ok(created.uid().unwrap_or_default()),
             Err(k8s::kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => return Err(e),
         }
-        // CiliumEndpoint has no status subresource: the object is patched
-        let patch = serde_json::json!({ "status": status });
+        // CiliumEndpoint has no status subresource: the object is patched,
+        // its labels kept the pod's (Cilium's sync-pod-labels); a label the
+        // pod lost is removed by a null
+        let mut labels = serde_json::Map::new();
+        for gone in had.into_iter().flat_map(BTreeMap::keys) {
+            labels.insert(gone.clone(), serde_json::Value::Null);
+        }
+        for (k, v) in pod_labels(ep) {
+            labels.insert(k, v.into());
+        }
+        let patch = serde_json::json!({
+            "metadata": { "labels": labels },
+            "status": status,
+        });
         let patched = api
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;

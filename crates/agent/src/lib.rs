@@ -22,6 +22,7 @@ pub mod hostips;
 pub mod k8s_endpoints;
 pub mod k8s_identities;
 pub mod k8s_nodes;
+pub mod k8s_pods;
 pub mod k8s_policies;
 pub mod k8s_services;
 pub mod kernel;

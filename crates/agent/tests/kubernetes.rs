@@ -328,3 +328,110 @@ fn ipam_kubernetes_takes_the_pod_cidr_the_controller_manager_gave_the_node() {
     let net: std::net::Ipv4Addr = cidr.split('/').next().unwrap().parse().unwrap();
     assert_eq!(ip.octets()[..3], net.octets()[..3], "{ip} in {cidr}");
 }
+
+/// Two pods on node1 as the API server knows them (no labels passed by
+/// the runtime), in a namespace labeled team=a.
+const PODS: &str = r#"{"apiVersion":"v1","kind":"List","items":[
+  {"apiVersion":"v1","kind":"Pod","metadata":{"name":"db","namespace":"default","labels":{"app":"db","pod-template-hash":"5d8f"}},
+   "spec":{"nodeName":"node1","containers":[{"name":"db","image":"db"}]}},
+  {"apiVersion":"v1","kind":"Pod","metadata":{"name":"client","namespace":"default","labels":{"app":"other"}},
+   "spec":{"nodeName":"node1","containers":[{"name":"client","image":"client"}]}}]}"#;
+
+/// db takes 5432 from app=web pods of team=a namespaces.
+const DB_FROM_TEAM_A_WEB: &str = r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: db-from-team-a-web, namespace: default}
+spec:
+  podSelector: {matchLabels: {app: db}}
+  policyTypes: [Ingress]
+  ingress:
+  - from:
+    - namespaceSelector: {matchLabels: {team: a}}
+      podSelector: {matchLabels: {app: web}}
+    ports: [{port: 5432, protocol: TCP}]
+"#;
+
+fn endpoint_labels(node: &Node, pod: &str) -> Vec<String> {
+    let list: serde_json::Value =
+        serde_json::from_str(&node.cilium_ok(&["endpoint", "list", "-o", "json"])).unwrap();
+    let ep = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["status"]["external-identifiers"]["k8s-pod-name"] == pod)
+        .unwrap_or_else(|| panic!("no endpoint of {pod}"));
+    serde_json::from_value(ep["status"]["labels"]["security-relevant"].clone()).unwrap()
+}
+
+#[test]
+fn identities_come_from_pod_and_namespace_labels_and_follow_their_changes() {
+    let mut node = Node::new("10.1.0.0/24");
+    let (cp, _) = testsupport::kube::start(node.sandbox_mut());
+    testsupport::kube::apply_crds(&cp);
+    let kubeconfig = testsupport::kube::agent_kubeconfig(&cp);
+    kube::apply(
+        &cp,
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node1"}}"#,
+    );
+    kube::kubectl_ok(&cp, &["label", "namespace", "default", "team=a"]);
+    wait_for("the default ServiceAccount", 30, || {
+        kubectl_json(&cp, &["get", "serviceaccount", "default"]).is_some()
+    });
+    kube::apply(&cp, PODS);
+    node.agent_args = vec![
+        format!("--k8s-kubeconfig-path={}", kubeconfig.display()),
+        format!("--ipv4-node={}", testsupport::kube::ADDRESS),
+    ];
+    node.start_agent();
+    node.add_pod("db");
+    node.add_pod("client");
+
+    let db = endpoint_labels(&node, "db");
+    for want in [
+        "k8s:app=db",
+        "k8s:io.cilium.k8s.namespace.labels.team=a",
+        "k8s:io.cilium.k8s.namespace.labels.kubernetes.io/metadata.name=default",
+        "k8s:io.cilium.k8s.policy.cluster=default",
+        "k8s:io.cilium.k8s.policy.serviceaccount=default",
+        "k8s:io.kubernetes.pod.namespace=default",
+    ] {
+        assert!(db.iter().any(|l| l == want), "{want} missing in {db:?}");
+    }
+    assert!(
+        !db.iter().any(|l| l.contains("pod-template-hash")),
+        "filtered out: {db:?}"
+    );
+
+    kube::apply(&cp, DB_FROM_TEAM_A_WEB);
+    wait_for("the NetworkPolicy to drop client -> db", 30, || {
+        verdict(&node, "client", "db", 5432) == "Verdict: DROPPED (Policy denied)"
+    });
+
+    // relabeling the pod gives it another identity, and the verdict follows
+    kube::kubectl_ok(&cp, &["label", "pod", "client", "app=web", "--overwrite"]);
+    wait_for("client relabeled to app=web is let in", 30, || {
+        verdict(&node, "client", "db", 5432) == "Verdict: FORWARDED"
+    });
+    wait_for("client's CiliumEndpoint to carry app=web", 30, || {
+        kubectl_json(&cp, &["get", "ciliumendpoint", "client"])
+            .is_some_and(|cep| cep["metadata"]["labels"]["app"] == "web")
+    });
+    let id = kubectl_json(&cp, &["get", "ciliumendpoint", "client"]).unwrap()["status"]["identity"]
+        ["id"]
+        .to_string();
+    let ci = kubectl_json(&cp, &["get", "ciliumidentity", &id]).expect("the new identity");
+    assert_eq!(ci["security-labels"]["k8s:app"], "web", "{ci}");
+
+    // so does relabeling its namespace
+    kube::kubectl_ok(
+        &cp,
+        &["label", "namespace", "default", "team=b", "--overwrite"],
+    );
+    wait_for("team=b is no longer let in", 30, || {
+        verdict(&node, "client", "db", 5432) == "Verdict: DROPPED (Policy denied)"
+    });
+    assert!(endpoint_labels(&node, "client")
+        .iter()
+        .any(|l| l == "k8s:io.cilium.k8s.namespace.labels.team=b"));
+}

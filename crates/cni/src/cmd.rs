@@ -152,6 +152,7 @@ async fn add_steps(
         }),
         k8s_pod_name: env.pod_name().to_owned(),
         k8s_namespace: env.pod_namespace().to_owned(),
+        k8s_uid: env.pod_uid().to_owned(),
         labels: env.pod_labels()?,
         interface_name: host_name.clone(),
         interface_index: i64::from(veth.host_index),

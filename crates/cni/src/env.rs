@@ -71,8 +71,10 @@ impl Env {
             .map_or("", String::as_str)
     }
 
-    /// The pod's labels as identity labels. There is no kube-apiserver to
-    /// ask, so the runtime passes them: `K8S_POD_LABELS=app=web,tier=db`.
+    /// The pod's labels as identity labels, for an agent without a
+    /// kube-apiserver to ask (kvstore mode), passed by the runtime:
+    /// `K8S_POD_LABELS=app=web,tier=db`. An agent in Kubernetes mode takes
+    /// the labels from the Pod object instead.
     pub fn pod_labels(&self) -> Result<Vec<String>, CniError> {
         let Some(raw) = self.args.get("K8S_POD_LABELS") else {
             return Ok(Vec::new());
@@ -91,5 +93,9 @@ impl Env {
 
     pub fn pod_name(&self) -> &str {
         self.args.get("K8S_POD_NAME").map_or("", String::as_str)
+    }
+
+    pub fn pod_uid(&self) -> &str {
+        self.args.get("K8S_POD_UID").map_or("", String::as_str)
     }
 }

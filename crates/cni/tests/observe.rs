@@ -155,7 +155,7 @@ fn flows_drops_and_agent_events_are_observable() {
         l.starts_with("xx drop") && l.contains(&to_8080)
     });
     assert!(
-        dropped.starts_with(&format!("xx drop (Policy denied) flow 0x"))
+        dropped.starts_with("xx drop (Policy denied) flow 0x")
             && dropped.contains(&format!("to endpoint {db_id},")),
         "{dropped}"
     );

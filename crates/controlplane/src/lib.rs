@@ -13,6 +13,7 @@ pub mod ipam;
 pub mod ipcache;
 pub mod ipsync;
 pub mod kvwriter;
+pub mod labels;
 pub mod node;
 pub mod nodes;
 pub mod plane;

@@ -62,6 +62,9 @@ pub struct Settings {
     /// the caller feeds to `Identities::follow_source`); None to allocate
     /// through the kvstore, or node-locally without one.
     pub identity_objects: Option<Arc<dyn crate::identity::objects::IdentityObjects>>,
+    /// Where pods' labels come from (the API server's Pods and
+    /// Namespaces); None to take the endpoint requests' labels.
+    pub pod_labels: Option<Arc<dyn crate::endpoint::PodLabels>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -140,6 +143,7 @@ impl ControlPlane {
                 datapath: ports.endpoints,
                 events: Arc::clone(&ports.events),
                 tasks: tasks.clone(),
+                pod_labels: s.pod_labels,
             },
             s.state_dir.clone(),
         ));

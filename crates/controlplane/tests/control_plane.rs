@@ -60,6 +60,19 @@ fn plane_for(
     tasks: &Tasks,
     kubernetes: bool,
 ) -> ControlPlane {
+    plane_with(kernel, dir, tasks, |s| {
+        s.kvstore = kv;
+        s.kubernetes = kubernetes;
+    })
+}
+
+/// node1's control plane with settings `adjust` changes.
+fn plane_with(
+    kernel: &Arc<FakeKernel>,
+    dir: &Path,
+    tasks: &Tasks,
+    adjust: impl FnOnce(&mut Settings),
+) -> ControlPlane {
     let ports = Ports {
         ipcache: kernel.clone(),
         endpoints: kernel.clone(),
@@ -67,19 +80,21 @@ fn plane_for(
         tunnel: Some(kernel.clone()),
         events: kernel.clone(),
     };
-    let settings = Settings {
+    let mut settings = Settings {
         state_dir: dir.to_owned(),
         pod_cidr: (ip("10.1.0.0"), 24),
         router_ip: ip("10.1.0.1"),
         node: node("node1", "198.18.0.11", "10.1.0.1", (ip("10.1.0.0"), 24)),
         node_ip: Some(ip("198.18.0.11")),
-        kvstore: kv,
+        kvstore: None,
         cluster: CLUSTER.into(),
         maglev: None,
         enforcement: policy::Enforcement::Default,
-        kubernetes,
+        kubernetes: false,
         identity_objects: None,
+        pod_labels: None,
     };
+    adjust(&mut settings);
     let cp = ControlPlane::new(ports, settings, tasks).expect("control plane starts");
     cp.start(tasks);
     cp
@@ -349,6 +364,97 @@ async fn policy_is_regenerated_when_rules_and_identities_change() {
     assert!(
         admits(&kernel, db.id, other.identity, 5432),
         "rule gone: all in again"
+    );
+}
+
+/// Pods' labels as the API server would give them, changeable by the test.
+#[derive(Default)]
+struct ClusterPods(std::sync::Mutex<std::collections::BTreeMap<String, Vec<String>>>);
+
+impl ClusterPods {
+    fn set(&self, pod: &str, app: &str) {
+        let labels = vec![
+            format!("k8s:app={app}"),
+            "k8s:io.kubernetes.pod.namespace=default".into(),
+        ];
+        self.0.lock().unwrap().insert(pod.into(), labels);
+    }
+
+    fn get(&self, pod: &str) -> Vec<String> {
+        self.0.lock().unwrap()[pod].clone()
+    }
+}
+
+impl controlplane::endpoint::PodLabels for ClusterPods {
+    fn resolve<'a>(
+        &'a self,
+        _namespace: &'a str,
+        pod: &'a str,
+        _uid: &'a str,
+    ) -> controlplane::ports::PortFuture<
+        'a,
+        Result<Vec<String>, controlplane::endpoint::LabelsUnknown>,
+    > {
+        let known = self.0.lock().unwrap().get(pod).cloned();
+        Box::pin(async move {
+            known.ok_or_else(|| {
+                controlplane::endpoint::LabelsUnknown(format!("no pod {pod}").into())
+            })
+        })
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn pods_take_the_clusters_labels_and_a_relabel_moves_identity_and_verdict() {
+    let (dir, kernel, tasks) = world();
+    let pods = Arc::new(ClusterPods::default());
+    let source = Arc::clone(&pods);
+    let cp = plane_with(&kernel, dir.path(), &tasks, |s| {
+        s.pod_labels = Some(source);
+    });
+    pods.set("db", "db");
+    pods.set("client", "other");
+    let db = add(&cp, &kernel, "db", "db", "10.1.0.5").await;
+    // the request says app=web; the cluster says app=other, and wins
+    let client = add(&cp, &kernel, "client", "web", "10.1.0.6").await;
+    assert_eq!(client.labels, pods.get("client"));
+    let docs = policy::parse_documents(testsupport::policies::DB_FROM_WEB).unwrap();
+    cp.policies.import(docs).await.unwrap();
+    assert!(!admits(&kernel, db.id, client.identity, 5432));
+
+    pods.set("client", "web");
+    assert!(cp
+        .endpoints
+        .relabel(client.id, pods.get("client"))
+        .await
+        .unwrap());
+    let relabeled = cp.endpoints.find(&EndpointRef::Local(client.id))[0].clone();
+    assert_ne!(relabeled.identity, client.identity);
+    {
+        let held = kernel.held();
+        assert_eq!(held.lxc[&relabeled.ipv4].sec_id, relabeled.identity);
+        assert_eq!(
+            held.ipcache[&(relabeled.ipv4, 32)].sec_identity,
+            relabeled.identity
+        );
+    }
+    eventually("db admits the relabeled client", || {
+        admits(&kernel, db.id, relabeled.identity, 5432)
+    })
+    .await;
+    assert!(
+        cp.identities
+            .held()
+            .iter()
+            .all(|(id, _, _)| *id != client.identity),
+        "the old identity's reference is dropped"
+    );
+    assert!(
+        !cp.endpoints
+            .relabel(client.id, pods.get("client"))
+            .await
+            .unwrap(),
+        "same labels: nothing to do"
     );
 }
 

@@ -218,6 +218,7 @@ async fn the_control_plane_gives_endpoints_identities_from_the_objects() {
         enforcement: policy::Enforcement::Default,
         kubernetes: true,
         identity_objects: Some(store.clone()),
+        pod_labels: None,
     };
     let cp = ControlPlane::new(ports, settings, &tasks).unwrap();
     cp.start(&tasks);

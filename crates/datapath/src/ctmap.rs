@@ -112,11 +112,8 @@ pub fn gc_map(map: &Map<Ipv4CtTuple, CtEntry>, now: u32) -> Result<GcStats, Erro
             continue;
         }
         match map.get(&key)? {
-            Some(fresh) if expired(&fresh, now) => {
-                if map.remove(&key)? {
-                    stats.deleted += 1;
-                }
-            }
+            // another GC pass may have removed it meanwhile
+            Some(fresh) if expired(&fresh, now) => stats.deleted += u64::from(map.remove(&key)?),
             Some(_) => stats.alive += 1,
             None => {}
         }

@@ -3,7 +3,7 @@
 //! leaves no program, map entry, identity or directory behind.
 
 use super::Publisher;
-use super::{state, Endpoint, EndpointRef, MAX_ID, MIN_ID};
+use super::{state, Endpoint, EndpointRef, PodLabels, MAX_ID, MIN_ID};
 use crate::events::AgentNotify;
 use crate::identity::Identities;
 use crate::ipam::Ipam;
@@ -57,6 +57,9 @@ pub struct Deps {
     /// Runs the work that follows a create (the second attach step, the
     /// next policy map).
     pub tasks: crate::tasks::Tasks,
+    /// Where pods' labels come from when the cluster knows them (the API
+    /// server); without one, the request's labels are the endpoint's.
+    pub pod_labels: Option<Arc<dyn PodLabels>>,
 }
 
 /// This node's endpoints: the only owner of the table, the state dir's
@@ -150,15 +153,15 @@ impl Endpoints {
         req: &EndpointChangeRequest,
     ) -> Result<Endpoint, EndpointError> {
         from_request(&self.table(), self.deps.datapath.as_ref(), req)?;
-        // The identity may take a kvstore round trip: not under the lock.
-        let labels = labels_of(req);
+        // The labels and identity may take round trips: not under the lock.
+        let labels = self.labels_for(req).await;
         let identity = self
             .deps
             .identities
             .allocate(&labels)
             .await
             .map_err(|e| EndpointError::Failed(e.to_string()))?;
-        let created = self.create_with(req, identity);
+        let created = self.create_with(req, labels.clone(), identity);
         match &created {
             Ok(ep) => {
                 if self.deps.datapath.attaches_in_two_steps() {
@@ -177,17 +180,38 @@ impl Endpoints {
         created
     }
 
-    /// Creates and realizes an endpoint with the identity the caller
-    /// allocated for `labels_of(req)`; the caller keeps that reference
+    /// The identity labels of the requested endpoint: its pod's as the
+    /// cluster knows them, else the request's. A pod the cluster cannot
+    /// tell about yet starts with the request's labels; the pod watcher
+    /// relabels it once the pod is known.
+    async fn labels_for(&self, req: &EndpointChangeRequest) -> Vec<String> {
+        if let (Some(source), false) = (&self.deps.pod_labels, req.k8s_pod_name.is_empty()) {
+            match source
+                .resolve(&req.k8s_namespace, &req.k8s_pod_name, &req.k8s_uid)
+                .await
+            {
+                Ok(labels) => return labels,
+                Err(e) => {
+                    tracing::warn!(subsys = "endpoint", k8sNamespace = %req.k8s_namespace, k8sPodName = %req.k8s_pod_name, error = %e, "Unable to resolve the pod's labels; starting with the request's")
+                }
+            }
+        }
+        labels_of(req)
+    }
+
+    /// Creates and realizes an endpoint with `labels` and the identity
+    /// the caller allocated for them; the caller keeps that reference
     /// when this fails.
     fn create_with(
         &self,
         req: &EndpointChangeRequest,
+        labels: Vec<String>,
         identity: u32,
     ) -> Result<Endpoint, EndpointError> {
         let started = std::time::Instant::now();
         let mut table = self.table();
         let mut ep = from_request(&table, self.deps.datapath.as_ref(), req)?;
+        ep.labels = labels;
         ep.identity = identity;
         self.claim_ip(&ep)?;
         let quick = self.deps.datapath.attaches_in_two_steps();
@@ -241,6 +265,71 @@ impl Endpoints {
         drop(table);
         self.bump();
         Ok(ids.len())
+    }
+
+    /// Gives endpoint `id` the identity of `labels` (its pod's labels
+    /// changed): its policy map first, then the entries that carry its
+    /// identity, then the old identity's reference goes. Returns whether
+    /// anything changed.
+    pub async fn relabel(&self, id: u16, labels: Vec<String>) -> Result<bool, EndpointError> {
+        let before = self
+            .table()
+            .get(&id)
+            .map(|ep| ep.labels.clone())
+            .ok_or(EndpointError::NotFound)?;
+        if before == labels {
+            return Ok(false);
+        }
+        let identity = self
+            .deps
+            .identities
+            .allocate(&labels)
+            .await
+            .map_err(|e| EndpointError::Failed(e.to_string()))?;
+        let mut table = self.table();
+        let Some(ep) = table.get_mut(&id).filter(|ep| ep.labels == before) else {
+            // deleted or relabeled meanwhile: whoever did it decides
+            drop(table);
+            self.deps.identities.release(&labels);
+            return Ok(false);
+        };
+        let (old_labels, old_identity) = (ep.labels.clone(), ep.identity);
+        ep.labels = labels;
+        ep.identity = identity;
+        let applied = self.apply_identity(ep);
+        if let Err(e) = applied {
+            ep.labels = old_labels;
+            ep.identity = old_identity;
+            let _ = self.apply_identity(ep);
+            drop(table);
+            self.deps.identities.release(&before);
+            return Err(e);
+        }
+        tracing::info!(
+            subsys = "endpoint",
+            endpointID = id,
+            oldIdentity = old_identity,
+            identity,
+            "Endpoint identity changed"
+        );
+        drop(table);
+        self.deps.identities.release(&old_labels);
+        self.bump();
+        Ok(true)
+    }
+
+    /// Brings the kernel and the state dir to an endpoint's new labels
+    /// and identity.
+    fn apply_identity(&self, ep: &mut Endpoint) -> Result<(), EndpointError> {
+        if self.deps.policies.synced() {
+            let snapshot = self.deps.policies.snapshot();
+            ep.policy = self
+                .write_policy(ep.id, &ep.labels, &snapshot)
+                .map_err(failed("realizing policy"))?;
+        }
+        self.write_identity_entries(ep)?;
+        state::write(&self.state_dir, ep)
+            .map_err(|e| EndpointError::Failed(format!("writing endpoint state: {e}")))
     }
 
     /// Removes an endpoint's traces. `holds_identity` is false for a
@@ -409,6 +498,17 @@ impl Endpoints {
         }
         dp.install_policy_program(ep.id)
             .map_err(failed("installing the endpoint's ingress program"))?;
+        self.write_identity_entries(ep)?;
+        self.deps
+            .events
+            .name_pod(ep.ipv4, &ep.k8s_namespace, &ep.k8s_pod_name);
+        ep.state = EndpointState::Ready;
+        Ok(())
+    }
+
+    /// The entries that carry an endpoint's identity: its cilium_lxc
+    /// entry, its ipcache entry and what the cluster is told.
+    fn write_identity_entries(&self, ep: &Endpoint) -> Result<(), EndpointError> {
         let info = EndpointInfo::pod(
             ep.ifindex,
             ep.id,
@@ -416,17 +516,15 @@ impl Endpoints {
             parse_mac(&ep.host_mac).unwrap_or_default(),
             ep.identity,
         );
-        dp.write_endpoint(ep.ipv4, &info)
+        self.deps
+            .datapath
+            .write_endpoint(ep.ipv4, &info)
             .map_err(failed("writing cilium_lxc"))?;
         self.deps
             .ipcache
             .upsert(ep.ipv4, 32, Entry::new(ep.identity, Source::Local))
             .map_err(failed("writing cilium_ipcache"))?;
-        self.deps
-            .events
-            .name_pod(ep.ipv4, &ep.k8s_namespace, &ep.k8s_pod_name);
         self.deps.publisher.publish(ep);
-        ep.state = EndpointState::Ready;
         Ok(())
     }
 
@@ -530,6 +628,7 @@ fn from_request(
         ipv4,
         k8s_namespace: req.k8s_namespace.clone(),
         k8s_pod_name: req.k8s_pod_name.clone(),
+        k8s_uid: req.k8s_uid.clone(),
         labels: labels_of(req),
         identity: 0,
         external_ipam: req

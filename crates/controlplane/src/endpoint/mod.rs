@@ -16,6 +16,24 @@ use api::endpoint::EndpointState;
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
 
+/// Why a pod's labels could not be had.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct LabelsUnknown(pub Box<dyn std::error::Error + Send + Sync>);
+
+/// Where pods' identity labels come from when the cluster knows its pods
+/// (the API server's Pod and Namespace objects).
+pub trait PodLabels: Send + Sync {
+    /// The identity labels of pod `namespace/pod`; `uid`, when the
+    /// runtime passed one, is the pod the caller means.
+    fn resolve<'a>(
+        &'a self,
+        namespace: &'a str,
+        pod: &'a str,
+        uid: &'a str,
+    ) -> crate::ports::PortFuture<'a, Result<Vec<String>, LabelsUnknown>>;
+}
+
 /// Lowest and highest endpoint IDs (Cilium's idallocator range).
 pub const MIN_ID: u16 = 1;
 pub const MAX_ID: u16 = 4095;
@@ -40,6 +58,9 @@ pub struct Endpoint {
     pub k8s_namespace: String,
     #[serde(rename = "k8s-pod-name", default)]
     pub k8s_pod_name: String,
+    /// The pod's UID (what its CiliumEndpoint is owned by).
+    #[serde(rename = "k8s-uid", default)]
+    pub k8s_uid: String,
     #[serde(default)]
     pub labels: Vec<String>,
     pub identity: u32,
