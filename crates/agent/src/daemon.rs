@@ -253,7 +253,11 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         crate::k8s_endpoints::follow_remote(learner, k, &tasks);
         crate::k8s_nodes::register(k, cp.nodes.local().clone(), &tasks);
         crate::k8s_nodes::follow(Arc::clone(&cp.nodes), k, &tasks);
-        crate::k8s_services::follow(Arc::clone(&cp.services), k, &tasks);
+        let scope = crate::k8s_services::Scope {
+            node_name: config.node_name.clone(),
+            node_port: config.enable_node_port,
+        };
+        crate::k8s_services::follow(Arc::clone(&cp.services), scope, k, &tasks);
     }
     let controllers = Controllers::new(tasks.clone());
     start_controllers(

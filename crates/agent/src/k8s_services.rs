@@ -29,17 +29,28 @@ const SLICE_SELECTOR: &str = "endpointslice.kubernetes.io/managed-by!=endpointsl
 /// Session affinity's timeout when the Service names none (Kubernetes' default).
 const DEFAULT_AFFINITY_SECS: u32 = 10800;
 
-/// A frontend: ClusterIP and port.
+/// A frontend: ClusterIP (or 0.0.0.0 for a NodePort) and port.
 type Frontend = (String, u16);
+
+/// What of a Service this node realizes: NodePorts only with kube-proxy
+/// replacement (`enable-node-port`), and for `externalTrafficPolicy:
+/// Local` only the backends on this node behind them.
+#[derive(Clone, Debug)]
+pub struct Scope {
+    pub node_name: String,
+    pub node_port: bool,
+}
 
 /// The backends of one Service port, from its slices: ready endpoints are
 /// active, serving and terminating ones keep their connections
-/// (`terminating`), the others are left out.
+/// (`terminating`), the others are left out; only those on node `local`
+/// when it is given.
 fn backends(
     svc_ns: &str,
     svc_name: &str,
     port_name: &str,
     slices: &BTreeMap<String, EndpointSlice>,
+    local: Option<&str>,
 ) -> Vec<BackendAddress> {
     let mut out: BTreeSet<(String, u16, &'static str)> = BTreeSet::new();
     for slice in slices.values() {
@@ -59,6 +70,9 @@ fn backends(
             continue;
         };
         for ep in &slice.endpoints {
+            if local.is_some_and(|node| ep.node_name.as_deref() != Some(node)) {
+                continue;
+            }
             let c = ep.conditions.as_ref();
             let ready = c.and_then(|c| c.ready).unwrap_or(true);
             let serving = c.and_then(|c| c.serving).unwrap_or(ready);
@@ -87,6 +101,7 @@ fn backends(
 fn desired(
     services: &BTreeMap<String, Service>,
     slices: &BTreeMap<String, EndpointSlice>,
+    scope: &Scope,
 ) -> BTreeMap<Frontend, ServiceSpec> {
     let mut out = BTreeMap::new();
     for svc in services.values() {
@@ -108,29 +123,40 @@ fn desired(
             _ => 0,
         };
         let (ns, name) = (svc.namespace().unwrap_or_default(), svc.name_any());
+        let node_ports =
+            scope.node_port && matches!(spec.type_.as_deref(), Some("NodePort" | "LoadBalancer"));
+        let local = (spec.external_traffic_policy.as_deref() == Some("Local"))
+            .then_some(scope.node_name.as_str());
         for port in spec.ports.iter().flatten() {
             let port_name = port.name.clone().unwrap_or_default();
-            let frontend = (ip.to_owned(), port.port as u16);
-            out.insert(
-                frontend.clone(),
-                ServiceSpec {
-                    id: 0,
-                    frontend_address: FrontendAddress {
-                        ip: frontend.0,
-                        port: frontend.1,
-                        ..Default::default()
-                    },
-                    backend_addresses: backends(&ns, &name, &port_name, slices),
-                    flags: Some(ServiceSpecFlags {
-                        kind: "ClusterIP".into(),
-                        name: name.clone(),
-                        namespace: ns.clone(),
-                        ..Default::default()
-                    }),
-                    update_services: false,
-                    session_affinity_timeout: affinity,
+            let spec_of = |ip: &str, port: u16, kind: &str, local: Option<&str>| ServiceSpec {
+                id: 0,
+                frontend_address: FrontendAddress {
+                    ip: ip.to_owned(),
+                    port,
+                    ..Default::default()
                 },
-            );
+                backend_addresses: backends(&ns, &name, &port_name, slices, local),
+                flags: Some(ServiceSpecFlags {
+                    kind: kind.into(),
+                    name: name.clone(),
+                    namespace: ns.clone(),
+                    ..Default::default()
+                }),
+                update_services: false,
+                session_affinity_timeout: affinity,
+            };
+            let frontend = (ip.to_owned(), port.port as u16);
+            out.insert(frontend.clone(), spec_of(ip, frontend.1, "ClusterIP", None));
+            // a NodePort is one wildcard frontend; the datapath matches it
+            // on every node address
+            if let Some(node_port) = port.node_port.filter(|_| node_ports) {
+                let frontend = ("0.0.0.0".to_owned(), node_port as u16);
+                out.insert(
+                    frontend.clone(),
+                    spec_of(&frontend.0, frontend.1, "NodePort", local),
+                );
+            }
         }
     }
     out
@@ -218,7 +244,7 @@ impl Join {
 }
 
 /// Follows Services and EndpointSlices into `services` until the agent stops.
-pub fn follow(services: Arc<Services>, kubernetes: &Kubernetes, tasks: &Tasks) {
+pub fn follow(services: Arc<Services>, scope: Scope, kubernetes: &Kubernetes, tasks: &Tasks) {
     let client = kubernetes.client();
     let mut svc_source = ResourceSource::new(
         "Services",
@@ -252,7 +278,7 @@ pub fn follow(services: Arc<Services>, kubernetes: &Kubernetes, tasks: &Tasks) {
                 () = tokio::time::sleep(Duration::from_secs(10)), if failed => {}
             }
             if join.listed == [true, true] {
-                let want = desired(&join.services, &join.slices);
+                let want = desired(&join.services, &join.slices, &scope);
                 failed = !reconcile(&services, want);
             }
         }
@@ -296,7 +322,11 @@ mod tests {
         let services =
             BTreeMap::from([("default/web".into(), svc), ("default/db".into(), headless)]);
         let slices = BTreeMap::from([("default/web-abc".to_string(), s)]);
-        let want = desired(&services, &slices);
+        let scope = Scope {
+            node_name: "node1".into(),
+            node_port: true,
+        };
+        let want = desired(&services, &slices, &scope);
         assert_eq!(want.len(), 2, "the headless Service has no frontend");
         let http = &want[&("10.96.0.20".to_string(), 80)];
         let got: Vec<(&str, u16, &str)> = http
@@ -316,5 +346,67 @@ mod tests {
             want[&("10.96.0.20".to_string(), 9000)].backend_addresses[0].port,
             9090
         );
+    }
+
+    #[test]
+    fn node_ports_are_wildcard_frontends_and_local_policy_keeps_this_nodes_backends() {
+        let svc = |name: &str, policy: &str| {
+            service(serde_json::json!({
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"type": "NodePort", "clusterIP": format!("10.96.0.{}", name.len()),
+                         "externalTrafficPolicy": policy,
+                         "ports": [{"name": "http", "port": 80, "nodePort": 30000 + name.len()}]},
+            }))
+        };
+        let slice_of = |name: &str| {
+            slice(serde_json::json!({
+                "metadata": {"name": format!("{name}-1"), "namespace": "default",
+                             "labels": {"kubernetes.io/service-name": name}},
+                "addressType": "IPv4",
+                "ports": [{"name": "http", "port": 8080}],
+                "endpoints": [
+                    {"addresses": ["10.1.0.5"], "nodeName": "node1", "conditions": {"ready": true}},
+                    {"addresses": ["10.2.0.5"], "nodeName": "node2", "conditions": {"ready": true}},
+                ],
+            }))
+        };
+        let services = BTreeMap::from([
+            ("default/web".into(), svc("web", "Cluster")),
+            ("default/local".into(), svc("local", "Local")),
+        ]);
+        let slices = BTreeMap::from([
+            ("default/web-1".to_string(), slice_of("web")),
+            ("default/local-1".to_string(), slice_of("local")),
+        ]);
+        let mut scope = Scope {
+            node_name: "node1".into(),
+            node_port: true,
+        };
+        let want = desired(&services, &slices, &scope);
+        let ips = |f: (&str, u16)| -> Vec<String> {
+            want[&(f.0.to_string(), f.1)]
+                .backend_addresses
+                .iter()
+                .map(|b| b.ip.clone())
+                .collect()
+        };
+        assert_eq!(ips(("0.0.0.0", 30003)), ["10.1.0.5", "10.2.0.5"]);
+        assert_eq!(
+            want[&("0.0.0.0".to_string(), 30003)]
+                .flags
+                .as_ref()
+                .unwrap()
+                .kind,
+            "NodePort"
+        );
+        assert_eq!(ips(("0.0.0.0", 30005)), ["10.1.0.5"], "Local: this node's");
+        assert_eq!(
+            ips(("10.96.0.5", 80)),
+            ["10.1.0.5", "10.2.0.5"],
+            "the ClusterIP keeps them all"
+        );
+        scope.node_port = false;
+        let want = desired(&services, &slices, &scope);
+        assert_eq!(want.len(), 2, "no NodePorts without kube-proxy replacement");
     }
 }
