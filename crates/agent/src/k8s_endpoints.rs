@@ -315,10 +315,11 @@ fn remote(obj: &DynamicObject) -> Result<IpIdentityPair, Incomplete> {
 /// Follows every CEP into the ipcache through `learner`.
 pub fn follow_remote(learner: RemoteEndpoints, kubernetes: &Kubernetes, tasks: &Tasks) {
     let api: Api<DynamicObject> = Api::all_with(kubernetes.client(), &resource());
-    let source = ResourceSource::new("CiliumEndpoints", api, watcher::Config::default())
+    let source = ResourceSource::new("CiliumEndpoints", api, watcher::Config::default());
+    let source = kubernetes
+        .watched("cilium/v2::CiliumEndpoint", source)
         .decode(|_, obj: &DynamicObject| remote(obj));
     Arc::new(learner).follow(source, tasks);
-    kubernetes.register_api("cilium/v2::CiliumEndpoint");
 }
 
 #[cfg(test)]

@@ -163,16 +163,24 @@ pub fn backend(
 /// Every CiliumIdentity as the identities' watch takes it: keyed by name
 /// (the ID), valued by Cilium's label key.
 pub fn source(client: k8s::kube::Client) -> impl Source<Key = String, Value = String> {
+    decoded(objects(client))
+}
+
+fn objects(client: k8s::kube::Client) -> ResourceSource<DynamicObject> {
     let api: Api<DynamicObject> = Api::all_with(client, &resource());
-    ResourceSource::new("CiliumIdentities", api, watcher::Config::default()).decode(
-        |_, obj: &DynamicObject| labels_of(obj).map(|l| controlplane::identity::labels_key(&l)),
-    )
+    ResourceSource::new("CiliumIdentities", api, watcher::Config::default())
+}
+
+fn decoded(objects: ResourceSource<DynamicObject>) -> impl Source<Key = String, Value = String> {
+    objects.decode(|_, obj: &DynamicObject| {
+        labels_of(obj).map(|l| controlplane::identity::labels_key(&l))
+    })
 }
 
 /// Follows every CiliumIdentity into `identities`.
 pub fn follow(identities: &Arc<Identities>, kubernetes: &Kubernetes, tasks: &Tasks) {
-    identities.follow_source(source(kubernetes.client()), tasks);
-    kubernetes.register_api("cilium/v2::CiliumIdentity");
+    let objects = kubernetes.watched("cilium/v2::CiliumIdentity", objects(kubernetes.client()));
+    identities.follow_source(decoded(objects), tasks);
 }
 
 #[cfg(test)]

@@ -201,10 +201,11 @@ pub async fn wait_pod_cidr(
 /// Follows every CiliumNode into the node manager (which skips this one).
 pub fn follow(nodes: Arc<Nodes>, kubernetes: &Kubernetes, tasks: &Tasks) {
     let api: Api<DynamicObject> = Api::all_with(kubernetes.client(), &resource());
-    let source = ResourceSource::new("CiliumNodes", api, watcher::Config::default())
+    let source = ResourceSource::new("CiliumNodes", api, watcher::Config::default());
+    let source = kubernetes
+        .watched("cilium/v2::CiliumNode", source)
         .decode(|_, obj: &DynamicObject| decode(obj));
     nodes.follow(source, tasks);
-    kubernetes.register_api("cilium/v2::CiliumNode");
 }
 
 #[cfg(test)]

@@ -192,7 +192,9 @@ pub fn follow(
     tasks: &Tasks,
 ) {
     let on_node = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
-    let pods = ResourceSource::new("Pods", Api::<Pod>::all(kubernetes.client()), on_node)
+    let pods = ResourceSource::new("Pods", Api::<Pod>::all(kubernetes.client()), on_node);
+    let pods = kubernetes
+        .watched("core/v1::Pods", pods)
         .decode(|_, pod: &Pod| Ok::<_, Infallible>(meta(pod)));
     let (this, eps) = (Arc::clone(cache), Arc::clone(&endpoints));
     let handler = move |change: Change<String, Option<PodMeta>>| {
@@ -215,14 +217,15 @@ pub fn follow(
         }
     };
     tasks.spawn("k8s-pods", watch::Store::new("pods").run(pods, handler));
-    kubernetes.register_api("core/v1::Pods");
 
     let namespaces = ResourceSource::new(
         "Namespaces",
         Api::<Namespace>::all(kubernetes.client()),
         watcher::Config::default(),
-    )
-    .decode(|_, ns: &Namespace| Ok::<_, Infallible>(ns.labels().clone()));
+    );
+    let namespaces = kubernetes
+        .watched("core/v1::Namespace", namespaces)
+        .decode(|_, ns: &Namespace| Ok::<_, Infallible>(ns.labels().clone()));
     let this = Arc::clone(cache);
     let handler = move |change: Change<String, Labels>| {
         let (this, eps) = (Arc::clone(&this), Arc::clone(&endpoints));
@@ -244,5 +247,4 @@ pub fn follow(
         "k8s-namespaces",
         watch::Store::new("namespaces").run(namespaces, handler),
     );
-    kubernetes.register_api("core/v1::Namespace");
 }

@@ -100,11 +100,12 @@ pub fn follow(policies: &Arc<Policies>, kubernetes: &Kubernetes, tasks: &Tasks) 
     let mut listed = Vec::new();
     for kind in KINDS {
         let api: Api<DynamicObject> = Api::all_with(kubernetes.client(), &kind.resource());
-        let source = ResourceSource::new(kind.kind, api, watcher::Config::default())
+        let source = ResourceSource::new(kind.kind, api, watcher::Config::default());
+        let source = kubernetes
+            .watched(kind.api_name, source)
             .decode(move |_, obj: &DynamicObject| decode(obj, &kind));
         let origin = Origin::Kubernetes { kind: kind.kind };
         listed.push(policies.follow(kind.kind, origin, source, tasks));
-        kubernetes.register_api(kind.api_name);
     }
     policies.sync_after(listed, tasks);
 }

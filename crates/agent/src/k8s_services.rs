@@ -246,18 +246,22 @@ impl Join {
 /// Follows Services and EndpointSlices into `services` until the agent stops.
 pub fn follow(services: Arc<Services>, scope: Scope, kubernetes: &Kubernetes, tasks: &Tasks) {
     let client = kubernetes.client();
-    let mut svc_source = ResourceSource::new(
-        "Services",
-        Api::<Service>::all(client.clone()),
-        watcher::Config::default().labels(SERVICE_SELECTOR),
+    let mut svc_source = kubernetes.watched(
+        "core/v1::Service",
+        ResourceSource::new(
+            "Services",
+            Api::<Service>::all(client.clone()),
+            watcher::Config::default().labels(SERVICE_SELECTOR),
+        ),
     );
-    let mut slice_source = ResourceSource::new(
-        "EndpointSlices",
-        Api::<EndpointSlice>::all(client),
-        watcher::Config::default().labels(SLICE_SELECTOR),
+    let mut slice_source = kubernetes.watched(
+        "EndpointSliceOrEndpoint",
+        ResourceSource::new(
+            "EndpointSlices",
+            Api::<EndpointSlice>::all(client),
+            watcher::Config::default().labels(SLICE_SELECTOR),
+        ),
     );
-    kubernetes.register_api("core/v1::Service");
-    kubernetes.register_api("EndpointSliceOrEndpoint");
     tasks.spawn("k8s-services", async move {
         let mut join = Join {
             services: BTreeMap::new(),

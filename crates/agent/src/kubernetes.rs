@@ -31,6 +31,8 @@ pub struct Kubernetes {
     /// The watchers started, by Cilium's API group names
     /// (`core/v1::Pods`, `cilium/v2::CiliumNode`), for `Kubernetes APIs`.
     apis: Mutex<std::collections::BTreeSet<String>>,
+    /// How those watches fare.
+    health: Arc<k8s::WatchHealth>,
 }
 
 impl Kubernetes {
@@ -59,6 +61,7 @@ impl Kubernetes {
             client,
             probed: Mutex::new((State::Ok, version)),
             apis: Mutex::default(),
+            health: Arc::default(),
         }))
     }
 
@@ -66,18 +69,37 @@ impl Kubernetes {
         self.client.clone()
     }
 
-    /// Records a watcher, by the API group name Cilium gives it.
-    pub fn register_api(&self, name: &str) {
+    /// Records `source` as the watcher of `api` (the API group name
+    /// Cilium gives it), reporting how it fares to status.
+    pub fn watched<K>(&self, api: &str, source: k8s::ResourceSource<K>) -> k8s::ResourceSource<K>
+    where
+        K: k8s::kube::Resource
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + 'static,
+    {
         self.apis
             .lock()
             .expect("k8s apis lock")
-            .insert(name.to_owned());
+            .insert(api.to_owned());
+        source.reporting(Arc::clone(&self.health), api)
     }
 
     /// What `cilium status` shows on its `Kubernetes` lines; the APIs are
-    /// left out while the API server is unreachable, as Cilium does.
+    /// left out while the API server is unreachable, as Cilium does. A
+    /// watch that fails while the server answers (a verb missing from the
+    /// RBAC role) turns the state to Warning, naming it.
     pub fn status(&self) -> K8sStatus {
-        let (state, msg) = self.probed.lock().expect("k8s status lock").clone();
+        let (mut state, mut msg) = self.probed.lock().expect("k8s status lock").clone();
+        let failing = self.health.failing();
+        if state == State::Ok && !failing.is_empty() {
+            state = State::Warning;
+            for (api, error) in failing {
+                msg.push_str(&format!("; cannot watch {api}: {error}"));
+            }
+        }
         let k8s_api_versions = match state {
             State::Ok => self
                 .apis

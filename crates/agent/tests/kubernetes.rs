@@ -435,3 +435,65 @@ fn identities_come_from_pod_and_namespace_labels_and_follow_their_changes() {
         .iter()
         .any(|l| l == "k8s:io.cilium.k8s.namespace.labels.team=b"));
 }
+
+#[test]
+fn a_verb_missing_from_the_cluster_role_is_named_in_status_without_a_crash() {
+    let mut node = Node::new("10.1.0.0/24");
+    let (cp, _) = testsupport::kube::start(node.sandbox_mut());
+    testsupport::kube::apply_crds(&cp);
+    let kubeconfig = testsupport::kube::agent_kubeconfig(&cp);
+    kube::apply(
+        &cp,
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node1"}}"#,
+    );
+    let role = kubectl_json(&cp, &["get", "clusterrole", "cilium"]).unwrap();
+    assert_eq!(
+        role["rules"][0]["resources"],
+        serde_json::json!(["networkpolicies"])
+    );
+    let without_list = r#"[{"op":"replace","path":"/rules/0/verbs","value":["get","watch"]}]"#;
+    kube::kubectl_ok(
+        &cp,
+        &[
+            "patch",
+            "clusterrole",
+            "cilium",
+            "--type=json",
+            "-p",
+            without_list,
+        ],
+    );
+    node.agent_args = vec![
+        format!("--k8s-kubeconfig-path={}", kubeconfig.display()),
+        format!("--ipv4-node={}", testsupport::kube::ADDRESS),
+    ];
+    node.start_agent();
+    wait_for("status to name the NetworkPolicy watch", 30, || {
+        let line = kubernetes_line(&node);
+        line.contains("Warning")
+            && line.contains("cannot watch networking.k8s.io/v1::NetworkPolicy")
+            && line.contains("forbidden")
+    });
+    // the rest works: a pod gets its endpoint and its CiliumEndpoint
+    node.add_pod("web");
+    wait_for("web's CiliumEndpoint", 30, || {
+        kubectl_json(&cp, &["get", "ciliumendpoint", "web"]).is_some()
+    });
+
+    let with_list = r#"[{"op":"replace","path":"/rules/0/verbs","value":["get","list","watch"]}]"#;
+    kube::kubectl_ok(
+        &cp,
+        &[
+            "patch",
+            "clusterrole",
+            "cilium",
+            "--type=json",
+            "-p",
+            with_list,
+        ],
+    );
+    wait_for("status Ok once the verb is back", 60, || {
+        kubernetes_line(&node).contains("Ok ")
+    });
+    assert!(node.cilium(&["status", "--brief"]).status.success());
+}

@@ -9,7 +9,7 @@ pub mod client;
 pub mod source;
 
 pub use client::{connect, version_line, ClientOptions, ConnectError};
-pub use source::{key_of, ResourceSource};
+pub use source::{key_of, ResourceSource, WatchHealth};
 
 /// The client library, for callers that name its types.
 pub use kube;

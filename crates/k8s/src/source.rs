@@ -8,10 +8,35 @@ use futures::{Stream, StreamExt};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Resource, ResourceExt};
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
 type Events<K> = Pin<Box<dyn Stream<Item = Result<Event<K>, watcher::Error>> + Send>>;
+
+/// How each watched resource fares, by its API name: None while it
+/// works, the last error while it fails (a verb missing from the RBAC
+/// role, say), so status can name what cannot be watched.
+#[derive(Debug, Default)]
+pub struct WatchHealth(Mutex<BTreeMap<String, Option<String>>>);
+
+impl WatchHealth {
+    fn set(&self, api: &str, error: Option<String>) {
+        let mut all = self.0.lock().expect("watch health lock");
+        if all.get(api) != Some(&error) {
+            all.insert(api.to_owned(), error);
+        }
+    }
+
+    /// The failing watches and their errors.
+    pub fn failing(&self) -> Vec<(String, String)> {
+        let all = self.0.lock().expect("watch health lock");
+        all.iter()
+            .filter_map(|(api, e)| Some((api.clone(), e.clone()?)))
+            .collect()
+    }
+}
 
 /// One resource kind, listed then watched.
 pub struct ResourceSource<K> {
@@ -19,6 +44,7 @@ pub struct ResourceSource<K> {
     /// What the source says in logs (`Pods`, `CiliumNodes`).
     what: &'static str,
     listed: bool,
+    health: Option<(Arc<WatchHealth>, String)>,
 }
 
 /// The store key of an object: `namespace/name`, or `name` when
@@ -39,7 +65,15 @@ where
             events: watcher::watcher(api, config).default_backoff().boxed(),
             what,
             listed: false,
+            health: None,
         }
+    }
+
+    /// Reports how the watch fares to `health` under `api`.
+    pub fn reporting(mut self, health: Arc<WatchHealth>, api: &str) -> Self {
+        health.set(api, None);
+        self.health = Some((health, api.to_owned()));
+        self
     }
 }
 
@@ -52,7 +86,11 @@ where
 
     async fn next(&mut self) -> Option<watch::Event<String, K>> {
         loop {
-            let ev = match self.events.next().await? {
+            let next = self.events.next().await?;
+            if let Some((health, api)) = &self.health {
+                health.set(api, next.as_ref().err().map(ToString::to_string));
+            }
+            let ev = match next {
                 Ok(Event::Init) if !self.listed => {
                     // the store opens with a listing of its own
                     self.listed = true;
