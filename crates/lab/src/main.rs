@@ -7,6 +7,7 @@
 //! until `down`. `exec` runs a command in a pod or in a node.
 
 mod boot;
+mod cni;
 mod demo;
 mod holder;
 mod kube;
