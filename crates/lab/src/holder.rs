@@ -1,7 +1,9 @@
 //! The processes that are the lab's machines: each owns its namespaces and
-//! runs its daemon as a supervisor would (a killed agent is started again,
-//! as the kubelet restarts a DaemonSet pod), until SIGTERM. A node runs
-//! cilium-agent; the underlay (the switch all nodes plug into) runs etcd.
+//! runs its daemons as a supervisor would (a killed agent is started
+//! again, as the kubelet restarts a DaemonSet pod), until SIGTERM. A node
+//! runs cilium-agent; the underlay (the switch all nodes plug into) runs
+//! etcd; the control plane kube-apiserver, the controller manager and the
+//! scheduler.
 
 use crate::layout::{self, Holder};
 use anyhow::Context;
@@ -231,18 +233,20 @@ pub fn run_node(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> 
         remove_node_cgroup(index);
         return Err(e);
     }
+    let agent = Daemon::new("cilium-agent", || start_agent(l, index), true);
     // Ready as kubelet sees a node: the agent answers and has written its
     // CNI configuration.
     let ready = || agent_ready() && l.cni_conf_file().exists();
-    let supervised = supervise(l, "cilium-agent", || start_agent(l, index), ready);
+    let supervised = supervise(l, vec![agent], ready);
     remove_node_cgroup(index);
     supervised
 }
 
-/// The Kubernetes control plane, in the underlay's network namespace: the
-/// API server supervised (restarted when it dies, like a static pod), the
-/// controller manager and scheduler beside it (they wait for it
-/// themselves).
+/// The Kubernetes control plane, in the underlay's network namespace:
+/// the API server, controller manager and scheduler each supervised
+/// (restarted when they die, like static pods). The two clients wait for
+/// the API server themselves, but exit when it answers before its
+/// bootstrap RBAC is in place: a restart is what gets them past that.
 pub fn run_control_plane(l: &NodeDir, underlay: i32) -> anyhow::Result<()> {
     let ns = std::fs::File::open(format!("/proc/{underlay}/ns/net"))
         .context("opening the underlay's network namespace")?;
@@ -251,42 +255,101 @@ pub fn run_control_plane(l: &NodeDir, underlay: i32) -> anyhow::Result<()> {
         return Err(std::io::Error::last_os_error()).context("entering the underlay");
     }
     let cp = crate::kube::control_plane(false)?;
-    let mut others = Vec::new();
-    for mut cmd in [cp.controller_manager(), cp.scheduler()] {
-        others.push(
-            cmd.stdin(Stdio::null())
-                .spawn()
-                .context("starting a Kubernetes component")?,
-        );
-    }
-    let supervised = supervise(
-        l,
-        "kube-apiserver",
-        || {
-            cp.apiserver()
-                .stdin(Stdio::null())
-                .spawn()
-                .context("starting kube-apiserver")
-        },
-        || crate::kube::ready(&cp),
-    );
-    for child in &mut others {
-        terminate(child)?;
-    }
-    supervised
+    let component = |name: &'static str, cmd: fn(&kubeplane::ControlPlane) -> Command| {
+        let cp = &cp;
+        Daemon::new(
+            name,
+            move || {
+                cmd(cp)
+                    .stdin(Stdio::null())
+                    .spawn()
+                    .with_context(|| format!("starting {name}"))
+            },
+            false,
+        )
+    };
+    let daemons = vec![
+        component("kube-apiserver", kubeplane::ControlPlane::apiserver),
+        component(
+            "kube-controller-manager",
+            kubeplane::ControlPlane::controller_manager,
+        ),
+        component("kube-scheduler", kubeplane::ControlPlane::scheduler),
+    ];
+    supervise(l, daemons, || crate::kube::ready(&cp))
 }
 
 pub fn run_underlay(l: &NodeDir) -> anyhow::Result<()> {
     build_underlay()?;
-    supervise(l, "etcd", || start_etcd(l), etcd_ready)
+    supervise(
+        l,
+        vec![Daemon::new("etcd", || start_etcd(l), false)],
+        etcd_ready,
+    )
 }
 
-/// Runs `start`'s process until SIGTERM, restarting it when it dies; the
-/// ready file appears once `ready` first holds.
+/// A process a holder keeps running.
+struct Daemon<'a> {
+    name: &'static str,
+    start: Box<dyn FnMut() -> anyhow::Result<std::process::Child> + 'a>,
+    child: Option<std::process::Child>,
+    /// When it may be started again after it died.
+    restart_at: Instant,
+    /// Whether SIGUSR1 (`cilium-lab stop-agent`) stops it for good.
+    pausable: bool,
+    paused: bool,
+}
+
+impl<'a> Daemon<'a> {
+    fn new(
+        name: &'static str,
+        start: impl FnMut() -> anyhow::Result<std::process::Child> + 'a,
+        pausable: bool,
+    ) -> Self {
+        Self {
+            name,
+            start: Box::new(start),
+            child: None,
+            restart_at: Instant::now(),
+            pausable,
+            paused: false,
+        }
+    }
+
+    fn ensure_started(&mut self) -> anyhow::Result<()> {
+        if self.child.is_none() && !self.paused && Instant::now() >= self.restart_at {
+            let child = (self.start)()?;
+            eprintln!("holder: started {} pid {}", self.name, child.id());
+            self.child = Some(child);
+        }
+        Ok(())
+    }
+
+    /// Notices an exit; it is started again half a second later.
+    fn reap(&mut self) -> anyhow::Result<()> {
+        if let Some(child) = &mut self.child {
+            if let Some(status) = child.try_wait()? {
+                eprintln!("holder: {} exited ({status}); restarting", self.name);
+                self.child = None;
+                self.restart_at = Instant::now() + Duration::from_millis(500);
+            }
+        }
+        Ok(())
+    }
+
+    fn stop(&mut self) -> anyhow::Result<()> {
+        match self.child.take() {
+            Some(mut child) => terminate(&mut child),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Runs `daemons` until SIGTERM, restarting each that dies, and stops them
+/// in order; the ready file appears once all run and `ready` first holds.
 fn supervise(
     l: &NodeDir,
-    name: &str,
-    mut start: impl FnMut() -> anyhow::Result<std::process::Child>,
+    mut daemons: Vec<Daemon>,
     ready: impl Fn() -> bool,
 ) -> anyhow::Result<()> {
     // SAFETY: installing a handler that only stores to an atomic.
@@ -300,33 +363,32 @@ fn supervise(
         std::process::id().to_string().as_bytes(),
     )?;
     let mut announced = false;
-    while !STOP.load(Ordering::SeqCst) {
-        let mut agent = start()?;
-        eprintln!("holder: started {name} pid {}", agent.id());
-        let started = Instant::now();
-        loop {
-            if STOP.load(Ordering::SeqCst) {
-                return terminate(&mut agent);
-            }
+    let started = Instant::now();
+    let mut run = || -> anyhow::Result<()> {
+        while !STOP.load(Ordering::SeqCst) {
             if PAUSE.load(Ordering::SeqCst) {
-                terminate(&mut agent)?;
-                eprintln!("holder: {name} stopped on request");
-                while !STOP.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(100));
+                for d in daemons.iter_mut().filter(|d| d.pausable && !d.paused) {
+                    d.stop()?;
+                    d.paused = true;
+                    eprintln!("holder: {} stopped on request", d.name);
                 }
-                return Ok(());
             }
-            if let Some(status) = agent.try_wait()? {
-                eprintln!("holder: {name} exited ({status}); restarting");
-                break;
+            for d in daemons.iter_mut() {
+                d.reap()?;
+                d.ensure_started()?;
             }
-            if !announced && started.elapsed() > Duration::from_millis(50) && ready() {
+            let all_up = daemons.iter().all(|d| d.child.is_some());
+            if !announced && all_up && started.elapsed() > Duration::from_millis(50) && ready() {
                 layout::write_atomic(&l.ready_file(), b"ready")?;
                 announced = true;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        std::thread::sleep(Duration::from_millis(500));
+        Ok(())
+    };
+    let result = run();
+    for d in &mut daemons {
+        d.stop()?;
     }
-    Ok(())
+    result
 }
