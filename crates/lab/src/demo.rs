@@ -111,6 +111,32 @@ pub fn tcp(
     Ok(())
 }
 
+/// One message from `client` (its namespace `client_ns`) to the built-in
+/// server of `server` at `ip:port`, which answers with its pod's name.
+pub fn talk(
+    client_ns: netdev::NetNs,
+    client: &str,
+    server: &str,
+    ip: Ipv4Addr,
+    port: u16,
+) -> anyhow::Result<()> {
+    println!("\n==> TCP {client} -> {ip}:{port} ({server})");
+    // a thread of its own enters the pod, so this one stays where it is
+    let reply = std::thread::spawn(move || -> anyhow::Result<Vec<u8>> {
+        client_ns.enter()?;
+        crate::connect::exchange((ip, port).into(), false, b"ping")
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the client thread panicked"))?
+    .with_context(|| format!("TCP from {client} to {ip}:{port}"))?;
+    let reply = String::from_utf8_lossy(&reply);
+    println!("    reply: {reply}");
+    if !reply.starts_with(&format!("{server}: ")) {
+        bail!("{ip}:{port} answered {reply:?}, not {server}");
+    }
+    Ok(())
+}
+
 /// Runs the cilium CLI inside the node and prints what it says.
 pub fn cilium(args: &[&str]) -> anyhow::Result<()> {
     println!("\n$ cilium {}", args.join(" "));

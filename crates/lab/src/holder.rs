@@ -1,9 +1,9 @@
 //! The processes that are the lab's machines: each owns its namespaces and
 //! runs its daemons as a supervisor would (a killed agent is started
 //! again, as the kubelet restarts a DaemonSet pod), until SIGTERM. A node
-//! runs cilium-agent; the underlay (the switch all nodes plug into) runs
-//! etcd; the control plane kube-apiserver, the controller manager and the
-//! scheduler.
+//! runs cilium-agent (and, with Kubernetes, the kubelet stand-in); the
+//! underlay (the switch all nodes plug into) runs etcd; the control plane
+//! kube-apiserver, the controller manager and the scheduler.
 
 use crate::layout::{self, Holder};
 use anyhow::Context;
@@ -225,19 +225,47 @@ fn etcd_ready() -> bool {
     .is_ok()
 }
 
-/// Node `index`, plugged into the underlay whose holder is `underlay`.
+/// The kubelet stand-in, in the node's namespaces like the agent.
+fn start_kubelet(l: &NodeDir, index: usize) -> anyhow::Result<std::process::Child> {
+    let log = append_log(l, "kubelet")?;
+    Command::new(layout::sibling("cilium-lab")?)
+        .args(["kubelet", &index.to_string()])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("starting the kubelet")
+}
+
+/// Node `index`, plugged into the underlay whose holder is `underlay`. In
+/// a lab with Kubernetes (the node has kubelet credentials) the kubelet
+/// starts first, as on a real node: it registers the Node the agent then
+/// waits for, and reports it NotReady until the agent wrote the CNI
+/// configuration.
 pub fn run_node(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> {
     build_node(index, underlay)?;
     let own = make_node_cgroup(index)?;
+    let mut daemons = Vec::new();
+    if crate::kube::node_kubeconfig(&topology::node_name(index)).exists() {
+        let mut kubelet = Daemon::new("kubelet", || start_kubelet(l, index), false);
+        if let Err(e) = kubelet.ensure_started() {
+            remove_node_cgroup(index);
+            return Err(e);
+        }
+        daemons.push(kubelet);
+    }
     if let Err(e) = crate::boot::init_containers(l, index, &own) {
+        for d in &mut daemons {
+            let _ = d.stop();
+        }
         remove_node_cgroup(index);
         return Err(e);
     }
-    let agent = Daemon::new("cilium-agent", || start_agent(l, index), true);
+    daemons.push(Daemon::new("cilium-agent", || start_agent(l, index), true));
     // Ready as kubelet sees a node: the agent answers and has written its
     // CNI configuration.
     let ready = || agent_ready() && l.cni_conf_file().exists();
-    let supervised = supervise(l, vec![agent], ready);
+    let supervised = supervise(l, daemons, ready);
     remove_node_cgroup(index);
     supervised
 }
@@ -387,6 +415,7 @@ fn supervise(
         Ok(())
     };
     let result = run();
+    // in order: the kubelet goes before the agent its CNI calls need
     for d in &mut daemons {
         d.stop()?;
     }

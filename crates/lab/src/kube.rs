@@ -3,18 +3,21 @@
 //! scripts/build-k8s.sh, in the underlay's namespace beside etcd, the API
 //! server on the underlay's address where every node reaches it. `up`
 //! applies deploy/kubernetes (CRDs, the agent's ServiceAccount and RBAC),
-//! registers the nodes, and gives the agents a kubeconfig with the
-//! ServiceAccount's token, as the DaemonSet's pods would have it: a
-//! permission missing from our ClusterRole fails the agent, not hidden by
-//! an admin credential.
+//! makes each node's kubelet credentials, and gives the agents a
+//! kubeconfig with the ServiceAccount's token, as the DaemonSet's pods
+//! would have it: a permission missing from our ClusterRole fails the
+//! agent, not hidden by an admin credential.
 
 use crate::layout::{self, Holder};
 use anyhow::{bail, Context};
 use kubeplane::components::Ranges;
+use kubeplane::kubeconfig::Credentials;
 use kubeplane::{Binaries, ControlPlane};
 use std::io::Write;
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The API server's port on the underlay address.
 pub const API_PORT: u16 = 6443;
@@ -87,9 +90,10 @@ fn run(what: &str, args: &[&str]) -> anyhow::Result<String> {
     checked(what, kubectl(&args)?.output().context("running kubectl")?)
 }
 
-/// What a cluster has before its agents start: the CRDs and the agent's
-/// ServiceAccount and RBAC, a Node per lab node; returns the agents'
-/// kubeconfig (the ServiceAccount's token).
+/// What a cluster has before its nodes start: the CRDs, the agent's
+/// ServiceAccount and RBAC, each node's kubelet credentials (the kubelet
+/// stand-in registers its Node); returns the agents' kubeconfig (the
+/// ServiceAccount's token).
 pub fn prepare(nodes: usize) -> anyhow::Result<PathBuf> {
     apply("applying the CRDs", CRDS)?;
     run(
@@ -103,18 +107,78 @@ pub fn prepare(nodes: usize) -> anyhow::Result<PathBuf> {
         ],
     )?;
     apply("applying the agent's ServiceAccount and RBAC", CILIUM)?;
+    let cp = control_plane(false)?;
     for i in 1..=nodes {
-        let node = format!(
-            r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"{}","labels":{{"kubernetes.io/hostname":"{0}"}}}}}}"#,
-            topology::node_name(i)
-        );
-        apply("registering a Node", &node)?;
+        node_credentials(&cp, &topology::node_name(i))?;
+    }
+    // The controller manager makes each namespace's `default`
+    // ServiceAccount; until it has, admission refuses pods there.
+    let t = Instant::now();
+    while run(
+        "waiting for the default ServiceAccount",
+        &["get", "serviceaccount", "default", "-o", "name"],
+    )
+    .is_err()
+    {
+        if t.elapsed() > Duration::from_secs(60) {
+            bail!("the default ServiceAccount did not appear within 60s");
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
     let args = ControlPlane::token_args("kube-system", "cilium");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let token = run("making the agent's token", &args)?;
-    let cp = control_plane(false)?;
     Ok(cp.service_account_kubeconfig("kube-system", "cilium", &token)?)
+}
+
+/// Node `node`'s kubeconfig, as its kubelet has one: a client certificate
+/// for `system:node:<node>` in `system:nodes`; its presence is what tells
+/// a node holder the lab runs Kubernetes.
+pub fn node_kubeconfig(node: &str) -> PathBuf {
+    dir().join(format!("{node}.kubeconfig"))
+}
+
+fn node_credentials(cp: &ControlPlane, node: &str) -> anyhow::Result<()> {
+    let user = format!("system:node:{node}");
+    let files = cp.pki.client(node, &user, &["system:nodes"])?;
+    let creds = Credentials::Cert {
+        cert: &files.cert,
+        key: &files.key,
+    };
+    // the same file node_kubeconfig names: `<k8s dir>/<node>.kubeconfig`
+    cp.write_kubeconfig(node, &user, &creds)?;
+    Ok(())
+}
+
+/// Waits until pod `name` (in `default`) is Running with an IP; the IP.
+pub fn wait_running(name: &str, timeout: Duration) -> anyhow::Result<Ipv4Addr> {
+    let t = Instant::now();
+    let mut last = String::new();
+    while t.elapsed() < timeout {
+        last = run(
+            "reading a pod's status",
+            &[
+                "get",
+                "pod",
+                name,
+                "-o",
+                "jsonpath={.status.phase} {.status.podIP}",
+            ],
+        )?;
+        if let Some(ip) = last
+            .strip_prefix("Running ")
+            .and_then(|ip| ip.trim().parse().ok())
+        {
+            return Ok(ip);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    bail!("pod {name} was not Running with an IP within {timeout:?} (phase and IP: {last:?})")
+}
+
+/// Whether the lab runs with Kubernetes (its control plane is up).
+pub fn running() -> bool {
+    layout::machine_dir(MACHINE).running_holder().is_some()
 }
 
 /// Whether the API server answers as ready.

@@ -4,13 +4,18 @@
 //! nodes plugged into it (each with its own network and mount namespaces,
 //! bpffs, /run and agent in kvstore mode), and pods made through the real
 //! cilium-cni, then shows them talking across nodes; the cluster stays up
-//! until `down`. `exec` runs a command in a pod or in a node.
+//! until `down`. With `--kubernetes` a control plane runs too, each node
+//! has a kubelet stand-in, and pods are Pod objects the scheduler places.
+//! `exec` runs a command in a pod or in a node, `connect` talks to a
+//! server from a pod.
 
 mod boot;
 mod cni;
+mod connect;
 mod demo;
 mod holder;
 mod kube;
+mod kubelet;
 mod layout;
 mod pods;
 
@@ -60,11 +65,24 @@ enum Cmd {
     StopAgent { node: String },
     /// Delete the pods and stop the nodes and etcd
     Down,
-    /// Run a command in a pod's network namespace (or in a node: node1, ...)
+    /// Run a command in a pod's network namespace (or in a node: node1,
+    /// ...); a pod outside `default` is `<namespace>/<name>`
     Exec {
         pod: String,
         #[arg(last = true, required = true)]
         command: Vec<String>,
+    },
+    /// Send a message from a pod to a server and print its reply (pods'
+    /// built-in servers answer `<pod>: <message>`)
+    Connect {
+        /// The pod to send from (`<namespace>/<name>` outside `default`)
+        pod: String,
+        /// Where to: `<ip>:<port>`
+        target: std::net::SocketAddr,
+        #[arg(long)]
+        udp: bool,
+        #[arg(long, default_value = "hello")]
+        message: String,
     },
     /// Add a pod to a running node
     AddPod {
@@ -80,6 +98,8 @@ enum Cmd {
     DelPod { pod: String },
     #[command(hide = true)]
     NodeHolder { index: usize },
+    #[command(hide = true)]
+    Kubelet { index: usize },
     #[command(hide = true)]
     UnderlayHolder,
     #[command(hide = true)]
@@ -228,7 +248,10 @@ fn up(
         pod_names.to_vec()
     };
     let mut placed = Vec::new();
-    for (i, pod) in names.iter().enumerate() {
+    if kubernetes {
+        placed = kube_pods(&names, holders.len())?;
+    }
+    for (i, pod) in names.iter().enumerate().filter(|_| !kubernetes) {
         let (l, holder) = &holders[i % holders.len()];
         layout::enter_node(*holder)?;
         let t = Instant::now();
@@ -245,23 +268,32 @@ fn up(
         let (a, b) = (&placed[0], &placed[1]);
         let (la, ha) = &holders[a.0];
         let (lb, hb) = &holders[b.0];
+        // The second pod's server, from the first pod: the demo's own
+        // listener in kvstore mode, the pod's built-in one with Kubernetes.
+        let tcp = |ip: std::net::Ipv4Addr, port: u16| -> anyhow::Result<()> {
+            if kubernetes {
+                let client = demo::open_pod(*ha, la, &a.1)?;
+                return demo::talk(client, &a.1, &b.1, ip, port);
+            }
+            let server = demo::open_pod(*hb, lb, &b.1)?;
+            let client = demo::open_pod(*ha, la, &a.1)?;
+            demo::tcp(client, &a.1, server, &b.1, ip, port)
+        };
         // Remote pods become reachable once their node's agents learned them.
         demo::wait_reachable(*ha, la, &a.1, b.2)?;
         layout::enter_node(*ha)?;
         ok &= demo::ping(la, &a.1, b.2)?;
         layout::enter_node(*hb)?;
         ok &= demo::ping(lb, &b.1, a.2)?;
-        let server = demo::open_pod(*hb, lb, &b.1)?;
-        let client = demo::open_pod(*ha, la, &a.1)?;
-        demo::tcp(client, &a.1, server, &b.1, b.2, 8080)?;
+        tcp(b.2, 8080)?;
 
         // A ClusterIP in front of the second pod, reached from the first.
         layout::enter_node(holders[0].1)?;
         if kubernetes {
-            println!("\n==> a Service with the second pod as its endpoint, through the API server");
+            println!("\n==> a Service selecting the second pod (role=server), through the API server; the endpointslice controller fills it from the pod's Ready status");
             print!(
                 "{}",
-                kube::apply("creating the demo Service", &demo_service(b.2))?
+                kube::apply("creating the demo Service", &demo_service())?
             );
         } else {
             demo::cilium(&[
@@ -276,20 +308,17 @@ fn up(
                 "--k8s-cluster-ip",
             ])?;
         }
-        let server = demo::open_pod(*hb, lb, &b.1)?;
-        let client = demo::open_pod(*ha, la, &a.1)?;
         demo::wait_service(*ha, layout::DEMO_SERVICE_IP, b.2)?;
-        demo::tcp(client, &a.1, server, &b.1, layout::DEMO_SERVICE_IP, 80)?;
+        tcp(layout::DEMO_SERVICE_IP, 80)?;
         // Again as a process of the node (in its cgroup): now connect()
         // itself is balanced by socket LB, and no packet needs DNAT.
-        let server = demo::open_pod(*hb, lb, &b.1)?;
-        let client = demo::open_pod(*ha, la, &a.1)?;
+        layout::enter_node(*ha)?;
         layout::join_node_cgroup()?;
         println!(
             "\n==> the same from {}'s cgroup: socket LB (bpf_sock) picks the backend at connect()",
             la.name()
         );
-        demo::tcp(client, &a.1, server, &b.1, layout::DEMO_SERVICE_IP, 80)?;
+        tcp(layout::DEMO_SERVICE_IP, 80)?;
 
         // A policy, imported on node1 and enforced where pod-b runs: TCP
         // from app=demo pods on the service's ports, nothing else.
@@ -303,9 +332,7 @@ fn up(
             demo::cilium(&["policy", "import", &file.display().to_string()])?;
         }
         ok &= demo::wait_blocked(*ha, la, &a.1, b.2)?;
-        let server = demo::open_pod(*hb, lb, &b.1)?;
-        let client = demo::open_pod(*ha, la, &a.1)?;
-        demo::tcp(client, &a.1, server, &b.1, b.2, 8080)?;
+        tcp(b.2, 8080)?;
         layout::enter_node(*hb)?;
         demo::cilium(&["endpoint", "list"])?;
         demo::cilium(&["bpf", "metrics", "list"])?;
@@ -344,19 +371,64 @@ fn up(
     Ok(())
 }
 
-/// The demo's Service: a ClusterIP without a selector and its slice,
-/// `backend`:80 the one endpoint (no kubelet reports pods here yet).
-fn demo_service(backend: std::net::Ipv4Addr) -> String {
+/// The demo's Service: a ClusterIP selecting the second pod
+/// (`role=server`), port 80 to the pod's 80.
+fn demo_service() -> String {
     format!(
-        r#"{{"apiVersion":"v1","kind":"List","items":[
-  {{"apiVersion":"v1","kind":"Service","metadata":{{"name":"demo","namespace":"default"}},
-    "spec":{{"clusterIP":"{ip}","ports":[{{"name":"http","port":80}}]}}}},
-  {{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
-    "metadata":{{"name":"demo-1","namespace":"default","labels":{{"kubernetes.io/service-name":"demo"}}}},
-    "addressType":"IPv4","ports":[{{"name":"http","port":80,"protocol":"TCP"}}],
-    "endpoints":[{{"addresses":["{backend}"],"conditions":{{"ready":true}}}}]}}]}}"#,
+        r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"demo","namespace":"default"}},
+  "spec":{{"clusterIP":"{ip}","selector":{{"role":"server"}},"ports":[{{"name":"http","port":80,"targetPort":80}}]}}}}"#,
         ip = layout::DEMO_SERVICE_IP
     )
+}
+
+/// The demo's pods as Pod objects, pod `i` pinned to node `i % nodes` by
+/// a nodeSelector the scheduler honours, all `app=demo` and the second
+/// `role=server` too; waits until the kubelets run them. Returns (node
+/// slot, pod, IP) as the demo uses them.
+fn kube_pods(
+    names: &[String],
+    nodes: usize,
+) -> anyhow::Result<Vec<(usize, String, std::net::Ipv4Addr)>> {
+    let pods: Vec<serde_json::Value> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let mut labels = serde_json::json!({"app": "demo"});
+            if i == 1 {
+                labels["role"] = "server".into();
+            }
+            serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "labels": labels},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": topology::node_name(i % nodes + 1)},
+                    "containers": [{
+                        "name": "main",
+                        "image": "cilium-lab/builtin",
+                        "ports": [{"containerPort": 80}, {"containerPort": 8080}],
+                    }],
+                },
+            })
+        })
+        .collect();
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": pods});
+    let t = Instant::now();
+    print!(
+        "{}",
+        kube::apply("creating the demo pods", &list.to_string())?
+    );
+    let mut placed = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let ip = kube::wait_running(name, Duration::from_secs(120))?;
+        println!(
+            "==> pod {name} on {}: {ip} (scheduled, sandbox made by its kubelet through CNI ADD, Running after {:?})",
+            topology::node_name(i % nodes + 1),
+            t.elapsed()
+        );
+        placed.push((i % nodes, name.clone(), ip));
+    }
+    Ok(placed)
 }
 
 /// The demo's policy: pod-b (app=demo on node2 too) takes TCP 80 and 8080
@@ -401,6 +473,15 @@ fn down() -> anyhow::Result<()> {
     }
     for (_, l, holder) in &nodes {
         layout::enter_node(*holder)?;
+        if kube::node_kubeconfig(&l.name()).exists() {
+            // the kubelet's sandboxes, by the ids their ADD used
+            for sb in kubelet::sandbox::Sandbox::all(l) {
+                match sb.destroy(l) {
+                    Ok(()) => println!("==> deleted pod {} (sandbox {})", sb.pod(), sb.id),
+                    Err(e) => eprintln!("warning: {e:#}"),
+                }
+            }
+        }
         for pod in l.pods() {
             match pods::delete(l, &pod) {
                 Ok(()) => println!("==> deleted pod {pod}"),
@@ -426,18 +507,37 @@ fn down() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The running node that has `pod`, with its holder.
-fn node_of(pod: &str) -> anyhow::Result<(NodeDir, i32)> {
+/// The netns name of `pod`: `name` or `namespace/name`.
+fn netns_of(pod: &str) -> String {
+    match pod.split_once('/') {
+        Some((ns, name)) => kubelet::sandbox::netns_name(ns, name),
+        None => pod.to_owned(),
+    }
+}
+
+/// The running node that has `pod`, with its holder and the pod's netns
+/// name there.
+fn node_of(pod: &str) -> anyhow::Result<(NodeDir, i32, String)> {
     let nodes = layout::running_nodes();
     if nodes.is_empty() {
         return Err(not_up());
     }
+    let netns = netns_of(pod);
     let all: Vec<String> = nodes.iter().flat_map(|(_, l, _)| l.pods()).collect();
     nodes
         .into_iter()
-        .find(|(_, l, _)| l.netns(pod).exists())
-        .map(|(_, l, h)| (l, h))
+        .find(|(_, l, _)| l.netns(&netns).exists())
+        .map(|(_, l, h)| (l, h, netns))
         .with_context(|| format!("no pod named {pod:?}; pods: {}", all.join(", ")))
+}
+
+/// Moves this process into `pod`'s network namespace (on its node, in the
+/// node's cgroup), as a process of the pod.
+fn enter_pod(pod: &str) -> anyhow::Result<()> {
+    let (l, holder, netns) = node_of(pod)?;
+    layout::enter_node(holder)?;
+    netdev::NetNs::open(&l.netns(&netns))?.enter()?;
+    layout::join_node_cgroup()
 }
 
 fn running_node(name: &str) -> anyhow::Result<(NodeDir, i32)> {
@@ -457,10 +557,7 @@ fn exec(target: &str, command: &[String]) -> anyhow::Result<()> {
         let (_, holder) = running_node(target)?;
         layout::enter_node(holder)?;
     } else {
-        let (l, holder) = node_of(target)?;
-        layout::enter_node(holder)?;
-        netdev::NetNs::open(&l.netns(target))?.enter()?;
-        layout::join_node_cgroup()?;
+        enter_pod(target)?;
     }
     let path = format!(
         "{}:{}",
@@ -490,7 +587,37 @@ fn stop_agent(node: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn connect(
+    pod: &str,
+    target: std::net::SocketAddr,
+    udp: bool,
+    message: &str,
+) -> anyhow::Result<()> {
+    enter_pod(pod)?;
+    let reply = connect::exchange(target, udp, message.as_bytes())
+        .with_context(|| format!("from pod {pod}"))?;
+    let reply = String::from_utf8_lossy(&reply);
+    println!("{}", reply.trim_end_matches('\n'));
+    Ok(())
+}
+
+/// In a lab with Kubernetes pods are the API server's, made by kubelets.
+fn not_with_kubernetes(what: &str) -> anyhow::Result<()> {
+    if kube::running() {
+        bail!("the lab runs Kubernetes: pods are Pod objects there; {what}");
+    }
+    Ok(())
+}
+
 fn add_pod(pod: &str, node: &str, labels: &str) -> anyhow::Result<()> {
+    let labels_flag = if labels.is_empty() {
+        String::new()
+    } else {
+        format!(" --labels={labels}")
+    };
+    not_with_kubernetes(&format!(
+        "use `cilium-lab kubectl run {pod} --image=cilium-lab/builtin --port=8080{labels_flag}` (the scheduler picks the node; a nodeSelector pins it)"
+    ))?;
     if node_of(pod).is_ok() {
         bail!("pod {pod} already exists");
     }
@@ -501,7 +628,8 @@ fn add_pod(pod: &str, node: &str, labels: &str) -> anyhow::Result<()> {
 }
 
 fn del_pod(pod: &str) -> anyhow::Result<()> {
-    let (l, holder) = node_of(pod)?;
+    not_with_kubernetes(&format!("use `cilium-lab kubectl delete pod {pod}`"))?;
+    let (l, holder, _) = node_of(pod)?;
     layout::enter_node(holder)?;
     pods::delete(&l, pod)
 }
@@ -519,6 +647,13 @@ fn main() -> ExitCode {
         Cmd::StopAgent { node } => stop_agent(node),
         Cmd::Down => down(),
         Cmd::Exec { pod, command } => exec(pod, command),
+        Cmd::Connect {
+            pod,
+            target,
+            udp,
+            message,
+        } => connect(pod, *target, *udp, message),
+        Cmd::Kubelet { index } => kubelet::run(*index),
         Cmd::AddPod { pod, node, labels } => add_pod(pod, node, labels),
         Cmd::DelPod { pod } => del_pod(pod),
         Cmd::NodeHolder { index } => layout::machine_dir(layout::UNDERLAY)

@@ -1,0 +1,147 @@
+//! What a pod "runs", as there are no images: a built-in server on each
+//! of its containers' ports, in the pod's network namespace. TCP answers
+//! `GET ` with an HTTP 200 whose body is the pod's name, anything else by
+//! echoing each chunk as `<pod>: <chunk>` until the peer closes (so a held
+//! connection shows it still talks to the same backend); UDP echoes each
+//! datagram the same way.
+
+use anyhow::Context;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinHandle;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Tcp,
+    Udp,
+}
+
+/// A container port.
+#[derive(Clone, Copy, Debug)]
+pub struct Port {
+    pub port: u16,
+    pub protocol: Protocol,
+}
+
+enum Socket {
+    Tcp(std::net::TcpListener),
+    Udp(std::net::UdpSocket),
+}
+
+/// The servers of one pod; they stop when this is dropped.
+pub struct Servers(Vec<JoinHandle<()>>);
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+/// Binds every port inside the namespace at `netns`: a socket stays in the
+/// namespace it was made in, so a thread enters it only to make them.
+fn bind(netns: &Path, ports: &[Port]) -> anyhow::Result<Vec<Socket>> {
+    let ns = netdev::NetNs::open(netns)?;
+    let ports = ports.to_vec();
+    std::thread::spawn(move || -> anyhow::Result<Vec<Socket>> {
+        ns.enter()?;
+        ports
+            .iter()
+            .map(|p| {
+                let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, p.port));
+                let socket = match p.protocol {
+                    Protocol::Tcp => std::net::TcpListener::bind(addr).map(Socket::Tcp),
+                    Protocol::Udp => std::net::UdpSocket::bind(addr).map(Socket::Udp),
+                };
+                socket.with_context(|| format!("binding {:?} port {}", p.protocol, p.port))
+            })
+            .collect()
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the binding thread panicked"))?
+}
+
+/// Starts `pod`'s servers on `ports` in its namespace at `netns`; must be
+/// called on the kubelet's runtime, which serves them.
+pub fn start(pod: &str, netns: &Path, ports: &[Port]) -> anyhow::Result<Servers> {
+    let mut tasks = Vec::new();
+    for socket in bind(netns, ports)? {
+        let pod = pod.to_owned();
+        tasks.push(match socket {
+            Socket::Tcp(l) => {
+                l.set_nonblocking(true)?;
+                let l = tokio::net::TcpListener::from_std(l)?;
+                tokio::spawn(serve_tcp(pod, l))
+            }
+            Socket::Udp(s) => {
+                s.set_nonblocking(true)?;
+                let s = tokio::net::UdpSocket::from_std(s)?;
+                tokio::spawn(serve_udp(pod, s))
+            }
+        });
+    }
+    Ok(Servers(tasks))
+}
+
+async fn serve_tcp(pod: String, listener: tokio::net::TcpListener) {
+    loop {
+        match listener.accept().await {
+            // each connection ends with the pod's servers too
+            Ok((conn, _)) => {
+                let pod = pod.clone();
+                tokio::spawn(async move {
+                    let _ = answer_tcp(&pod, conn).await;
+                });
+            }
+            Err(e) => {
+                eprintln!("kubelet: pod {pod}: accept: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn answer_tcp(pod: &str, mut conn: tokio::net::TcpStream) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut first = true;
+    loop {
+        let n = conn.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        if first && buf[..n].starts_with(b"GET ") {
+            let body = format!("{pod}\n");
+            let reply = format!(
+                "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            conn.write_all(reply.as_bytes()).await?;
+            return conn.shutdown().await;
+        }
+        first = false;
+        conn.write_all(&echo(pod, &buf[..n])).await?;
+    }
+}
+
+async fn serve_udp(pod: String, socket: tokio::net::UdpSocket) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match socket.recv_from(&mut buf).await {
+            Ok((n, peer)) => {
+                let _ = socket.send_to(&echo(&pod, &buf[..n]), peer).await;
+            }
+            Err(e) => {
+                eprintln!("kubelet: pod {pod}: udp: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+fn echo(pod: &str, chunk: &[u8]) -> Vec<u8> {
+    let mut reply = format!("{pod}: ").into_bytes();
+    reply.extend_from_slice(chunk);
+    reply
+}
