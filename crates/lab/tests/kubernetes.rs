@@ -1,11 +1,14 @@
 //! `cilium-lab up --kubernetes`: the lab with a Kubernetes control plane
 //! built from tools/k8s, the agents its clients as the DaemonSet's
-//! ServiceAccount; the demo's Service and policy go through the API
-//! server, and kubectl shows the CiliumNodes and CiliumEndpoints.
+//! ServiceAccount, a kubelet stand-in per node; the demo's pods, Service
+//! and policy go through the API server, kubectl shows the CiliumNodes
+//! and CiliumEndpoints, and a Deployment behind a Service works as on a
+//! real cluster.
 
 mod common;
 
 use common::{text, Lab};
+use std::time::{Duration, Instant};
 
 #[test]
 fn up_with_kubernetes_runs_the_demo_through_the_api_server() {
@@ -38,4 +41,169 @@ fn up_with_kubernetes_runs_the_demo_through_the_api_server() {
     let down = lab.ok(&["down"]);
     assert!(down.contains("Kubernetes control plane stopped"), "{down}");
     assert!(!lab.dir.path().join("k8s").exists());
+}
+
+/// Polls `f` every 200 ms until it gives a value, for at most `secs`.
+fn eventually<T>(what: &str, secs: u64, mut f: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(last) if Instant::now() > deadline => panic!("{what} within {secs}s; last: {last}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+/// `kubectl get pods -l app=web`: (name, IP, node) of each Running pod.
+fn web_pods(lab: &Lab) -> Vec<(String, String, String)> {
+    let out = lab.ok(&[
+        "kubectl",
+        "get",
+        "pods",
+        "-l",
+        "app=web",
+        "--field-selector=status.phase=Running",
+        "-o",
+        r#"jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.spec.nodeName} {.metadata.deletionTimestamp}{"\n"}{end}"#,
+    ]);
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // a pod being deleted has a fourth field: not counted
+            (f.len() == 3).then(|| (f[0].to_owned(), f[1].to_owned(), f[2].to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn kubelets_run_a_deployment_its_service_balances_and_replace_a_deleted_pod() {
+    let lab = Lab::new();
+    let up = lab.run(&["up", "--kubernetes", "--pod", "client"]);
+    assert!(up.status.success(), "{}", text(&up));
+
+    let nodes = lab.ok(&["kubectl", "get", "nodes", "--no-headers"]);
+    for node in ["node1", "node2"] {
+        assert!(
+            nodes
+                .lines()
+                .any(|l| l.starts_with(node) && l.split_whitespace().nth(1) == Some("Ready")),
+            "{nodes}"
+        );
+    }
+    let leases = lab.ok(&[
+        "kubectl",
+        "get",
+        "leases",
+        "-n",
+        "kube-node-lease",
+        "-o",
+        "name",
+    ]);
+    for node in ["node1", "node2"] {
+        assert!(
+            leases.contains(&format!("lease.coordination.k8s.io/{node}")),
+            "{leases}"
+        );
+    }
+
+    lab.ok(&[
+        "kubectl",
+        "create",
+        "deployment",
+        "web",
+        "--image=cilium-lab/builtin",
+        "--port=8080",
+        "--replicas=2",
+    ]);
+    lab.ok(&[
+        "kubectl",
+        "rollout",
+        "status",
+        "deployment/web",
+        "--timeout=90s",
+    ]);
+    let pods = eventually("two web pods Running", 30, || {
+        let pods = web_pods(&lab);
+        (pods.len() == 2)
+            .then_some(pods.clone())
+            .ok_or(format!("{pods:?}"))
+    });
+    for (name, ip, node) in &pods {
+        assert!(ip.starts_with("10."), "{name} has IP {ip}");
+        assert!(node == "node1" || node == "node2", "{name} on {node}");
+        let netns = lab.dir.path().join(node).join("netns").join(name);
+        assert!(netns.exists(), "{} missing", netns.display());
+    }
+
+    lab.ok(&[
+        "kubectl",
+        "expose",
+        "deployment",
+        "web",
+        "--port=80",
+        "--target-port=8080",
+    ]);
+    eventually("the EndpointSlice lists both pods", 30, || {
+        let out = lab.ok(&[
+            "kubectl",
+            "get",
+            "endpointslices",
+            "-l",
+            "kubernetes.io/service-name=web",
+            "-o",
+            "jsonpath={.items[*].endpoints[*].addresses[*]}",
+        ]);
+        pods.iter()
+            .all(|(_, ip, _)| out.split_whitespace().any(|a| a == ip))
+            .then_some(())
+            .ok_or(out)
+    });
+    let vip = lab.ok(&[
+        "kubectl",
+        "get",
+        "service",
+        "web",
+        "-o",
+        "jsonpath={.spec.clusterIP}",
+    ]);
+    let target = format!("{}:80", vip.trim());
+    let reply = eventually("the client reaches the service", 30, || {
+        let out = lab.run(&["connect", "client", &target, "--message", "hi"]);
+        let said = text(&out);
+        match pods
+            .iter()
+            .find(|(name, _, _)| said.trim() == format!("{name}: hi"))
+        {
+            Some(_) if out.status.success() => Ok(said),
+            _ => Err(said),
+        }
+    });
+    println!("{reply}");
+
+    let (gone, _, node) = &pods[0];
+    lab.ok(&["kubectl", "delete", "pod", gone, "--timeout=60s"]);
+    let netns = lab.dir.path().join(node).join("netns").join(gone);
+    eventually("the deleted pod's netns goes", 10, || {
+        (!netns.exists())
+            .then_some(())
+            .ok_or(netns.display().to_string())
+    });
+    let now = eventually("the ReplicaSet replaces the pod", 60, || {
+        let now = web_pods(&lab);
+        (now.len() == 2 && now.iter().all(|(name, _, _)| name != gone))
+            .then_some(now.clone())
+            .ok_or(format!("{now:?}"))
+    });
+    let (name, _, node) = now
+        .iter()
+        .find(|(n, _, _)| *n != pods[1].0)
+        .expect("a new pod");
+    assert!(lab.dir.path().join(node).join("netns").join(name).exists());
+
+    let down = lab.ok(&["down"]);
+    assert!(
+        down.contains(&format!("deleted pod default/{name}")),
+        "{down}"
+    );
 }
