@@ -46,7 +46,7 @@ struct Retry {
 struct Kubelet {
     l: NodeDir,
     node_ip: String,
-    api: Api<Pod>,
+    client: Client,
     /// By pod UID.
     running: HashMap<String, Running>,
     /// Sandboxes whose pod is gone and whose teardown failed, or that a
@@ -64,6 +64,11 @@ fn uid(pod: &Pod) -> String {
 
 fn namespace(pod: &Pod) -> String {
     pod.namespace().unwrap_or_else(|| "default".into())
+}
+
+/// `namespace/name`, as messages name a pod.
+fn key(pod: &Pod) -> String {
+    format!("{}/{}", namespace(pod), pod.name_any())
 }
 
 /// The pod's labels as `k=v,k=v` for `K8S_POD_LABELS`.
@@ -166,18 +171,12 @@ impl Kubelet {
                 &Patch::Merge(status),
             )
             .await
-            .with_context(|| {
-                format!(
-                    "reporting the status of {}/{}",
-                    namespace(pod),
-                    pod.name_any()
-                )
-            })?;
+            .with_context(|| format!("reporting the status of {}", key(pod)))?;
         Ok(())
     }
 
     fn api_of(&self, pod: &Pod) -> Api<Pod> {
-        Api::namespaced(self.api.clone().into_client(), &namespace(pod))
+        Api::namespaced(self.client.clone(), &namespace(pod))
     }
 
     async fn teardown(&mut self, sb: Sandbox) {
@@ -213,18 +212,8 @@ impl Kubelet {
     /// process's), its IP the node's.
     fn start_on_host(&mut self, pod: &Pod) -> anyhow::Result<()> {
         let servers = servers::start(&pod.name_any(), Path::new("/proc/self/ns/net"), &ports(pod))
-            .with_context(|| {
-                format!(
-                    "starting the servers of {}/{}",
-                    namespace(pod),
-                    pod.name_any()
-                )
-            })?;
-        eprintln!(
-            "kubelet: pod {}/{}: running in the node's network",
-            namespace(pod),
-            pod.name_any()
-        );
+            .with_context(|| format!("starting the servers of {}", key(pod)))?;
+        eprintln!("kubelet: pod {}: running in the node's network", key(pod));
         self.running.insert(
             uid(pod),
             Running {
@@ -281,11 +270,7 @@ impl Kubelet {
         retry.attempts += 1;
         let wait = Duration::from_secs(1 << retry.attempts.min(5)).min(MAX_BACKOFF);
         retry.next = Instant::now() + wait;
-        eprintln!(
-            "kubelet: pod {}/{}: {err:#}; retrying in {wait:?}",
-            namespace(pod),
-            pod.name_any()
-        );
+        eprintln!("kubelet: pod {}: {err:#}; retrying in {wait:?}", key(pod));
         let message = format!("{err:#}");
         let status = json!({"status": {
             "phase": "Pending",
@@ -319,11 +304,7 @@ impl Kubelet {
             Ok(_) => {}
             Err(k8s::kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
             Err(e) => {
-                eprintln!(
-                    "kubelet: deleting pod {}/{}: {e}",
-                    namespace(pod),
-                    pod.name_any()
-                );
+                eprintln!("kubelet: deleting pod {}: {e}", key(pod));
                 return;
             }
         }
@@ -431,15 +412,13 @@ impl Kubelet {
 /// Follows the pods bound to `node` and runs them until the watch ends.
 pub async fn run(client: Client, l: &NodeDir, index: usize) -> anyhow::Result<()> {
     let node = topology::node_name(index);
-    let api: Api<Pod> = Api::all(client);
+    let api: Api<Pod> = Api::all(client.clone());
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
-    let mut events = watcher::watcher(api.clone(), config)
-        .default_backoff()
-        .boxed();
+    let mut events = watcher::watcher(api, config).default_backoff().boxed();
     let mut kubelet = Kubelet {
         l: l.clone(),
         node_ip: topology::node_ip(index).to_string(),
-        api,
+        client,
         running: HashMap::new(),
         leftover: Sandbox::all(l),
         first_sync: true,

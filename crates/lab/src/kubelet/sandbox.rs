@@ -165,3 +165,17 @@ impl Sandbox {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn netns_names_are_the_pod_name_in_default_and_unambiguous_elsewhere() {
+        assert_eq!(super::netns_name("default", "web-1"), "web-1");
+        assert_eq!(
+            super::netns_name("kube-system", "web-1"),
+            "kube-system_web-1"
+        );
+        // `_` is in no namespace or pod name: no other pair maps here
+        assert_ne!(super::netns_name("a", "b-c"), super::netns_name("a-b", "c"));
+    }
+}

@@ -17,6 +17,16 @@ pub enum Protocol {
     Udp,
 }
 
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // as a pod spec spells them
+        f.write_str(match self {
+            Protocol::Tcp => "TCP",
+            Protocol::Udp => "UDP",
+        })
+    }
+}
+
 /// A container port.
 #[derive(Clone, Copy, Debug)]
 pub struct Port {
@@ -55,7 +65,7 @@ fn bind(netns: &Path, ports: &[Port]) -> anyhow::Result<Vec<Socket>> {
                     Protocol::Tcp => std::net::TcpListener::bind(addr).map(Socket::Tcp),
                     Protocol::Udp => std::net::UdpSocket::bind(addr).map(Socket::Udp),
                 };
-                socket.with_context(|| format!("binding {:?} port {}", p.protocol, p.port))
+                socket.with_context(|| format!("binding {} port {}", p.protocol, p.port))
             })
             .collect()
     })
