@@ -182,10 +182,15 @@ impl ControlPlane {
         self.write_kubeconfig(name, &user, &Credentials::TokenFile(&file))
     }
 
-    /// A component's command, logging to `<dir>/<name>.log`.
+    /// A component's command, appending to `<dir>/<name>.log`.
     fn logged(&self, bin: &Path, name: &str) -> Command {
         let mut cmd = Command::new(bin);
-        let log = std::fs::File::create(self.dir.join(format!("{name}.log")));
+        // appended to: a component restarted by its supervisor keeps the
+        // reason it died before
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{name}.log")));
         match log.and_then(|f| Ok((f.try_clone()?, f))) {
             Ok((out, err)) => {
                 cmd.stdout(out).stderr(err);
