@@ -71,17 +71,6 @@ fn key(pod: &Pod) -> String {
     format!("{}/{}", namespace(pod), pod.name_any())
 }
 
-/// The pod's labels as `k=v,k=v` for `K8S_POD_LABELS`.
-fn labels(pod: &Pod) -> String {
-    let mut pairs: Vec<String> = pod
-        .labels()
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    pairs.sort();
-    pairs.join(",")
-}
-
 fn ports(pod: &Pod) -> Vec<Port> {
     let spec = pod.spec.iter().flat_map(|s| &s.containers);
     spec.flat_map(|c| c.ports.iter().flatten())
@@ -232,17 +221,10 @@ impl Kubelet {
         if pod.spec.as_ref().and_then(|s| s.host_network) == Some(true) {
             return self.start_on_host(pod);
         }
-        let (l, ns, name, uid, labels) = (
-            self.l.clone(),
-            namespace(pod),
-            pod.name_any(),
-            uid(pod),
-            labels(pod),
-        );
-        let sb =
-            tokio::task::spawn_blocking(move || Sandbox::create(&l, &ns, &name, &uid, &labels))
-                .await
-                .context("the sandbox task")??;
+        let (l, ns, name, uid) = (self.l.clone(), namespace(pod), pod.name_any(), uid(pod));
+        let sb = tokio::task::spawn_blocking(move || Sandbox::create(&l, &ns, &name, &uid))
+            .await
+            .context("the sandbox task")??;
         let servers = match Self::start_servers(&sb, pod, &self.l) {
             Ok(s) => s,
             Err(e) => {

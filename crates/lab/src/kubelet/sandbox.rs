@@ -86,13 +86,7 @@ impl Sandbox {
 
     /// Makes the pod's netns and runs CNI ADD in it; on failure nothing is
     /// left behind (DEL, netns and state file removed).
-    pub fn create(
-        l: &NodeDir,
-        namespace: &str,
-        name: &str,
-        uid: &str,
-        labels: &str,
-    ) -> anyhow::Result<Sandbox> {
+    pub fn create(l: &NodeDir, namespace: &str, name: &str, uid: &str) -> anyhow::Result<Sandbox> {
         let mut sb = Sandbox {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
@@ -105,7 +99,7 @@ impl Sandbox {
         sb.save(l)?;
         let added = netdev::netns::create(&netns)
             .with_context(|| format!("creating the netns of {}", sb.pod()))
-            .and_then(|()| sb.cni(l, "ADD", labels))
+            .and_then(|()| sb.cni(l, "ADD"))
             .and_then(|result| cni::address(&result));
         match added {
             Ok(ip) => {
@@ -124,7 +118,7 @@ impl Sandbox {
 
     /// CNI DEL, then the netns and the state file.
     pub fn destroy(&self, l: &NodeDir) -> anyhow::Result<()> {
-        self.cni(l, "DEL", "")?;
+        self.cni(l, "DEL")?;
         netdev::netns::remove(&l.netns(&self.netns_name()))
             .with_context(|| format!("removing the netns of {}", self.pod()))?;
         match std::fs::remove_file(self.state_file(l)) {
@@ -141,16 +135,13 @@ impl Sandbox {
         l.netns(&self.netns_name()).exists()
     }
 
-    fn cni(&self, l: &NodeDir, command: &str, labels: &str) -> anyhow::Result<serde_json::Value> {
-        let mut args = format!(
+    /// The agent reads the pod's labels from the API server: kubelet's
+    /// arguments name the pod and nothing more.
+    fn cni(&self, l: &NodeDir, command: &str) -> anyhow::Result<serde_json::Value> {
+        let args = format!(
             "IgnoreUnknown=1;K8S_POD_NAMESPACE={};K8S_POD_NAME={};K8S_POD_INFRA_CONTAINER_ID={};K8S_POD_UID={}",
             self.namespace, self.name, self.id, self.uid
         );
-        // Not kubelet's: the agent takes identity labels from CNI_ARGS
-        // until it reads pods from the API server; goes then.
-        if !labels.is_empty() {
-            args.push_str(&format!(";K8S_POD_LABELS={labels}"));
-        }
         let netns = l.netns(&self.netns_name());
         let pod = self.pod();
         cni::call(
