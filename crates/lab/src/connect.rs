@@ -37,6 +37,34 @@ pub fn exchange(to: SocketAddr, udp: bool, message: &[u8]) -> anyhow::Result<Vec
     Ok(buf)
 }
 
+/// `count` exchanges of `message` over one TCP connection to `to`,
+/// `interval` apart, each reply handed to `on_reply`.
+pub fn stream(
+    to: SocketAddr,
+    message: &[u8],
+    count: u32,
+    interval: Duration,
+    mut on_reply: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
+    let mut s =
+        TcpStream::connect_timeout(&to, WAIT).with_context(|| format!("connecting to tcp {to}"))?;
+    s.set_read_timeout(Some(WAIT))?;
+    let mut buf = vec![0u8; 64 * 1024];
+    for i in 0..count {
+        if i > 0 {
+            std::thread::sleep(interval);
+        }
+        s.write_all(message)
+            .with_context(|| format!("sending to tcp {to} (exchange {})", i + 1))?;
+        let n = s.read(&mut buf).map_err(|e| no_reply(e, "tcp", to))?;
+        if n == 0 {
+            bail!("tcp {to} closed the connection after {i} exchanges");
+        }
+        on_reply(&buf[..n])?;
+    }
+    Ok(())
+}
+
 fn no_reply(e: std::io::Error, proto: &str, to: SocketAddr) -> anyhow::Error {
     match e.kind() {
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {

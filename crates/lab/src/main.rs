@@ -83,6 +83,13 @@ enum Cmd {
         udp: bool,
         #[arg(long, default_value = "hello")]
         message: String,
+        /// Exchanges over one TCP connection, each reply printed as it
+        /// comes (to watch an established connection through a change)
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+        count: u32,
+        /// Pause between exchanges, in milliseconds
+        #[arg(long, default_value_t = 100)]
+        interval_ms: u64,
     },
     /// Add a pod to a running node
     AddPod {
@@ -592,12 +599,28 @@ fn connect(
     target: std::net::SocketAddr,
     udp: bool,
     message: &str,
+    count: u32,
+    interval: Duration,
 ) -> anyhow::Result<()> {
     enter_pod(pod)?;
+    let print = |reply: &[u8]| {
+        let reply = String::from_utf8_lossy(reply);
+        println!("{}", reply.trim_end_matches('\n'));
+    };
+    if count > 1 {
+        if udp {
+            bail!("--count keeps one TCP connection; it does not go with --udp");
+        }
+        return connect::stream(target, message.as_bytes(), count, interval, |reply| {
+            print(reply);
+            // a reader waiting on a pipe sees each reply as it comes
+            std::io::Write::flush(&mut std::io::stdout())
+        })
+        .with_context(|| format!("from pod {pod}"));
+    }
     let reply = connect::exchange(target, udp, message.as_bytes())
         .with_context(|| format!("from pod {pod}"))?;
-    let reply = String::from_utf8_lossy(&reply);
-    println!("{}", reply.trim_end_matches('\n'));
+    print(&reply);
     Ok(())
 }
 
@@ -652,7 +675,16 @@ fn main() -> ExitCode {
             target,
             udp,
             message,
-        } => connect(pod, *target, *udp, message),
+            count,
+            interval_ms,
+        } => connect(
+            pod,
+            *target,
+            *udp,
+            message,
+            *count,
+            Duration::from_millis(*interval_ms),
+        ),
         Cmd::Kubelet { index } => kubelet::run(*index),
         Cmd::AddPod { pod, node, labels } => add_pod(pod, node, labels),
         Cmd::DelPod { pod } => del_pod(pod),

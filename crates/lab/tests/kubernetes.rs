@@ -7,8 +7,7 @@
 
 mod common;
 
-use common::{text, Lab};
-use std::time::{Duration, Instant};
+use common::{eventually, text, web_pods, Lab};
 
 #[test]
 fn up_with_kubernetes_runs_the_demo_through_the_api_server() {
@@ -41,39 +40,6 @@ fn up_with_kubernetes_runs_the_demo_through_the_api_server() {
     let down = lab.ok(&["down"]);
     assert!(down.contains("Kubernetes control plane stopped"), "{down}");
     assert!(!lab.dir.path().join("k8s").exists());
-}
-
-/// Polls `f` every 200 ms until it gives a value, for at most `secs`.
-fn eventually<T>(what: &str, secs: u64, mut f: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        match f() {
-            Ok(v) => return v,
-            Err(last) if Instant::now() > deadline => panic!("{what} within {secs}s; last: {last}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(200)),
-        }
-    }
-}
-
-/// `kubectl get pods -l app=web`: (name, IP, node) of each Running pod.
-fn web_pods(lab: &Lab) -> Vec<(String, String, String)> {
-    let out = lab.ok(&[
-        "kubectl",
-        "get",
-        "pods",
-        "-l",
-        "app=web",
-        "--field-selector=status.phase=Running",
-        "-o",
-        r#"jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.spec.nodeName} {.metadata.deletionTimestamp}{"\n"}{end}"#,
-    ]);
-    out.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            // a pod being deleted has a fourth field: not counted
-            (f.len() == 3).then(|| (f[0].to_owned(), f[1].to_owned(), f[2].to_owned()))
-        })
-        .collect()
 }
 
 #[test]
