@@ -38,7 +38,10 @@ pub fn node_config_dir() -> PathBuf {
 }
 
 /// Writes the cluster's ConfigMap (`extra` overrides the lab's defaults).
-pub fn write_config_map(extra: &[(String, String)]) -> anyhow::Result<()> {
+/// With Kubernetes, etcd is the agents' kvstore only when identities are
+/// allocated there (`identity-allocation-mode=kvstore`), as in Cilium;
+/// otherwise CiliumIdentities do.
+pub fn write_config_map(extra: &[(String, String)], kubernetes: bool) -> anyhow::Result<()> {
     let dir = config_map_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut keys: Vec<(String, String)> = [
@@ -61,6 +64,12 @@ pub fn write_config_map(extra: &[(String, String)]) -> anyhow::Result<()> {
     for (k, v) in extra {
         keys.retain(|(key, _)| key != k);
         keys.push((k.clone(), v.clone()));
+    }
+    let kvstore_identities = keys
+        .iter()
+        .any(|(k, v)| k == "identity-allocation-mode" && v == "kvstore");
+    if kubernetes && !kvstore_identities {
+        keys.retain(|(k, _)| k != "kvstore" && k != "kvstore-opt");
     }
     for (k, v) in keys {
         layout::write_atomic(&dir.join(k), v.as_bytes())?;

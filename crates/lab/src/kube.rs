@@ -1,4 +1,4 @@
-//! The lab's Kubernetes control plane (`up --kubernetes`): kube-apiserver,
+//! The lab's Kubernetes control plane (`up`): kube-apiserver,
 //! kube-controller-manager and kube-scheduler, built by
 //! scripts/build-k8s.sh, in the underlay's namespace beside etcd, the API
 //! server on the underlay's address where every node reaches it. `up`

@@ -1,11 +1,13 @@
 //! cilium-lab: Cilium nodes as namespaces on this machine.
 //!
-//! `up` starts an underlay (a bridge in its own namespace, with etcd), N
-//! nodes plugged into it (each with its own network and mount namespaces,
-//! bpffs, /run and agent in kvstore mode), and pods made through the real
-//! cilium-cni, then shows them talking across nodes; the cluster stays up
-//! until `down`. With `--kubernetes` a control plane runs too, each node
-//! has a kubelet stand-in, and pods are Pod objects the scheduler places.
+//! `up` starts an underlay (a bridge in its own namespace, with etcd), a
+//! Kubernetes control plane beside etcd, N nodes plugged into the
+//! underlay (each with its own network and mount namespaces, bpffs, /run,
+//! a kubelet stand-in and the agent as the DaemonSet's pod would run it),
+//! and pods as Pod objects the scheduler places, then shows them talking
+//! across nodes; the cluster stays up until `down`. With
+//! `--without-kubernetes` the agents run in kvstore mode alone and pods
+//! are made through cilium-cni directly.
 //! `exec` runs a command in a pod or in a node, `connect` talks to a
 //! server from a pod.
 
@@ -51,12 +53,13 @@ enum Cmd {
         /// clean-cilium-bpf-state=true
         #[arg(long = "set", value_parser = parse_setting)]
         settings: Vec<(String, String)>,
-        /// Run a Kubernetes control plane too, and the agents against it
-        /// (policies, services, nodes and endpoints through the API server)
+        /// No Kubernetes control plane: the agents in kvstore mode alone,
+        /// pods made with `add-pod` (identities, nodes, endpoints,
+        /// services and policies through etcd)
         #[arg(long)]
-        kubernetes: bool,
+        without_kubernetes: bool,
     },
-    /// kubectl as the cluster admin (a lab started with --kubernetes)
+    /// kubectl as the cluster admin
     Kubectl {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -192,7 +195,7 @@ fn up(
         // before anything starts: a missing build is said at once
         kube::control_plane(true)?;
     }
-    boot::write_config_map(settings)?;
+    boot::write_config_map(settings, kubernetes)?;
     let t0 = Instant::now();
     let switch = start_holder(
         &underlay,
@@ -664,8 +667,8 @@ fn main() -> ExitCode {
             nodes,
             pods,
             settings,
-            kubernetes,
-        } => up(usize::from(*nodes), pods, settings, *kubernetes),
+            without_kubernetes,
+        } => up(usize::from(*nodes), pods, settings, !*without_kubernetes),
         Cmd::Kubectl { args } => kubectl(args),
         Cmd::StopAgent { node } => stop_agent(node),
         Cmd::Down => down(),

@@ -12,7 +12,7 @@ use common::{eventually, text, web_pods, Lab};
 #[test]
 fn up_with_kubernetes_runs_the_demo_through_the_api_server() {
     let lab = Lab::new();
-    let up = lab.run(&["up", "--kubernetes"]);
+    let up = lab.run(&["up"]);
     let out = text(&up);
     assert!(up.status.success(), "{out}");
     for want in [
@@ -36,6 +36,11 @@ fn up_with_kubernetes_runs_the_demo_through_the_api_server() {
     );
     let ceps = lab.ok(&["kubectl", "get", "ciliumendpoints", "-A", "-o", "name"]);
     assert!(ceps.contains("ciliumendpoint.cilium.io/pod-a"), "{ceps}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("KVStore:") && l.contains("Disabled")),
+        "identities are CiliumIdentities, no kvstore: {out}"
+    );
 
     let down = lab.ok(&["down"]);
     assert!(down.contains("Kubernetes control plane stopped"), "{down}");
@@ -43,9 +48,30 @@ fn up_with_kubernetes_runs_the_demo_through_the_api_server() {
 }
 
 #[test]
+fn identities_in_etcd_beside_the_api_server() {
+    let lab = Lab::new();
+    let up = lab.run(&["up", "--set", "identity-allocation-mode=kvstore"]);
+    let out = text(&up);
+    assert!(up.status.success(), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("KVStore:") && l.contains("Ok")),
+        "{out}"
+    );
+    assert!(
+        out.contains("dropped by the policy (Policy denied)"),
+        "{out}"
+    );
+    let objects = lab.ok(&["kubectl", "get", "ciliumidentities", "-o", "name"]);
+    assert!(objects.trim().is_empty(), "no CiliumIdentities: {objects}");
+    let ids = lab.ok(&["exec", "node1", "--", "cilium", "identity", "list"]);
+    assert!(ids.contains("k8s:app=demo"), "{ids}");
+}
+
+#[test]
 fn kubelets_run_a_deployment_its_service_balances_and_replace_a_deleted_pod() {
     let lab = Lab::new();
-    let up = lab.run(&["up", "--kubernetes", "--pod", "client"]);
+    let up = lab.run(&["up", "--pod", "client"]);
     assert!(up.status.success(), "{}", text(&up));
 
     let nodes = lab.ok(&["kubectl", "get", "nodes", "--no-headers"]);

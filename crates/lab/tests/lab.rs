@@ -9,7 +9,7 @@ use common::{text, Lab};
 #[test]
 fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
     let lab = Lab::new();
-    let up = lab.run(&["up"]);
+    let up = lab.run(&["up", "--without-kubernetes"]);
     let out = text(&up);
     assert!(up.status.success(), "{out}");
     assert!(out.contains("booted as the DaemonSet does (config, mount-cgroup, apply-sysctl-overwrites, mount-bpf-fs, clean-cilium-state, install-cni-binaries)"), "{out}");
@@ -89,7 +89,7 @@ fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
     let del = lab.run(&["del-pod", "web"]);
     assert!(del.status.success(), "{}", text(&del));
 
-    let again = lab.run(&["up"]);
+    let again = lab.run(&["up", "--without-kubernetes"]);
     assert!(!again.status.success() && text(&again).contains("already up"));
     let bad = lab.run(&["exec", "nope", "--", "true"]);
     assert!(!bad.status.success() && text(&bad).contains("no pod named \"nope\""));

@@ -91,7 +91,12 @@ fn listing(lab: &Lab, node: &str, cmd: &str) -> String {
 #[test]
 fn boots_as_the_daemonset_restarts_without_loss_and_cleans_up() {
     let lab = Lab::new();
-    let up = lab.ok(&["up", "--set", "clean-cilium-bpf-state=true"]);
+    let up = lab.ok(&[
+        "up",
+        "--without-kubernetes",
+        "--set",
+        "clean-cilium-bpf-state=true",
+    ]);
     let boot = std::fs::read_to_string(lab.node(1).join("boot.log")).unwrap();
     let order: Vec<&str> = boot
         .lines()
