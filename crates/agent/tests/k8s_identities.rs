@@ -35,6 +35,7 @@ fn agents_racing_for_the_same_labels_agree_on_one_cilium_identity() {
     let opts = k8s::ClientOptions {
         kubeconfig: Some(testsupport::kube::agent_kubeconfig(&cp)),
         api_server: None,
+        ..Default::default()
     };
     let apps: Vec<String> = (0..20).map(|i| format!("app{i}")).collect();
 

@@ -11,6 +11,9 @@ pub struct ClientOptions {
     /// `k8s-api-server`: overrides the kubeconfig's or the in-cluster
     /// server address.
     pub api_server: Option<String>,
+    /// `k8s-client-qps` and `k8s-client-burst` (0: client-go's 5 and 10).
+    pub qps: f32,
+    pub burst: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +64,11 @@ pub async fn connect(opts: &ClientOptions) -> Result<kube::Client, ConnectError>
     if let Some(url) = &opts.api_server {
         config.cluster_url = server_uri(url)?;
     }
-    kube::Client::try_from(config).map_err(ConnectError::Client)
+    let throttle = crate::throttle::Throttle::new(opts.qps, opts.burst);
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .map_err(ConnectError::Client)?
+        .with_layer(&throttle)
+        .build())
 }
 
 /// The API server's version as `cilium status` shows it:

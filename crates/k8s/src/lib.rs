@@ -7,6 +7,7 @@
 
 pub mod client;
 pub mod source;
+pub mod throttle;
 
 pub use client::{connect, version_line, ClientOptions, ConnectError};
 pub use source::{key_of, ResourceSource, WatchHealth};

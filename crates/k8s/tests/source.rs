@@ -44,6 +44,7 @@ fn config_maps_are_listed_watched_and_followed_across_an_api_server_restart() {
         let opts = ClientOptions {
             kubeconfig: Some(cp.admin_kubeconfig()),
             api_server: None,
+            ..Default::default()
         };
         let client = k8s::connect(&opts).await.expect("client");
         let api: Api<ConfigMap> = Api::namespaced(client, "default");

@@ -51,6 +51,9 @@ pub fn write_config_map(extra: &[(String, String)], kubernetes: bool) -> anyhow:
             format!("etcd.address={}", topology::etcd_url()),
         ),
         ("kube-proxy-replacement", "true".into()),
+        // as Helm renders them for Kubernetes 1.27 and later
+        ("k8s-client-qps", "10".into()),
+        ("k8s-client-burst", "20".into()),
         ("bpf-ct-global-tcp-max", "65536".into()),
         ("bpf-ct-global-any-max", "65536".into()),
         ("cni-exclusive", "true".into()),

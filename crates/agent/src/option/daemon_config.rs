@@ -176,11 +176,13 @@ fn parsed<T>(
 /// Whether and how the agent talks to Kubernetes: a kubeconfig, an API
 /// server address, or the in-cluster service account when it runs in a
 /// pod (`KUBERNETES_SERVICE_HOST` is set there).
-fn kubernetes(kubeconfig: &str, api_server: &str, in_pod: bool) -> Option<k8s::ClientOptions> {
+fn kubernetes(l: &Loaded, in_pod: bool) -> Option<k8s::ClientOptions> {
     let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
     let opts = k8s::ClientOptions {
-        kubeconfig: some(kubeconfig).map(PathBuf::from),
-        api_server: some(api_server),
+        kubeconfig: some(l.get("k8s-kubeconfig-path")).map(PathBuf::from),
+        api_server: some(l.get("k8s-api-server")),
+        qps: l.get("k8s-client-qps").parse().expect("validated float"),
+        burst: l.get("k8s-client-burst").parse().expect("validated uint"),
     };
     (opts.kubeconfig.is_some() || opts.api_server.is_some() || in_pod).then_some(opts)
 }
@@ -223,11 +225,7 @@ impl DaemonConfig {
                 .expect("validated duration"),
         )?;
 
-        let kubernetes = kubernetes(
-            l.get("k8s-kubeconfig-path"),
-            l.get("k8s-api-server"),
-            std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
-        );
+        let kubernetes = kubernetes(l, std::env::var_os("KUBERNETES_SERVICE_HOST").is_some());
 
         let ipv4_range = match l.get("ipv4-range") {
             "" => {
@@ -550,21 +548,36 @@ mod tests {
 
     #[test]
     fn kubernetes_is_used_when_configured_or_in_a_pod() {
-        assert!(kubernetes("", "", false).is_none());
-        let kc = kubernetes("/etc/kubeconfig", "", false).unwrap();
+        let k = |a: &[&str], in_pod| {
+            let args: Vec<String> = a.iter().map(|s| s.to_string()).collect();
+            kubernetes(&load(&args, |_| None).unwrap(), in_pod)
+        };
+        assert!(k(&[], false).is_none());
+        let kc = k(
+            &[
+                "--k8s-kubeconfig-path=/etc/kubeconfig",
+                "--k8s-client-qps=10",
+                "--k8s-client-burst=20",
+            ],
+            false,
+        )
+        .unwrap();
+        assert_eq!((kc.qps, kc.burst), (10.0, 20));
         assert_eq!(
             kc.kubeconfig.as_deref(),
             Some(std::path::Path::new("/etc/kubeconfig"))
         );
-        let server = kubernetes("", "https://198.18.0.1:6443", false).unwrap();
+        let server = k(&["--k8s-api-server=https://198.18.0.1:6443"], false).unwrap();
         assert_eq!(
             server.api_server.as_deref(),
             Some("https://198.18.0.1:6443")
         );
-        let pod = kubernetes("", "", true).unwrap();
+        let pod = k(&[], true).unwrap();
         assert!(
             pod.kubeconfig.is_none() && pod.api_server.is_none(),
             "in-cluster"
         );
+        assert_eq!((pod.qps, pod.burst), (0.0, 0), "client-go's defaults");
+        assert!(cfg(&["--k8s-client-qps=fast"]).is_err());
     }
 }

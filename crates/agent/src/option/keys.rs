@@ -78,6 +78,8 @@ pub const KEYS: &[Key] = &[
     k("bpf-ct-global-any-max", Uint(1024, 1 << 24), "262144"),
     k("k8s-kubeconfig-path", Path, ""),
     k("k8s-api-server", Str, ""),
+    k("k8s-client-qps", Float, "0"),
+    k("k8s-client-burst", Uint(0, 1_000_000), "0"),
     k("kvstore", Str, ""),
     k("kvstore-opt", Str, ""),
     k("kvstore-lease-ttl", Duration, "15m0s"),

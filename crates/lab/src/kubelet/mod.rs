@@ -28,7 +28,10 @@ pub fn run(index: usize) -> anyhow::Result<()> {
         let mut term = signal(SignalKind::terminate()).context("handling SIGTERM")?;
         let client = k8s::connect(&k8s::ClientOptions {
             kubeconfig: Some(kubeconfig),
-            api_server: None,
+            // kubelet's own client limits (--kube-api-qps/--kube-api-burst)
+            qps: 50.0,
+            burst: 100,
+            ..Default::default()
         })
         .await?;
         eprintln!("kubelet: {name} starting");
