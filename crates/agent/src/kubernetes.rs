@@ -101,7 +101,7 @@ impl Kubernetes {
             }
         }
         let k8s_api_versions = match state {
-            State::Ok => self
+            State::Ok | State::Warning => self
                 .apis
                 .lock()
                 .expect("k8s apis lock")

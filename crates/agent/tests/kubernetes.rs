@@ -31,6 +31,7 @@ fn kubernetes_line(node: &Node) -> String {
 fn status_names_the_api_server_and_its_loss() {
     let mut node = Node::new("10.1.0.0/24");
     let (cp, apiserver) = testsupport::kube::start(node.sandbox_mut());
+    testsupport::kube::apply_crds(&cp);
     let kubeconfig = testsupport::kube::agent_kubeconfig(&cp);
     node.agent_args = vec![format!("--k8s-kubeconfig-path={}", kubeconfig.display())];
     node.start_agent();
@@ -101,9 +102,9 @@ fn kubectl_json(cp: &kubeplane::ControlPlane, args: &[&str]) -> Option<serde_jso
         .then(|| serde_json::from_slice(&out.stdout).unwrap())
 }
 
-#[test]
-fn policies_nodes_services_and_endpoints_follow_the_api_server() {
-    let mut node = Node::new("10.1.0.0/24");
+/// An API server in `node`'s sandbox with the CRDs and a Node object
+/// for node1; the agent's ServiceAccount kubeconfig.
+fn cluster_of_one(node: &mut Node) -> (kubeplane::ControlPlane, std::path::PathBuf) {
     let (cp, _) = testsupport::kube::start(node.sandbox_mut());
     testsupport::kube::apply_crds(&cp);
     let kubeconfig = testsupport::kube::agent_kubeconfig(&cp);
@@ -111,10 +112,22 @@ fn policies_nodes_services_and_endpoints_follow_the_api_server() {
         &cp,
         r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node1"}}"#,
     );
-    node.agent_args = vec![
+    (cp, kubeconfig)
+}
+
+/// The agent as the DaemonSet's ServiceAccount, on the API server's address.
+fn agent_args(kubeconfig: &std::path::Path) -> Vec<String> {
+    vec![
         format!("--k8s-kubeconfig-path={}", kubeconfig.display()),
         format!("--ipv4-node={}", testsupport::kube::ADDRESS),
-    ];
+    ]
+}
+
+#[test]
+fn policies_nodes_services_and_endpoints_follow_the_api_server() {
+    let mut node = Node::new("10.1.0.0/24");
+    let (cp, kubeconfig) = cluster_of_one(&mut node);
+    node.agent_args = agent_args(&kubeconfig);
     node.start_agent();
 
     // this node's CiliumNode, owned by its Node
@@ -301,13 +314,7 @@ fn policies_nodes_services_and_endpoints_follow_the_api_server() {
 #[test]
 fn ipam_kubernetes_takes_the_pod_cidr_the_controller_manager_gave_the_node() {
     let mut node = Node::new("10.1.0.0/24");
-    let (cp, _) = testsupport::kube::start(node.sandbox_mut());
-    testsupport::kube::apply_crds(&cp);
-    let kubeconfig = testsupport::kube::agent_kubeconfig(&cp);
-    kube::apply(
-        &cp,
-        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node1"}}"#,
-    );
+    let (cp, kubeconfig) = cluster_of_one(&mut node);
     node.agent_args = vec![
         format!("--k8s-kubeconfig-path={}", kubeconfig.display()),
         "--ipam=kubernetes".into(),
@@ -367,22 +374,13 @@ fn endpoint_labels(node: &Node, pod: &str) -> Vec<String> {
 #[test]
 fn identities_come_from_pod_and_namespace_labels_and_follow_their_changes() {
     let mut node = Node::new("10.1.0.0/24");
-    let (cp, _) = testsupport::kube::start(node.sandbox_mut());
-    testsupport::kube::apply_crds(&cp);
-    let kubeconfig = testsupport::kube::agent_kubeconfig(&cp);
-    kube::apply(
-        &cp,
-        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node1"}}"#,
-    );
+    let (cp, kubeconfig) = cluster_of_one(&mut node);
+    node.agent_args = agent_args(&kubeconfig);
     kube::kubectl_ok(&cp, &["label", "namespace", "default", "team=a"]);
     wait_for("the default ServiceAccount", 30, || {
         kubectl_json(&cp, &["get", "serviceaccount", "default"]).is_some()
     });
     kube::apply(&cp, PODS);
-    node.agent_args = vec![
-        format!("--k8s-kubeconfig-path={}", kubeconfig.display()),
-        format!("--ipv4-node={}", testsupport::kube::ADDRESS),
-    ];
     node.start_agent();
     node.add_pod("db");
     node.add_pod("client");
@@ -439,13 +437,8 @@ fn identities_come_from_pod_and_namespace_labels_and_follow_their_changes() {
 #[test]
 fn a_verb_missing_from_the_cluster_role_is_named_in_status_without_a_crash() {
     let mut node = Node::new("10.1.0.0/24");
-    let (cp, _) = testsupport::kube::start(node.sandbox_mut());
-    testsupport::kube::apply_crds(&cp);
-    let kubeconfig = testsupport::kube::agent_kubeconfig(&cp);
-    kube::apply(
-        &cp,
-        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node1"}}"#,
-    );
+    let (cp, kubeconfig) = cluster_of_one(&mut node);
+    node.agent_args = agent_args(&kubeconfig);
     let role = kubectl_json(&cp, &["get", "clusterrole", "cilium"]).unwrap();
     assert_eq!(
         role["rules"][0]["resources"],
@@ -463,10 +456,6 @@ fn a_verb_missing_from_the_cluster_role_is_named_in_status_without_a_crash() {
             without_list,
         ],
     );
-    node.agent_args = vec![
-        format!("--k8s-kubeconfig-path={}", kubeconfig.display()),
-        format!("--ipv4-node={}", testsupport::kube::ADDRESS),
-    ];
     node.start_agent();
     wait_for("status to name the NetworkPolicy watch", 30, || {
         let line = kubernetes_line(&node);

@@ -38,6 +38,26 @@ impl WatchHealth {
     }
 }
 
+/// What a failed watch says in status: the API server's own message
+/// (`pods is forbidden: ...`), and for a resource it does not serve, that
+/// its CRD is missing.
+fn failure(e: &watcher::Error) -> String {
+    let api_error = match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(s),
+        watcher::Error::WatchError(s) => Some(s),
+        _ => None,
+    };
+    match api_error {
+        Some(s) if s.code == 404 => {
+            "the API server does not serve it (is its CustomResourceDefinition installed?)".into()
+        }
+        Some(s) => format!("{} ({})", s.message, s.code),
+        None => e.to_string(),
+    }
+}
+
 /// One resource kind, listed then watched.
 pub struct ResourceSource<K> {
     events: Events<K>,
@@ -88,7 +108,7 @@ where
         loop {
             let next = self.events.next().await?;
             if let Some((health, api)) = &self.health {
-                health.set(api, next.as_ref().err().map(ToString::to_string));
+                health.set(api, next.as_ref().err().map(failure));
             }
             let ev = match next {
                 Ok(Event::Init) if !self.listed => {

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{eventually, text, web_pods, Lab};
+use common::{create_web, eventually, text, web_pods, Lab};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 use std::process::{Child, Stdio};
@@ -113,15 +113,7 @@ fn a_three_node_cluster_balances_scales_and_enforces_network_policy() {
     let out = lab.run(&up);
     assert!(out.status.success(), "{}", text(&out));
 
-    lab.ok(&[
-        "kubectl",
-        "create",
-        "deployment",
-        "web",
-        "--image=cilium-lab/builtin",
-        "--port=8080",
-        "--replicas=3",
-    ]);
+    create_web(&lab, 3);
     lab.ok(&[
         "kubectl",
         "expose",

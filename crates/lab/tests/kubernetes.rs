@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{eventually, text, web_pods, Lab};
+use common::{create_web, eventually, text, web_pods, Lab};
 
 #[test]
 fn up_with_kubernetes_runs_the_demo_through_the_api_server() {
@@ -99,15 +99,7 @@ fn kubelets_run_a_deployment_its_service_balances_and_replace_a_deleted_pod() {
         );
     }
 
-    lab.ok(&[
-        "kubectl",
-        "create",
-        "deployment",
-        "web",
-        "--image=cilium-lab/builtin",
-        "--port=8080",
-        "--replicas=2",
-    ]);
+    create_web(&lab, 2);
     lab.ok(&[
         "kubectl",
         "rollout",

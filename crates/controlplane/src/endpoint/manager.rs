@@ -155,12 +155,7 @@ impl Endpoints {
         from_request(&self.table(), self.deps.datapath.as_ref(), req)?;
         // The labels and identity may take round trips: not under the lock.
         let labels = self.labels_for(req).await;
-        let identity = self
-            .deps
-            .identities
-            .allocate(&labels)
-            .await
-            .map_err(|e| EndpointError::Failed(e.to_string()))?;
+        let identity = self.allocate(&labels).await?;
         let created = self.create_with(req, labels.clone(), identity);
         match &created {
             Ok(ep) => {
@@ -178,6 +173,15 @@ impl Endpoints {
             Err(_) => self.deps.identities.release(&labels),
         }
         created
+    }
+
+    /// A reference to the identity of `labels`.
+    async fn allocate(&self, labels: &[String]) -> Result<u32, EndpointError> {
+        self.deps
+            .identities
+            .allocate(labels)
+            .await
+            .map_err(|e| EndpointError::Failed(e.to_string()))
     }
 
     /// The identity labels of the requested endpoint: its pod's as the
@@ -280,12 +284,7 @@ impl Endpoints {
         if before == labels {
             return Ok(false);
         }
-        let identity = self
-            .deps
-            .identities
-            .allocate(&labels)
-            .await
-            .map_err(|e| EndpointError::Failed(e.to_string()))?;
+        let identity = self.allocate(&labels).await?;
         let mut table = self.table();
         let Some(ep) = table.get_mut(&id).filter(|ep| ep.labels == before) else {
             // deleted or relabeled meanwhile: whoever did it decides

@@ -152,6 +152,23 @@ impl Kubelet {
         }})
     }
 
+    /// Reports running pod `uid` as Running and Ready; a failed report is
+    /// tried again on the next pass.
+    async fn report_running(&mut self, pod: &Pod, uid: &str) {
+        let Some(r) = self.running.get(uid) else {
+            return;
+        };
+        let status = self.running_status(pod, r);
+        match self.patch_status(pod, status).await {
+            Ok(()) => {
+                if let Some(r) = self.running.get_mut(uid) {
+                    r.reported = true;
+                }
+            }
+            Err(e) => eprintln!("kubelet: {e:#}"),
+        }
+    }
+
     async fn patch_status(&self, pod: &Pod, status: Value) -> anyhow::Result<()> {
         self.api_of(pod)
             .patch_status(
@@ -351,15 +368,7 @@ impl Kubelet {
             }
             if let Some(r) = self.running.get(uid) {
                 if !r.reported {
-                    let status = self.running_status(pod, r);
-                    match self.patch_status(pod, status).await {
-                        Ok(()) => {
-                            if let Some(r) = self.running.get_mut(uid) {
-                                r.reported = true;
-                            }
-                        }
-                        Err(e) => eprintln!("kubelet: {e:#}"),
-                    }
+                    self.report_running(pod, uid).await;
                 }
                 continue;
             }
@@ -374,16 +383,7 @@ impl Kubelet {
             match self.start(pod).await {
                 Ok(()) => {
                     self.retries.remove(uid);
-                    let r = &self.running[uid];
-                    let status = self.running_status(pod, r);
-                    match self.patch_status(pod, status).await {
-                        Ok(()) => {
-                            if let Some(r) = self.running.get_mut(uid) {
-                                r.reported = true;
-                            }
-                        }
-                        Err(e) => eprintln!("kubelet: {e:#}"),
-                    }
+                    self.report_running(pod, uid).await;
                 }
                 Err(e) => self.failed(pod, e).await,
             }

@@ -86,3 +86,16 @@ pub fn web_pods(lab: &Lab) -> Vec<(String, String, String)> {
         })
         .collect()
 }
+
+/// `kubectl create deployment web` of `replicas` pods serving 8080.
+pub fn create_web(lab: &Lab, replicas: usize) {
+    lab.ok(&[
+        "kubectl",
+        "create",
+        "deployment",
+        "web",
+        "--image=cilium-lab/builtin",
+        "--port=8080",
+        &format!("--replicas={replicas}"),
+    ]);
+}
