@@ -230,6 +230,13 @@ fn up(
             kube::API_PORT,
             t.elapsed()
         );
+        let admin = kube::control_plane(false)?;
+        println!(
+            "    admin kubeconfig: {} (the API server is on the underlay: `nsenter --net=/proc/{switch}/ns/net {} --kubeconfig={} get nodes`)",
+            admin.admin_kubeconfig().display(),
+            admin.bins.kubectl.display(),
+            admin.admin_kubeconfig().display(),
+        );
     }
     let mut holders = Vec::new();
     for index in 1..=nodes {

@@ -17,6 +17,7 @@ fn up_with_kubernetes_runs_the_demo_through_the_api_server() {
     assert!(up.status.success(), "{out}");
     for want in [
         "kube-apiserver at https://198.18.0.1:6443",
+        "admin kubeconfig: ",
         "Kubernetes:              Ok   1.34 (v1.34.",
         "\"cilium/v2::CiliumNetworkPolicy\"",
         "service/demo created",
