@@ -167,7 +167,7 @@ pub fn run_bench(secs: u32) -> anyhow::Result<()> {
 
     // Tracing every packet against medium (new and closing packets only).
     let [none, medium] = crate::iperf_per_setting(
-        &node,
+        node,
         [
             "MonitorAggregationLevel=None",
             "MonitorAggregationLevel=Medium",
