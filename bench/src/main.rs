@@ -10,11 +10,13 @@
 //! - the service targets (see `services`);
 //! - the policy targets (see `policy`);
 //! - the observability targets (see `events`);
-//! - the node-lifecycle targets (see `lifecycle`).
+//! - the node-lifecycle targets (see `lifecycle`);
+//! - the Kubernetes targets against the REST API (see `kubernetes`).
 //!
 //! Everything runs in private network + mount namespaces.
 
 mod events;
+mod kubernetes;
 mod lifecycle;
 mod overlay;
 mod policy;
@@ -34,6 +36,9 @@ const NETCONF: &str = r#"{"cniVersion":"1.0.0","name":"cilium","type":"cilium-cn
 const RSS_TARGET_MB: f64 = 30.0;
 const ADD_P50_TARGET_MS: f64 = 20.0;
 pub(crate) const THROUGHPUT_TARGET: f64 = 0.9;
+/// The Kubernetes section's rounds per measure and cluster scale.
+const K8S_ROUNDS: usize = 20;
+const K8S_SCALE: usize = 1000;
 
 pub(crate) fn run(cmd: &mut Command) -> anyhow::Result<String> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
@@ -318,6 +323,18 @@ fn main() -> anyhow::Result<()> {
         let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
         return events::run_bench(secs);
     }
+    if args.get(1).map(String::as_str) == Some("kubernetes") {
+        let usage = "usage: cilium-bench kubernetes [rounds] [scale]";
+        let rounds = args
+            .get(2)
+            .map_or(Ok(K8S_ROUNDS), |s| s.parse())
+            .context(usage)?;
+        let scale = args
+            .get(3)
+            .map_or(Ok(K8S_SCALE), |s| s.parse())
+            .context(usage)?;
+        return kubernetes::run_bench(rounds, scale);
+    }
     if args.get(1).map(String::as_str) == Some("policy") {
         let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
         return policy::run_bench(secs);
@@ -345,7 +362,14 @@ fn main() -> anyhow::Result<()> {
     services::run_bench(secs)?;
     policy::run_bench(secs)?;
     events::run_bench(secs)?;
-    lifecycle::run_bench()
+    lifecycle::run_bench()?;
+    match kubernetes::available() {
+        Ok(()) => kubernetes::run_bench(K8S_ROUNDS, K8S_SCALE),
+        Err(e) => {
+            println!("Kubernetes targets: skipped ({e})");
+            Ok(())
+        }
+    }
 }
 
 /// The single-node targets, in a sandbox of their own.

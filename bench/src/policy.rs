@@ -40,7 +40,7 @@ fn policy(n: usize, marker: u16) -> String {
 }
 
 /// A pod's endpoint ID and security identity.
-fn endpoint(node: &Node, pod: &str) -> anyhow::Result<(u16, u32)> {
+pub(crate) fn endpoint(node: &Node, pod: &str) -> anyhow::Result<(u16, u32)> {
     let list: serde_json::Value =
         serde_json::from_str(&node.cilium_ok(&["endpoint", "list", "-o", "json"]))?;
     list.as_array()
@@ -56,7 +56,13 @@ fn endpoint(node: &Node, pod: &str) -> anyhow::Result<(u16, u32)> {
 /// the direction given: one lookup, so the probe costs the agents under
 /// test next to nothing (reading the whole map of a 1000-rule policy
 /// every few hundred microseconds took a core of this machine).
-fn has_port(node: &Node, ep: u16, peer: u32, egress: bool, port: u16) -> anyhow::Result<bool> {
+pub(crate) fn has_port(
+    node: &Node,
+    ep: u16,
+    peer: u32,
+    egress: bool,
+    port: u16,
+) -> anyhow::Result<bool> {
     let map = datapath::PinnedMap::open_global(&node.bpffs(), &datapath::policymap::name(ep))?;
     let key = abi::policy::PolicyKey {
         prefixlen: 64,

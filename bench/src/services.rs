@@ -124,7 +124,7 @@ fn serial_server(netns: &Path, port: u16) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn service(
+pub(crate) fn service(
     node: &Node,
     id: u16,
     vip: Ipv4Addr,

@@ -1,0 +1,599 @@
+//! The Kubernetes targets, each against the same change through the REST
+//! API, measured in turns in the same run on the same machine.
+//!
+//! One sandbox holds four nodes on one underlay, one etcd and a
+//! kube-apiserver (no controller manager or scheduler: pods name their
+//! node, and slices are written by the bench). node1 and node2 run in
+//! kvstore mode and are driven through the REST API, as the other
+//! sections drive them; node3 and node4 run in Kubernetes mode with the
+//! DaemonSet's ServiceAccount and are driven through the API server with
+//! kubectl. Measured:
+//!
+//! - Service apply to every node's LB maps: `kubectl apply` of a Service
+//!   and its EndpointSlice until node3's and node4's LB maps hold the
+//!   backend, against a REST `PUT /service` on node1 until node1's and
+//!   node2's do (the REST baseline of `services`);
+//! - pod creation to a ready CiliumEndpoint: `kubectl apply` of a Pod on
+//!   node3, then CNI ADD as the kubelet runs it, until a CEP watch sees
+//!   the CEP `ready`, against CNI ADD on node1 until its REST API says the
+//!   endpoint is `ready`;
+//! - NetworkPolicy apply to enforcement on every node: `kubectl apply` of
+//!   a NetworkPolicy until the policy maps of the selected pods on node3
+//!   and node4 hold the new port, against `cilium policy import` of the
+//!   same rule on node1 until node1's and node2's do (as `policy`);
+//! - agent RSS with 1000 pods and 1000 services in the cluster (Pods and
+//!   CiliumEndpoints on another node, Services with EndpointSlices), node3
+//!   against node1 given the same services through REST and the same
+//!   remote pods through the kvstore.
+//!
+//! The kubectl lines include kubectl's own process start and requests
+//! (printed on their own), as a user's change pays them.
+
+use crate::{latency_line, rss_mb};
+use anyhow::{bail, Context};
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::net::Ipv4Addr;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use testsupport::cluster::Cluster;
+use testsupport::kube;
+use testsupport::node::Node;
+use testsupport::topology;
+
+/// Nodes in kvstore mode (REST) and in Kubernetes mode.
+const REST: [usize; 2] = [0, 1];
+const K8S: [usize; 2] = [2, 3];
+/// Where the remote pods of the scale phase live.
+const FAR_NODE: &str = "node9";
+const FAR_IP: &str = "198.18.0.99";
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+/// A command with `text` on stdin, insisting on success.
+fn piped(mut cmd: Command, text: &str) -> anyhow::Result<()> {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {cmd:?}"))?;
+    child
+        .stdin
+        .take()
+        .context("stdin")?
+        .write_all(text.as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
+}
+
+fn kubectl(cp: &kubeplane::ControlPlane, verb: &str, text: &str) -> anyhow::Result<()> {
+    let mut cmd = cp.kubectl();
+    cmd.args([verb, "-f", "-"]);
+    piped(cmd, text)
+}
+
+/// Polls `f` every 200 µs until it holds, for at most `secs`.
+fn until(what: &str, secs: u64, mut f: impl FnMut() -> anyhow::Result<bool>) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f()? {
+        if Instant::now() > deadline {
+            bail!("timed out waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    Ok(())
+}
+
+/// Whether `node`'s LB backend map holds `backend` as active.
+fn has_backend(node: &Node, backend: Ipv4Addr) -> anyhow::Result<bool> {
+    let map = datapath::PinnedMap::open_global(&node.bpffs(), abi::maps::LB4_BACKENDS)?;
+    Ok(map
+        .entries::<u32, abi::lb::Lb4Backend>()?
+        .iter()
+        .any(|(_, b)| b.address.ip() == backend && b.flags == abi::lb::BE_STATE_ACTIVE))
+}
+
+/// The pid of `node`'s agent: the cilium-agent whose command line names
+/// the node's socket.
+fn agent_pid(node: &Node) -> anyhow::Result<u32> {
+    let socket = node.socket().display().to_string();
+    for e in std::fs::read_dir("/proc")?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if cmdline.contains("cilium-agent") && cmdline.contains(&socket) {
+            return Ok(pid);
+        }
+    }
+    bail!("no cilium-agent for {}", node.name)
+}
+
+/// The Service `name` at `vip`:80 and its slice with `backend`:8080, as
+/// JSON items of a List.
+fn service_items(name: &str, vip: Ipv4Addr, backend: Ipv4Addr) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"{name}","namespace":"default"}},
+  "spec":{{"clusterIP":"{vip}","ports":[{{"name":"http","port":80,"targetPort":8080}}]}}}},
+{{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
+  "metadata":{{"name":"{name}-1","namespace":"default","labels":{{"kubernetes.io/service-name":"{name}"}}}},
+  "addressType":"IPv4","ports":[{{"name":"http","port":8080,"protocol":"TCP"}}],
+  "endpoints":[{{"addresses":["{backend}"],"conditions":{{"ready":true}}}}]}}"#
+    )
+}
+
+fn list(items: &[String]) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"List","items":[{}]}}"#,
+        items.join(",")
+    )
+}
+
+fn pod_item(name: &str, node: &str, app: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"default","labels":{{"app":"{app}"}}}},
+  "spec":{{"nodeName":"{node}","containers":[{{"name":"c","image":"c"}}]}}}}"#
+    )
+}
+
+/// CNI ADD of `pod` on `node` as the kubelet runs it (no labels: the
+/// agent takes them from the Pod).
+fn kubelet_add(node: &Node, pod: &str) -> anyhow::Result<()> {
+    let ns = node.create_netns(pod);
+    let args =
+        format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID=c-{pod}");
+    let out = node.cni(
+        &[
+            ("CNI_COMMAND", "ADD"),
+            ("CNI_CONTAINERID", &format!("c-{pod}")),
+            ("CNI_NETNS", ns.to_str().context("netns path")?),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_ARGS", &args),
+        ],
+        testsupport::node::NETCONF,
+    );
+    if out.code != 0 {
+        bail!("ADD {pod} on {}: {}", node.name, out.json);
+    }
+    Ok(())
+}
+
+/// Whether `node`'s REST API lists `pod`'s endpoint as ready.
+fn endpoint_ready(node: &Node, pod: &str) -> anyhow::Result<bool> {
+    let list: serde_json::Value = api::Client::new(node.socket()).get_json("/endpoint", &[])?;
+    Ok(list.as_array().into_iter().flatten().any(|e| {
+        e["status"]["external-identifiers"]["k8s-pod-name"] == pod
+            && e["status"]["state"] == "ready"
+    }))
+}
+
+/// A watch of the CiliumEndpoints of `default`: the first time each was
+/// seen `ready`, as its events arrive.
+struct CepWatch {
+    rx: mpsc::Receiver<(String, Instant)>,
+    ready: HashMap<String, Instant>,
+}
+
+impl CepWatch {
+    fn start(cluster: &mut Cluster, cp: &kubeplane::ControlPlane) -> anyhow::Result<Self> {
+        let mut child = cp
+            .kubectl()
+            .args([
+                "get",
+                "ciliumendpoints",
+                "-n",
+                "default",
+                "--watch",
+                "-o",
+                r#"jsonpath={.metadata.name}{" "}{.status.state}{"\n"}"#,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("kubectl get --watch")?;
+        let stdout = child.stdout.take().context("stdout")?;
+        cluster.sb.adopt(child);
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let now = Instant::now();
+                if let Some(name) = line.strip_suffix(" ready") {
+                    if tx.send((name.to_owned(), now)).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Self {
+            rx,
+            ready: HashMap::new(),
+        })
+    }
+
+    /// When `name` was first seen ready.
+    fn wait(&mut self, name: &str) -> anyhow::Result<Instant> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(t) = self.ready.get(name) {
+                return Ok(*t);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok((n, t)) => {
+                    self.ready.entry(n).or_insert(t);
+                }
+                Err(_) => bail!("CiliumEndpoint {name} never ready"),
+            }
+        }
+    }
+}
+
+/// The control plane on the underlay's address (where the nodes reach
+/// it) with the cluster's etcd, the CRDs, the agents' ServiceAccount,
+/// and the Node objects of the Kubernetes-mode nodes; the agents'
+/// kubeconfig.
+fn control_plane(
+    cluster: &mut Cluster,
+) -> anyhow::Result<(kubeplane::ControlPlane, std::path::PathBuf)> {
+    let bins = kubeplane::Binaries::find()?;
+    let cp = kubeplane::ControlPlane::create(
+        bins,
+        &cluster.sb.path().join("k8s"),
+        topology::UNDERLAY_IP,
+        kube::PORT,
+        testsupport::ETCD_URL,
+        kubeplane::components::Ranges::default(),
+    )?;
+    kube::start_apiserver(&mut cluster.sb, &cp);
+    kube::apply_crds(&cp);
+    let kubeconfig = kube::agent_kubeconfig(&cp);
+    // No controller manager makes it: pods need it to be admitted.
+    let _ = cp
+        .kubectl()
+        .args(["create", "serviceaccount", "default"])
+        .output();
+    let nodes: Vec<String> = K8S
+        .iter()
+        .map(|&i| {
+            format!(
+                r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"{}"}}}}"#,
+                cluster.nodes[i].name
+            )
+        })
+        .collect();
+    kubectl(&cp, "apply", &list(&nodes))?;
+    Ok((cp, kubeconfig))
+}
+
+pub fn available() -> Result<(), String> {
+    kubeplane::Binaries::find()
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+pub fn run_bench(rounds: usize, scale: usize) -> anyhow::Result<()> {
+    anyhow::ensure!((2..=200).contains(&rounds), "rounds must be in 2..200");
+    anyhow::ensure!((1..=10_000).contains(&scale), "scale must be in 1..10000");
+    let mut cluster = Cluster::new(4, &[]);
+    let (cp, kubeconfig) = control_plane(&mut cluster)?;
+    for &i in &K8S {
+        let node = &mut cluster.nodes[i];
+        node.agent_args = vec![
+            format!("--k8s-kubeconfig-path={}", kubeconfig.display()),
+            format!("--ipv4-node={}", topology::node_ip(i + 1)),
+        ];
+    }
+    for node in &mut cluster.nodes {
+        node.quiet = true;
+        node.start_agent();
+    }
+    let started = Instant::now();
+    println!(
+        "Kubernetes mode against the REST API (node1+node2 in kvstore mode driven through REST; node3+node4 in Kubernetes mode driven through kube-apiserver; {rounds} rounds each, in turns):"
+    );
+    services(&cluster, &cp, rounds)?;
+    pods(&mut cluster, &cp, rounds)?;
+    policies(&cluster, &cp, rounds)?;
+    rss(&cluster, &cp, scale)?;
+    println!("  (section took {:.0} s)", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn ratio_line(what: &str, (p50, p99): (f64, f64), (bp50, bp99): (f64, f64)) {
+    println!(
+        "  ratio {what}: p50 {:.2}x  p99 {:.2}x",
+        p50 / bp50,
+        p99 / bp99
+    );
+}
+
+fn services(cluster: &Cluster, cp: &kubeplane::ControlPlane, rounds: usize) -> anyhow::Result<()> {
+    let (mut k8s, mut kubectl_only, mut rest) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..rounds {
+        let host = (r + 1) as u8;
+        // REST: a new service on node1, until both REST nodes have it.
+        let backend = Ipv4Addr::new(10, 9, 0, host);
+        let t = Instant::now();
+        crate::services::service(
+            &cluster.nodes[REST[0]],
+            100 + r as u16,
+            Ipv4Addr::new(10, 96, 2, host),
+            80,
+            backend,
+            8080,
+        )?;
+        for &i in &REST {
+            until("the REST service", 10, || {
+                has_backend(&cluster.nodes[i], backend)
+            })?;
+        }
+        rest.push(ms(t));
+
+        // Kubernetes: a new Service and its slice, until both have it.
+        let backend = Ipv4Addr::new(10, 9, 1, host);
+        let items = service_items(
+            &format!("bench-{r}"),
+            Ipv4Addr::new(10, 96, 1, host),
+            backend,
+        );
+        let t = Instant::now();
+        kubectl(cp, "apply", &list(&[items]))?;
+        kubectl_only.push(ms(t));
+        for &i in &K8S {
+            until("the Kubernetes Service", 30, || {
+                has_backend(&cluster.nodes[i], backend)
+            })?;
+        }
+        k8s.push(ms(t));
+    }
+    println!("Service apply to every node's LB maps (until both nodes' LB backend map holds the new backend):");
+    let ours = latency_line("kubectl apply Svc+slice", &mut k8s);
+    latency_line("  ...kubectl itself", &mut kubectl_only);
+    let base = latency_line("baseline: REST PUT /service", &mut rest);
+    ratio_line("Kubernetes/REST", ours, base);
+    Ok(())
+}
+
+fn pods(cluster: &mut Cluster, cp: &kubeplane::ControlPlane, rounds: usize) -> anyhow::Result<()> {
+    let mut watch = CepWatch::start(cluster, cp)?;
+    let (mut k8s, mut k8s_add, mut rest, mut rest_add) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for r in 0..rounds {
+        // REST: CNI ADD until the agent's API says ready.
+        let node = &cluster.nodes[REST[0]];
+        let pod = format!("rpod{r}");
+        let ns = node.create_netns(&pod);
+        let t = Instant::now();
+        let out = node.cni_pod_labeled("ADD", &pod, ns.to_str().context("netns")?, "app=bench");
+        anyhow::ensure!(out.code == 0, "ADD {pod}: {}", out.json);
+        rest_add.push(ms(t));
+        until("the endpoint to be ready", 30, || {
+            endpoint_ready(node, &pod)
+        })?;
+        rest.push(ms(t));
+
+        // Kubernetes: the Pod, CNI ADD, until its CEP is ready.
+        let node = &cluster.nodes[K8S[0]];
+        let pod = format!("kpod{r}");
+        let t = Instant::now();
+        kubectl(cp, "apply", &pod_item(&pod, &node.name, "bench"))?;
+        kubelet_add(node, &pod)?;
+        k8s_add.push(ms(t));
+        let ready = watch.wait(&pod)?;
+        k8s.push(ready.duration_since(t).as_secs_f64() * 1000.0);
+    }
+    println!("pod creation to a ready endpoint (Kubernetes: kubectl apply of the Pod, CNI ADD, until a CEP watch sees it ready; REST: CNI ADD until GET /endpoint says ready):");
+    let ours = latency_line("Pod to ready CEP", &mut k8s);
+    latency_line("  ...Pod applied + ADD done", &mut k8s_add);
+    let base = latency_line("baseline: ADD to ready (REST)", &mut rest);
+    latency_line("  ...ADD done", &mut rest_add);
+    ratio_line("Kubernetes/REST", ours, base);
+    Ok(())
+}
+
+const NETWORK_POLICY: &str = r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: bench, namespace: default}
+spec:
+  podSelector: {matchLabels: {app: db}}
+  policyTypes: [Ingress]
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: web}}}]
+    ports: [{port: PORT, protocol: TCP}]
+"#;
+
+const CNP: &str = r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: bench}
+specs:
+- endpointSelector: {matchLabels: {app: db}}
+  ingress:
+  - fromEndpoints: [{matchLabels: {app: web}}]
+    toPorts: [{ports: [{port: "PORT", protocol: TCP}]}]
+"#;
+
+fn policies(cluster: &Cluster, cp: &kubeplane::ControlPlane, rounds: usize) -> anyhow::Result<()> {
+    // A db pod on each node, a web pod on the first of each pair.
+    let [r1, r2] = REST.map(|i| &cluster.nodes[i]);
+    let [k1, k2] = K8S.map(|i| &cluster.nodes[i]);
+    r1.add_pod_labeled("rweb", "app=web");
+    r1.add_pod_labeled("rdb1", "app=db");
+    r2.add_pod_labeled("rdb2", "app=db");
+    kubectl(
+        cp,
+        "apply",
+        &list(&[
+            pod_item("kweb", &k1.name, "web"),
+            pod_item("kdb3", &k1.name, "db"),
+            pod_item("kdb4", &k2.name, "db"),
+        ]),
+    )?;
+    kubelet_add(k1, "kweb")?;
+    kubelet_add(k1, "kdb3")?;
+    kubelet_add(k2, "kdb4")?;
+    let (_, rweb) = crate::policy::endpoint(r1, "rweb")?;
+    let (rdb1, _) = crate::policy::endpoint(r1, "rdb1")?;
+    let (rdb2, _) = crate::policy::endpoint(r2, "rdb2")?;
+    let (_, kweb) = crate::policy::endpoint(k1, "kweb")?;
+    let (kdb3, _) = crate::policy::endpoint(k1, "kdb3")?;
+    let (kdb4, _) = crate::policy::endpoint(k2, "kdb4")?;
+    let allowed = |node: &Node, ep: u16, peer: u32, port: u16| {
+        crate::policy::has_port(node, ep, peer, false, port)
+    };
+
+    let (mut k8s, mut kubectl_only, mut rest) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..rounds {
+        let port = 30000 + r as u16;
+        let text = CNP.replace("PORT", &port.to_string());
+        let t = Instant::now();
+        let out = r1.import_policy(&text);
+        anyhow::ensure!(
+            out.status.success(),
+            "import: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        until("the imported policy on both nodes", 30, || {
+            Ok(allowed(r1, rdb1, rweb, port)? && allowed(r2, rdb2, rweb, port)?)
+        })?;
+        rest.push(ms(t));
+
+        let port = 31000 + r as u16;
+        let text = NETWORK_POLICY.replace("PORT", &port.to_string());
+        let t = Instant::now();
+        kubectl(cp, "apply", &text)?;
+        kubectl_only.push(ms(t));
+        until("the NetworkPolicy on both nodes", 30, || {
+            Ok(allowed(k1, kdb3, kweb, port)? && allowed(k2, kdb4, kweb, port)?)
+        })?;
+        k8s.push(ms(t));
+    }
+    println!("NetworkPolicy apply to enforcement on every node (until the db pods' policy maps on both nodes let web in on the new port):");
+    let ours = latency_line("kubectl apply NetworkPolicy", &mut k8s);
+    latency_line("  ...kubectl itself", &mut kubectl_only);
+    let base = latency_line("baseline: cilium policy import", &mut rest);
+    ratio_line("Kubernetes/REST", ours, base);
+    Ok(())
+}
+
+/// The address of remote pod `i` of the scale phase.
+fn far_pod(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(10, 60, (i / 250) as u8, (i % 250 + 1) as u8)
+}
+
+fn far_vip(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(10, 97, (i / 250) as u8, (i % 250 + 1) as u8)
+}
+
+/// The number of services `node`'s REST API lists.
+fn service_count(node: &Node) -> anyhow::Result<usize> {
+    let list: serde_json::Value = api::Client::new(node.socket()).get_json("/service", &[])?;
+    Ok(list.as_array().map_or(0, Vec::len))
+}
+
+fn rss(cluster: &Cluster, cp: &kubeplane::ControlPlane, scale: usize) -> anyhow::Result<()> {
+    let (rest_node, k8s_node) = (&cluster.nodes[REST[0]], &cluster.nodes[K8S[0]]);
+    let (rest_pid, k8s_pid) = (agent_pid(rest_node)?, agent_pid(k8s_node)?);
+    let (rest0, k8s0) = (rss_mb(rest_pid)?, rss_mb(k8s_pid)?);
+    let (rest_before, k8s_before) = (service_count(rest_node)?, service_count(k8s_node)?);
+    let loading = Instant::now();
+
+    // Kubernetes: Services with slices, Pods on another node and their
+    // CiliumEndpoints, in three Lists created side by side.
+    let (mut svcs, mut pods, mut ceps) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..scale {
+        svcs.push(service_items(&format!("s{i}"), far_vip(i), far_pod(i)));
+        pods.push(pod_item(
+            &format!("p{i}"),
+            FAR_NODE,
+            &format!("a{}", i % 10),
+        ));
+        ceps.push(format!(
+            r#"{{"apiVersion":"cilium.io/v2","kind":"CiliumEndpoint","metadata":{{"name":"p{i}","namespace":"default"}},
+  "status":{{"id":{},"identity":{{"id":{}}},"state":"ready",
+  "networking":{{"addressing":[{{"ipv4":"{}"}}],"node":"{FAR_IP}"}}}}}}"#,
+            i + 1,
+            300 + i % 10,
+            far_pod(i)
+        ));
+    }
+    let creators: Vec<_> = [svcs, pods, ceps]
+        .into_iter()
+        .map(|items| {
+            let text = list(&items);
+            let mut cmd = cp.kubectl();
+            cmd.args(["create", "-f", "-"]);
+            std::thread::spawn(move || piped(cmd, &text))
+        })
+        .collect();
+
+    // REST: the same services through PUT /service on node1, the same
+    // remote pods as the kvstore's ipcache entries.
+    for i in 0..scale {
+        crate::services::service(rest_node, 1000 + i as u16, far_vip(i), 80, far_pod(i), 8080)?;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let endpoints = vec![testsupport::ETCD_URL.to_owned()];
+        let kv = kvstore::Kvstore::connect(&endpoints, Duration::from_secs(15)).await?;
+        for i in 0..scale {
+            let ip = far_pod(i).to_string();
+            let pair = serde_json::json!({
+                "IP": ip, "HostIP": FAR_IP, "ID": 300 + i % 10, "Key": 0,
+                "Metadata": format!("cilium-global:default:{FAR_NODE}:{}", i + 1),
+                "K8sNamespace": "default", "K8sPodName": format!("p{i}"),
+            });
+            kv.put(&kvstore::keys::ip(&ip), &serde_json::to_vec(&pair)?)
+                .await?;
+        }
+        anyhow::Ok(())
+    })?;
+    for c in creators {
+        c.join()
+            .map_err(|_| anyhow::anyhow!("kubectl create thread panicked"))??;
+    }
+    let last = format!("{}/32", far_pod(scale - 1));
+    for (node, before) in [(rest_node, rest_before), (k8s_node, k8s_before)] {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while service_count(node)? < before + scale
+            || !node.cilium_ok(&["ip", "list"]).contains(&last)
+        {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "{} never got the {scale} services and remote pods",
+                node.name
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+    let loaded = loading.elapsed().as_secs_f64();
+    // Let the load's allocations settle, then take the median of 5.
+    std::thread::sleep(Duration::from_secs(2));
+    let [rest_n, k8s_n] =
+        crate::interleaved(5, [&mut || rss_mb(rest_pid), &mut || rss_mb(k8s_pid)])?;
+    println!("agent RSS with {scale} pods and {scale} services in the cluster (remote pods and services; loaded in {loaded:.0} s):");
+    println!("  Kubernetes mode (node3)      {k8s0:6.1} MB before   {k8s_n:6.1} MB after");
+    println!("  baseline: REST+kvstore (node1) {rest0:4.1} MB before   {rest_n:6.1} MB after");
+    println!(
+        "  ratio Kubernetes/REST: before {:.2}x  after {:.2}x   growth {:+.1} MB vs {:+.1} MB",
+        k8s0 / rest0,
+        k8s_n / rest_n,
+        k8s_n - k8s0,
+        rest_n - rest0
+    );
+    Ok(())
+}
