@@ -6,28 +6,28 @@
 //! node, and slices are written by the bench). node1 and node2 run in
 //! kvstore mode and are driven through the REST API, as the other
 //! sections drive them; node3 and node4 run in Kubernetes mode with the
-//! DaemonSet's ServiceAccount and are driven through the API server with
-//! kubectl. Measured:
+//! DaemonSet's ServiceAccount and follow the API server. Changes to the
+//! API server are made twice: in-process (server-side apply, one request
+//! per object, as a controller writes), which is what compares with the
+//! REST baseline, and with `kubectl apply`, as a user makes them (whose
+//! own process start and requests are printed on their own). Measured:
 //!
-//! - Service apply to every node's LB maps: `kubectl apply` of a Service
-//!   and its EndpointSlice until node3's and node4's LB maps hold the
-//!   backend, against a REST `PUT /service` on node1 until node1's and
-//!   node2's do (the REST baseline of `services`);
-//! - pod creation to a ready CiliumEndpoint: `kubectl apply` of a Pod on
-//!   node3, then CNI ADD as the kubelet runs it, until a CEP watch sees
-//!   the CEP `ready`, against CNI ADD on node1 until its REST API says the
-//!   endpoint is `ready`;
-//! - NetworkPolicy apply to enforcement on every node: `kubectl apply` of
-//!   a NetworkPolicy until the policy maps of the selected pods on node3
-//!   and node4 hold the new port, against `cilium policy import` of the
+//! - Service apply to every node's LB maps: a new Service and its
+//!   EndpointSlice until node3's and node4's LB backend maps hold the
+//!   backend, against a new service through REST `PUT /service` on node1
+//!   until node1's and node2's do (the REST baseline of `services`);
+//! - pod creation to a ready CiliumEndpoint: the Pod (on node3) applied,
+//!   then CNI ADD as the kubelet runs it (no labels: the agent takes them
+//!   from the Pod), until a CEP watch sees the CEP `ready`, against CNI
+//!   ADD on node1 until its REST API says the endpoint is `ready`;
+//! - NetworkPolicy apply to enforcement on every node: a NetworkPolicy's
+//!   port changed until the policy maps of the selected pods on node3 and
+//!   node4 let the peer in on it, against `cilium policy import` of the
 //!   same rule on node1 until node1's and node2's do (as `policy`);
-//! - agent RSS with 1000 pods and 1000 services in the cluster (Pods and
-//!   CiliumEndpoints on another node, Services with EndpointSlices), node3
-//!   against node1 given the same services through REST and the same
-//!   remote pods through the kvstore.
-//!
-//! The kubectl lines include kubectl's own process start and requests
-//! (printed on their own), as a user's change pays them.
+//! - agent RSS with N pods and N services in the cluster (default 1000:
+//!   Pods and CiliumEndpoints on another node, Services with
+//!   EndpointSlices), node3 against node1 given the same services through
+//!   REST and the same remote pods through the kvstore.
 
 use crate::{latency_line, rss_mb};
 use anyhow::{bail, Context};
@@ -118,16 +118,76 @@ fn agent_pid(node: &Node) -> anyhow::Result<u32> {
 }
 
 /// The Service `name` at `vip`:80 and its slice with `backend`:8080, as
-/// JSON items of a List.
-fn service_items(name: &str, vip: Ipv4Addr, backend: Ipv4Addr) -> String {
-    format!(
-        r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"{name}","namespace":"default"}},
-  "spec":{{"clusterIP":"{vip}","ports":[{{"name":"http","port":80,"targetPort":8080}}]}}}},
-{{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
+/// JSON objects.
+fn service_items(name: &str, vip: Ipv4Addr, backend: Ipv4Addr) -> [String; 2] {
+    [
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"{name}","namespace":"default"}},
+  "spec":{{"clusterIP":"{vip}","ports":[{{"name":"http","port":80,"targetPort":8080}}]}}}}"#
+        ),
+        format!(
+            r#"{{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
   "metadata":{{"name":"{name}-1","namespace":"default","labels":{{"kubernetes.io/service-name":"{name}"}}}},
   "addressType":"IPv4","ports":[{{"name":"http","port":8080,"protocol":"TCP"}}],
   "endpoints":[{{"addresses":["{backend}"],"conditions":{{"ready":true}}}}]}}"#
-    )
+        ),
+    ]
+}
+
+/// An in-process client of the API server as the cluster admin: the
+/// same writes kubectl makes, without its process start.
+struct Kube {
+    rt: tokio::runtime::Runtime,
+    client: k8s::kube::Client,
+}
+
+impl Kube {
+    fn connect(cp: &kubeplane::ControlPlane) -> anyhow::Result<Self> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let opts = k8s::ClientOptions {
+            kubeconfig: Some(cp.admin_kubeconfig()),
+            api_server: None,
+        };
+        let client = rt.block_on(k8s::connect(&opts))?;
+        Ok(Self { rt, client })
+    }
+
+    /// Server-side apply of each of `objects` (JSON, in `default`), in
+    /// order, one request each.
+    fn apply(&self, objects: &[String]) -> anyhow::Result<()> {
+        use k8s::kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+        self.rt.block_on(async {
+            for text in objects {
+                let obj: DynamicObject = serde_json::from_str(text)?;
+                let types = obj.types.clone().context("apiVersion and kind")?;
+                let (group, version) = types
+                    .api_version
+                    .split_once('/')
+                    .unwrap_or(("", types.api_version.as_str()));
+                let plural = match types.kind.as_str() {
+                    "Service" => "services",
+                    "EndpointSlice" => "endpointslices",
+                    "Pod" => "pods",
+                    "NetworkPolicy" => "networkpolicies",
+                    other => bail!("no plural known for {other}"),
+                };
+                let gvk = k8s::kube::core::GroupVersionKind::gvk(group, version, &types.kind);
+                let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(self.client.clone(), "default", &ar);
+                let name = obj.metadata.name.clone().context("metadata.name")?;
+                api.patch(
+                    &name,
+                    &PatchParams::apply("cilium-bench").force(),
+                    &Patch::Apply(&obj),
+                )
+                .await?;
+            }
+            Ok(())
+        })
+    }
 }
 
 fn list(items: &[String]) -> String {
@@ -302,9 +362,10 @@ pub fn run_bench(rounds: usize, scale: usize) -> anyhow::Result<()> {
     println!(
         "Kubernetes mode against the REST API (node1+node2 in kvstore mode driven through REST; node3+node4 in Kubernetes mode driven through kube-apiserver; {rounds} rounds each, in turns):"
     );
-    services(&cluster, &cp, rounds)?;
-    pods(&mut cluster, &cp, rounds)?;
-    policies(&cluster, &cp, rounds)?;
+    let kube = Kube::connect(&cp)?;
+    services(&cluster, &cp, &kube, rounds)?;
+    pods(&mut cluster, &cp, &kube, rounds)?;
+    policies(&cluster, &cp, &kube, rounds)?;
     rss(&cluster, &cp, scale)?;
     println!("  (section took {:.0} s)", started.elapsed().as_secs_f64());
     Ok(())
@@ -318,8 +379,22 @@ fn ratio_line(what: &str, (p50, p99): (f64, f64), (bp50, bp99): (f64, f64)) {
     );
 }
 
-fn services(cluster: &Cluster, cp: &kubeplane::ControlPlane, rounds: usize) -> anyhow::Result<()> {
-    let (mut k8s, mut kubectl_only, mut rest) = (Vec::new(), Vec::new(), Vec::new());
+fn services(
+    cluster: &Cluster,
+    cp: &kubeplane::ControlPlane,
+    kube: &Kube,
+    rounds: usize,
+) -> anyhow::Result<()> {
+    let (mut api, mut cli, mut cli_only, mut rest) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let k8s_has = |backend| -> anyhow::Result<()> {
+        for &i in &K8S {
+            until("the Kubernetes Service", 30, || {
+                has_backend(&cluster.nodes[i], backend)
+            })?;
+        }
+        Ok(())
+    };
     for r in 0..rounds {
         let host = (r + 1) as u8;
         // REST: a new service on node1, until both REST nodes have it.
@@ -340,32 +415,39 @@ fn services(cluster: &Cluster, cp: &kubeplane::ControlPlane, rounds: usize) -> a
         }
         rest.push(ms(t));
 
-        // Kubernetes: a new Service and its slice, until both have it.
+        // Kubernetes, written in-process: a new Service, then its slice.
         let backend = Ipv4Addr::new(10, 9, 1, host);
-        let items = service_items(
-            &format!("bench-{r}"),
-            Ipv4Addr::new(10, 96, 1, host),
-            backend,
-        );
+        let objects = service_items(&format!("api-{r}"), Ipv4Addr::new(10, 96, 1, host), backend);
         let t = Instant::now();
-        kubectl(cp, "apply", &list(&[items]))?;
-        kubectl_only.push(ms(t));
-        for &i in &K8S {
-            until("the Kubernetes Service", 30, || {
-                has_backend(&cluster.nodes[i], backend)
-            })?;
-        }
-        k8s.push(ms(t));
+        kube.apply(&objects)?;
+        k8s_has(backend)?;
+        api.push(ms(t));
+
+        // The same with kubectl, as a user makes the change.
+        let backend = Ipv4Addr::new(10, 9, 3, host);
+        let objects = service_items(&format!("cli-{r}"), Ipv4Addr::new(10, 96, 3, host), backend);
+        let t = Instant::now();
+        kubectl(cp, "apply", &list(&objects))?;
+        cli_only.push(ms(t));
+        k8s_has(backend)?;
+        cli.push(ms(t));
     }
-    println!("Service apply to every node's LB maps (until both nodes' LB backend map holds the new backend):");
-    let ours = latency_line("kubectl apply Svc+slice", &mut k8s);
-    latency_line("  ...kubectl itself", &mut kubectl_only);
+    println!("Service apply to every node's LB maps (a new Service with one backend until both nodes' LB backend maps hold it):");
+    let ours = latency_line("API server apply Svc+slice", &mut api);
+    let by_cli = latency_line("kubectl apply Svc+slice", &mut cli);
+    latency_line("  ...kubectl itself", &mut cli_only);
     let base = latency_line("baseline: REST PUT /service", &mut rest);
-    ratio_line("Kubernetes/REST", ours, base);
+    ratio_line("API server/REST", ours, base);
+    ratio_line("kubectl/REST", by_cli, base);
     Ok(())
 }
 
-fn pods(cluster: &mut Cluster, cp: &kubeplane::ControlPlane, rounds: usize) -> anyhow::Result<()> {
+fn pods(
+    cluster: &mut Cluster,
+    cp: &kubeplane::ControlPlane,
+    kube: &Kube,
+    rounds: usize,
+) -> anyhow::Result<()> {
     let mut watch = CepWatch::start(cluster, cp)?;
     let (mut k8s, mut k8s_add, mut rest, mut rest_add) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -387,32 +469,36 @@ fn pods(cluster: &mut Cluster, cp: &kubeplane::ControlPlane, rounds: usize) -> a
         let node = &cluster.nodes[K8S[0]];
         let pod = format!("kpod{r}");
         let t = Instant::now();
-        kubectl(cp, "apply", &pod_item(&pod, &node.name, "bench"))?;
+        kube.apply(&[pod_item(&pod, &node.name, "bench")])?;
         kubelet_add(node, &pod)?;
         k8s_add.push(ms(t));
         let ready = watch.wait(&pod)?;
         k8s.push(ready.duration_since(t).as_secs_f64() * 1000.0);
     }
-    println!("pod creation to a ready endpoint (Kubernetes: kubectl apply of the Pod, CNI ADD, until a CEP watch sees it ready; REST: CNI ADD until GET /endpoint says ready):");
+    println!("pod creation to a ready endpoint (Kubernetes: the Pod applied to the API server, CNI ADD as the kubelet runs it, until a CEP watch sees it ready; REST: CNI ADD until GET /endpoint says ready):");
     let ours = latency_line("Pod to ready CEP", &mut k8s);
     latency_line("  ...Pod applied + ADD done", &mut k8s_add);
-    let base = latency_line("baseline: ADD to ready (REST)", &mut rest);
+    let base = latency_line("baseline: REST ADD to ready", &mut rest);
     latency_line("  ...ADD done", &mut rest_add);
     ratio_line("Kubernetes/REST", ours, base);
     Ok(())
 }
 
-const NETWORK_POLICY: &str = r#"
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: bench, namespace: default}
-spec:
-  podSelector: {matchLabels: {app: db}}
-  policyTypes: [Ingress]
-  ingress:
-  - from: [{podSelector: {matchLabels: {app: web}}}]
-    ports: [{port: PORT, protocol: TCP}]
-"#;
+/// db takes `port` from web pods.
+fn network_policy(port: u16) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "bench", "namespace": "default"},
+        "spec": {
+            "podSelector": {"matchLabels": {"app": "db"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [{
+                "from": [{"podSelector": {"matchLabels": {"app": "web"}}}],
+                "ports": [{"port": port, "protocol": "TCP"}],
+            }],
+        },
+    })
+}
 
 const CNP: &str = r#"
 apiVersion: cilium.io/v2
@@ -425,22 +511,23 @@ specs:
     toPorts: [{ports: [{port: "PORT", protocol: TCP}]}]
 "#;
 
-fn policies(cluster: &Cluster, cp: &kubeplane::ControlPlane, rounds: usize) -> anyhow::Result<()> {
+fn policies(
+    cluster: &Cluster,
+    cp: &kubeplane::ControlPlane,
+    kube: &Kube,
+    rounds: usize,
+) -> anyhow::Result<()> {
     // A db pod on each node, a web pod on the first of each pair.
     let [r1, r2] = REST.map(|i| &cluster.nodes[i]);
     let [k1, k2] = K8S.map(|i| &cluster.nodes[i]);
     r1.add_pod_labeled("rweb", "app=web");
     r1.add_pod_labeled("rdb1", "app=db");
     r2.add_pod_labeled("rdb2", "app=db");
-    kubectl(
-        cp,
-        "apply",
-        &list(&[
-            pod_item("kweb", &k1.name, "web"),
-            pod_item("kdb3", &k1.name, "db"),
-            pod_item("kdb4", &k2.name, "db"),
-        ]),
-    )?;
+    kube.apply(&[
+        pod_item("kweb", &k1.name, "web"),
+        pod_item("kdb3", &k1.name, "db"),
+        pod_item("kdb4", &k2.name, "db"),
+    ])?;
     kubelet_add(k1, "kweb")?;
     kubelet_add(k1, "kdb3")?;
     kubelet_add(k2, "kdb4")?;
@@ -454,7 +541,13 @@ fn policies(cluster: &Cluster, cp: &kubeplane::ControlPlane, rounds: usize) -> a
         crate::policy::has_port(node, ep, peer, false, port)
     };
 
-    let (mut k8s, mut kubectl_only, mut rest) = (Vec::new(), Vec::new(), Vec::new());
+    let k8s_has = |port| {
+        until("the NetworkPolicy on both nodes", 30, || {
+            Ok(allowed(k1, kdb3, kweb, port)? && allowed(k2, kdb4, kweb, port)?)
+        })
+    };
+    let (mut api, mut cli, mut cli_only, mut rest) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
         let port = 30000 + r as u16;
         let text = CNP.replace("PORT", &port.to_string());
@@ -471,20 +564,27 @@ fn policies(cluster: &Cluster, cp: &kubeplane::ControlPlane, rounds: usize) -> a
         rest.push(ms(t));
 
         let port = 31000 + r as u16;
-        let text = NETWORK_POLICY.replace("PORT", &port.to_string());
+        let json = serde_json::to_string(&network_policy(port))?;
         let t = Instant::now();
-        kubectl(cp, "apply", &text)?;
-        kubectl_only.push(ms(t));
-        until("the NetworkPolicy on both nodes", 30, || {
-            Ok(allowed(k1, kdb3, kweb, port)? && allowed(k2, kdb4, kweb, port)?)
-        })?;
-        k8s.push(ms(t));
+        kube.apply(&[json])?;
+        k8s_has(port)?;
+        api.push(ms(t));
+
+        let port = 32000 + r as u16;
+        let json = serde_json::to_string(&network_policy(port))?;
+        let t = Instant::now();
+        kubectl(cp, "apply", &json)?;
+        cli_only.push(ms(t));
+        k8s_has(port)?;
+        cli.push(ms(t));
     }
-    println!("NetworkPolicy apply to enforcement on every node (until the db pods' policy maps on both nodes let web in on the new port):");
-    let ours = latency_line("kubectl apply NetworkPolicy", &mut k8s);
-    latency_line("  ...kubectl itself", &mut kubectl_only);
-    let base = latency_line("baseline: cilium policy import", &mut rest);
-    ratio_line("Kubernetes/REST", ours, base);
+    println!("NetworkPolicy apply to enforcement on every node (the policy's port changed until the db pods' policy maps on both nodes let web in on it):");
+    let ours = latency_line("API server apply NetPol", &mut api);
+    let by_cli = latency_line("kubectl apply NetPol", &mut cli);
+    latency_line("  ...kubectl itself", &mut cli_only);
+    let base = latency_line("baseline: policy import", &mut rest);
+    ratio_line("API server/REST", ours, base);
+    ratio_line("kubectl/REST", by_cli, base);
     Ok(())
 }
 
@@ -514,7 +614,7 @@ fn rss(cluster: &Cluster, cp: &kubeplane::ControlPlane, scale: usize) -> anyhow:
     // CiliumEndpoints, in three Lists created side by side.
     let (mut svcs, mut pods, mut ceps) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..scale {
-        svcs.push(service_items(&format!("s{i}"), far_vip(i), far_pod(i)));
+        svcs.extend(service_items(&format!("s{i}"), far_vip(i), far_pod(i)));
         pods.push(pod_item(
             &format!("p{i}"),
             FAR_NODE,
