@@ -603,47 +603,88 @@ fn service_count(node: &Node) -> anyhow::Result<usize> {
     Ok(list.as_array().map_or(0, Vec::len))
 }
 
+/// `kubectl create` of `items` as one List, on a thread of its own.
+fn create_list(
+    cp: &kubeplane::ControlPlane,
+    items: &[String],
+) -> std::thread::JoinHandle<anyhow::Result<()>> {
+    let text = list(items);
+    let mut cmd = cp.kubectl();
+    cmd.args(["create", "-f", "-"]);
+    std::thread::spawn(move || piped(cmd, &text))
+}
+
+fn join_all(threads: Vec<std::thread::JoinHandle<anyhow::Result<()>>>) -> anyhow::Result<()> {
+    for t in threads {
+        t.join()
+            .map_err(|_| anyhow::anyhow!("kubectl create thread panicked"))??;
+    }
+    Ok(())
+}
+
+/// Polls `done` every 250 ms until it holds, for at most 2 minutes.
+fn until_slow(what: &str, mut done: impl FnMut() -> anyhow::Result<bool>) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !done()? {
+        anyhow::ensure!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Ok(())
+}
+
+/// Both agents' RSS once the last load's allocations settled: the median
+/// of 5, taken in turns.
+fn settled_rss(rest_pid: u32, k8s_pid: u32) -> anyhow::Result<[f64; 2]> {
+    std::thread::sleep(Duration::from_secs(2));
+    crate::interleaved(5, [&mut || rss_mb(rest_pid), &mut || rss_mb(k8s_pid)])
+}
+
 fn rss(cluster: &Cluster, cp: &kubeplane::ControlPlane, scale: usize) -> anyhow::Result<()> {
     let (rest_node, k8s_node) = (&cluster.nodes[REST[0]], &cluster.nodes[K8S[0]]);
+    let nodes = [rest_node, k8s_node];
     let (rest_pid, k8s_pid) = (agent_pid(rest_node)?, agent_pid(k8s_node)?);
-    let (rest0, k8s0) = (rss_mb(rest_pid)?, rss_mb(k8s_pid)?);
-    let (rest_before, k8s_before) = (service_count(rest_node)?, service_count(k8s_node)?);
-    let loading = Instant::now();
+    let [rest0, k8s0] = settled_rss(rest_pid, k8s_pid)?;
+    let before = [service_count(rest_node)?, service_count(k8s_node)?];
 
-    // Kubernetes: Services with slices, Pods on another node and their
-    // CiliumEndpoints, in three Lists created side by side.
-    let (mut svcs, mut pods, mut ceps) = (Vec::new(), Vec::new(), Vec::new());
-    for i in 0..scale {
-        svcs.extend(service_items(&format!("s{i}"), far_vip(i), far_pod(i)));
-        pods.push(pod_item(
-            &format!("p{i}"),
-            FAR_NODE,
-            &format!("a{}", i % 10),
-        ));
-        ceps.push(format!(
-            r#"{{"apiVersion":"cilium.io/v2","kind":"CiliumEndpoint","metadata":{{"name":"p{i}","namespace":"default"}},
-  "status":{{"id":{},"identity":{{"id":{}}},"state":"ready",
-  "networking":{{"addressing":[{{"ipv4":"{}"}}],"node":"{FAR_IP}"}}}}}}"#,
-            i + 1,
-            300 + i % 10,
-            far_pod(i)
-        ));
-    }
-    let creators: Vec<_> = [svcs, pods, ceps]
-        .into_iter()
-        .map(|items| {
-            let text = list(&items);
-            let mut cmd = cp.kubectl();
-            cmd.args(["create", "-f", "-"]);
-            std::thread::spawn(move || piped(cmd, &text))
-        })
+    // 1. Services. Kubernetes: Services with slices, one List; REST: the
+    // same services through PUT /service on node1.
+    let t = Instant::now();
+    let svcs: Vec<String> = (0..scale)
+        .flat_map(|i| service_items(&format!("s{i}"), far_vip(i), far_pod(i)))
         .collect();
-
-    // REST: the same services through PUT /service on node1, the same
-    // remote pods as the kvstore's ipcache entries.
+    let creator = create_list(cp, &svcs);
     for i in 0..scale {
         crate::services::service(rest_node, 1000 + i as u16, far_vip(i), 80, far_pod(i), 8080)?;
     }
+    join_all(vec![creator])?;
+    for (node, before) in nodes.into_iter().zip(before) {
+        until_slow(&format!("{}'s {scale} services", node.name), || {
+            Ok(service_count(node)? >= before + scale)
+        })?;
+    }
+    let services_secs = t.elapsed().as_secs_f64();
+    let [rest1, k8s1] = settled_rss(rest_pid, k8s_pid)?;
+
+    // 2. Remote pods. Kubernetes: Pods on another node and their
+    // CiliumEndpoints, two Lists side by side; kvstore: the same pods'
+    // ipcache entries, as their agent would publish them.
+    let t = Instant::now();
+    let pods: Vec<String> = (0..scale)
+        .map(|i| pod_item(&format!("p{i}"), FAR_NODE, &format!("a{}", i % 10)))
+        .collect();
+    let ceps: Vec<String> = (0..scale)
+        .map(|i| {
+            format!(
+                r#"{{"apiVersion":"cilium.io/v2","kind":"CiliumEndpoint","metadata":{{"name":"p{i}","namespace":"default"}},
+  "status":{{"id":{},"identity":{{"id":{}}},"state":"ready",
+  "networking":{{"addressing":[{{"ipv4":"{}"}}],"node":"{FAR_IP}"}}}}}}"#,
+                i + 1,
+                300 + i % 10,
+                far_pod(i)
+            )
+        })
+        .collect();
+    let creators = vec![create_list(cp, &pods), create_list(cp, &ceps)];
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -662,38 +703,43 @@ fn rss(cluster: &Cluster, cp: &kubeplane::ControlPlane, scale: usize) -> anyhow:
         }
         anyhow::Ok(())
     })?;
-    for c in creators {
-        c.join()
-            .map_err(|_| anyhow::anyhow!("kubectl create thread panicked"))??;
-    }
+    join_all(creators)?;
     let last = format!("{}/32", far_pod(scale - 1));
-    for (node, before) in [(rest_node, rest_before), (k8s_node, k8s_before)] {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while service_count(node)? < before + scale
-            || !node.cilium_ok(&["ip", "list"]).contains(&last)
-        {
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "{} never got the {scale} services and remote pods",
-                node.name
-            );
-            std::thread::sleep(Duration::from_millis(250));
-        }
+    for node in nodes {
+        until_slow(&format!("{}'s {scale} remote pods", node.name), || {
+            Ok(node.cilium_ok(&["ip", "list"]).contains(&last))
+        })?;
     }
-    let loaded = loading.elapsed().as_secs_f64();
-    // Let the load's allocations settle, then take the median of 5.
-    std::thread::sleep(Duration::from_secs(2));
-    let [rest_n, k8s_n] =
-        crate::interleaved(5, [&mut || rss_mb(rest_pid), &mut || rss_mb(k8s_pid)])?;
-    println!("agent RSS with {scale} pods and {scale} services in the cluster (remote pods and services; loaded in {loaded:.0} s):");
-    println!("  Kubernetes mode (node3)      {k8s0:6.1} MB before   {k8s_n:6.1} MB after");
-    println!("  baseline: REST+kvstore (node1) {rest0:4.1} MB before   {rest_n:6.1} MB after");
+    let pods_secs = t.elapsed().as_secs_f64();
+    let [rest2, k8s2] = settled_rss(rest_pid, k8s_pid)?;
+
     println!(
-        "  ratio Kubernetes/REST: before {:.2}x  after {:.2}x   growth {:+.1} MB vs {:+.1} MB",
+        "agent RSS with {scale} services, then {scale} pods too, in the cluster (on other nodes; loaded in {services_secs:.0} s and {pods_secs:.0} s; median of 5):"
+    );
+    println!(
+        "  {:<30} {:>9} {:>13} {:>13} {:>9}",
+        "",
+        "empty",
+        format!("+{scale} svcs"),
+        format!("+{scale} pods"),
+        "growth"
+    );
+    for (what, [a, b, c]) in [
+        ("Kubernetes mode (node3)", [k8s0, k8s1, k8s2]),
+        ("baseline: REST+kvstore (node1)", [rest0, rest1, rest2]),
+    ] {
+        println!(
+            "  {what:<30} {a:6.1} MB {b:10.1} MB {c:10.1} MB {:+6.1} MB",
+            c - a
+        );
+    }
+    println!(
+        "  {:<30} {:8.2}x {:12.2}x {:12.2}x {:8.2}x",
+        "ratio Kubernetes/REST",
         k8s0 / rest0,
-        k8s_n / rest_n,
-        k8s_n - k8s0,
-        rest_n - rest0
+        k8s1 / rest1,
+        k8s2 / rest2,
+        (k8s2 - k8s0) / (rest2 - rest0).max(0.1)
     );
     Ok(())
 }
