@@ -385,8 +385,8 @@ fn services(
     kube: &Kube,
     rounds: usize,
 ) -> anyhow::Result<()> {
-    let (mut api, mut cli, mut cli_only, mut rest) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut api, mut api_only, mut cli, mut cli_only, mut rest) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let k8s_has = |backend| -> anyhow::Result<()> {
         for &i in &K8S {
             until("the Kubernetes Service", 30, || {
@@ -420,6 +420,7 @@ fn services(
         let objects = service_items(&format!("api-{r}"), Ipv4Addr::new(10, 96, 1, host), backend);
         let t = Instant::now();
         kube.apply(&objects)?;
+        api_only.push(ms(t));
         k8s_has(backend)?;
         api.push(ms(t));
 
@@ -434,6 +435,7 @@ fn services(
     }
     println!("Service apply to every node's LB maps (a new Service with one backend until both nodes' LB backend maps hold it):");
     let ours = latency_line("API server apply Svc+slice", &mut api);
+    latency_line("  ...the 2 requests", &mut api_only);
     let by_cli = latency_line("kubectl apply Svc+slice", &mut cli);
     latency_line("  ...kubectl itself", &mut cli_only);
     let base = latency_line("baseline: REST PUT /service", &mut rest);
@@ -449,8 +451,8 @@ fn pods(
     rounds: usize,
 ) -> anyhow::Result<()> {
     let mut watch = CepWatch::start(cluster, cp)?;
-    let (mut k8s, mut k8s_add, mut rest, mut rest_add) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut k8s, mut k8s_req, mut k8s_add, mut rest, mut rest_add) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
         // REST: CNI ADD until the agent's API says ready.
         let node = &cluster.nodes[REST[0]];
@@ -470,6 +472,7 @@ fn pods(
         let pod = format!("kpod{r}");
         let t = Instant::now();
         kube.apply(&[pod_item(&pod, &node.name, "bench")])?;
+        k8s_req.push(ms(t));
         kubelet_add(node, &pod)?;
         k8s_add.push(ms(t));
         let ready = watch.wait(&pod)?;
@@ -477,6 +480,7 @@ fn pods(
     }
     println!("pod creation to a ready endpoint (Kubernetes: the Pod applied to the API server, CNI ADD as the kubelet runs it, until a CEP watch sees it ready; REST: CNI ADD until GET /endpoint says ready):");
     let ours = latency_line("Pod to ready CEP", &mut k8s);
+    latency_line("  ...Pod applied", &mut k8s_req);
     latency_line("  ...Pod applied + ADD done", &mut k8s_add);
     let base = latency_line("baseline: REST ADD to ready", &mut rest);
     latency_line("  ...ADD done", &mut rest_add);
@@ -546,8 +550,8 @@ fn policies(
             Ok(allowed(k1, kdb3, kweb, port)? && allowed(k2, kdb4, kweb, port)?)
         })
     };
-    let (mut api, mut cli, mut cli_only, mut rest) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut api, mut api_only, mut cli, mut cli_only, mut rest) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
         let port = 30000 + r as u16;
         let text = CNP.replace("PORT", &port.to_string());
@@ -567,6 +571,7 @@ fn policies(
         let json = serde_json::to_string(&network_policy(port))?;
         let t = Instant::now();
         kube.apply(&[json])?;
+        api_only.push(ms(t));
         k8s_has(port)?;
         api.push(ms(t));
 
@@ -580,6 +585,7 @@ fn policies(
     }
     println!("NetworkPolicy apply to enforcement on every node (the policy's port changed until the db pods' policy maps on both nodes let web in on it):");
     let ours = latency_line("API server apply NetPol", &mut api);
+    latency_line("  ...the request", &mut api_only);
     let by_cli = latency_line("kubectl apply NetPol", &mut cli);
     latency_line("  ...kubectl itself", &mut cli_only);
     let base = latency_line("baseline: policy import", &mut rest);
