@@ -148,7 +148,10 @@ impl Kube {
             .build()?;
         let opts = k8s::ClientOptions {
             kubeconfig: Some(cp.admin_kubeconfig()),
-            api_server: None,
+            // the load generator, not an agent: no client-side limit to speak of
+            qps: 10_000.0,
+            burst: 10_000,
+            ..Default::default()
         };
         let client = rt.block_on(k8s::connect(&opts))?;
         Ok(Self { rt, client })

@@ -110,10 +110,17 @@ impl Kubernetes {
                 .collect(),
             _ => Vec::new(),
         };
+        let k8s_api_sync = self
+            .health
+            .all()
+            .into_iter()
+            .map(|(api, s)| (api, s.to_string()))
+            .collect();
         K8sStatus {
             state,
             msg,
             k8s_api_versions,
+            k8s_api_sync,
         }
     }
 

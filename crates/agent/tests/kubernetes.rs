@@ -463,6 +463,13 @@ fn a_verb_missing_from_the_cluster_role_is_named_in_status_without_a_crash() {
             && line.contains("cannot watch networking.k8s.io/v1::NetworkPolicy")
             && line.contains("forbidden")
     });
+    wait_for("status --verbose to say which watches synced", 30, || {
+        let verbose =
+            String::from_utf8_lossy(&node.cilium(&["status", "--verbose"]).stdout).into_owned();
+        verbose.contains("  networking.k8s.io/v1::NetworkPolicy: failing: ")
+            && verbose.contains("  cilium/v2::CiliumNetworkPolicy: synced")
+            && verbose.contains("  core/v1::Pods: synced")
+    });
     // the rest works: a pod gets its endpoint and its CiliumEndpoint
     node.add_pod("web");
     wait_for("web's CiliumEndpoint", 30, || {

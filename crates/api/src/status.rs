@@ -66,6 +66,14 @@ pub struct K8sStatus {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub k8s_api_versions: Vec<String>,
+    /// Ours, not Cilium's: each watched API's state (`listing`, `synced`,
+    /// `failing: <why>`), which `cilium status --verbose` shows.
+    #[serde(
+        rename = "k8s-api-sync",
+        default,
+        skip_serializing_if = "std::collections::BTreeMap::is_empty"
+    )]
+    pub k8s_api_sync: std::collections::BTreeMap<String, String>,
 }
 
 /// `{"enabled": bool}`, the shape of most kube-proxy replacement features.

@@ -148,6 +148,14 @@ pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> Strin
                 "Kubernetes APIs",
                 format!("[\"{}\"]", k.k8s_api_versions.join("\", \"")),
             );
+            if verbose && !k.k8s_api_sync.is_empty() {
+                let list: String = k
+                    .k8s_api_sync
+                    .iter()
+                    .map(|(api, state)| format!("\n  {api}: {state}"))
+                    .collect();
+                push("Kubernetes APIs sync", list);
+            }
         }
     }
     if let Some(k) = &s.kube_proxy_replacement {

@@ -10,7 +10,7 @@ pub mod source;
 pub mod throttle;
 
 pub use client::{connect, version_line, ClientOptions, ConnectError};
-pub use source::{key_of, ResourceSource, WatchHealth};
+pub use source::{key_of, ResourceSource, WatchHealth, WatchState};
 
 /// The client library, for callers that name its types.
 pub use kube;

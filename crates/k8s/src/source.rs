@@ -15,25 +15,56 @@ use std::sync::{Arc, Mutex};
 
 type Events<K> = Pin<Box<dyn Stream<Item = Result<Event<K>, watcher::Error>> + Send>>;
 
-/// How each watched resource fares, by its API name: None while it
-/// works, the last error while it fails (a verb missing from the RBAC
-/// role, say), so status can name what cannot be watched.
+/// Where a watch is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WatchState {
+    /// Its first listing is under way.
+    Listing,
+    /// Listed, and watching.
+    Synced,
+    /// The last attempt failed (a verb missing from the RBAC role, say).
+    Failing(String),
+}
+
+impl std::fmt::Display for WatchState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WatchState::Listing => f.write_str("listing"),
+            WatchState::Synced => f.write_str("synced"),
+            WatchState::Failing(e) => write!(f, "failing: {e}"),
+        }
+    }
+}
+
+/// How each watched resource fares, by its API name, so status can say
+/// what has synced and name what cannot be watched.
 #[derive(Debug, Default)]
-pub struct WatchHealth(Mutex<BTreeMap<String, Option<String>>>);
+pub struct WatchHealth(Mutex<BTreeMap<String, WatchState>>);
 
 impl WatchHealth {
-    fn set(&self, api: &str, error: Option<String>) {
+    fn set(&self, api: &str, state: WatchState) {
         let mut all = self.0.lock().expect("watch health lock");
-        if all.get(api) != Some(&error) {
-            all.insert(api.to_owned(), error);
+        if all.get(api) != Some(&state) {
+            all.insert(api.to_owned(), state);
         }
+    }
+
+    /// Every watch and where it is.
+    pub fn all(&self) -> Vec<(String, WatchState)> {
+        let all = self.0.lock().expect("watch health lock");
+        all.iter()
+            .map(|(api, s)| (api.clone(), s.clone()))
+            .collect()
     }
 
     /// The failing watches and their errors.
     pub fn failing(&self) -> Vec<(String, String)> {
-        let all = self.0.lock().expect("watch health lock");
-        all.iter()
-            .filter_map(|(api, e)| Some((api.clone(), e.clone()?)))
+        self.all()
+            .into_iter()
+            .filter_map(|(api, s)| match s {
+                WatchState::Failing(e) => Some((api, e)),
+                _ => None,
+            })
             .collect()
     }
 }
@@ -58,12 +89,27 @@ fn failure(e: &watcher::Error) -> String {
     }
 }
 
+/// The object without what no subscriber reads and every object of a
+/// busy cluster carries (often larger than the rest): the field managers'
+/// bookkeeping and kubectl's copy of the last applied object, as
+/// Cilium's informers drop them.
+fn slimmed<K: Resource>(mut obj: K) -> K {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(a) = &mut meta.annotations {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+    obj
+}
+
 /// One resource kind, listed then watched.
 pub struct ResourceSource<K> {
     events: Events<K>,
     /// What the source says in logs (`Pods`, `CiliumNodes`).
     what: &'static str,
     listed: bool,
+    /// Whether a listing has been complete (then the store is synced).
+    synced: bool,
     health: Option<(Arc<WatchHealth>, String)>,
 }
 
@@ -85,13 +131,14 @@ where
             events: watcher::watcher(api, config).default_backoff().boxed(),
             what,
             listed: false,
+            synced: false,
             health: None,
         }
     }
 
     /// Reports how the watch fares to `health` under `api`.
     pub fn reporting(mut self, health: Arc<WatchHealth>, api: &str) -> Self {
-        health.set(api, None);
+        health.set(api, WatchState::Listing);
         self.health = Some((health, api.to_owned()));
         self
     }
@@ -107,8 +154,14 @@ where
     async fn next(&mut self) -> Option<watch::Event<String, K>> {
         loop {
             let next = self.events.next().await?;
+            self.synced |= matches!(next, Ok(Event::InitDone));
             if let Some((health, api)) = &self.health {
-                health.set(api, next.as_ref().err().map(failure));
+                let state = match &next {
+                    Err(e) => WatchState::Failing(failure(e)),
+                    Ok(_) if self.synced => WatchState::Synced,
+                    Ok(_) => WatchState::Listing,
+                };
+                health.set(api, state);
             }
             let ev = match next {
                 Ok(Event::Init) if !self.listed => {
@@ -119,7 +172,7 @@ where
                 Ok(Event::Init) => watch::Event::Relist,
                 Ok(Event::InitApply(obj)) | Ok(Event::Apply(obj)) => watch::Event::Upsert {
                     key: key_of(&obj),
-                    value: obj,
+                    value: slimmed(obj),
                 },
                 Ok(Event::InitDone) => watch::Event::ListDone,
                 Ok(Event::Delete(obj)) => watch::Event::Delete { key: key_of(&obj) },
