@@ -434,6 +434,22 @@ fn identities_come_from_pod_and_namespace_labels_and_follow_their_changes() {
         .any(|l| l == "k8s:io.cilium.k8s.namespace.labels.team=b"));
 }
 
+/// Replaces the verbs of the ClusterRole's first rule (NetworkPolicies).
+fn network_policy_verbs(cp: &kubeplane::ControlPlane, verbs: &str) {
+    let patch = format!(r#"[{{"op":"replace","path":"/rules/0/verbs","value":{verbs}}}]"#);
+    kube::kubectl_ok(
+        cp,
+        &[
+            "patch",
+            "clusterrole",
+            "cilium",
+            "--type=json",
+            "-p",
+            &patch,
+        ],
+    );
+}
+
 #[test]
 fn a_verb_missing_from_the_cluster_role_is_named_in_status_without_a_crash() {
     let mut node = Node::new("10.1.0.0/24");
@@ -444,18 +460,7 @@ fn a_verb_missing_from_the_cluster_role_is_named_in_status_without_a_crash() {
         role["rules"][0]["resources"],
         serde_json::json!(["networkpolicies"])
     );
-    let without_list = r#"[{"op":"replace","path":"/rules/0/verbs","value":["get","watch"]}]"#;
-    kube::kubectl_ok(
-        &cp,
-        &[
-            "patch",
-            "clusterrole",
-            "cilium",
-            "--type=json",
-            "-p",
-            without_list,
-        ],
-    );
+    network_policy_verbs(&cp, r#"["get","watch"]"#);
     node.start_agent();
     wait_for("status to name the NetworkPolicy watch", 30, || {
         let line = kubernetes_line(&node);
@@ -476,18 +481,7 @@ fn a_verb_missing_from_the_cluster_role_is_named_in_status_without_a_crash() {
         kubectl_json(&cp, &["get", "ciliumendpoint", "web"]).is_some()
     });
 
-    let with_list = r#"[{"op":"replace","path":"/rules/0/verbs","value":["get","list","watch"]}]"#;
-    kube::kubectl_ok(
-        &cp,
-        &[
-            "patch",
-            "clusterrole",
-            "cilium",
-            "--type=json",
-            "-p",
-            with_list,
-        ],
-    );
+    network_policy_verbs(&cp, r#"["get","list","watch"]"#);
     wait_for("status Ok once the verb is back", 60, || {
         kubernetes_line(&node).contains("Ok ")
     });

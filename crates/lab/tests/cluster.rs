@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{create_web, eventually, text, web_pods, Lab};
+use common::{create_web, eventually, expose_web, text, web_pods, Lab};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 use std::process::{Child, Stdio};
@@ -114,15 +114,7 @@ fn a_three_node_cluster_balances_scales_and_enforces_network_policy() {
     assert!(out.status.success(), "{}", text(&out));
 
     create_web(&lab, 3);
-    lab.ok(&[
-        "kubectl",
-        "expose",
-        "deployment",
-        "web",
-        "--port=80",
-        "--target-port=8080",
-        "--type=NodePort",
-    ]);
+    expose_web(&lab, &["--type=NodePort"]);
     eventually("three web pods Running", 90, || {
         let pods = web_pods(&lab);
         (pods.len() == 3).then_some(()).ok_or(format!("{pods:?}"))

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{create_web, eventually, text, web_pods, Lab};
+use common::{create_web, eventually, expose_web, text, web_pods, Lab};
 
 #[test]
 fn up_with_kubernetes_runs_the_demo_through_the_api_server() {
@@ -121,14 +121,7 @@ fn kubelets_run_a_deployment_its_service_balances_and_replace_a_deleted_pod() {
         assert!(netns.exists(), "{} missing", netns.display());
     }
 
-    lab.ok(&[
-        "kubectl",
-        "expose",
-        "deployment",
-        "web",
-        "--port=80",
-        "--target-port=8080",
-    ]);
+    expose_web(&lab, &[]);
     eventually("the EndpointSlice lists both pods", 30, || {
         let out = lab.ok(&[
             "kubectl",

@@ -99,3 +99,17 @@ pub fn create_web(lab: &Lab, replicas: usize) {
         &format!("--replicas={replicas}"),
     ]);
 }
+
+/// `kubectl expose deployment web` on port 80 to 8080, with `extra`.
+pub fn expose_web(lab: &Lab, extra: &[&str]) {
+    let mut args = vec![
+        "kubectl",
+        "expose",
+        "deployment",
+        "web",
+        "--port=80",
+        "--target-port=8080",
+    ];
+    args.extend_from_slice(extra);
+    lab.ok(&args);
+}
