@@ -69,10 +69,12 @@ impl WatchHealth {
     }
 }
 
-/// What a failed watch says in status: the API server's own message
-/// (`pods is forbidden: ...`), and for a resource it does not serve, that
-/// its CRD is missing.
-fn failure(e: &watcher::Error) -> String {
+/// What a watch the API server refused says in status: the server's own
+/// message (`pods is forbidden: ...`), and for a resource it does not
+/// serve, that its CRD is missing. None when the server was not reached
+/// or failed on its side (the connection probe reports an unreachable
+/// server; the watch keeps its state until it is back).
+fn refusal(e: &watcher::Error) -> Option<String> {
     let api_error = match e {
         watcher::Error::InitialListFailed(kube::Error::Api(s))
         | watcher::Error::WatchStartFailed(kube::Error::Api(s))
@@ -80,13 +82,16 @@ fn failure(e: &watcher::Error) -> String {
         watcher::Error::WatchError(s) => Some(s),
         _ => None,
     };
-    match api_error {
-        Some(s) if s.code == 404 => {
+    // a server starting up, overloaded, or asking for a relist answers
+    // 5xx, 429 or 410: passing, not a refusal
+    let refused =
+        api_error.filter(|s| (400..500).contains(&s.code) && ![410, 429].contains(&s.code))?;
+    Some(match refused.code {
+        404 => {
             "the API server does not serve it (is its CustomResourceDefinition installed?)".into()
         }
-        Some(s) => format!("{} ({})", s.message, s.code),
-        None => e.to_string(),
-    }
+        code => format!("{} ({code})", refused.message),
+    })
 }
 
 /// The object without what no subscriber reads and every object of a
@@ -157,11 +162,13 @@ where
             self.synced |= matches!(next, Ok(Event::InitDone));
             if let Some((health, api)) = &self.health {
                 let state = match &next {
-                    Err(e) => WatchState::Failing(failure(e)),
-                    Ok(_) if self.synced => WatchState::Synced,
-                    Ok(_) => WatchState::Listing,
+                    Err(e) => refusal(e).map(WatchState::Failing),
+                    Ok(_) if self.synced => Some(WatchState::Synced),
+                    Ok(_) => Some(WatchState::Listing),
                 };
-                health.set(api, state);
+                if let Some(state) = state {
+                    health.set(api, state);
+                }
             }
             let ev = match next {
                 Ok(Event::Init) if !self.listed => {
