@@ -22,7 +22,8 @@ type Labels = BTreeMap<String, String>;
 
 #[derive(Default)]
 struct Known {
-    pods: BTreeMap<(String, String), PodMeta>,
+    /// By the watch's key, `namespace/name`.
+    pods: BTreeMap<String, PodMeta>,
     namespaces: BTreeMap<String, Labels>,
 }
 
@@ -46,14 +47,16 @@ enum LookupError {
     OtherPod(String, String, String),
 }
 
-/// A pod's part in its identity; None for a pod that is done (Cilium
-/// treats Succeeded and Failed pods as deleted).
-fn meta(pod: &Pod) -> Option<PodMeta> {
+/// A pod's part in its identity, while it runs: None for a pod that is
+/// done (Cilium treats Succeeded and Failed pods as deleted).
+fn running(pod: &Pod) -> Option<PodMeta> {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    if matches!(phase, Some("Succeeded" | "Failed")) {
-        return None;
-    }
-    Some(PodMeta {
+    (!matches!(phase, Some("Succeeded" | "Failed"))).then(|| meta(pod))
+}
+
+/// A pod's part in its identity.
+fn meta(pod: &Pod) -> PodMeta {
+    PodMeta {
         namespace: pod.namespace().unwrap_or_default(),
         name: pod.name_any(),
         uid: pod.uid().unwrap_or_default(),
@@ -63,7 +66,7 @@ fn meta(pod: &Pod) -> Option<PodMeta> {
             .as_ref()
             .and_then(|s| s.service_account_name.clone())
             .unwrap_or_default(),
-    })
+    }
 }
 
 impl PodCache {
@@ -83,14 +86,18 @@ impl PodCache {
     /// its pod and namespace are in them.
     fn cached(&self, namespace: &str, name: &str) -> Option<(PodMeta, Vec<String>)> {
         let known = self.known();
-        let pod = known.pods.get(&(namespace.to_owned(), name.to_owned()))?;
+        let pod = known.pods.get(&format!("{namespace}/{name}"))?;
         let ns = known.namespaces.get(namespace)?;
         Some((pod.clone(), pod_identity_labels(pod, ns, &self.cluster)))
     }
 
     /// Asks the API server for what the caches do not have yet (a pod
     /// just bound to this node races its watch event), as Cilium does.
-    async fn fetch(&self, namespace: &str, name: &str) -> Result<Vec<String>, LookupError> {
+    async fn fetch(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(PodMeta, Vec<String>), LookupError> {
         let get = |what, name: &str| {
             let name = name.to_owned();
             move |source| LookupError::Get { what, name, source }
@@ -105,8 +112,9 @@ impl PodCache {
             .get(namespace)
             .await
             .map_err(get("namespace", namespace))?;
-        let meta = meta(&pod).unwrap_or_default();
-        Ok(pod_identity_labels(&meta, ns.labels(), &self.cluster))
+        let pod = meta(&pod);
+        let labels = pod_identity_labels(&pod, ns.labels(), &self.cluster);
+        Ok((pod, labels))
     }
 
     async fn lookup(
@@ -126,15 +134,13 @@ impl PodCache {
                 "Cached pod is an older one, asking the API server"
             );
         }
-        let labels = self.fetch(namespace, name).await?;
-        if let Some((pod, _)) = self.cached(namespace, name) {
-            if !uid.is_empty() && pod.uid != uid {
-                return Err(LookupError::OtherPod(
-                    format!("{namespace}/{name}"),
-                    pod.uid,
-                    uid.to_owned(),
-                ));
-            }
+        let (pod, labels) = self.fetch(namespace, name).await?;
+        if !uid.is_empty() && pod.uid != uid {
+            return Err(LookupError::OtherPod(
+                format!("{namespace}/{name}"),
+                pod.uid,
+                uid.to_owned(),
+            ));
         }
         Ok(labels)
     }
@@ -195,20 +201,23 @@ pub fn follow(
     let pods = ResourceSource::new("Pods", Api::<Pod>::all(kubernetes.client()), on_node);
     let pods = kubernetes
         .watched("core/v1::Pods", pods)
-        .decode(|_, pod: &Pod| Ok::<_, Infallible>(meta(pod)));
+        .decode(|_, pod: &Pod| Ok::<_, Infallible>(running(pod)));
     let (this, eps) = (Arc::clone(cache), Arc::clone(&endpoints));
     let handler = move |change: Change<String, Option<PodMeta>>| {
         let (this, eps) = (Arc::clone(&this), Arc::clone(&eps));
         async move {
             let (namespace, name) = match change {
-                Change::Upsert { new: Some(pod), .. } => {
-                    let key = (pod.namespace.clone(), pod.name.clone());
-                    this.known().pods.insert(key.clone(), pod);
-                    key
+                Change::Upsert {
+                    key,
+                    new: Some(pod),
+                    ..
+                } => {
+                    let at = (pod.namespace.clone(), pod.name.clone());
+                    this.known().pods.insert(key, pod);
+                    at
                 }
                 Change::Upsert { key, new: None, .. } | Change::Delete { key, .. } => {
-                    let (ns, name) = key.split_once('/').unwrap_or(("", &key));
-                    this.known().pods.remove(&(ns.to_owned(), name.to_owned()));
+                    this.known().pods.remove(&key);
                     return Ok(());
                 }
                 Change::Synced => return Ok(()),

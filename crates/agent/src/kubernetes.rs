@@ -29,9 +29,8 @@ pub struct Kubernetes {
     /// The last probe's state and message.
     probed: Mutex<(State, String)>,
     /// The watchers started, by Cilium's API group names
-    /// (`core/v1::Pods`, `cilium/v2::CiliumNode`), for `Kubernetes APIs`.
-    apis: Mutex<std::collections::BTreeSet<String>>,
-    /// How those watches fare.
+    /// (`core/v1::Pods`, `cilium/v2::CiliumNode`), and how they fare:
+    /// `Kubernetes APIs` and their sync state.
     health: Arc<k8s::WatchHealth>,
 }
 
@@ -60,7 +59,6 @@ impl Kubernetes {
         Ok(Arc::new(Self {
             client,
             probed: Mutex::new((State::Ok, version)),
-            apis: Mutex::default(),
             health: Arc::default(),
         }))
     }
@@ -80,10 +78,6 @@ impl Kubernetes {
             + Send
             + 'static,
     {
-        self.apis
-            .lock()
-            .expect("k8s apis lock")
-            .insert(api.to_owned());
         source.reporting(Arc::clone(&self.health), api)
     }
 
@@ -93,26 +87,20 @@ impl Kubernetes {
     /// RBAC role) turns the state to Warning, naming it.
     pub fn status(&self) -> K8sStatus {
         let (mut state, mut msg) = self.probed.lock().expect("k8s status lock").clone();
-        let failing = self.health.failing();
-        if state == State::Ok && !failing.is_empty() {
-            state = State::Warning;
-            for (api, error) in failing {
-                msg.push_str(&format!("; cannot watch {api}: {error}"));
+        let watches = self.health.all();
+        if state == State::Ok {
+            for (api, watch) in &watches {
+                if let k8s::WatchState::Failing(error) = watch {
+                    state = State::Warning;
+                    msg.push_str(&format!("; cannot watch {api}: {error}"));
+                }
             }
         }
         let k8s_api_versions = match state {
-            State::Ok | State::Warning => self
-                .apis
-                .lock()
-                .expect("k8s apis lock")
-                .iter()
-                .cloned()
-                .collect(),
+            State::Ok | State::Warning => watches.iter().map(|(api, _)| api.clone()).collect(),
             _ => Vec::new(),
         };
-        let k8s_api_sync = self
-            .health
-            .all()
+        let k8s_api_sync = watches
             .into_iter()
             .map(|(api, s)| (api, s.to_string()))
             .collect();

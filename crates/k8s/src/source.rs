@@ -56,17 +56,6 @@ impl WatchHealth {
             .map(|(api, s)| (api.clone(), s.clone()))
             .collect()
     }
-
-    /// The failing watches and their errors.
-    pub fn failing(&self) -> Vec<(String, String)> {
-        self.all()
-            .into_iter()
-            .filter_map(|(api, s)| match s {
-                WatchState::Failing(e) => Some((api, e)),
-                _ => None,
-            })
-            .collect()
-    }
 }
 
 /// What a watch the API server refused says in status: the server's own
