@@ -64,6 +64,23 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 	if (ret < 0)
 		goto drop;
 
+	/* A reply to a NodePort client that kept its address: back out of the
+	 * native device, from the node address and port the client reached,
+	 * wherever the client is. */
+	if (ct.node_port && ct.status == CT_REPLY) {
+		struct ipv4_nat_entry *nat;
+
+		nat = nodeport_reply_nat(pkt.tuple.saddr, daddr, pkt.tuple.dport,
+					 pkt.tuple.sport, proto);
+		if (nat) {
+			ret = nodeport_reply(ctx, l4_off, proto, nat);
+			if (ret < 0)
+				goto drop;
+			update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
+			return ret;
+		}
+	}
+
 	/* a hairpin reply goes back into the pod it came from */
 	dst_ep = daddr == IPV4_LOOPBACK ? src_ep : lookup_ip4_endpoint(daddr);
 	if (is_local_pod(dst_ep)) {
@@ -89,22 +106,6 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 			goto drop;
 		update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
 		return ret;
-	}
-
-	/* A local backend's reply to a NodePort client goes straight back out
-	 * of the native device, translated back. */
-	if (is_node_address(daddr)) {
-		struct ipv4_nat_entry *nat;
-
-		nat = nodeport_reply_nat(pkt.tuple.saddr, daddr, pkt.tuple.dport,
-					 pkt.tuple.sport, proto);
-		if (nat) {
-			ret = nodeport_reply(ctx, l4_off, proto, daddr, nat);
-			if (ret < 0)
-				goto drop;
-			update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
-			return ret;
-		}
 	}
 
 	/* The node itself or beyond it: the host stack routes it. */
@@ -147,6 +148,7 @@ int cil_lxc_policy(struct __sk_buff *ctx)
 	ret = ct_parse4(ctx, ip4, &pkt);
 	if (ret < 0)
 		goto drop;
+	ct.node_port = !!(flags & POLICY_F_NODEPORT);
 	if (flags & POLICY_F_SKIP)
 		ret = ct_track4(ctx, &pkt, CT_INGRESS, src_id, (__u16)ep->ifindex, &ct);
 	else

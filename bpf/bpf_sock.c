@@ -32,14 +32,15 @@ static __always_inline void sock_metric(__u8 reason)
 	update_metrics(0, METRIC_EGRESS, reason, __LINE__, SOURCE_FILE);
 }
 
-/* The service of address:port. A NodePort reached through any node's
- * address (this node's or another's, per the ipcache) is found through
- * its 0.0.0.0 surrogate, as Cilium's wildcard lookup does; *key_addr is
- * then the surrogate's address. */
+/* The service of address:port, as the cluster's own clients see it. A
+ * NodePort reached through any node's address (this node's or another's,
+ * per the ipcache) is found through its 0.0.0.0 surrogate, as Cilium's
+ * wildcard lookup does; *key_addr is then the surrogate's address. *scope
+ * names the entry found. */
 static __always_inline struct lb4_service *sock4_service(__u32 address, __u16 port,
-							  __u32 *key_addr)
+							  __u32 *key_addr, __u8 *scope)
 {
-	struct lb4_service *svc = lb4_lookup_service(address, port);
+	struct lb4_service *svc = lb4_lookup_service_internal(address, port, scope);
 	__u32 identity;
 
 	*key_addr = address;
@@ -50,7 +51,7 @@ static __always_inline struct lb4_service *sock4_service(__u32 address, __u16 po
 	identity = ip4_identity(address);
 	if (identity != IDENTITY_HOST && identity != IDENTITY_REMOTE_NODE)
 		return NULL;
-	svc = lb4_lookup_service(0, port);
+	svc = lb4_lookup_service_internal(0, port, scope);
 	if (!svc || !(svc->flags & SVC_FLAG_NODEPORT))
 		return NULL;
 	*key_addr = 0;
@@ -85,6 +86,7 @@ static __always_inline int sock4_remember(struct bpf_sock_addr *ctx,
 static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx)
 {
 	__u32 address = ctx->user_ip4, key_addr, id = 0;
+	__u8 scope;
 	__u16 port = (__u16)ctx->user_port;
 	struct lb4_backend *backend = NULL;
 	struct lb4_service *svc;
@@ -92,7 +94,7 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx)
 
 	if (!sock_proto_balanced(ctx))
 		return 0;
-	svc = sock4_service(address, port, &key_addr);
+	svc = sock4_service(address, port, &key_addr, &scope);
 	if (!svc)
 		return 0;
 	if (svc->count == 0) {
@@ -103,7 +105,7 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx)
 	if (svc->flags & SVC_FLAG_AFFINITY)
 		backend = lb4_affinity_backend(netns, 1, svc, &id);
 	if (!backend)
-		backend = lb4_backend_of_slot(key_addr, port,
+		backend = lb4_backend_of_slot(key_addr, port, scope,
 					      (__u16)(bpf_get_prandom_u32() % svc->count) + 1, &id);
 	if (!backend) {
 		sock_metric(REASON_LB_NO_BACKEND);
@@ -132,11 +134,12 @@ static __always_inline void sock4_xlate_rev(struct bpf_sock_addr *ctx)
 	struct ipv4_revnat_entry *val;
 	struct lb4_service *svc;
 	__u32 key_addr;
+	__u8 scope;
 
 	val = bpf_map_lookup_elem(&cilium_lb4_reverse_sk, &key);
 	if (!val)
 		return;
-	svc = sock4_service(val->address, val->port, &key_addr);
+	svc = sock4_service(val->address, val->port, &key_addr, &scope);
 	if (!svc || svc->rev_nat_index != val->rev_nat_index) {
 		bpf_map_delete_elem(&cilium_lb4_reverse_sk, &key);
 		sock_metric(REASON_LB_REVNAT_STALE);

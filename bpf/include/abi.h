@@ -207,6 +207,13 @@ struct ct_entry {
 #define SVC_FLAG_ROUTABLE	(1 << 6)
 #define SVC_FLAG_SOURCE_RANGE	(1 << 7)
 
+/* lb4_service.flags2 */
+#define SVC_FLAG_LOCALREDIRECT	(1 << 0)
+/* Clients outside the cluster get the external scope's backends, the
+ * cluster's own the internal scope's (externalTrafficPolicy Local beside
+ * internalTrafficPolicy Cluster). */
+#define SVC_FLAG_TWO_SCOPES	(1 << 5)
+
 struct lb4_key {
 	__u32 address;		/* VIP, network order */
 	__u16 dport;		/* network order */
@@ -297,7 +304,8 @@ struct ipv4_nat_entry {
 	__u64 created;
 	__u64 needs_ct;
 	__u64 last_used;	/* ct_now() of the last packet, for NAT GC (Cilium: pad) */
-	__u64 pad2;
+	__u32 from_addr;	/* NodePort: the source the translated packet gets (Cilium: pad) */
+	__u32 pad2;
 	__u32 to_addr;		/* egress: new source; ingress: new destination */
 	__u16 to_port;
 	__u16 rev_port;		/* NodePort: the other side's port (Cilium: pad) */

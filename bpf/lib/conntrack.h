@@ -29,6 +29,9 @@ struct ct_state {
 	/* of the entry that matched; given for the entry a new flow gets */
 	__u16 rev_nat_index;	/* network order; 0 = not load-balanced */
 	__u8 loopback;		/* hairpin flow: source is IPV4_LOOPBACK */
+	/* a flow that came in through a NodePort with its client's address:
+	 * its replies are translated back by the NodePort's NAT entries */
+	__u8 node_port;
 	__u32 src_sec_id;	/* of the entry that matched */
 };
 
@@ -199,8 +202,9 @@ static __always_inline void ct_lookup4(struct __sk_buff *ctx, int dir,
 				       struct ipv4_ct_tuple *tuple,
 				       struct ct_state *state)
 {
-	/* the load balancer's decision for this packet, made before lookup */
+	/* the load balancer's decisions for this packet, made before lookup */
 	__u16 rev_nat_index = state->rev_nat_index;
+	__u8 node_port = state->node_port;
 	struct ct_entry *entry;
 	void *map = ct_map_for(tuple->nexthdr);
 
@@ -218,6 +222,9 @@ static __always_inline void ct_lookup4(struct __sk_buff *ctx, int dir,
 			if (!reply && dir == CT_EGRESS)
 				entry->rev_nat_index = rev_nat_index;
 			state->rev_nat_index = entry->rev_nat_index;
+			if (!reply && node_port)
+				entry->flags |= CT_F_NODE_PORT;
+			state->node_port = !!(entry->flags & CT_F_NODE_PORT);
 			state->loopback = !!(entry->flags & CT_F_LB_LOOPBACK);
 			ct_update(entry, tuple->nexthdr, state->tcp_flags, reply, ctx->len);
 			return;
@@ -277,6 +284,8 @@ static __always_inline int ct_create4(struct __sk_buff *ctx,
 		entry.flags |= CT_F_SEEN_NON_SYN;
 	if (state->loopback)
 		entry.flags |= CT_F_LB_LOOPBACK;
+	if (state->node_port)
+		entry.flags |= CT_F_NODE_PORT;
 	entry.lifetime = now + ct_lifetime(&entry, tuple->nexthdr);
 	if (bpf_map_update_elem(ct_map_for(tuple->nexthdr), tuple, &entry, BPF_ANY) < 0)
 		return -DROP_CT_CREATE_FAILED;

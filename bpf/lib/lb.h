@@ -22,26 +22,51 @@ struct lb4_target {
 	__u16 rev_nat_index;	/* network order */
 };
 
-/* The service entry of address:port (network order), if any. */
-static __always_inline struct lb4_service *lb4_lookup_service(__u32 address, __u16 port)
+static __always_inline struct lb4_service *lb4_lookup_scoped(__u32 address, __u16 port,
+							      __u8 scope)
 {
 	struct lb4_key key = {
 		.address = address,
 		.dport = port,
-		.scope = LB_LOOKUP_SCOPE_EXT,
+		.scope = scope,
 	};
 
 	return bpf_map_lookup_elem(&cilium_lb4_services_v2, &key);
 }
 
+/* The service entry of address:port (network order) for a client outside
+ * the cluster, if any. */
+static __always_inline struct lb4_service *lb4_lookup_service(__u32 address, __u16 port)
+{
+	return lb4_lookup_scoped(address, port, LB_LOOKUP_SCOPE_EXT);
+}
+
+/* The same for the cluster's own clients (pods, the node's sockets): a
+ * frontend with two scopes has its internal entry for them, unless that
+ * entry is missing. *scope names the entry found, for its slots. */
+static __always_inline struct lb4_service *lb4_lookup_service_internal(__u32 address, __u16 port,
+									__u8 *scope)
+{
+	struct lb4_service *svc = lb4_lookup_service(address, port), *internal;
+
+	*scope = LB_LOOKUP_SCOPE_EXT;
+	if (!svc || !(svc->flags2 & SVC_FLAG_TWO_SCOPES))
+		return svc;
+	internal = lb4_lookup_scoped(address, port, LB_LOOKUP_SCOPE_INT);
+	if (!internal)
+		return svc;
+	*scope = LB_LOOKUP_SCOPE_INT;
+	return internal;
+}
+
 static __always_inline struct lb4_backend *lb4_backend_of_slot(__u32 address, __u16 port,
-								__u16 slot, __u32 *id)
+								__u8 scope, __u16 slot, __u32 *id)
 {
 	struct lb4_key key = {
 		.address = address,
 		.dport = port,
 		.backend_slot = slot,
-		.scope = LB_LOOKUP_SCOPE_EXT,
+		.scope = scope,
 	};
 	struct lb4_service *entry = bpf_map_lookup_elem(&cilium_lb4_services_v2, &key);
 
@@ -134,8 +159,8 @@ static __always_inline void lb4_affinity_update(__u64 client, __u8 is_cookie,
  * service has no backend to give.
  */
 static __always_inline int lb4_select(struct __sk_buff *ctx, const struct ct_packet *pkt,
-				      const struct lb4_service *svc, __u32 frontend, int maglev,
-				      struct lb4_target *target)
+				      const struct lb4_service *svc, __u32 frontend, __u8 scope,
+				      int maglev, struct lb4_target *target)
 {
 	struct ipv4_ct_tuple key = pkt->tuple;
 	void *map = ct_map_for(key.nexthdr);
@@ -162,7 +187,7 @@ static __always_inline int lb4_select(struct __sk_buff *ctx, const struct ct_pac
 		if (!backend && maglev)
 			backend = lb4_maglev_backend(&pkt->tuple, svc, &id);
 		if (!backend)
-			backend = lb4_backend_of_slot(frontend, key.sport,
+			backend = lb4_backend_of_slot(frontend, key.sport, scope,
 						      (__u16)(bpf_get_prandom_u32() % svc->count) + 1,
 						      &id);
 		if (!backend)
@@ -254,6 +279,7 @@ static __always_inline int lb4_local(struct __sk_buff *ctx, int l4_off,
 {
 	struct lb4_target target = {};
 	struct lb4_service *svc;
+	__u8 scope;
 	int ret;
 
 	state->rev_nat_index = 0;
@@ -261,11 +287,11 @@ static __always_inline int lb4_local(struct __sk_buff *ctx, int l4_off,
 	if (!lb4_is_balanced_proto(pkt->tuple.nexthdr))
 		return 0;
 	/* the tuple keeps the packet's destination port in sport */
-	svc = lb4_lookup_service(pkt->tuple.daddr, pkt->tuple.sport);
+	svc = lb4_lookup_service_internal(pkt->tuple.daddr, pkt->tuple.sport, &scope);
 	if (!svc)
 		return 0;
 	/* pods always pick at random, as Cilium's bpf_lxc does */
-	ret = lb4_select(ctx, pkt, svc, pkt->tuple.daddr, 0, &target);
+	ret = lb4_select(ctx, pkt, svc, pkt->tuple.daddr, scope, 0, &target);
 	if (IS_ERR(ret))
 		return ret;
 	ret = lb4_xlate(ctx, l4_off, pkt->tuple.nexthdr, 1, target.address, target.port);

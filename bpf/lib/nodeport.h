@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * NodePort on the node's native device. A connection to a node address and
- * a NodePort is DNATed to a backend and SNATed to that node address with a
- * port of its own, so the backend's replies come back to this node wherever
- * the backend runs; the two NAT entries (cilium_snat_v4_external) undo both
- * translations for the replies, which then leave through the native device
- * towards the client.
+ * a NodePort is DNATed to a backend. A backend on another node also needs
+ * it SNATed to the node address with a port of its own, so its replies come
+ * back through this node; a backend of this node sees the client as it is
+ * (as in Cilium, and what externalTrafficPolicy Local promises: its
+ * backends are all local). Two NAT entries (cilium_snat_v4_external) undo
+ * the translations for the replies, which then leave through the native
+ * device towards the client: a local backend's flow is marked in conntrack
+ * (CT_F_NODE_PORT) so that cil_from_container looks its replies up.
  */
 #ifndef __LIB_NODEPORT_H_
 #define __LIB_NODEPORT_H_
@@ -108,10 +111,10 @@ static __always_inline void nat_touch(struct ipv4_nat_entry *nat)
 /* A backend's reply: back to the client, from the node address and the
  * NodePort it connected to, out of the native device. */
 static __always_inline int nodeport_reply(struct __sk_buff *ctx, int l4_off, __u8 proto,
-					  __u32 node, struct ipv4_nat_entry *nat)
+					  struct ipv4_nat_entry *nat)
 {
 	__u32 ifindex = (__u32)runtime_config(RUNTIME_CONFIG_NATIVE_IFINDEX);
-	__u32 to_addr = nat->to_addr;
+	__u32 to_addr = nat->to_addr, node = nat->from_addr;
 	__u16 to_port = nat->to_port, rev_port = nat->rev_port;
 	int ret;
 
@@ -148,7 +151,7 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 	struct endpoint_info *ep;
 	struct lb4_service *svc;
 	struct ct_packet pkt;
-	__u32 saddr, daddr, backend, frontend = 0, tunnel_ep;
+	__u32 saddr, daddr, backend, frontend = 0, tunnel_ep, src;
 	__u16 sport, dport, bport, natport = 0;
 	struct iphdr *ip4;
 	int ret, l4_off;
@@ -173,7 +176,7 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 
 	nat = nodeport_reply_nat(saddr, daddr, sport, dport, proto);
 	if (nat)
-		return nodeport_reply(ctx, l4_off, proto, daddr, nat);
+		return nodeport_reply(ctx, l4_off, proto, nat);
 
 	svc = nodeport_lookup(daddr, dport, &frontend);
 	if (!svc)
@@ -186,40 +189,51 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 		backend = nat->to_addr;
 		bport = nat->to_port;
 		natport = nat->rev_port;
+		src = nat->from_addr;
 	} else {
-		ret = lb4_select(ctx, &pkt, svc, frontend,
+		ret = lb4_select(ctx, &pkt, svc, frontend, LB_LOOKUP_SCOPE_EXT,
 				 runtime_config(RUNTIME_CONFIG_LB_ALGORITHM) == LB_ALGORITHM_MAGLEV,
 				 &target);
 		if (IS_ERR(ret))
 			return ret;
 		backend = target.address;
 		bport = target.port ? target.port : dport;
-		ret = nodeport_nat_port(backend, bport, daddr, sport, proto, &natport);
-		if (IS_ERR(ret))
-			return ret;
+		if (is_local_pod(lookup_ip4_endpoint(backend))) {
+			src = saddr;
+			natport = sport;
+		} else {
+			src = daddr;
+			ret = nodeport_nat_port(backend, bport, daddr, sport, proto, &natport);
+			if (IS_ERR(ret))
+				return ret;
+		}
 		fwd.created = ct_now();
 		fwd.last_used = fwd.created;
+		fwd.from_addr = src;
 		fwd.to_addr = backend;
 		fwd.to_port = bport;
 		fwd.rev_port = natport;
 		rev.created = fwd.created;
 		rev.last_used = fwd.created;
+		rev.from_addr = daddr;
 		rev.to_addr = saddr;
 		rev.to_port = sport;
 		rev.rev_port = dport;
 		if (bpf_map_update_elem(&cilium_snat_v4_external, &key, &fwd, BPF_ANY) < 0)
 			return -DROP_NAT_NO_MAPPING;
-		key = nat_key(backend, daddr, bport, natport, proto, NAT_DIR_INGRESS);
+		key = nat_key(backend, src, bport, natport, proto, NAT_DIR_INGRESS);
 		if (bpf_map_update_elem(&cilium_snat_v4_external, &key, &rev, BPF_ANY) < 0)
 			return -DROP_NAT_NO_MAPPING;
 	}
-	ret = lb4_xlate_both(ctx, l4_off, proto, daddr, natport, backend, bport);
+	ret = lb4_xlate_both(ctx, l4_off, proto, src, natport, backend, bport);
 	if (IS_ERR(ret))
 		return ret;
 
 	ep = lookup_ip4_endpoint(backend);
 	if (is_local_pod(ep))
-		return policy_tail_call_ingress(ctx, ep, backend, IDENTITY_WORLD, POLICY_F_PEER);
+		return policy_tail_call_ingress(ctx, ep, backend,
+						src == saddr ? ip4_identity(saddr) : IDENTITY_WORLD,
+						POLICY_F_PEER | (src == saddr ? POLICY_F_NODEPORT : 0));
 	tunnel_ep = tunnel_endpoint4(backend, lookup_ip4_remote(backend));
 	if (tunnel_ep)
 		return encap_and_redirect4(ctx, tunnel_ep, IDENTITY_WORLD);

@@ -164,6 +164,7 @@ static __always_inline int ct_track4_policy(struct __sk_buff *ctx, const struct 
 
 #define POLICY_F_SKIP		(1 << 0)	/* a pod reaching itself: no policy */
 #define POLICY_F_PEER		(1 << 1)	/* deliver with bpf_redirect_peer */
+#define POLICY_F_NODEPORT	(1 << 2)	/* a NodePort flow keeping its client's address */
 
 /* Hands the packet to endpoint ep's ingress (cilium_call_policy); returns
  * only when the endpoint has no program there. */

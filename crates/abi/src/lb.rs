@@ -16,6 +16,12 @@ pub const SVC_FLAG_LOADBALANCER: u8 = 1 << 5;
 pub const SVC_FLAG_ROUTABLE: u8 = 1 << 6;
 pub const SVC_FLAG_SOURCE_RANGE: u8 = 1 << 7;
 
+// flags2
+pub const SVC_FLAG_LOCALREDIRECT: u8 = 1 << 0;
+/// External clients get the external scope's backends, the cluster's own
+/// the internal scope's.
+pub const SVC_FLAG_TWO_SCOPES: u8 = 1 << 5;
+
 pub const BE_STATE_ACTIVE: u8 = 0;
 pub const BE_STATE_TERMINATING: u8 = 1;
 pub const BE_STATE_QUARANTINED: u8 = 2;
@@ -122,7 +128,10 @@ pub struct Ipv4NatEntry {
     /// Seconds (the datapath's clock) of the last packet: NAT GC goes by
     /// it (Cilium: padding).
     pub last_used: u64,
-    pub pad2: u64,
+    /// NodePort: the source address the translated packet gets; 0 in
+    /// entries written before it existed (Cilium: padding).
+    pub from_addr: Be32,
+    pub pad2: u32,
     /// Egress: the new source; ingress: the new destination.
     pub to_addr: Be32,
     pub to_port: Be16,
@@ -132,6 +141,7 @@ pub struct Ipv4NatEntry {
 assert_layout!(
     Ipv4NatEntry,
     size = 40,
+    from_addr = 24,
     to_addr = 32,
     to_port = 36,
     rev_port = 38

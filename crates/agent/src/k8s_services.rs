@@ -29,8 +29,9 @@ const SLICE_SELECTOR: &str = "endpointslice.kubernetes.io/managed-by!=endpointsl
 /// Session affinity's timeout when the Service names none (Kubernetes' default).
 const DEFAULT_AFFINITY_SECS: u32 = 10800;
 
-/// A frontend: ClusterIP (or 0.0.0.0 for a NodePort) and port.
-type Frontend = (String, u16);
+/// A frontend: ClusterIP (or 0.0.0.0 for a NodePort), port, and whether
+/// it is the internal scope's.
+type Frontend = (String, u16, bool);
 
 /// What of a Service this node realizes: NodePorts only with kube-proxy
 /// replacement (`enable-node-port`), and for `externalTrafficPolicy:
@@ -129,33 +130,39 @@ fn desired(
             .then_some(scope.node_name.as_str());
         for port in spec.ports.iter().flatten() {
             let port_name = port.name.clone().unwrap_or_default();
-            let spec_of = |ip: &str, port: u16, kind: &str, local: Option<&str>| ServiceSpec {
-                id: 0,
-                frontend_address: FrontendAddress {
-                    ip: ip.to_owned(),
-                    port,
-                    ..Default::default()
-                },
-                backend_addresses: backends(&ns, &name, &port_name, slices, local),
-                flags: Some(ServiceSpecFlags {
-                    kind: kind.into(),
-                    name: name.clone(),
-                    namespace: ns.clone(),
-                    ..Default::default()
-                }),
-                update_services: false,
-                session_affinity_timeout: affinity,
-            };
-            let frontend = (ip.to_owned(), port.port as u16);
-            out.insert(frontend.clone(), spec_of(ip, frontend.1, "ClusterIP", None));
-            // a NodePort is one wildcard frontend; the datapath matches it
-            // on every node address
+            let spec_of =
+                |(ip, port, internal): &Frontend, kind: &str, local: Option<&str>| ServiceSpec {
+                    id: 0,
+                    frontend_address: FrontendAddress {
+                        ip: ip.clone(),
+                        port: *port,
+                        scope: if *internal { "internal" } else { "" }.into(),
+                        ..Default::default()
+                    },
+                    backend_addresses: backends(&ns, &name, &port_name, slices, local),
+                    flags: Some(ServiceSpecFlags {
+                        kind: kind.into(),
+                        name: name.clone(),
+                        namespace: ns.clone(),
+                        ext_traffic_policy: if local.is_some() { "Local" } else { "" }.into(),
+                        ..Default::default()
+                    }),
+                    update_services: false,
+                    session_affinity_timeout: affinity,
+                };
+            let frontend = (ip.to_owned(), port.port as u16, false);
+            out.insert(frontend.clone(), spec_of(&frontend, "ClusterIP", None));
+            // A NodePort is one wildcard frontend; the datapath matches it
+            // on every node address. With externalTrafficPolicy Local, the
+            // cluster's own clients get every backend from its internal
+            // scope, as Cilium gives them.
             if let Some(node_port) = port.node_port.filter(|_| node_ports) {
-                let frontend = ("0.0.0.0".to_owned(), node_port as u16);
-                out.insert(
-                    frontend.clone(),
-                    spec_of(&frontend.0, frontend.1, "NodePort", local),
-                );
+                let external = ("0.0.0.0".to_owned(), node_port as u16, false);
+                out.insert(external.clone(), spec_of(&external, "NodePort", local));
+                if local.is_some() {
+                    let internal = (external.0, external.1, true);
+                    out.insert(internal.clone(), spec_of(&internal, "NodePort", None));
+                }
             }
         }
     }
@@ -170,7 +177,8 @@ struct Join {
 }
 
 fn frontend_of(spec: &ServiceSpec) -> Frontend {
-    (spec.frontend_address.ip.clone(), spec.frontend_address.port)
+    let f = &spec.frontend_address;
+    (f.ip.clone(), f.port, f.scope == "internal")
 }
 
 /// Whether a service came from a Kubernetes Service (it is named after
@@ -216,7 +224,7 @@ fn reconcile(services: &Services, want: BTreeMap<Frontend, ServiceSpec>) -> bool
             continue;
         }
         if let Err(e) = services.apply(&spec) {
-            tracing::warn!(subsys = "k8s-watcher", frontend = %format!("{}:{}", frontend.0, frontend.1), error = %e, "Unable to apply service");
+            tracing::warn!(subsys = "k8s-watcher", frontend = %format!("{}:{}{}", frontend.0, frontend.1, if frontend.2 { "/i" } else { "" }), error = %e, "Unable to apply service");
             ok = false;
         }
     }
@@ -332,7 +340,7 @@ mod tests {
         };
         let want = desired(&services, &slices, &scope);
         assert_eq!(want.len(), 2, "the headless Service has no frontend");
-        let http = &want[&("10.96.0.20".to_string(), 80)];
+        let http = &want[&("10.96.0.20".to_string(), 80, false)];
         let got: Vec<(&str, u16, &str)> = http
             .backend_addresses
             .iter()
@@ -347,7 +355,7 @@ mod tests {
         );
         assert_eq!(http.session_affinity_timeout, DEFAULT_AFFINITY_SECS);
         assert_eq!(
-            want[&("10.96.0.20".to_string(), 9000)].backend_addresses[0].port,
+            want[&("10.96.0.20".to_string(), 9000, false)].backend_addresses[0].port,
             9090
         );
     }
@@ -387,25 +395,37 @@ mod tests {
             node_port: true,
         };
         let want = desired(&services, &slices, &scope);
-        let ips = |f: (&str, u16)| -> Vec<String> {
-            want[&(f.0.to_string(), f.1)]
+        let ips = |f: (&str, u16, bool)| -> Vec<String> {
+            want[&(f.0.to_string(), f.1, f.2)]
                 .backend_addresses
                 .iter()
                 .map(|b| b.ip.clone())
                 .collect()
         };
-        assert_eq!(ips(("0.0.0.0", 30003)), ["10.1.0.5", "10.2.0.5"]);
+        assert_eq!(ips(("0.0.0.0", 30003, false)), ["10.1.0.5", "10.2.0.5"]);
         assert_eq!(
-            want[&("0.0.0.0".to_string(), 30003)]
+            want[&("0.0.0.0".to_string(), 30003, false)]
                 .flags
                 .as_ref()
                 .unwrap()
                 .kind,
             "NodePort"
         );
-        assert_eq!(ips(("0.0.0.0", 30005)), ["10.1.0.5"], "Local: this node's");
         assert_eq!(
-            ips(("10.96.0.5", 80)),
+            ips(("0.0.0.0", 30005, false)),
+            ["10.1.0.5"],
+            "Local: this node's"
+        );
+        let local = &want[&("0.0.0.0".to_string(), 30005, false)];
+        assert_eq!(local.flags.as_ref().unwrap().ext_traffic_policy, "Local");
+        assert_eq!(
+            ips(("0.0.0.0", 30005, true)),
+            ["10.1.0.5", "10.2.0.5"],
+            "the cluster's own clients get them all"
+        );
+        assert!(!want.contains_key(&("0.0.0.0".to_string(), 30003, true)));
+        assert_eq!(
+            ips(("10.96.0.5", 80, false)),
             ["10.1.0.5", "10.2.0.5"],
             "the ClusterIP keeps them all"
         );

@@ -93,9 +93,10 @@ pub fn parse(spec: &ServiceSpec) -> Result<lb::ServiceSpec, ServiceError> {
         t => ServiceType::parse(t)
             .ok_or_else(|| ServiceError::Invalid(format!("unknown service type {t:?}")))?,
     };
-    if let Some(flags) = &spec.flags {
-        check_policies(flags)?;
-    }
+    let ext_local = match &spec.flags {
+        Some(flags) => check_policies(flags)?,
+        None => false,
+    };
     let mut backends = Vec::new();
     for b in &spec.backend_addresses {
         let ip =
@@ -121,22 +122,35 @@ pub fn parse(spec: &ServiceSpec) -> Result<lb::ServiceSpec, ServiceError> {
         kind,
         backends,
         affinity_timeout: spec.session_affinity_timeout,
+        ext_local,
     })
 }
 
 /// Traffic and NAT policies this load balancer has: every backend for every
-/// client (`Cluster`), no NAT46/64. Cilium 1.16's `service update` sends
-/// `Cluster` for both traffic policies.
-fn check_policies(flags: &api::service::ServiceSpecFlags) -> Result<(), ServiceError> {
-    for (name, value) in [
-        ("trafficPolicy", &flags.traffic_policy),
-        ("extTrafficPolicy", &flags.ext_traffic_policy),
-        ("intTrafficPolicy", &flags.int_traffic_policy),
+/// client (`Cluster`), or for clients from outside the cluster only this
+/// node's (`extTrafficPolicy` `Local`, or the deprecated `trafficPolicy`);
+/// no NAT46/64. Cilium 1.16's `service update` sends `Cluster` for both
+/// traffic policies. Returns whether external traffic is local.
+fn check_policies(flags: &api::service::ServiceSpecFlags) -> Result<bool, ServiceError> {
+    let mut ext_local = false;
+    for (name, value, local_allowed) in [
+        ("trafficPolicy", &flags.traffic_policy, true),
+        ("extTrafficPolicy", &flags.ext_traffic_policy, true),
+        ("intTrafficPolicy", &flags.int_traffic_policy, false),
     ] {
-        if !matches!(value.as_str(), "" | "Cluster") {
-            return Err(ServiceError::Invalid(format!(
-                "{name} {value:?} is not supported: only Cluster"
-            )));
+        match value.as_str() {
+            "" | "Cluster" => {}
+            "Local" if local_allowed => ext_local = true,
+            _ => {
+                return Err(ServiceError::Invalid(format!(
+                    "{name} {value:?} is not supported: only {}",
+                    if local_allowed {
+                        "Cluster or Local"
+                    } else {
+                        "Cluster"
+                    }
+                )))
+            }
         }
     }
     if !matches!(flags.nat_policy.as_str(), "" | "None") {
@@ -145,11 +159,12 @@ fn check_policies(flags: &api::service::ServiceSpecFlags) -> Result<(), ServiceE
             flags.nat_policy
         )));
     }
-    Ok(())
+    Ok(ext_local)
 }
 
 /// The spec the datapath realizes for a service, as the API shows it.
 fn realized(svc: &lb::Service) -> ServiceSpec {
+    let ext_policy = if svc.ext_local { "Local" } else { "Cluster" };
     ServiceSpec {
         id: i64::from(svc.id),
         frontend_address: FrontendAddress {
@@ -175,6 +190,9 @@ fn realized(svc: &lb::Service) -> ServiceSpec {
             .collect(),
         flags: Some(api::service::ServiceSpecFlags {
             kind: svc.kind.as_str().into(),
+            traffic_policy: ext_policy.into(),
+            ext_traffic_policy: ext_policy.into(),
+            int_traffic_policy: "Cluster".into(),
             ..Default::default()
         }),
         session_affinity_timeout: svc.affinity_timeout,

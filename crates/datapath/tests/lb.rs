@@ -45,6 +45,7 @@ fn service(obj: &TestObject, lb: &mut LoadBalancer, backends: &[(Ipv4Addr, Backe
         kind: ServiceType::ClusterIP,
         backends: backends.iter().map(|(ip, st)| (*ip, 8080, *st)).collect(),
         affinity_timeout: 0,
+        ext_local: false,
     };
     let (up, _) = lb.upsert(&spec).unwrap();
     datapath::lbmap::apply(obj.pin_dir(), &up).unwrap();
@@ -246,6 +247,7 @@ fn session_affinity_keeps_a_client_on_one_backend() {
             (BACKEND_B, 8080, BackendState::Active),
         ],
         affinity_timeout: 60,
+        ext_local: false,
     };
     let (up, _) = lb.upsert(&spec).unwrap();
     datapath::lbmap::apply(obj.pin_dir(), &up).unwrap();

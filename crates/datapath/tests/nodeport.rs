@@ -1,7 +1,9 @@
 //! cil_from_netdev on crafted packets: a NodePort connection is DNATed to
-//! its backend and SNATed to the node address, both NAT entries exist, and
-//! the backend's reply is turned back into one from the node's NodePort;
-//! the later fragments of a datagram follow its first.
+//! its backend, SNATed to the node address when the backend is on another
+//! node and not when it is local, both NAT entries exist, and the backend's
+//! reply (through cil_from_netdev, or cil_from_container for a local one)
+//! is turned back into one from the node's NodePort; the later fragments
+//! of a datagram follow its first.
 
 mod common;
 
@@ -11,7 +13,7 @@ use abi::lb::{Ipv4NatEntry, NAT_DIR_EGRESS, NAT_DIR_INGRESS};
 use abi::metrics::DIR_INGRESS;
 use abi::Be16;
 use common::*;
-use datapath::objects::BPF_HOST;
+use datapath::objects::{BPF_HOST, BPF_LXC};
 use datapath::testrun::TestObject;
 use lb::{BackendState, Frontend, LoadBalancer, ServiceSpec, ServiceType};
 use std::net::Ipv4Addr;
@@ -20,6 +22,8 @@ use testsupport::Sandbox;
 const NODE: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 11);
 const CLIENT: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 50);
 const BACKEND: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 6);
+/// A backend on another node (no tunnel: the stack routes it).
+const REMOTE_BACKEND: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 6);
 
 /// NodePort 30080 on every node address, to `backends` port 8080.
 fn nodeport(backends: &[Ipv4Addr]) -> ServiceSpec {
@@ -36,6 +40,7 @@ fn nodeport(backends: &[Ipv4Addr]) -> ServiceSpec {
             .map(|ip| (*ip, 8080, BackendState::Active))
             .collect(),
         affinity_timeout: 0,
+        ext_local: false,
     }
 }
 
@@ -62,6 +67,11 @@ fn nat_key(saddr: Ipv4Addr, daddr: Ipv4Addr, sport: u16, dport: u16, dir: u8) ->
 
 /// A node with NodePort 30080 to BACKEND, a pod of its own.
 fn node_with_local_backend(sb: &Sandbox) -> TestObject {
+    node_with_backend(sb, BACKEND)
+}
+
+/// A node with NodePort 30080 to `backend`, and BACKEND as a pod of its own.
+fn node_with_backend(sb: &Sandbox, backend: Ipv4Addr) -> TestObject {
     let obj = node(sb);
     add_endpoint(
         &obj,
@@ -81,7 +91,7 @@ fn node_with_local_backend(sb: &Sandbox) -> TestObject {
             &u64::from(TEST_IFINDEX),
         )
         .unwrap();
-    let (up, _) = LoadBalancer::new().upsert(&nodeport(&[BACKEND])).unwrap();
+    let (up, _) = LoadBalancer::new().upsert(&nodeport(&[backend])).unwrap();
     datapath::lbmap::apply(obj.pin_dir(), &up).unwrap();
     obj
 }
@@ -93,25 +103,22 @@ fn a_fragmented_datagram_to_a_nodeport_is_translated_whole() {
     let (first, rest) = udp_fragments((CLIENT, 45000), (NODE, 30080), 33);
     let out = obj.run("cil_from_netdev", &first).unwrap();
     assert_eq!(out.retval, TC_ACT_REDIRECT);
-    assert_eq!(addrs(&out.packet), (NODE, BACKEND, 45000, 8080));
+    assert_eq!(addrs(&out.packet), (CLIENT, BACKEND, 45000, 8080));
     let out = obj.run("cil_from_netdev", &rest).unwrap();
     assert_eq!(out.retval, TC_ACT_REDIRECT);
-    assert_rest_translated(&out.packet, NODE, BACKEND);
+    assert_rest_translated(&out.packet, CLIENT, BACKEND);
 }
 
 #[test]
-fn nodeport_flows_are_translated_both_ways() {
+fn a_remote_backend_sees_the_node_and_its_reply_goes_back_to_the_client() {
     let sb = Sandbox::enter();
-    let mut obj = node_with_local_backend(&sb);
+    let mut obj = node_with_backend(&sb, REMOTE_BACKEND);
 
     let syn = with_l4_checksum(ipv4(CLIENT, NODE, 6, &tcp(45000, 30080, 0x02)));
     let out = obj.run("cil_from_netdev", &syn).unwrap();
-    assert_eq!(
-        out.retval, TC_ACT_REDIRECT,
-        "delivered to the local backend"
-    );
+    assert_eq!(out.retval, TC_ACT_OK, "routed by the stack");
     let (src, dst, sport, dport) = addrs(&out.packet);
-    assert_eq!((src, dst, dport), (NODE, BACKEND, 8080));
+    assert_eq!((src, dst, dport), (NODE, REMOTE_BACKEND, 8080));
     assert_eq!(sport, 45000, "the client's port is kept when free");
     assert_eq!(ipv4_checksum(&out.packet[14..34]), 0);
     assert_eq!(l4_checksum(&out.packet), 0);
@@ -121,12 +128,15 @@ fn nodeport_flows_are_translated_both_ways() {
         .get(&nat_key(CLIENT, NODE, 45000, 30080, NAT_DIR_EGRESS))
         .unwrap()
         .expect("egress entry");
-    assert_eq!((fwd.to_addr.ip(), fwd.to_port.get()), (BACKEND, 8080));
+    assert_eq!(
+        (fwd.from_addr.ip(), fwd.to_addr.ip(), fwd.to_port.get()),
+        (NODE, REMOTE_BACKEND, 8080)
+    );
     // NAT GC goes by the last packet's time
     let now = u64::from(datapath::ctmap::now_secs());
     assert!(fwd.last_used + 1 >= now && fwd.last_used <= now, "{fwd:?}");
     let rev: Ipv4NatEntry = nat
-        .get(&nat_key(BACKEND, NODE, 8080, 45000, NAT_DIR_INGRESS))
+        .get(&nat_key(REMOTE_BACKEND, NODE, 8080, 45000, NAT_DIR_INGRESS))
         .unwrap()
         .expect("ingress entry");
     assert_eq!(
@@ -134,12 +144,11 @@ fn nodeport_flows_are_translated_both_ways() {
         (CLIENT, 45000, 30080)
     );
 
-    let reply = with_l4_checksum(ipv4(BACKEND, NODE, 6, &tcp(8080, 45000, 0x12)));
+    let reply = with_l4_checksum(ipv4(REMOTE_BACKEND, NODE, 6, &tcp(8080, 45000, 0x12)));
     let back = obj.run("cil_from_netdev", &reply).unwrap();
     assert_eq!(back.retval, TC_ACT_REDIRECT);
     assert_eq!(addrs(&back.packet), (NODE, CLIENT, 30080, 45000));
     assert_eq!(l4_checksum(&back.packet), 0);
-    assert_eq!(metric(&obj, 0, DIR_INGRESS).0, 2);
 
     // Not a NodePort: the stack's.
     let other = ipv4(CLIENT, NODE, 17, &udp(1, 53));
@@ -147,6 +156,36 @@ fn nodeport_flows_are_translated_both_ways() {
         obj.run("cil_from_netdev", &other).unwrap().retval,
         TC_ACT_OK
     );
+}
+
+#[test]
+fn a_local_backend_sees_the_client_and_its_reply_leaves_from_the_nodeport() {
+    let sb = Sandbox::enter();
+    let mut host = node_with_local_backend(&sb);
+
+    let syn = with_l4_checksum(ipv4(CLIENT, NODE, 6, &tcp(45000, 30080, 0x02)));
+    let out = host.run("cil_from_netdev", &syn).unwrap();
+    assert_eq!(
+        out.retval, TC_ACT_REDIRECT,
+        "delivered to the local backend"
+    );
+    assert_eq!(addrs(&out.packet), (CLIENT, BACKEND, 45000, 8080));
+    assert_eq!(l4_checksum(&out.packet), 0);
+    assert_eq!(metric(&host, 0, DIR_INGRESS).0, 1);
+
+    // the backend's reply, leaving its pod: from the NodePort again
+    let mut lxc = load(&sb, BPF_LXC);
+    let reply = with_l4_checksum(ipv4(BACKEND, CLIENT, 6, &tcp(8080, 45000, 0x12)));
+    let back = lxc.run("cil_from_container", &reply).unwrap();
+    assert_eq!(back.retval, TC_ACT_REDIRECT, "out of the native device");
+    assert_eq!(addrs(&back.packet), (NODE, CLIENT, 30080, 45000));
+    assert_eq!(l4_checksum(&back.packet), 0);
+
+    // the pod's own connections to the same client are not translated
+    let own = with_l4_checksum(ipv4(BACKEND, CLIENT, 6, &tcp(8080, 45001, 0x02)));
+    let out = lxc.run("cil_from_container", &own).unwrap();
+    assert_eq!(out.retval, TC_ACT_OK);
+    assert_eq!(addrs(&out.packet), (BACKEND, CLIENT, 8080, 45001));
 }
 
 #[test]

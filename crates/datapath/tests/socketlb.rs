@@ -2,8 +2,9 @@
 //! calls of a client process: connect() and sendmsg() to a frontend reach a
 //! backend, getpeername() and recvfrom() still show the frontend, NodePort
 //! is found through any node address, a service without backends fails
-//! fast, processes outside the cgroup are left alone, and a second agent
-//! swaps its programs into the pinned links.
+//! fast, processes outside the cgroup are left alone, a NodePort with
+//! externalTrafficPolicy Local gives them its internal scope's backends,
+//! and a second agent swaps its programs into the pinned links.
 
 mod common;
 
@@ -36,6 +37,7 @@ fn spec(id: u16, ip: Ipv4Addr, port: u16, kind: ServiceType, ports: &[u16]) -> S
             .map(|p| (BACKEND, *p, BackendState::Active))
             .collect(),
         affinity_timeout: 0,
+        ext_local: false,
     }
 }
 
@@ -147,6 +149,46 @@ fn socket_calls_to_frontends_reach_backends_and_still_see_the_frontend() {
             .iter()
             .any(|(k, v)| k.port.get() == 8081 && v.address == VIP.into() && v.port.get() == 80),
         "reverse entries: {entries:?}"
+    );
+}
+
+#[test]
+fn a_local_nodeport_gives_the_clusters_clients_its_internal_backends() {
+    let sb = Sandbox::enter();
+    let here = Path::new("/proc/thread-self/ns/net");
+    let _a = LineServer::start(here, 8081, "a").unwrap();
+    let _b = LineServer::start(here, 8082, "b").unwrap();
+    attach(&sb);
+    services(&globals(&sb));
+    // 30090: only 8081 for outside clients, 8082 for the cluster's own
+    let mut external = spec(
+        5,
+        Ipv4Addr::UNSPECIFIED,
+        30090,
+        ServiceType::NodePort,
+        &[8081],
+    );
+    external.ext_local = true;
+    let mut internal = spec(
+        6,
+        Ipv4Addr::UNSPECIFIED,
+        30090,
+        ServiceType::NodePort,
+        &[8082],
+    );
+    internal.frontend.scope = abi::lb::LB_LOOKUP_SCOPE_INT;
+    let mut lb = LoadBalancer::new();
+    let (up, _) = lb.upsert(&external).unwrap();
+    assert_eq!(
+        up.put_services.last().unwrap().1.flags2 & abi::lb::SVC_FLAG_TWO_SCOPES,
+        abi::lb::SVC_FLAG_TWO_SCOPES
+    );
+    datapath::lbmap::apply(&globals(&sb), &up).unwrap();
+    let (up, _) = lb.upsert(&internal).unwrap();
+    datapath::lbmap::apply(&globals(&sb), &up).unwrap();
+    assert_eq!(
+        in_cgroup(&sb, Proto::Tcp, NODE, 30090, 3),
+        vec![format!("peer={NODE}:30090 reply=b: hello"); 3]
     );
 }
 

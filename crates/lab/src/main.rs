@@ -76,9 +76,11 @@ enum Cmd {
         command: Vec<String>,
     },
     /// Send a message from a pod to a server and print its reply (pods'
-    /// built-in servers answer `<pod>: <message>`)
+    /// built-in servers answer `<pod>: <message>`, and `GET /clientip`
+    /// with the address they see the client at)
     Connect {
-        /// The pod to send from (`<namespace>/<name>` outside `default`)
+        /// The pod to send from (`<namespace>/<name>` outside `default`),
+        /// or `underlay` for a client outside the cluster
         pod: String,
         /// Where to: `<ip>:<port>`
         target: std::net::SocketAddr,
@@ -612,7 +614,13 @@ fn connect(
     count: u32,
     interval: Duration,
 ) -> anyhow::Result<()> {
-    enter_pod(pod)?;
+    if pod == layout::UNDERLAY {
+        // the lab's switch: outside every node and its cgroup
+        let (_, holder) = running_node(layout::UNDERLAY)?;
+        layout::enter_node(holder)?;
+    } else {
+        enter_pod(pod)?;
+    }
     let print = |reply: &[u8]| {
         let reply = String::from_utf8_lossy(reply);
         println!("{}", reply.trim_end_matches('\n'));

@@ -1,6 +1,8 @@
 //! A three-node lab in Kubernetes mode used as a platform engineer would:
 //! a Deployment of three behind a ClusterIP and a NodePort, reached from
-//! a client pod on every node; scaled to one while established
+//! a client pod on every node; a NodePort with externalTrafficPolicy
+//! Local that shows a client outside the cluster its own address; scaled
+//! to one while established
 //! connections talk; a NetworkPolicy by pod and namespace labels that
 //! denies, then lets in a pod once it is relabeled; and kubectl's
 //! CiliumEndpoints and CiliumIdentities agreeing with every agent.
@@ -136,6 +138,48 @@ fn a_three_node_cluster_balances_scales_and_enforces_network_policy() {
             });
         }
     }
+
+    // externalTrafficPolicy Local: from outside the cluster (the lab's
+    // switch), each node with a web pod answers on the NodePort, and the
+    // pod sees the client's own address
+    expose_web(&lab, &["--type=NodePort", "--name=web-local"]);
+    lab.ok(&[
+        "kubectl",
+        "patch",
+        "service",
+        "web-local",
+        "-p",
+        r#"{"spec":{"externalTrafficPolicy":"Local"}}"#,
+    ]);
+    let local_port = jsonpath(&lab, &["service", "web-local"], "{.spec.ports[0].nodePort}");
+    let nodes_with_web: BTreeSet<String> = web_pods(&lab).into_iter().map(|p| p.2).collect();
+    for node in &nodes_with_web {
+        let i: usize = node.trim_start_matches("node").parse().unwrap();
+        let target = format!("{}:{local_port}", node_ip(i));
+        eventually(
+            &format!("outside -> {target} keeps its address"),
+            30,
+            || {
+                let out = lab.run(&["connect", "underlay", &target, "--message", "GET /clientip"]);
+                let said = text(&out);
+                let seen = said
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("");
+                (out.status.success() && seen.starts_with("198.18.0.1:"))
+                    .then_some(())
+                    .ok_or(said)
+            },
+        );
+    }
+    let listed = lab.ok(&[
+        "exec", "node1", "--", "cilium", "service", "list", "-o", "json",
+    ]);
+    assert!(
+        listed.contains(r#""extTrafficPolicy": "Local""#),
+        "the Local NodePort in node1's service list: {listed}"
+    );
 
     // one established connection to each backend, then down to one replica
     let mut streams: BTreeMap<String, Stream> = BTreeMap::new();

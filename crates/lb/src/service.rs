@@ -127,6 +127,8 @@ pub struct Service {
     pub backends: Vec<Backend>,
     /// Session affinity timeout in seconds; 0 = no affinity.
     pub affinity_timeout: u32,
+    /// externalTrafficPolicy Local.
+    pub ext_local: bool,
     /// Backends removed from the service while connections may still use
     /// them: kept in the backends map as terminating, never in a slot.
     pub retired: Vec<Backend>,
@@ -156,11 +158,23 @@ impl Service {
         if self.kind != ServiceType::ClusterIP && !self.frontend.ip.is_unspecified() {
             flags |= SVC_FLAG_ROUTABLE;
         }
-        let flags2 = if self.kind == ServiceType::LocalRedirect {
-            1
-        } else {
-            0
-        };
+        let mut flags2 = 0;
+        if self.kind == ServiceType::LocalRedirect {
+            flags2 |= SVC_FLAG_LOCALREDIRECT;
+        }
+        if self.ext_local {
+            flags |= SVC_FLAG_EXT_LOCAL_SCOPE;
+            // The cluster's own clients still get every backend, from the
+            // internal frontend of the same address and port (Cilium sets
+            // this for the external kinds whose traffic policies differ).
+            if matches!(
+                self.kind,
+                ServiceType::NodePort | ServiceType::LoadBalancer | ServiceType::ExternalIPs
+            ) && self.frontend.scope == LB_LOOKUP_SCOPE_EXT
+            {
+                flags2 |= SVC_FLAG_TWO_SCOPES;
+            }
+        }
         (flags, flags2)
     }
 
@@ -174,7 +188,7 @@ impl Service {
 /// type, then qualifiers.
 pub fn flags_string(flags: u8, flags2: u8) -> String {
     use abi::lb::*;
-    let kind = if flags2 & 1 != 0 {
+    let kind = if flags2 & SVC_FLAG_LOCALREDIRECT != 0 {
         ServiceType::LocalRedirect
     } else if flags & SVC_FLAG_NODEPORT != 0 {
         ServiceType::NodePort
@@ -190,6 +204,9 @@ pub fn flags_string(flags: u8, flags2: u8) -> String {
     let mut s = kind.as_str().to_owned();
     if flags & SVC_FLAG_EXT_LOCAL_SCOPE != 0 {
         s.push_str(", Local");
+    }
+    if flags2 & SVC_FLAG_TWO_SCOPES != 0 {
+        s.push_str(", two-scopes");
     }
     if flags & SVC_FLAG_AFFINITY != 0 {
         s.push_str(", sessionAffinity");

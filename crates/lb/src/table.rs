@@ -29,6 +29,10 @@ pub struct ServiceSpec {
     pub kind: ServiceType,
     pub backends: Vec<(Ipv4Addr, u16, BackendState)>,
     pub affinity_timeout: u32,
+    /// externalTrafficPolicy Local: clients from outside the cluster get
+    /// only this node's backends (which the caller gives) and keep their
+    /// address.
+    pub ext_local: bool,
 }
 
 /// Map changes, to be applied in field order: backends exist before a slot
@@ -234,6 +238,7 @@ impl LoadBalancer {
             kind: spec.kind,
             backends,
             affinity_timeout: spec.affinity_timeout,
+            ext_local: spec.ext_local,
             retired,
         };
 
@@ -411,6 +416,7 @@ mod tests {
                 .map(|b| (ip(b), 8080, BackendState::Active))
                 .collect(),
             affinity_timeout: 0,
+            ext_local: false,
         }
     }
 

@@ -1,6 +1,8 @@
 //! What a pod "runs", as there are no images: a built-in server on each
 //! of its containers' ports, in the pod's network namespace. TCP answers
-//! `GET ` with an HTTP 200 whose body is the pod's name, anything else by
+//! `GET /clientip` with an HTTP 200 whose body is the client's address and
+//! port as the pod sees them (as agnhost's netexec does), other `GET `s
+//! with one whose body is the pod's name, anything else by
 //! echoing each chunk as `<pod>: <chunk>` until the peer closes (so a held
 //! connection shows it still talks to the same backend); UDP echoes each
 //! datagram the same way.
@@ -99,10 +101,10 @@ async fn serve_tcp(pod: String, listener: tokio::net::TcpListener) {
     loop {
         match listener.accept().await {
             // each connection ends with the pod's servers too
-            Ok((conn, _)) => {
+            Ok((conn, peer)) => {
                 let pod = pod.clone();
                 tokio::spawn(async move {
-                    let _ = answer_tcp(&pod, conn).await;
+                    let _ = answer_tcp(&pod, peer, conn).await;
                 });
             }
             Err(e) => {
@@ -113,7 +115,11 @@ async fn serve_tcp(pod: String, listener: tokio::net::TcpListener) {
     }
 }
 
-async fn answer_tcp(pod: &str, mut conn: tokio::net::TcpStream) -> std::io::Result<()> {
+async fn answer_tcp(
+    pod: &str,
+    peer: SocketAddr,
+    mut conn: tokio::net::TcpStream,
+) -> std::io::Result<()> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut first = true;
     loop {
@@ -122,7 +128,11 @@ async fn answer_tcp(pod: &str, mut conn: tokio::net::TcpStream) -> std::io::Resu
             return Ok(());
         }
         if first && buf[..n].starts_with(b"GET ") {
-            let body = format!("{pod}\n");
+            let body = if buf[..n].starts_with(b"GET /clientip") {
+                format!("{peer}\n")
+            } else {
+                format!("{pod}\n")
+            };
             let reply = format!(
                 "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
                 body.len()
