@@ -125,7 +125,15 @@ impl Kubernetes {
                         (State::Failure, e.to_string())
                     }
                 };
-                *this.probed.lock().expect("k8s status lock") = probed;
+                let answers = probed.0 == State::Ok;
+                let was = std::mem::replace(
+                    &mut *this.probed.lock().expect("k8s status lock"),
+                    probed,
+                );
+                // watches waiting out the outage retry now
+                if answers && was.0 != State::Ok {
+                    this.health.server_back();
+                }
             }
         });
     }

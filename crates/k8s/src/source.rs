@@ -1,12 +1,15 @@
 //! A resource's list+watch (kube-runtime's watcher: pages, bookmarks,
-//! resume, a relist when the server says 410 Gone, backoff on errors) as
-//! a `watch::Source`: the first listing opens the store's initial list,
-//! each later one is a `Relist`, so what vanished while the watch was
-//! down is deleted when the new list is done.
+//! resume, a relist when the server says 410 Gone) as a `watch::Source`:
+//! the first listing opens the store's initial list, each later one is a
+//! `Relist`, so what vanished while the watch was down is deleted when the
+//! new list is done. Errors back off as client-go's reflector does (0.8 s
+//! doubling to 30 s), except that a server seen back after an outage is
+//! retried at once: a watch must not sit out the rest of a 30 s wait, and
+//! status report it failing, while the server answers.
 
 use futures::{Stream, StreamExt};
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::{self, DefaultBackoff, Event};
 use kube::{Api, Resource, ResourceExt};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -37,13 +40,33 @@ impl std::fmt::Display for WatchState {
 }
 
 /// How each watched resource fares, by its API name, so status can say
-/// what has synced and name what cannot be watched.
-#[derive(Debug, Default)]
-pub struct WatchHealth(Mutex<BTreeMap<String, WatchState>>);
+/// what has synced and name what cannot be watched; and how many times the
+/// API server was seen back after an outage, which wakes watches waiting
+/// out an error.
+#[derive(Debug)]
+pub struct WatchHealth {
+    states: Mutex<BTreeMap<String, WatchState>>,
+    server_back: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for WatchHealth {
+    fn default() -> Self {
+        Self {
+            states: Mutex::default(),
+            server_back: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
 
 impl WatchHealth {
+    /// The API server answers again after it did not: watches waiting out
+    /// an error retry now.
+    pub fn server_back(&self) {
+        self.server_back.send_modify(|n| *n += 1);
+    }
+
     fn set(&self, api: &str, state: WatchState) {
-        let mut all = self.0.lock().expect("watch health lock");
+        let mut all = self.states.lock().expect("watch health lock");
         if all.get(api) != Some(&state) {
             all.insert(api.to_owned(), state);
         }
@@ -51,7 +74,7 @@ impl WatchHealth {
 
     /// Every watch and where it is.
     pub fn all(&self) -> Vec<(String, WatchState)> {
-        let all = self.0.lock().expect("watch health lock");
+        let all = self.states.lock().expect("watch health lock");
         all.iter()
             .map(|(api, s)| (api.clone(), s.clone()))
             .collect()
@@ -99,12 +122,16 @@ fn slimmed<K: Resource>(mut obj: K) -> K {
 /// One resource kind, listed then watched.
 pub struct ResourceSource<K> {
     events: Events<K>,
+    /// To start over after a refusal.
+    api: Api<K>,
+    config: watcher::Config,
     /// What the source says in logs (`Pods`, `CiliumNodes`).
     what: &'static str,
     listed: bool,
-    /// Whether a listing has been complete (then the store is synced).
-    synced: bool,
     health: Option<(Arc<WatchHealth>, String)>,
+    backoff: DefaultBackoff,
+    /// Wakes a wait after an error when the server is seen back.
+    server_back: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 /// The store key of an object: `namespace/name`, or `name` when
@@ -122,25 +149,55 @@ where
 {
     pub fn new(what: &'static str, api: Api<K>, config: watcher::Config) -> Self {
         Self {
-            events: watcher::watcher(api, config).default_backoff().boxed(),
+            events: watcher::watcher(api.clone(), config.clone()).boxed(),
+            api,
+            config,
             what,
             listed: false,
-            synced: false,
             health: None,
+            backoff: DefaultBackoff::default(),
+            server_back: None,
         }
     }
 
-    /// Reports how the watch fares to `health` under `api`.
+    /// Reports how the watch fares to `health` under `api`, and retries at
+    /// once when `health` hears the server is back.
     pub fn reporting(mut self, health: Arc<WatchHealth>, api: &str) -> Self {
         health.set(api, WatchState::Listing);
+        self.server_back = Some(health.server_back.subscribe());
         self.health = Some((health, api.to_owned()));
         self
     }
 }
 
+impl<K> ResourceSource<K>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + Debug + Send + 'static,
+{
+    /// Waits out an error: the backoff's delay, or until the server is
+    /// seen back.
+    async fn back_off(&mut self) {
+        let delay = self.backoff.next().unwrap_or(MAX_BACKOFF);
+        let Some(back) = &mut self.server_back else {
+            return tokio::time::sleep(delay).await;
+        };
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            changed = back.changed() => match changed {
+                Ok(()) => self.backoff.reset(),
+                // the health is gone with the agent
+                Err(_) => tokio::time::sleep(delay).await,
+            },
+        }
+    }
+}
+
+/// client-go's longest wait between attempts.
+const MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl<K> watch::Source for ResourceSource<K>
 where
-    K: Resource + Clone + Send + 'static,
+    K: Resource + Clone + serde::de::DeserializeOwned + Debug + Send + 'static,
 {
     type Key = String;
     type Value = K;
@@ -148,12 +205,19 @@ where
     async fn next(&mut self) -> Option<watch::Event<String, K>> {
         loop {
             let next = self.events.next().await?;
-            self.synced |= matches!(next, Ok(Event::InitDone));
+            if next.is_ok() {
+                self.backoff.reset();
+            }
+            let refused = match &next {
+                Err(e) => refusal(e),
+                Ok(_) => None,
+            };
             if let Some((health, api)) = &self.health {
                 let state = match &next {
-                    Err(e) => refusal(e).map(WatchState::Failing),
-                    Ok(_) if self.synced => Some(WatchState::Synced),
-                    Ok(_) => Some(WatchState::Listing),
+                    Err(_) => refused.clone().map(WatchState::Failing),
+                    Ok(Event::Init) => Some(WatchState::Listing),
+                    Ok(Event::InitDone) => Some(WatchState::Synced),
+                    Ok(_) => None,
                 };
                 if let Some(state) = state {
                     health.set(api, state);
@@ -174,6 +238,14 @@ where
                 Ok(Event::Delete(obj)) => watch::Event::Delete { key: key_of(&obj) },
                 Err(e) => {
                     tracing::warn!(subsys = "k8s-watcher", resource = self.what, error = %e, "Watch failed, retrying");
+                    self.back_off().await;
+                    // A watch that starts after a refusal says nothing
+                    // until something changes: starting over with a list
+                    // shows at once that the server lets it through.
+                    if refused.is_some() {
+                        self.events =
+                            watcher::watcher(self.api.clone(), self.config.clone()).boxed();
+                    }
                     continue;
                 }
             };
