@@ -336,6 +336,11 @@ fn control_plane(
         })
         .collect();
     kubectl(&cp, "apply", &list(&nodes))?;
+    // cluster-pool IPAM without an operator: each node's own range
+    for &i in &K8S {
+        let node = &cluster.nodes[i];
+        kube::give_pod_cidr(&cp, &node.name, &node.range);
+    }
     Ok((cp, kubeconfig))
 }
 

@@ -82,14 +82,27 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         }
         None => None,
     };
-    if config.ipam_mode == crate::option::modes::IpamMode::Kubernetes {
-        let k = kubernetes
-            .as_ref()
-            .context("ipam=kubernetes needs the Kubernetes API server")?;
-        let (net, len) = crate::k8s_nodes::wait_pod_cidr(k, &config.node_name)
-            .await
-            .context("waiting for the node's pod CIDR (ipam=kubernetes)")?;
-        tracing::info!(subsys = "ipam", podCIDR = %format!("{net}/{len}"), "Pod CIDR from the Node");
+    use crate::option::modes::IpamMode;
+    let pod_cidr = match (config.ipam_mode, &kubernetes) {
+        (IpamMode::Kubernetes, None) => {
+            anyhow::bail!("ipam=kubernetes needs the Kubernetes API server")
+        }
+        (IpamMode::Kubernetes, Some(k)) => Some(
+            crate::k8s_nodes::wait_pod_cidr(k, &config.node_name)
+                .await
+                .context("waiting for the node's pod CIDR (ipam=kubernetes)")?,
+        ),
+        // Without an API server there is no operator: the pool is the
+        // node's own ipv4-range, as in kvstore mode.
+        (IpamMode::ClusterPool, Some(k)) => Some(
+            crate::k8s_nodes::wait_cluster_pool_cidr(k, &config.node_name)
+                .await
+                .context("waiting for the node's pod CIDR (ipam=cluster-pool)")?,
+        ),
+        _ => None,
+    };
+    if let Some((net, len)) = pod_cidr {
+        tracing::info!(subsys = "ipam", ipam = config.ipam_mode.as_str(), podCIDR = %format!("{net}/{len}"), "Pod CIDR of this node");
         config.ipv4_range = (net, len);
         config.router_ip = std::net::Ipv4Addr::from(u32::from(net) + 1);
     }

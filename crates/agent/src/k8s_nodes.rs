@@ -109,10 +109,16 @@ pub fn register(kubernetes: &Kubernetes, node: Node, tasks: &Tasks) {
     });
 }
 
-async fn write(client: &k8s::kube::Client, node: &Node) -> Result<(), k8s::kube::Error> {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
+/// The owner reference to the Node named `name`, when there is one.
+async fn node_owner(
+    client: &k8s::kube::Client,
+    name: &str,
+) -> Result<
+    Option<k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
+    k8s::kube::Error,
+> {
     let nodes: Api<K8sNode> = Api::all(client.clone());
-    let owner = nodes.get_opt(&node.name).await?.and_then(|n| {
+    Ok(nodes.get_opt(name).await?.and_then(|n| {
         Some(
             k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
                 api_version: "v1".into(),
@@ -122,7 +128,12 @@ async fn write(client: &k8s::kube::Client, node: &Node) -> Result<(), k8s::kube:
                 ..Default::default()
             },
         )
-    });
+    }))
+}
+
+async fn write(client: &k8s::kube::Client, node: &Node) -> Result<(), k8s::kube::Error> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
+    let owner = node_owner(client, &node.name).await?;
     let mut obj = DynamicObject::new(&node.name, &resource());
     obj.metadata.owner_references = owner.map(|o| vec![o]);
     obj.data = serde_json::json!({ "spec": spec(node) });
@@ -148,8 +159,76 @@ pub enum PodCidrError {
     },
     #[error("Node {node} has no IPv4 pod CIDR after {waited:?} (is node IPAM on in the controller manager?)")]
     None { node: String, waited: Duration },
-    #[error("Node {node}'s pod CIDR {cidr:?} is not an IPv4 CIDR")]
+    #[error("node {node}'s pod CIDR {cidr:?} is not an IPv4 CIDR of at least 4 addresses")]
     Bad { node: String, cidr: String },
+}
+
+/// This node's pod CIDR from cluster-pool IPAM: the CiliumNode is created
+/// (without IPAM data, owned by its Node) unless it exists, then read
+/// until the operator has written `spec.ipam.podCIDRs`. Cilium waits as
+/// long as that takes; so does this, saying so every few seconds.
+pub async fn wait_cluster_pool_cidr(
+    kubernetes: &Kubernetes,
+    node: &str,
+) -> Result<(std::net::Ipv4Addr, u8), PodCidrError> {
+    let client = kubernetes.client();
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
+    let read = |source| PodCidrError::Read {
+        node: node.to_owned(),
+        source,
+    };
+    let started = std::time::Instant::now();
+    let mut said = started;
+    loop {
+        match api.get_opt(node).await.map_err(read)? {
+            None => {
+                let mut obj = DynamicObject::new(node, &resource());
+                obj.metadata.owner_references = node_owner(&client, node)
+                    .await
+                    .map_err(read)?
+                    .map(|o| vec![o]);
+                obj.data = serde_json::json!({ "spec": { "addresses": [], "ipam": {} } });
+                match api.create(&PostParams::default(), &obj).await {
+                    Ok(_) => {
+                        tracing::info!(
+                            subsys = "ipam",
+                            node,
+                            "CiliumNode created; waiting for the operator to give it a pod CIDR"
+                        )
+                    }
+                    Err(k8s::kube::Error::Api(e)) if e.code == 409 => {}
+                    Err(source) => return Err(read(source)),
+                }
+            }
+            Some(obj) => {
+                let cidr = obj.data["spec"]["ipam"]["podCIDRs"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c.as_str())
+                    .find(|c| !c.contains(':'))
+                    .map(str::to_owned);
+                if let Some(cidr) = cidr {
+                    return parse_pod_cidr(node, cidr);
+                }
+            }
+        }
+        if said.elapsed() >= Duration::from_secs(10) {
+            tracing::info!(subsys = "ipam", node, waited = ?started.elapsed(), "Still waiting for the operator to give this node a pod CIDR (cluster-pool IPAM)");
+            said = std::time::Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn parse_pod_cidr(node: &str, cidr: String) -> Result<(std::net::Ipv4Addr, u8), PodCidrError> {
+    cidr.split_once('/')
+        .and_then(|(n, l)| Some((n.parse().ok()?, l.parse().ok()?)))
+        .filter(|(_, l): &(std::net::Ipv4Addr, u8)| *l <= 30)
+        .ok_or(PodCidrError::Bad {
+            node: node.to_owned(),
+            cidr,
+        })
 }
 
 /// How long a start waits for the Node's pod CIDR (Cilium waits as long).
@@ -179,14 +258,7 @@ pub async fn wait_pod_cidr(
                 .chain(s.pod_cidr)
         });
         if let Some(cidr) = cidrs.and_then(|mut c| c.find(|c| !c.contains(':'))) {
-            return cidr
-                .split_once('/')
-                .and_then(|(n, l)| Some((n.parse().ok()?, l.parse().ok()?)))
-                .filter(|(_, l): &(std::net::Ipv4Addr, u8)| *l <= 30)
-                .ok_or(PodCidrError::Bad {
-                    node: node.to_owned(),
-                    cidr,
-                });
+            return parse_pod_cidr(node, cidr);
         }
         if started.elapsed() > POD_CIDR_WAIT {
             return Err(PodCidrError::None {

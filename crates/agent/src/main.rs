@@ -6,10 +6,10 @@ use std::process::ExitCode;
 fn usage() -> String {
     let mut s = String::from("Usage: cilium-agent [--config-dir DIR] [--<key>=<value> ...]\n\nConfiguration keys (also CILIUM_<KEY> env vars and files in --config-dir):\n");
     for key in keys::KEYS {
-        let note = if key.implemented == keys::Implemented::No {
-            " (accepted, not implemented yet)"
-        } else {
-            ""
+        let note = match key.implemented {
+            keys::Implemented::Yes => "",
+            keys::Implemented::No => " (accepted, not implemented yet)",
+            keys::Implemented::Operator => " (cilium-operator's; the agent ignores it)",
         };
         s.push_str(&format!(
             "  --{:<40} default {:?}{note}\n",

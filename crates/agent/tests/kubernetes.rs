@@ -32,6 +32,7 @@ fn status_names_the_api_server_and_its_loss() {
     let mut node = Node::new("10.1.0.0/24");
     let (cp, apiserver) = testsupport::kube::start(node.sandbox_mut());
     testsupport::kube::apply_crds(&cp);
+    testsupport::kube::give_pod_cidr(&cp, &node.name, &node.range);
     let kubeconfig = testsupport::kube::agent_kubeconfig(&cp);
     node.agent_args = vec![format!("--k8s-kubeconfig-path={}", kubeconfig.display())];
     node.start_agent();
@@ -112,6 +113,8 @@ fn cluster_of_one(node: &mut Node) -> (kubeplane::ControlPlane, std::path::PathB
         &cp,
         r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node1"}}"#,
     );
+    // cluster-pool IPAM without an operator: its CIDR, given by hand
+    kube::give_pod_cidr(&cp, &node.name, &node.range);
     (cp, kubeconfig)
 }
 

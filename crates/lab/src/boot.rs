@@ -60,6 +60,11 @@ pub fn write_config_map(extra: &[(String, String)], kubernetes: bool) -> anyhow:
         ("cni-uninstall", "false".into()),
         ("clean-cilium-state", "false".into()),
         ("clean-cilium-bpf-state", "false".into()),
+        // with Kubernetes, the operator's cluster pool (Helm's defaults);
+        // without, each node's own ipv4-range
+        ("ipam", "cluster-pool".into()),
+        ("cluster-pool-ipv4-cidr", "10.0.0.0/8".into()),
+        ("cluster-pool-ipv4-mask-size", "24".into()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

@@ -307,6 +307,55 @@ pub fn run_control_plane(l: &NodeDir, underlay: i32) -> anyhow::Result<()> {
     supervise(l, daemons, || crate::kube::ready(&cp))
 }
 
+/// The operator's replicas, as its Deployment runs them on the host
+/// network: in the underlay, beside the API server, each with the
+/// cluster's ConfigMap as its config dir and the operator's
+/// ServiceAccount token; each replica its own health and metrics ports,
+/// as the Deployment's pods would have on their own nodes.
+pub fn run_operators(l: &NodeDir, underlay: i32) -> anyhow::Result<()> {
+    let ns = std::fs::File::open(format!("/proc/{underlay}/ns/net"))
+        .context("opening the underlay's network namespace")?;
+    // SAFETY: a valid namespace fd; this process has one thread here.
+    if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&ns), libc::CLONE_NEWNET) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("entering the underlay");
+    }
+    let bin = layout::bin_dir()?.join("cilium-operator");
+    let kubeconfig = crate::kube::operator_kubeconfig()?;
+    let config_dir = crate::boot::config_map_dir();
+    const NAMES: [&str; crate::kube::OPERATOR_REPLICAS] =
+        ["cilium-operator-1", "cilium-operator-2"];
+    let daemons = NAMES
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let (bin, kubeconfig, config_dir) = (&bin, &kubeconfig, &config_dir);
+            Daemon::new(
+                name,
+                move || {
+                    let log = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(l.log(name))?;
+                    Command::new(bin)
+                        .arg(format!("--config-dir={}", config_dir.display()))
+                        .arg(format!("--k8s-kubeconfig-path={}", kubeconfig.display()))
+                        .arg(format!("--operator-api-serve-addr=127.0.0.1:{}", 9234 + i))
+                        .arg(format!("--operator-prometheus-serve-addr=:{}", 9963 + i))
+                        .env("CILIUM_K8S_NAMESPACE", "kube-system")
+                        .env("K8S_NODE_NAME", crate::kube::MACHINE)
+                        .stdin(Stdio::null())
+                        .stdout(log.try_clone()?)
+                        .stderr(log)
+                        .spawn()
+                        .with_context(|| format!("starting {name}"))
+                },
+                false,
+            )
+        })
+        .collect();
+    supervise(l, daemons, || true)
+}
+
 pub fn run_underlay(l: &NodeDir) -> anyhow::Result<()> {
     build_underlay()?;
     supervise(

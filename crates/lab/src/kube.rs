@@ -23,9 +23,14 @@ use std::time::{Duration, Instant};
 pub const API_PORT: u16 = 6443;
 /// Where the control plane's machine directory is (holder, logs).
 pub const MACHINE: &str = "control-plane";
+/// Where the operator's replicas are kept (holder, logs).
+pub const OPERATOR_MACHINE: &str = "operator";
+/// How many operator replicas run, as the Deployment has.
+pub const OPERATOR_REPLICAS: usize = 2;
 
 const CRDS: &str = include_str!("../../../deploy/kubernetes/crds.yaml");
 const CILIUM: &str = include_str!("../../../deploy/kubernetes/cilium.yaml");
+const OPERATOR: &str = include_str!("../../../deploy/kubernetes/cilium-operator.yaml");
 
 fn dir() -> PathBuf {
     layout::root().join("k8s")
@@ -90,10 +95,10 @@ fn run(what: &str, args: &[&str]) -> anyhow::Result<String> {
     checked(what, kubectl(&args)?.output().context("running kubectl")?)
 }
 
-/// What a cluster has before its nodes start: the CRDs, the agent's
-/// ServiceAccount and RBAC, each node's kubelet credentials (the kubelet
-/// stand-in registers its Node); returns the agents' kubeconfig (the
-/// ServiceAccount's token).
+/// What a cluster has before its nodes start: the CRDs, the agent's and
+/// the operator's ServiceAccounts and RBAC, each node's kubelet
+/// credentials (the kubelet stand-in registers its Node); returns the
+/// agents' kubeconfig (the ServiceAccount's token).
 pub fn prepare(nodes: usize) -> anyhow::Result<PathBuf> {
     apply("applying the CRDs", CRDS)?;
     run(
@@ -107,6 +112,7 @@ pub fn prepare(nodes: usize) -> anyhow::Result<PathBuf> {
         ],
     )?;
     apply("applying the agent's ServiceAccount and RBAC", CILIUM)?;
+    apply("applying the operator's ServiceAccount and RBAC", OPERATOR)?;
     let cp = control_plane(false)?;
     for i in 1..=nodes {
         node_credentials(&cp, &topology::node_name(i))?;
@@ -125,10 +131,22 @@ pub fn prepare(nodes: usize) -> anyhow::Result<PathBuf> {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    let args = ControlPlane::token_args("kube-system", "cilium");
+    service_account_kubeconfig(&cp, "cilium-operator")?;
+    service_account_kubeconfig(&cp, "cilium")
+}
+
+/// A kubeconfig with ServiceAccount `kube-system/<account>`'s token.
+fn service_account_kubeconfig(cp: &ControlPlane, account: &str) -> anyhow::Result<PathBuf> {
+    let args = ControlPlane::token_args("kube-system", account);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let token = run("making the agent's token", &args)?;
-    Ok(cp.service_account_kubeconfig("kube-system", "cilium", &token)?)
+    let token = run(&format!("making {account}'s token"), &args)?;
+    Ok(cp.service_account_kubeconfig("kube-system", account, &token)?)
+}
+
+/// The operator's kubeconfig (its ServiceAccount's token), as `prepare`
+/// made it.
+pub fn operator_kubeconfig() -> anyhow::Result<PathBuf> {
+    Ok(control_plane(false)?.kubeconfig("cilium-operator"))
 }
 
 /// Node `node`'s kubeconfig, as its kubelet has one: a client certificate
@@ -174,6 +192,21 @@ pub fn wait_running(name: &str, timeout: Duration) -> anyhow::Result<Ipv4Addr> {
         std::thread::sleep(Duration::from_millis(200));
     }
     bail!("pod {name} was not Running with an IP within {timeout:?} (phase and IP: {last:?})")
+}
+
+/// Node `node`'s pod CIDR, as its CiliumNode has it.
+pub fn pod_cidr(node: &str) -> anyhow::Result<String> {
+    let out = run(
+        "reading a CiliumNode's pod CIDR",
+        &[
+            "get",
+            "ciliumnode",
+            node,
+            "-o",
+            "jsonpath={.spec.ipam.podCIDRs[0]}",
+        ],
+    )?;
+    Ok(out.trim().to_owned())
 }
 
 /// Whether the lab runs with Kubernetes (its control plane is up).

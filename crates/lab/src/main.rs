@@ -116,6 +116,8 @@ enum Cmd {
     UnderlayHolder,
     #[command(hide = true)]
     ControlPlaneHolder { underlay: i32 },
+    #[command(hide = true)]
+    OperatorHolder { underlay: i32 },
 }
 
 fn not_up() -> anyhow::Error {
@@ -225,12 +227,22 @@ fn up(
             &boot::config_map_dir().join("k8s-kubeconfig-path"),
             kubeconfig.display().to_string().as_bytes(),
         )?;
+        let operators = start_holder(
+            &layout::machine_dir(kube::OPERATOR_MACHINE),
+            &["operator-holder".into(), switch.to_string()],
+            "cilium-operator",
+            "cilium-operator-1",
+        )?;
         println!(
             "==> Kubernetes {}: kube-apiserver at https://{}:{}, controller manager and scheduler up in {:?} (pid {cp}); deploy/kubernetes applied; `cilium-lab kubectl get pods -A`",
             kubeplane::bins::version(),
             topology::UNDERLAY_IP,
             kube::API_PORT,
             t.elapsed()
+        );
+        println!(
+            "==> cilium-operator: {} replicas electing a leader on the Lease kube-system/cilium-operator-resource-lock (pid {operators})",
+            kube::OPERATOR_REPLICAS
         );
         let admin = kube::control_plane(false)?;
         println!(
@@ -247,11 +259,15 @@ fn up(
         boot::write_node_config(&l, index)?;
         let args = ["node-holder".to_string(), index.to_string()];
         let holder = start_holder(&l, &args, &topology::node_name(index), "agent")?;
+        let pod_cidr = if kubernetes {
+            kube::pod_cidr(&topology::node_name(index))?
+        } else {
+            topology::pod_cidr(index)
+        };
         println!(
-            "==> {}: {} pods {}, booted as the DaemonSet does ({}), cilium-agent up in {:?} (pid {holder})",
+            "==> {}: {} pods {pod_cidr}, booted as the DaemonSet does ({}), cilium-agent up in {:?} (pid {holder})",
             topology::node_name(index),
             topology::node_ip(index),
-            topology::pod_cidr(index),
             boot::STEPS.join(", "),
             t.elapsed()
         );
@@ -513,6 +529,10 @@ fn down() -> anyhow::Result<()> {
             l.name()
         );
     }
+    if let Some(pid) = layout::machine_dir(kube::OPERATOR_MACHINE).running_holder() {
+        stop_holder(pid);
+        println!("==> cilium-operator stopped");
+    }
     if let Some(pid) = layout::machine_dir(kube::MACHINE).running_holder() {
         stop_holder(pid);
         println!("==> Kubernetes control plane stopped");
@@ -719,6 +739,9 @@ fn main() -> ExitCode {
         Cmd::UnderlayHolder => holder::run_underlay(&layout::machine_dir(layout::UNDERLAY)),
         Cmd::ControlPlaneHolder { underlay } => {
             holder::run_control_plane(&layout::machine_dir(kube::MACHINE), *underlay)
+        }
+        Cmd::OperatorHolder { underlay } => {
+            holder::run_operators(&layout::machine_dir(kube::OPERATOR_MACHINE), *underlay)
         }
     };
     match result {

@@ -24,15 +24,17 @@ fn up_with_kubernetes_runs_the_demo_through_the_api_server() {
         "TCP pod-a -> 10.96.0.10:80 (pod-b)",
         "ciliumnetworkpolicy.cilium.io/demo-tcp-only created",
         "dropped by the policy (Policy denied)",
-        "node1   10.1.0.1           198.18.0.11",
-        "node2   10.2.0.1           198.18.0.12",
+        // pod CIDRs from the operator's cluster pool, in boot order
+        "node1   10.0.0.1           198.18.0.11",
+        "node2   10.0.1.1           198.18.0.12",
+        "cilium-operator: 2 replicas electing a leader",
     ] {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");
     }
     assert!(
         out.lines().any(|l| l.starts_with("default     pod-b")
             && l.contains("ready")
-            && l.contains("10.2.0.2")),
+            && l.contains("10.0.1.2")),
         "{out}"
     );
     let ceps = lab.ok(&["kubectl", "get", "ciliumendpoints", "-A", "-o", "name"]);

@@ -124,6 +124,17 @@ pub fn apply(cp: &ControlPlane, text: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The operator's part of cluster-pool IPAM, for tests that run agents
+/// without one: node `node`'s CiliumNode with `cidr` as its pod CIDR.
+pub fn give_pod_cidr(cp: &ControlPlane, node: &str, cidr: &str) {
+    apply(
+        cp,
+        &format!(
+            r#"{{"apiVersion":"cilium.io/v2","kind":"CiliumNode","metadata":{{"name":"{node}"}},"spec":{{"ipam":{{"podCIDRs":["{cidr}"]}}}}}}"#
+        ),
+    );
+}
+
 /// Applies deploy/kubernetes/crds.yaml and waits until every CRD is
 /// established.
 pub fn apply_crds(cp: &ControlPlane) {
@@ -147,17 +158,31 @@ pub fn apply_crds(cp: &ControlPlane) {
 /// from deploy/kubernetes/cilium.yaml, which this applies) with a token
 /// file, as the DaemonSet's pod would have it.
 pub fn agent_kubeconfig(cp: &ControlPlane) -> std::path::PathBuf {
+    service_account_kubeconfig(cp, "cilium.yaml", "cilium")
+}
+
+/// The same for the operator's (`kube-system/cilium-operator`, from
+/// deploy/kubernetes/cilium-operator.yaml).
+pub fn operator_kubeconfig(cp: &ControlPlane) -> std::path::PathBuf {
+    service_account_kubeconfig(cp, "cilium-operator.yaml", "cilium-operator")
+}
+
+fn service_account_kubeconfig(
+    cp: &ControlPlane,
+    manifest_name: &str,
+    account: &str,
+) -> std::path::PathBuf {
     kubectl_ok(
         cp,
         &[
             "apply",
             "-f",
-            &manifest("cilium.yaml").display().to_string(),
+            &manifest(manifest_name).display().to_string(),
         ],
     );
-    let args = ControlPlane::token_args("kube-system", "cilium");
+    let args = ControlPlane::token_args("kube-system", account);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let token = kubectl_ok(cp, &args);
-    cp.service_account_kubeconfig("kube-system", "cilium", &token)
-        .expect("agent kubeconfig")
+    cp.service_account_kubeconfig("kube-system", account, &token)
+        .expect("ServiceAccount kubeconfig")
 }

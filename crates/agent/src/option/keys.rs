@@ -28,6 +28,8 @@ pub enum Kind {
 pub enum Implemented {
     Yes,
     No,
+    /// A key of the shared ConfigMap that only cilium-operator reads.
+    Operator,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -53,6 +55,15 @@ const fn later(name: &'static str, kind: Kind, default: &'static str) -> Key {
         kind,
         default,
         implemented: Implemented::No,
+    }
+}
+
+const fn operator(name: &'static str, kind: Kind, default: &'static str) -> Key {
+    Key {
+        name,
+        kind,
+        default,
+        implemented: Implemented::Operator,
     }
 }
 
@@ -180,7 +191,7 @@ pub const KEYS: &[Key] = &[
     later("bpf-nat-global-max", Uint(1024, 1 << 24), "524288"),
     later("bpf-neigh-global-max", Uint(1024, 1 << 24), "524288"),
     k("cgroup-root", Path, "/run/cilium/cgroupv2"),
-    later("cilium-endpoint-gc-interval", Duration, "5m0s"),
+    operator("cilium-endpoint-gc-interval", Duration, "5m0s"),
     k("cni-uninstall", Bool, "true"),
     k("cni-exclusive", Bool, "false"),
     k("cni-log-file", Str, "/var/run/cilium/cilium-cni.log"),
@@ -219,23 +230,26 @@ pub const KEYS: &[Key] = &[
     later("hubble-tls-cert-file", Str, ""),
     later("hubble-tls-client-ca-files", Str, ""),
     later("hubble-tls-key-file", Str, ""),
-    later("identity-gc-interval", Duration, "15m0s"),
-    later("identity-heartbeat-timeout", Duration, "30m0s"),
+    operator("identity-gc-interval", Duration, "15m0s"),
+    operator("identity-heartbeat-timeout", Duration, "30m0s"),
     later("install-no-conntrack-iptables-rules", Bool, "false"),
     later("kube-proxy-replacement-healthz-bind-address", Str, ""),
     later("monitor-aggregation-flags", Str, "all"),
     later("monitor-aggregation-interval", Duration, "5s"),
     later("node-port-bind-protection", Bool, "true"),
     k("node-port-range", Str, "30000,32767"),
-    later("nodes-gc-interval", Duration, "5m0s"),
-    later("operator-api-serve-addr", Str, "127.0.0.1:9234"),
+    operator("nodes-gc-interval", Duration, "5m0s"),
+    operator("operator-api-serve-addr", Str, "127.0.0.1:9234"),
+    operator("operator-prometheus-serve-addr", Str, ":9963"),
+    operator("enable-metrics", Bool, "false"),
+    operator("set-cilium-node-taints", Bool, "false"),
     later("procfs", Path, "/proc"),
     k("prometheus-serve-addr", Str, ""),
-    later("remove-cilium-node-taints", Bool, "true"),
-    later("set-cilium-is-up-condition", Bool, "true"),
+    operator("remove-cilium-node-taints", Bool, "true"),
+    operator("set-cilium-is-up-condition", Bool, "true"),
     later("sidecar-istio-proxy-image", Str, "cilium/istio_proxy"),
     later("skip-cnp-status-startup-clean", Bool, "false"),
-    later("synchronize-k8s-nodes", Bool, "true"),
+    operator("synchronize-k8s-nodes", Bool, "true"),
     later(
         "tofqdns-dns-reject-response-code",
         Enum(&["refused", "nameerror"]),
@@ -256,7 +270,7 @@ pub const KEYS: &[Key] = &[
     later("tofqdns-min-ttl", Uint(0, 1 << 31), "0"),
     later("tofqdns-proxy-response-max-delay", Duration, "100ms"),
     later("tunnel", Enum(&["vxlan", "geneve", "disabled"]), "vxlan"),
-    later("unmanaged-pod-watcher-interval", Uint(0, 1 << 20), "15"),
+    operator("unmanaged-pod-watcher-interval", Uint(0, 1 << 20), "15"),
     later("vtep-cidr", Str, ""),
     later("vtep-endpoint", Str, ""),
     later("vtep-mac", Str, ""),
