@@ -133,9 +133,11 @@ fn policies_nodes_services_and_endpoints_follow_the_api_server() {
     node.agent_args = agent_args(&kubeconfig);
     node.start_agent();
 
-    // this node's CiliumNode, owned by its Node
-    wait_for("node1's CiliumNode", 30, || {
-        kubectl_json(&cp, &["get", "ciliumnode", "node1"]).is_some()
+    // this node's CiliumNode, owned by its Node (the test made it, with
+    // only the pod CIDR, as the operator would: the agent completes it)
+    wait_for("node1's CiliumNode written by the agent", 30, || {
+        kubectl_json(&cp, &["get", "ciliumnode", "node1"])
+            .is_some_and(|cn| cn["metadata"]["ownerReferences"][0]["kind"] == "Node")
     });
     let cn = kubectl_json(&cp, &["get", "ciliumnode", "node1"]).unwrap();
     assert_eq!(cn["metadata"]["ownerReferences"][0]["kind"], "Node");

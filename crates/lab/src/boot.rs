@@ -65,6 +65,9 @@ pub fn write_config_map(extra: &[(String, String)], kubernetes: bool) -> anyhow:
         ("ipam", "cluster-pool".into()),
         ("cluster-pool-ipv4-cidr", "10.0.0.0/8".into()),
         ("cluster-pool-ipv4-mask-size", "24".into()),
+        // the operator's, as Helm sets it: a node whose agent is not
+        // ready gets the agent-not-ready taint back
+        ("set-cilium-node-taints", "true".into()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

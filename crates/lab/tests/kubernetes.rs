@@ -187,3 +187,45 @@ fn kubelets_run_a_deployment_its_service_balances_and_replace_a_deleted_pod() {
         "{down}"
     );
 }
+
+/// Each node's taints and NetworkUnavailable reason, a line per node.
+fn readiness(lab: &Lab) -> String {
+    lab.ok(&[
+        "kubectl",
+        "get",
+        "nodes",
+        "-o",
+        r#"jsonpath={range .items[*]}{.metadata.name} taints=[{.spec.taints[*].key}] network={.status.conditions[?(@.type=="NetworkUnavailable")].reason}{"\n"}{end}"#,
+    ])
+}
+
+#[test]
+fn nodes_start_tainted_until_the_operator_sees_their_agent_ready() {
+    let lab = Lab::new();
+    let up = lab.run(&["up", "--nodes", "2"]);
+    assert!(up.status.success(), "{}", text(&up));
+    // the kubelets registered the nodes tainted; each runs the DaemonSet's
+    // agent pod Ready as its probes say, so the operator took the taint
+    // off and said Cilium is up
+    eventually("both nodes untainted, Cilium up", 30, || {
+        let r = readiness(&lab);
+        (r.lines().count() == 2
+            && r.lines()
+                .all(|l| !l.contains("agent-not-ready") && l.ends_with("network=CiliumIsUp")))
+        .then_some(())
+        .ok_or(r)
+    });
+    let agents = lab.ok(&[
+        "kubectl", "get", "pods", "-n", "kube-system", "-l", "k8s-app=cilium", "-o",
+        r#"jsonpath={range .items[*]}{.spec.nodeName} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
+    ]);
+    assert!(
+        agents.contains("node1 True") && agents.contains("node2 True"),
+        "{agents}"
+    );
+    let log = std::fs::read_to_string(lab.dir.path().join("operator/cilium-operator-1.log"))
+        .unwrap_or_default()
+        + &std::fs::read_to_string(lab.dir.path().join("operator/cilium-operator-2.log"))
+            .unwrap_or_default();
+    assert!(log.contains("Removed the agent-not-ready taint"), "{log}");
+}

@@ -26,6 +26,15 @@ const KEYS: &[(&str, &str)] = &[
     ("k8s-client-qps", "0"),
     ("k8s-client-burst", "0"),
     ("k8s-namespace", ""),
+    ("remove-cilium-node-taints", "true"),
+    ("set-cilium-node-taints", "false"),
+    ("set-cilium-is-up-condition", "true"),
+    (
+        "agent-not-ready-taint-key",
+        "node.cilium.io/agent-not-ready",
+    ),
+    ("cilium-pod-namespace", ""),
+    ("cilium-pod-labels", "k8s-app=cilium"),
 ];
 
 /// The command line; each key also has a flag of its name.
@@ -80,10 +89,28 @@ pub struct Flags {
     /// Namespace of the operator's Lease (env CILIUM_K8S_NAMESPACE)
     #[arg(long, env = "CILIUM_K8S_NAMESPACE")]
     pub k8s_namespace: Option<String>,
+    /// Remove the agent-not-ready taint from nodes whose agent is ready
+    #[arg(long)]
+    pub remove_cilium_node_taints: Option<String>,
+    /// Taint nodes whose agent pod exists but is not ready
+    #[arg(long)]
+    pub set_cilium_node_taints: Option<String>,
+    /// Set NetworkUnavailable=False on nodes whose agent is ready
+    #[arg(long)]
+    pub set_cilium_is_up_condition: Option<String>,
+    /// The taint key of nodes without a ready agent
+    #[arg(long)]
+    pub agent_not_ready_taint_key: Option<String>,
+    /// Namespace of the agent pods (default: the operator's)
+    #[arg(long)]
+    pub cilium_pod_namespace: Option<String>,
+    /// Labels of the agent pods
+    #[arg(long)]
+    pub cilium_pod_labels: Option<String>,
 }
 
 impl Flags {
-    fn given(&self) -> [(&'static str, &Option<String>); 14] {
+    fn given(&self) -> [(&'static str, &Option<String>); 20] {
         [
             ("ipam", &self.ipam),
             ("cluster-pool-ipv4-cidr", &self.cluster_pool_ipv4_cidr),
@@ -114,6 +141,15 @@ impl Flags {
             ("k8s-client-qps", &self.k8s_client_qps),
             ("k8s-client-burst", &self.k8s_client_burst),
             ("k8s-namespace", &self.k8s_namespace),
+            ("remove-cilium-node-taints", &self.remove_cilium_node_taints),
+            ("set-cilium-node-taints", &self.set_cilium_node_taints),
+            (
+                "set-cilium-is-up-condition",
+                &self.set_cilium_is_up_condition,
+            ),
+            ("agent-not-ready-taint-key", &self.agent_not_ready_taint_key),
+            ("cilium-pod-namespace", &self.cilium_pod_namespace),
+            ("cilium-pod-labels", &self.cilium_pod_labels),
         ]
     }
 }
@@ -148,6 +184,7 @@ pub struct Config {
     pub k8s: k8s::ClientOptions,
     /// Where the Lease is (`default` when unset, as Cilium falls back).
     pub namespace: String,
+    pub taints: crate::taints::TaintConfig,
 }
 
 /// Reads the files of a ConfigMap directory: one per key, dotfiles (the
@@ -222,6 +259,7 @@ impl Config {
             .ok_or_else(|| invalid("cluster-pool-ipv4-mask-size", "not a prefix length (0-32)"))?;
         let metrics_on = agent::option::validate::parse_bool(get("enable-metrics"))
             .ok_or_else(|| invalid("enable-metrics", "not a boolean"))?;
+
         let timing = Timing {
             lease_duration: duration("leader-election-lease-duration")?,
             renew_deadline: duration("leader-election-renew-deadline")?,
@@ -234,6 +272,20 @@ impl Config {
             ));
         }
         let some = |key| Some(get(key).to_owned()).filter(|s| !s.is_empty());
+        let boolean = |key| {
+            agent::option::validate::parse_bool(get(key))
+                .ok_or_else(|| invalid(key, "not a boolean"))
+        };
+        let namespace = some("k8s-namespace").unwrap_or_else(|| "default".into());
+        let taints = crate::taints::TaintConfig {
+            remove: boolean("remove-cilium-node-taints")?,
+            set: boolean("set-cilium-node-taints")?,
+            condition: boolean("set-cilium-is-up-condition")?,
+            key: some("agent-not-ready-taint-key")
+                .ok_or_else(|| invalid("agent-not-ready-taint-key", "must not be empty"))?,
+            namespace: some("cilium-pod-namespace").unwrap_or_else(|| namespace.clone()),
+            labels: get("cilium-pod-labels").to_owned(),
+        };
         let k8s = k8s::ClientOptions {
             kubeconfig: some("k8s-kubeconfig-path").map(PathBuf::from),
             api_server: some("k8s-api-server"),
@@ -257,7 +309,8 @@ impl Config {
             },
             timing,
             k8s,
-            namespace: some("k8s-namespace").unwrap_or_else(|| "default".into()),
+            namespace,
+            taints,
         })
     }
 }

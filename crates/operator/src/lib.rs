@@ -8,3 +8,4 @@ pub mod config;
 pub mod leader;
 pub mod metrics;
 pub mod nodes;
+pub mod taints;

@@ -109,11 +109,15 @@ async fn run(config: Config) -> anyhow::Result<()> {
         r = health => return Err(server_ended("health API", r)),
     }
 
-    let controllers = async {
+    let ipam = async {
         if let Some(pool) = pool {
             operator::nodes::run(client.clone(), pool, Arc::clone(&metrics)).await;
         }
         std::future::pending::<()>().await
+    };
+    let taints = operator::taints::run(client.clone(), config.taints.clone());
+    let controllers = async {
+        tokio::join!(ipam, taints);
     };
     let lost = tokio::select! {
         lost = elector.hold() => Some(lost),

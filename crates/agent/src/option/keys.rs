@@ -174,7 +174,7 @@ pub const KEYS: &[Key] = &[
     k("preallocate-bpf-maps", Bool, "false"),
     k("bpf-map-dynamic-size-ratio", Float, "0.0"),
     // Known Cilium keys this agent accepts but does not act on yet.
-    later(
+    operator(
         "agent-not-ready-taint-key",
         Str,
         "node.cilium.io/agent-not-ready",

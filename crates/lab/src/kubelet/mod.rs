@@ -5,10 +5,12 @@
 //! authorizer and NodeRestriction hold it to what a kubelet may do):
 //! registers the Node, posts its status and Lease, and runs the pods the
 //! scheduler binds to it, each a network namespace made through the
-//! node's CNI conflist with built-in servers on its container ports.
+//! node's CNI conflist with built-in servers on its container ports, and
+//! Ready as their HTTP startup and readiness probes say.
 
 mod node;
 mod pods;
+mod probes;
 pub mod sandbox;
 mod servers;
 

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use topology::NodeDir;
 
 const STATUS_EVERY: Duration = Duration::from_secs(10);
+/// Cilium's not-ready taint (`agent-not-ready-taint-key`).
+const AGENT_NOT_READY: &str = "node.cilium.io/agent-not-ready";
 const LEASE_EVERY: Duration = Duration::from_secs(10);
 const LEASE_SECONDS: i32 = 40;
 
@@ -102,6 +104,11 @@ impl Machine {
                     "beta.kubernetes.io/os": "linux",
                     "beta.kubernetes.io/arch": "amd64",
                 },
+            },
+            // kubelet's --register-with-taints, as Cilium's docs ask: no
+            // pod is scheduled here before the operator saw the agent up
+            "spec": {
+                "taints": [{"key": AGENT_NOT_READY, "value": "true", "effect": "NoSchedule"}],
             },
         })
     }
@@ -223,7 +230,9 @@ pub async fn run(client: Client, l: &NodeDir, index: usize) -> anyhow::Result<()
             since = now();
         }
         if changed || posted.is_some_and(|(_, at)| at.elapsed() >= STATUS_EVERY) {
-            let patch = Patch::Merge(m.status(ready, &since));
+            // strategic: conditions merge by type, so the operator's
+            // NetworkUnavailable stays
+            let patch = Patch::Strategic(m.status(ready, &since));
             match nodes
                 .patch_status(&m.name, &PatchParams::default(), &patch)
                 .await

@@ -8,6 +8,7 @@
 //! DaemonSet's, whose agent the node holder runs) gets no sandbox, as
 //! with kubelet: it is the node's network, its servers bound there.
 
+use super::probes::Prober;
 use super::sandbox::Sandbox;
 use super::servers::{self, Port, Protocol, Servers};
 use anyhow::Context;
@@ -36,6 +37,14 @@ struct Running {
     _servers: Servers,
     /// Whether the API server has the Running status.
     reported: bool,
+    /// Its startup and readiness probes; None: Ready as it runs.
+    prober: Option<Prober>,
+}
+
+impl Running {
+    fn ready(&self) -> bool {
+        self.prober.as_ref().is_none_or(Prober::ready)
+    }
 }
 
 struct Retry {
@@ -123,22 +132,23 @@ impl Kubelet {
                     "image": c.image.clone().unwrap_or_default(),
                     "imageID": format!("cilium-lab://{}", c.image.clone().unwrap_or_default()),
                     "containerID": r.container_id,
-                    "ready": true,
+                    "ready": r.ready(),
                     "started": true,
                     "restartCount": 0,
                     "state": {"running": {"startedAt": started}},
                 })
             })
             .collect();
+        let ready = if r.ready() { "True" } else { "False" };
         let conditions: Vec<Value> = [
-            "PodReadyToStartContainers",
-            "Initialized",
-            "Ready",
-            "ContainersReady",
-            "PodScheduled",
+            ("PodReadyToStartContainers", "True"),
+            ("Initialized", "True"),
+            ("Ready", ready),
+            ("ContainersReady", ready),
+            ("PodScheduled", "True"),
         ]
         .into_iter()
-        .map(|kind| condition(kind, "True", None, None))
+        .map(|(kind, status)| condition(kind, status, None, None))
         .collect();
         json!({"status": {
             "phase": "Running",
@@ -152,8 +162,8 @@ impl Kubelet {
         }})
     }
 
-    /// Reports running pod `uid` as Running and Ready; a failed report is
-    /// tried again on the next pass.
+    /// Reports running pod `uid` as Running, Ready as its probes say; a
+    /// failed report is tried again on the next pass.
     async fn report_running(&mut self, pod: &Pod, uid: &str) {
         let Some(r) = self.running.get(uid) else {
             return;
@@ -204,9 +214,11 @@ impl Kubelet {
             .with_context(|| format!("starting the servers of {}", sb.pod()))
     }
 
-    fn sandboxed(sb: Sandbox, servers: Servers) -> Running {
+    fn sandboxed(sb: Sandbox, servers: Servers, pod: &Pod) -> Running {
+        let ip = sb.ip.map(|ip| ip.to_string()).unwrap_or_default();
         Running {
-            ip: sb.ip.map(|ip| ip.to_string()).unwrap_or_default(),
+            prober: Prober::of(pod, &ip),
+            ip,
             container_id: format!("cilium-lab://{}", sb.id),
             sandbox: Some(sb),
             _servers: servers,
@@ -224,6 +236,7 @@ impl Kubelet {
             uid(pod),
             Running {
                 sandbox: None,
+                prober: Prober::of(pod, &self.node_ip),
                 ip: self.node_ip.clone(),
                 container_id: format!("cilium-lab://host-{}", uid(pod)),
                 _servers: servers,
@@ -256,7 +269,7 @@ impl Kubelet {
             sb.id
         );
         self.running
-            .insert(sb.uid.clone(), Self::sandboxed(sb, servers));
+            .insert(sb.uid.clone(), Self::sandboxed(sb, servers, pod));
         Ok(())
     }
 
@@ -323,7 +336,7 @@ impl Kubelet {
                         Ok(servers) => {
                             eprintln!("kubelet: pod {}: adopted sandbox {}", sb.pod(), sb.id);
                             self.running
-                                .insert(sb.uid.clone(), Self::sandboxed(sb, servers));
+                                .insert(sb.uid.clone(), Self::sandboxed(sb, servers, pod));
                         }
                         Err(e) => {
                             eprintln!("kubelet: {e:#}");
@@ -366,7 +379,13 @@ impl Kubelet {
             if matches!(phase, Some("Succeeded" | "Failed")) {
                 continue;
             }
-            if let Some(r) = self.running.get(uid) {
+            if let Some(r) = self.running.get_mut(uid) {
+                if let Some(p) = &mut r.prober {
+                    if p.tick().await {
+                        eprintln!("kubelet: pod {}: Ready is now {}", key(pod), p.ready());
+                        r.reported = false;
+                    }
+                }
                 if !r.reported {
                     self.report_running(pod, uid).await;
                 }
