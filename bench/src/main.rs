@@ -18,6 +18,7 @@
 mod events;
 mod kubernetes;
 mod lifecycle;
+mod operator;
 mod overlay;
 mod policy;
 mod services;
@@ -39,6 +40,8 @@ pub(crate) const THROUGHPUT_TARGET: f64 = 0.9;
 /// The Kubernetes section's rounds per measure and cluster scale.
 const K8S_ROUNDS: usize = 20;
 const K8S_SCALE: usize = 1000;
+/// Nodes joining at once in the operator's rounds (issue 19: 1 and 50).
+const OPERATOR_SIZES: [usize; 2] = [1, 50];
 
 pub(crate) fn run(cmd: &mut Command) -> anyhow::Result<String> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
@@ -335,6 +338,18 @@ fn main() -> anyhow::Result<()> {
             .context(usage)?;
         return kubernetes::run_bench(rounds, scale);
     }
+    if args.get(1).map(String::as_str) == Some("operator") {
+        let usage = "usage: cilium-bench operator [nodes,nodes,...]";
+        let sizes = match args.get(2) {
+            Some(s) => s
+                .split(',')
+                .map(|n| n.parse::<usize>().context(usage))
+                .collect::<anyhow::Result<Vec<_>>>()?,
+            None => OPERATOR_SIZES.to_vec(),
+        };
+        anyhow::ensure!(sizes.iter().all(|n| *n >= 1), "{usage}: sizes from 1");
+        return operator::run_bench(&sizes);
+    }
     if args.get(1).map(String::as_str) == Some("policy") {
         let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
         return policy::run_bench(secs);
@@ -364,7 +379,10 @@ fn main() -> anyhow::Result<()> {
     events::run_bench(secs)?;
     lifecycle::run_bench()?;
     match kubernetes::available() {
-        Ok(()) => kubernetes::run_bench(K8S_ROUNDS, K8S_SCALE),
+        Ok(()) => {
+            kubernetes::run_bench(K8S_ROUNDS, K8S_SCALE)?;
+            operator::run_bench(&OPERATOR_SIZES)
+        }
         Err(e) => {
             println!("Kubernetes targets: skipped ({e})");
             Ok(())

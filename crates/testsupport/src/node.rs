@@ -130,6 +130,16 @@ impl Node {
     }
 
     pub fn start_agent(&mut self) {
+        self.spawn_agent();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.cilium(&["status", "--brief"]).status.success() {
+            assert!(Instant::now() < deadline, "agent did not become ready");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Starts the agent without waiting for it to be ready.
+    pub fn spawn_agent(&mut self) {
         let child = self
             .command(crate::bin("cilium-agent"))
             // a test's agent uses Kubernetes only when its args say so,
@@ -156,11 +166,6 @@ impl Node {
             .spawn()
             .expect("spawn cilium-agent");
         self.agent = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !self.cilium(&["status", "--brief"]).status.success() {
-            assert!(Instant::now() < deadline, "agent did not become ready");
-            std::thread::sleep(Duration::from_millis(5));
-        }
     }
 
     /// SIGKILL, as a crash or an OOM kill would end it.
