@@ -171,6 +171,8 @@ pub async fn wait_cluster_pool_cidr(
     kubernetes: &Kubernetes,
     node: &str,
 ) -> Result<(std::net::Ipv4Addr, u8), PodCidrError> {
+    use futures::StreamExt;
+    use k8s::kube::runtime::WatchStreamExt;
     let client = kubernetes.client();
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
     let read = |source| PodCidrError::Read {
@@ -178,10 +180,28 @@ pub async fn wait_cluster_pool_cidr(
         source,
     };
     let started = std::time::Instant::now();
-    let mut said = started;
+    let mut still = tokio::time::interval(Duration::from_secs(10));
+    still.tick().await;
+    // the object itself is watched: the CIDR is taken the moment the
+    // operator writes it, at the cost of one watch, not a poll
+    let mut updates = watcher::watch_object(api.clone(), node).default_backoff().boxed();
     loop {
-        match api.get_opt(node).await.map_err(read)? {
+        let update = tokio::select! {
+            u = updates.next() => u,
+            _ = still.tick() => {
+                tracing::info!(subsys = "ipam", node, waited = ?started.elapsed(), "Still waiting for the operator to give this node a pod CIDR (cluster-pool IPAM)");
+                continue;
+            }
+        };
+        match update {
             None => {
+                // the stream ended: watch again
+                updates = watcher::watch_object(api.clone(), node).default_backoff().boxed();
+            }
+            Some(Err(e)) => {
+                tracing::debug!(subsys = "ipam", node, error = %e, "Watching this node's CiliumNode, retrying");
+            }
+            Some(Ok(None)) => {
                 let mut obj = DynamicObject::new(node, &resource());
                 obj.metadata.owner_references = node_owner(&client, node)
                     .await
@@ -189,18 +209,16 @@ pub async fn wait_cluster_pool_cidr(
                     .map(|o| vec![o]);
                 obj.data = serde_json::json!({ "spec": { "addresses": [], "ipam": {} } });
                 match api.create(&PostParams::default(), &obj).await {
-                    Ok(_) => {
-                        tracing::info!(
-                            subsys = "ipam",
-                            node,
-                            "CiliumNode created; waiting for the operator to give it a pod CIDR"
-                        )
-                    }
+                    Ok(_) => tracing::info!(
+                        subsys = "ipam",
+                        node,
+                        "CiliumNode created; waiting for the operator to give it a pod CIDR"
+                    ),
                     Err(k8s::kube::Error::Api(e)) if e.code == 409 => {}
                     Err(source) => return Err(read(source)),
                 }
             }
-            Some(obj) => {
+            Some(Ok(Some(obj))) => {
                 let cidr = obj.data["spec"]["ipam"]["podCIDRs"]
                     .as_array()
                     .into_iter()
@@ -213,11 +231,6 @@ pub async fn wait_cluster_pool_cidr(
                 }
             }
         }
-        if said.elapsed() >= Duration::from_secs(10) {
-            tracing::info!(subsys = "ipam", node, waited = ?started.elapsed(), "Still waiting for the operator to give this node a pod CIDR (cluster-pool IPAM)");
-            said = std::time::Instant::now();
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
