@@ -184,7 +184,9 @@ pub async fn wait_cluster_pool_cidr(
     still.tick().await;
     // the object itself is watched: the CIDR is taken the moment the
     // operator writes it, at the cost of one watch, not a poll
-    let mut updates = watcher::watch_object(api.clone(), node).default_backoff().boxed();
+    let mut updates = watcher::watch_object(api.clone(), node)
+        .default_backoff()
+        .boxed();
     loop {
         let update = tokio::select! {
             u = updates.next() => u,
@@ -196,7 +198,9 @@ pub async fn wait_cluster_pool_cidr(
         match update {
             None => {
                 // the stream ended: watch again
-                updates = watcher::watch_object(api.clone(), node).default_backoff().boxed();
+                updates = watcher::watch_object(api.clone(), node)
+                    .default_backoff()
+                    .boxed();
             }
             Some(Err(e)) => {
                 tracing::debug!(subsys = "ipam", node, error = %e, "Watching this node's CiliumNode, retrying");

@@ -188,6 +188,25 @@ impl Etcd {
             .await
     }
 
+    /// Deletes `key` in one transaction with the check that nothing lives
+    /// under `absent_prefix`.
+    pub async fn delete_if_absent(&self, key: &str, absent_prefix: &str) -> Result<bool, Error> {
+        let txn = Txn::new()
+            .when([Compare::create_revision(absent_prefix, CompareOp::Equal, 0).with_prefix()])
+            .and_then([TxnOp::delete(key, None)]);
+        let resp = self
+            .client
+            .clone()
+            .txn(txn)
+            .await
+            .map_err(|source| Error::Etcd {
+                op: "delete-if-absent",
+                key: key.to_owned(),
+                source,
+            })?;
+        Ok(resp.succeeded())
+    }
+
     pub async fn delete(&self, key: &str) -> Result<(), Error> {
         self.client
             .clone()
@@ -400,6 +419,13 @@ impl crate::Backend for Etcd {
     }
     fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(Etcd::delete(self, key))
+    }
+    fn delete_if_absent<'a>(
+        &'a self,
+        key: &'a str,
+        absent_prefix: &'a str,
+    ) -> BoxFuture<'a, Result<bool, Error>> {
+        Box::pin(Etcd::delete_if_absent(self, key, absent_prefix))
     }
     fn watch_prefix(&self, prefix: &str) -> mpsc::Receiver<Event> {
         Etcd::watch_prefix(self, prefix)

@@ -85,6 +85,13 @@ pub trait Backend: Send + Sync {
         leased_value: &'a [u8],
     ) -> BoxFuture<'a, Result<bool, Error>>;
     fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Error>>;
+    /// Deletes `key` only if nothing lives under `absent_prefix`; whether
+    /// it did (an identity's master key, unless a node references it).
+    fn delete_if_absent<'a>(
+        &'a self,
+        key: &'a str,
+        absent_prefix: &'a str,
+    ) -> BoxFuture<'a, Result<bool, Error>>;
     /// Lists and watches `prefix` until the receiver is dropped.
     fn watch_prefix(&self, prefix: &str) -> mpsc::Receiver<Event>;
 }

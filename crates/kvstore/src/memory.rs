@@ -180,6 +180,21 @@ impl Backend for MemorySession {
         Box::pin(async { Ok(()) })
     }
 
+    fn delete_if_absent<'a>(
+        &'a self,
+        key: &'a str,
+        absent_prefix: &'a str,
+    ) -> BoxFuture<'a, Result<bool, Error>> {
+        let deleted = self.store.with(|st| {
+            if st.kvs.keys().any(|k| k.starts_with(absent_prefix)) {
+                return false;
+            }
+            st.delete(key);
+            true
+        });
+        Box::pin(async move { Ok(deleted) })
+    }
+
     fn watch_prefix(&self, prefix: &str) -> mpsc::Receiver<Event> {
         let (tx, rx) = mpsc::channel(1024);
         let (utx, mut urx) = mpsc::unbounded_channel();

@@ -55,6 +55,19 @@ fn reads_writes_and_create_only() {
         assert!(rev > 0);
         kv.delete("cilium/test/a").await.unwrap();
         assert_eq!(kv.get("cilium/test/a").await.unwrap(), None);
+        // a conditional delete: only while nothing lives under the prefix
+        kv.put("cilium/test/refs/b/node1", b"2").await.unwrap();
+        assert!(!kv
+            .delete_if_absent("cilium/test/b", "cilium/test/refs/b/")
+            .await
+            .unwrap());
+        assert!(kv.get("cilium/test/b").await.unwrap().is_some());
+        kv.delete("cilium/test/refs/b/node1").await.unwrap();
+        assert!(kv
+            .delete_if_absent("cilium/test/b", "cilium/test/refs/b/")
+            .await
+            .unwrap());
+        assert_eq!(kv.get("cilium/test/b").await.unwrap(), None);
         assert_eq!(
             kvstore::keys::node("default", "node1"),
             "cilium/state/nodes/v1/default/node1"

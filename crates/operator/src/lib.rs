@@ -5,6 +5,7 @@
 pub mod api;
 pub mod clusterpool;
 pub mod config;
+pub mod kvstoregc;
 pub mod leader;
 pub mod metrics;
 pub mod nodes;
