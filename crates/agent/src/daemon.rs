@@ -220,6 +220,8 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     let pod_cache = kubernetes
         .as_ref()
         .map(|k| crate::k8s_pods::PodCache::new(k, &config.cluster_name));
+    let cilium_identities =
+        crate::k8s_identities::backend(config.identity_allocation_mode, kubernetes.as_ref());
     let settings = Settings {
         state_dir: config.state_dir.clone(),
         pod_cidr: config.ipv4_range,
@@ -231,15 +233,13 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         maglev: config.maglev,
         enforcement: config.policy_enforcement,
         kubernetes: kubernetes.is_some(),
-        identity_objects: crate::k8s_identities::backend(
-            config.identity_allocation_mode,
-            kubernetes.as_ref(),
-        ),
+        identity_objects: cilium_identities
+            .clone()
+            .map(|o| o as Arc<dyn controlplane::identity::objects::IdentityObjects>),
         pod_labels: pod_cache
             .clone()
             .map(|c| c as Arc<dyn controlplane::endpoint::PodLabels>),
     };
-    let crd_identities = settings.identity_objects.is_some();
     let cp = ControlPlane::new(ports, settings, &tasks)?;
     crate::hostips::sync(&config.bpf_root, &cp.ipcache, &host_ips)
         .context("syncing host IPs into BPF maps")?;
@@ -253,8 +253,14 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     );
     cp.start(&tasks);
     if let Some(k) = &kubernetes {
-        if crd_identities {
-            crate::k8s_identities::follow(&cp.identities, k, &tasks);
+        if let Some(store) = &cilium_identities {
+            crate::k8s_identities::follow(
+                &cp.identities,
+                store,
+                config.kvstore_periodic_sync,
+                k,
+                &tasks,
+            );
         }
         crate::k8s_policies::follow(&cp.policies, k, &tasks);
         if let Some(cache) = &pod_cache {

@@ -28,13 +28,7 @@ use watch::Source;
 const RETRY: Duration = Duration::from_secs(10);
 
 fn resource() -> ApiResource {
-    ApiResource {
-        group: "cilium.io".into(),
-        version: "v2".into(),
-        api_version: "cilium.io/v2".into(),
-        kind: "CiliumEndpoint".into(),
-        plural: "ciliumendpoints".into(),
-    }
+    k8s::cilium::endpoints()
 }
 
 /// What Cilium 1.16 reports as a CEP's state: the transitional states of

@@ -16,13 +16,7 @@ use std::time::Duration;
 use watch::Source;
 
 fn resource() -> ApiResource {
-    ApiResource {
-        group: "cilium.io".into(),
-        version: "v2".into(),
-        api_version: "cilium.io/v2".into(),
-        kind: "CiliumNode".into(),
-        plural: "ciliumnodes".into(),
-    }
+    k8s::cilium::nodes()
 }
 
 /// The CiliumNode's spec for `node` (Cilium's field names).

@@ -2,9 +2,11 @@
 //! the agent's ServiceAccount: two agents' identities (two `Identities`
 //! over CiliumIdentities, in this process) asked for the same labels at
 //! once agree on one ID and make one object, which `kubectl get
-//! ciliumidentities` shows with its Namespace column.
+//! ciliumidentities` shows with its Namespace column; an identity the
+//! operator marked for collection loses the mark when an agent takes it
+//! up again, and while the agent keeps using it.
 
-use agent::k8s_identities::{self, CiliumIdentities};
+use agent::k8s_identities::CiliumIdentities;
 use controlplane::identity::{labels_key, Backend, Identities};
 use controlplane::tasks::Tasks;
 use std::collections::BTreeMap;
@@ -14,8 +16,11 @@ use std::sync::Arc;
 async fn agent(opts: &k8s::ClientOptions, tasks: &Tasks) -> Arc<Identities> {
     let client = k8s::connect(opts).await.expect("connect");
     let objects = Arc::new(CiliumIdentities::new(client.clone()));
-    let ids = Identities::new(Backend::Objects(objects, tasks.clone()), "node".into());
-    ids.follow_source(k8s_identities::source(client), tasks);
+    let ids = Identities::new(
+        Backend::Objects(objects.clone(), tasks.clone()),
+        "node".into(),
+    );
+    ids.follow_source(objects.source(), tasks);
     ids
 }
 
@@ -116,4 +121,76 @@ fn agents_racing_for_the_same_labels_agree_on_one_cilium_identity() {
         ],
     );
     assert_eq!(app, ia[0].to_string());
+}
+
+fn heartbeat(cp: &kubeplane::ControlPlane, id: u32) -> String {
+    testsupport::kube::kubectl_ok(
+        cp,
+        &[
+            "get",
+            "ciliumidentity",
+            &id.to_string(),
+            "-o",
+            r"jsonpath={.metadata.annotations.io\.cilium\.heartbeat}",
+        ],
+    )
+}
+
+#[test]
+fn a_marked_identity_in_use_loses_its_mark() {
+    let mut sb = testsupport::Sandbox::enter();
+    let (cp, _) = testsupport::kube::start(&mut sb);
+    testsupport::kube::apply_crds(&cp);
+    let opts = k8s::ClientOptions {
+        kubeconfig: Some(testsupport::kube::agent_kubeconfig(&cp)),
+        ..Default::default()
+    };
+    // as the operator leaves an identity no endpoint named for a while
+    let marked = |id: u32| {
+        testsupport::kube::kubectl_ok(
+            &cp,
+            &[
+                "annotate",
+                "--overwrite",
+                "ciliumidentity",
+                &id.to_string(),
+                "io.cilium.heartbeat=2026-11-24T10:00:00.000000000Z",
+            ],
+        );
+    };
+    testsupport::kube::apply(
+        &cp,
+        r#"{"apiVersion":"cilium.io/v2","kind":"CiliumIdentity","metadata":{"name":"4242"},
+            "security-labels":{"k8s:app":"db","k8s:io.kubernetes.pod.namespace":"default",
+                               "k8s:io.cilium.k8s.policy.cluster":"default"}}"#,
+    );
+    marked(4242);
+    assert!(!heartbeat(&cp, 4242).is_empty());
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tasks = Tasks::default();
+        let ids = agent(&opts, &tasks).await;
+        // found among the cluster's identities: reused, so taken back
+        assert_eq!(ids.allocate(&labels("db")).await.unwrap(), 4242);
+        let unmarked = || async { heartbeat(&cp, 4242).is_empty() };
+        assert!(unmarked().await, "the reuse removed the mark");
+
+        // marked again while this node holds it: the periodic sync takes
+        // it back
+        marked(4242);
+        ids.keep_alive(std::time::Duration::from_millis(500), &tasks);
+        let t = std::time::Instant::now();
+        while !unmarked().await {
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(20),
+                "the mark stayed"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        tasks.shutdown(std::time::Duration::from_secs(5)).await;
+    });
 }

@@ -382,9 +382,7 @@ fn identities_come_from_pod_and_namespace_labels_and_follow_their_changes() {
     let (cp, kubeconfig) = cluster_of_one(&mut node);
     node.agent_args = agent_args(&kubeconfig);
     kube::kubectl_ok(&cp, &["label", "namespace", "default", "team=a"]);
-    wait_for("the default ServiceAccount", 30, || {
-        kubectl_json(&cp, &["get", "serviceaccount", "default"]).is_some()
-    });
+    kube::wait_default_service_account(&cp, "default");
     kube::apply(&cp, PODS);
     node.start_agent();
     node.add_pod("db");

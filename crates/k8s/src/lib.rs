@@ -5,6 +5,7 @@
 //! same store, with the same relist and retry rules, as it follows the
 //! kvstore.
 
+pub mod cilium;
 pub mod client;
 pub mod source;
 pub mod throttle;

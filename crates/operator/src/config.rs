@@ -9,148 +9,213 @@ use crate::leader::Timing;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-/// Every key and its default (Cilium 1.16's flag defaults).
-const KEYS: &[(&str, &str)] = &[
-    ("ipam", "cluster-pool"),
-    ("cluster-pool-ipv4-cidr", ""),
-    ("cluster-pool-ipv4-mask-size", "24"),
-    ("operator-api-serve-addr", "localhost:9234"),
-    ("enable-metrics", "false"),
-    ("operator-prometheus-serve-addr", ":9963"),
-    ("leader-election-lease-duration", "15s"),
-    ("leader-election-renew-deadline", "10s"),
-    ("leader-election-retry-period", "2s"),
-    ("k8s-kubeconfig-path", ""),
-    ("k8s-api-server", ""),
-    ("k8s-client-qps", "0"),
-    ("k8s-client-burst", "0"),
-    ("k8s-namespace", ""),
-    ("remove-cilium-node-taints", "true"),
-    ("set-cilium-node-taints", "false"),
-    ("set-cilium-is-up-condition", "true"),
+/// Every key, its default (Cilium 1.16's flag defaults) and its help;
+/// each is also a flag of its name.
+const KEYS: &[(&str, &str, &str)] = &[
+    (
+        "ipam",
+        "cluster-pool",
+        "IPAM mode (only cluster-pool is run by this operator)",
+    ),
+    (
+        "cluster-pool-ipv4-cidr",
+        "",
+        "IPv4 CIDR ranges to allocate pod CIDRs from (space or comma separated)",
+    ),
+    (
+        "cluster-pool-ipv4-mask-size",
+        "24",
+        "Mask size of each node's IPv4 pod CIDR",
+    ),
+    (
+        "operator-api-serve-addr",
+        "localhost:9234",
+        "Address to serve the health API on",
+    ),
+    ("enable-metrics", "false", "Enable Prometheus metrics"),
+    (
+        "operator-prometheus-serve-addr",
+        ":9963",
+        "Address to serve Prometheus metrics on",
+    ),
+    (
+        "leader-election-lease-duration",
+        "15s",
+        "Duration that non-leader replicas wait before taking the lease over",
+    ),
+    (
+        "leader-election-renew-deadline",
+        "10s",
+        "Duration the leader retries renewing the lease before giving up",
+    ),
+    (
+        "leader-election-retry-period",
+        "2s",
+        "Duration between attempts to acquire or renew the lease",
+    ),
+    (
+        "k8s-kubeconfig-path",
+        "",
+        "Absolute path of the kubernetes kubeconfig file",
+    ),
+    ("k8s-api-server", "", "Kubernetes API server URL"),
+    (
+        "k8s-client-qps",
+        "0",
+        "Queries per second limit for the Kubernetes client",
+    ),
+    (
+        "k8s-client-burst",
+        "0",
+        "Burst value allowed for the Kubernetes client",
+    ),
+    (
+        "k8s-namespace",
+        "",
+        "Namespace of the operator's Lease (env CILIUM_K8S_NAMESPACE)",
+    ),
+    (
+        "remove-cilium-node-taints",
+        "true",
+        "Remove the agent-not-ready taint from nodes whose agent is ready",
+    ),
+    (
+        "set-cilium-node-taints",
+        "false",
+        "Taint nodes whose agent pod exists but is not ready",
+    ),
+    (
+        "set-cilium-is-up-condition",
+        "true",
+        "Set NetworkUnavailable=False on nodes whose agent is ready",
+    ),
     (
         "agent-not-ready-taint-key",
         "node.cilium.io/agent-not-ready",
+        "The taint key of nodes without a ready agent",
     ),
-    ("cilium-pod-namespace", ""),
-    ("cilium-pod-labels", "k8s-app=cilium"),
+    (
+        "cilium-pod-namespace",
+        "",
+        "Namespace of the agent pods (default: the operator's)",
+    ),
+    (
+        "cilium-pod-labels",
+        "k8s-app=cilium",
+        "Labels of the agent pods",
+    ),
+    (
+        "identity-allocation-mode",
+        "crd",
+        "Where identities are allocated (crd or kvstore)",
+    ),
+    (
+        "identity-gc-interval",
+        "15m0s",
+        "GC interval for security identities (0 disables)",
+    ),
+    (
+        "identity-heartbeat-timeout",
+        "30m0s",
+        "Timeout after which an unused identity is marked, and a marked one deleted",
+    ),
+    (
+        "identity-gc-rate-interval",
+        "1m0s",
+        "Interval over which identity-gc-rate-limit deletions are allowed",
+    ),
+    (
+        "identity-gc-rate-limit",
+        "2500",
+        "Identities deleted at most per identity-gc-rate-interval",
+    ),
+    (
+        "cilium-endpoint-gc-interval",
+        "5m0s",
+        "GC interval for CiliumEndpoints whose pod is gone (0: delete every CiliumEndpoint once)",
+    ),
+    (
+        "nodes-gc-interval",
+        "5m0s",
+        "GC interval for CiliumNodes whose Node is gone (0 disables)",
+    ),
+    (
+        "kvstore",
+        "",
+        "Key-value store type (etcd), for identity-allocation-mode=kvstore",
+    ),
+    (
+        "kvstore-opt",
+        "",
+        "Key-value store options (etcd.address=... or etcd.config=...)",
+    ),
 ];
 
-/// The command line; each key also has a flag of its name.
-#[derive(clap::Parser, Debug, Default)]
-#[command(name = "cilium-operator", about = "Run the cilium-operator")]
+/// The command line: `--config-dir`, `--debug`, and a flag per key.
+#[derive(Debug, Default)]
 pub struct Flags {
-    /// Directory that contains a file for each option
-    #[arg(long)]
     pub config_dir: Option<PathBuf>,
-    /// Enable debugging mode
-    #[arg(long)]
     pub debug: bool,
-    /// IPAM mode (only cluster-pool is run by this operator)
-    #[arg(long)]
-    pub ipam: Option<String>,
-    /// IPv4 CIDR ranges to allocate pod CIDRs from (space or comma separated)
-    #[arg(long)]
-    pub cluster_pool_ipv4_cidr: Option<String>,
-    /// Mask size of each node's IPv4 pod CIDR
-    #[arg(long)]
-    pub cluster_pool_ipv4_mask_size: Option<String>,
-    /// Address to serve the health API on
-    #[arg(long)]
-    pub operator_api_serve_addr: Option<String>,
-    /// Enable Prometheus metrics
-    #[arg(long)]
-    pub enable_metrics: Option<String>,
-    /// Address to serve Prometheus metrics on
-    #[arg(long)]
-    pub operator_prometheus_serve_addr: Option<String>,
-    /// Duration that non-leader replicas wait before taking the lease over
-    #[arg(long)]
-    pub leader_election_lease_duration: Option<String>,
-    /// Duration the leader retries renewing the lease before giving up
-    #[arg(long)]
-    pub leader_election_renew_deadline: Option<String>,
-    /// Duration between attempts to acquire or renew the lease
-    #[arg(long)]
-    pub leader_election_retry_period: Option<String>,
-    /// Absolute path of the kubernetes kubeconfig file
-    #[arg(long)]
-    pub k8s_kubeconfig_path: Option<String>,
-    /// Kubernetes API server URL
-    #[arg(long)]
-    pub k8s_api_server: Option<String>,
-    /// Queries per second limit for the Kubernetes client
-    #[arg(long)]
-    pub k8s_client_qps: Option<String>,
-    /// Burst value allowed for the Kubernetes client
-    #[arg(long)]
-    pub k8s_client_burst: Option<String>,
-    /// Namespace of the operator's Lease (env CILIUM_K8S_NAMESPACE)
-    #[arg(long, env = "CILIUM_K8S_NAMESPACE")]
-    pub k8s_namespace: Option<String>,
-    /// Remove the agent-not-ready taint from nodes whose agent is ready
-    #[arg(long)]
-    pub remove_cilium_node_taints: Option<String>,
-    /// Taint nodes whose agent pod exists but is not ready
-    #[arg(long)]
-    pub set_cilium_node_taints: Option<String>,
-    /// Set NetworkUnavailable=False on nodes whose agent is ready
-    #[arg(long)]
-    pub set_cilium_is_up_condition: Option<String>,
-    /// The taint key of nodes without a ready agent
-    #[arg(long)]
-    pub agent_not_ready_taint_key: Option<String>,
-    /// Namespace of the agent pods (default: the operator's)
-    #[arg(long)]
-    pub cilium_pod_namespace: Option<String>,
-    /// Labels of the agent pods
-    #[arg(long)]
-    pub cilium_pod_labels: Option<String>,
+    /// The keys given on the command line (or by their environment).
+    pub given: BTreeMap<&'static str, String>,
 }
 
 impl Flags {
-    fn given(&self) -> [(&'static str, &Option<String>); 20] {
-        [
-            ("ipam", &self.ipam),
-            ("cluster-pool-ipv4-cidr", &self.cluster_pool_ipv4_cidr),
-            (
-                "cluster-pool-ipv4-mask-size",
-                &self.cluster_pool_ipv4_mask_size,
-            ),
-            ("operator-api-serve-addr", &self.operator_api_serve_addr),
-            ("enable-metrics", &self.enable_metrics),
-            (
-                "operator-prometheus-serve-addr",
-                &self.operator_prometheus_serve_addr,
-            ),
-            (
-                "leader-election-lease-duration",
-                &self.leader_election_lease_duration,
-            ),
-            (
-                "leader-election-renew-deadline",
-                &self.leader_election_renew_deadline,
-            ),
-            (
-                "leader-election-retry-period",
-                &self.leader_election_retry_period,
-            ),
-            ("k8s-kubeconfig-path", &self.k8s_kubeconfig_path),
-            ("k8s-api-server", &self.k8s_api_server),
-            ("k8s-client-qps", &self.k8s_client_qps),
-            ("k8s-client-burst", &self.k8s_client_burst),
-            ("k8s-namespace", &self.k8s_namespace),
-            ("remove-cilium-node-taints", &self.remove_cilium_node_taints),
-            ("set-cilium-node-taints", &self.set_cilium_node_taints),
-            (
-                "set-cilium-is-up-condition",
-                &self.set_cilium_is_up_condition,
-            ),
-            ("agent-not-ready-taint-key", &self.agent_not_ready_taint_key),
-            ("cilium-pod-namespace", &self.cilium_pod_namespace),
-            ("cilium-pod-labels", &self.cilium_pod_labels),
-        ]
+    fn command() -> clap::Command {
+        use clap::{Arg, ArgAction};
+        let mut cmd = clap::Command::new("cilium-operator")
+            .about("Run the cilium-operator")
+            .arg(
+                Arg::new("config-dir")
+                    .long("config-dir")
+                    .value_name("DIR")
+                    .help("Directory that contains a file for each option"),
+            )
+            .arg(
+                Arg::new("debug")
+                    .long("debug")
+                    .action(ArgAction::SetTrue)
+                    .help("Enable debugging mode"),
+            );
+        for (key, default, help) in KEYS {
+            let mut arg = Arg::new(*key).long(*key).value_name("VALUE").help(*help);
+            if !default.is_empty() {
+                arg = arg.help(format!("{help} (default {default:?})"));
+            }
+            if *key == "k8s-namespace" {
+                arg = arg.env("CILIUM_K8S_NAMESPACE");
+            }
+            cmd = cmd.arg(arg);
+        }
+        cmd
+    }
+
+    /// Parses the process's arguments; exits with clap's message on bad ones.
+    pub fn parse() -> Self {
+        Self::from_matches(&Self::command().get_matches())
+    }
+
+    pub fn try_parse_from<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        Ok(Self::from_matches(
+            &Self::command().try_get_matches_from(args)?,
+        ))
+    }
+
+    fn from_matches(m: &clap::ArgMatches) -> Self {
+        Self {
+            config_dir: m.get_one::<String>("config-dir").map(PathBuf::from),
+            debug: m.get_flag("debug"),
+            given: KEYS
+                .iter()
+                .filter_map(|(key, _, _)| Some((*key, m.get_one::<String>(key)?.clone())))
+                .collect(),
+        }
     }
 }
 
@@ -170,6 +235,26 @@ pub enum ConfigError {
     },
 }
 
+/// Where identities live, and so how they are collected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdentityMode {
+    /// CiliumIdentities, marked then deleted when no CiliumEndpoint uses them.
+    Crd,
+    /// The kvstore's master keys, deleted when no node references them.
+    Kvstore,
+}
+
+/// Identity garbage collection (Cilium's `identitygc` cell).
+#[derive(Clone, Debug)]
+pub struct IdentityGc {
+    pub mode: IdentityMode,
+    /// `identity-gc-interval`; None when 0 (collection off).
+    pub interval: Option<Duration>,
+    pub heartbeat_timeout: Duration,
+    pub rate_interval: Duration,
+    pub rate_limit: usize,
+}
+
 #[derive(Clone, Debug)]
 pub struct Config {
     pub debug: bool,
@@ -185,6 +270,14 @@ pub struct Config {
     /// Where the Lease is (`default` when unset, as Cilium falls back).
     pub namespace: String,
     pub taints: crate::taints::TaintConfig,
+    pub identity_gc: IdentityGc,
+    /// `cilium-endpoint-gc-interval`; zero means one pass that deletes
+    /// every CiliumEndpoint, as Cilium's.
+    pub endpoint_gc_interval: Duration,
+    /// `nodes-gc-interval`; None when 0.
+    pub nodes_gc_interval: Option<Duration>,
+    /// The kvstore, for `identity-allocation-mode=kvstore`.
+    pub kvstore: Option<agent::option::kvstore::KvstoreConfig>,
 }
 
 /// Reads the files of a ConfigMap directory: one per key, dotfiles (the
@@ -207,23 +300,25 @@ fn read_dir(dir: &Path) -> Result<BTreeMap<String, String>, ConfigError> {
     Ok(out)
 }
 
+/// The operator's kvstore client keeps no leased keys; the TTL only
+/// bounds its session.
+const KVSTORE_LEASE_TTL: Duration = Duration::from_secs(15 * 60);
+
 impl Config {
     pub fn load(flags: &Flags) -> Result<Self, ConfigError> {
         let mut raw: BTreeMap<&'static str, (String, &'static str)> = KEYS
             .iter()
-            .map(|(k, v)| (*k, (v.to_string(), "default")))
+            .map(|(k, v, _)| (*k, (v.to_string(), "default")))
             .collect();
         if let Some(dir) = &flags.config_dir {
             for (k, v) in read_dir(dir)? {
-                if let Some((key, _)) = KEYS.iter().find(|(key, _)| *key == k) {
+                if let Some((key, _, _)) = KEYS.iter().find(|(key, _, _)| *key == k) {
                     raw.insert(key, (v, "config dir"));
                 }
             }
         }
-        for (key, value) in flags.given() {
-            if let Some(v) = value {
-                raw.insert(key, (v.clone(), "command line"));
-            }
+        for (key, value) in &flags.given {
+            raw.insert(key, (value.clone(), "command line"));
         }
         let get = |key: &'static str| raw[key].0.as_str();
         let invalid = |key: &'static str, why: &str| ConfigError::Invalid {
@@ -232,8 +327,13 @@ impl Config {
             from: raw[key].1,
             why: why.to_owned(),
         };
-        let duration = |key| {
+        let any_duration = |key| {
             agent::option::validate::parse_duration(get(key))
+                .ok_or_else(|| invalid(key, "not a duration (like 15s or 5m0s)"))
+        };
+        let duration = |key| {
+            any_duration(key)
+                .ok()
                 .filter(|d| !d.is_zero())
                 .ok_or_else(|| invalid(key, "not a positive duration (like 15s)"))
         };
@@ -296,6 +396,45 @@ impl Config {
                 .parse()
                 .map_err(|_| invalid("k8s-client-burst", "not a whole number"))?,
         };
+
+        let mode = match get("identity-allocation-mode") {
+            "crd" => IdentityMode::Crd,
+            "kvstore" => IdentityMode::Kvstore,
+            _ => {
+                return Err(invalid(
+                    "identity-allocation-mode",
+                    "not crd or kvstore (the modes this operator collects)",
+                ))
+            }
+        };
+        let identity_gc = IdentityGc {
+            mode,
+            interval: Some(any_duration("identity-gc-interval")?).filter(|d| !d.is_zero()),
+            heartbeat_timeout: duration("identity-heartbeat-timeout")?,
+            rate_interval: duration("identity-gc-rate-interval")?,
+            rate_limit: get("identity-gc-rate-limit")
+                .parse()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| invalid("identity-gc-rate-limit", "not a positive whole number"))?,
+        };
+        let endpoint_gc_interval = any_duration("cilium-endpoint-gc-interval")?;
+        if endpoint_gc_interval.is_zero() && mode == IdentityMode::Crd {
+            // identities are kept alive through CiliumEndpoints
+            return Err(invalid(
+                "cilium-endpoint-gc-interval",
+                "must not be 0 with identity-allocation-mode=crd",
+            ));
+        }
+        let kvstore =
+            agent::option::kvstore::parse(get("kvstore"), get("kvstore-opt"), KVSTORE_LEASE_TTL)
+                .map_err(|e| invalid("kvstore", &e.to_string()))?;
+        if mode == IdentityMode::Kvstore && kvstore.is_none() {
+            return Err(invalid(
+                "kvstore",
+                "identity-allocation-mode=kvstore needs kvstore and kvstore-opt",
+            ));
+        }
         Ok(Config {
             debug: flags.debug,
             ipam,
@@ -311,6 +450,10 @@ impl Config {
             k8s,
             namespace,
             taints,
+            identity_gc,
+            endpoint_gc_interval,
+            nodes_gc_interval: Some(any_duration("nodes-gc-interval")?).filter(|d| !d.is_zero()),
+            kvstore,
         })
     }
 }
@@ -325,7 +468,11 @@ fn listen_addr(s: &str) -> Option<SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+
+    fn flags(args: &[&str]) -> Flags {
+        Flags::try_parse_from(std::iter::once("cilium-operator").chain(args.iter().copied()))
+            .unwrap()
+    }
 
     #[test]
     fn flags_override_the_config_dir_which_overrides_defaults() {
@@ -333,42 +480,72 @@ mod tests {
         std::fs::write(dir.path().join("cluster-pool-ipv4-cidr"), "10.0.0.0/8").unwrap();
         std::fs::write(dir.path().join("cluster-pool-ipv4-mask-size"), "26\n").unwrap();
         std::fs::write(dir.path().join("enable-metrics"), "true").unwrap();
+        std::fs::write(dir.path().join("identity-gc-interval"), "0s").unwrap();
         // an agent key of the shared ConfigMap
         std::fs::write(dir.path().join("routing-mode"), "tunnel").unwrap();
-        let flags = Flags {
-            config_dir: Some(dir.path().to_owned()),
-            cluster_pool_ipv4_mask_size: Some("24".into()),
-            ..Default::default()
-        };
-        let c = Config::load(&flags).unwrap();
+        let config_dir = format!("--config-dir={}", dir.path().display());
+        let c = Config::load(&flags(&[&config_dir, "--cluster-pool-ipv4-mask-size=24"])).unwrap();
         assert_eq!(c.cluster_pool, [Cidr::parse("10.0.0.0/8").unwrap()]);
         assert_eq!(c.mask_size, 24);
         assert_eq!(c.metrics_addr, Some("0.0.0.0:9963".parse().unwrap()));
         assert_eq!(c.api_addr, "127.0.0.1:9234".parse().unwrap());
         assert_eq!(c.timing.lease_duration, Duration::from_secs(15));
+        assert_eq!(c.identity_gc.mode, IdentityMode::Crd);
+        assert_eq!(c.identity_gc.interval, None, "0 turns identity GC off");
+        assert_eq!(
+            c.identity_gc.heartbeat_timeout,
+            Duration::from_secs(30 * 60)
+        );
+        assert_eq!(c.endpoint_gc_interval, Duration::from_secs(5 * 60));
+        assert_eq!(c.nodes_gc_interval, Some(Duration::from_secs(5 * 60)));
+        assert!(c.kvstore.is_none());
     }
 
     #[test]
     fn a_bad_value_names_its_key_value_and_source() {
-        let flags = Flags {
-            cluster_pool_ipv4_cidr: Some("10.0.0.0/8,10.300.0.0/16".into()),
-            ..Default::default()
-        };
-        let e = Config::load(&flags).unwrap_err().to_string();
+        let e = Config::load(&flags(&[
+            "--cluster-pool-ipv4-cidr=10.0.0.0/8,10.300.0.0/16",
+        ]))
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("cluster-pool-ipv4-cidr")
                 && e.contains("10.300.0.0/16")
                 && e.contains("command line"),
             "{e}"
         );
-        let flags = Flags {
-            leader_election_renew_deadline: Some("20s".into()),
-            ..Default::default()
-        };
-        let e = Config::load(&flags).unwrap_err().to_string();
+        let e = Config::load(&flags(&["--leader-election-renew-deadline=20s"]))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("shorter than leader-election-lease-duration"),
             "{e}"
         );
+        let e = Config::load(&flags(&["--cilium-endpoint-gc-interval=0"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("identity-allocation-mode=crd"), "{e}");
+        let e = Config::load(&flags(&["--identity-allocation-mode=kvstore"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs kvstore"), "{e}");
+        assert!(Flags::try_parse_from(["cilium-operator", "--no-such-key=1"]).is_err());
+    }
+
+    #[test]
+    fn kvstore_identities_take_the_kvstore_options() {
+        let c = Config::load(&flags(&[
+            "--identity-allocation-mode=kvstore",
+            "--kvstore=etcd",
+            "--kvstore-opt=etcd.address=http://198.18.0.1:2379",
+            "--cilium-endpoint-gc-interval=0",
+        ]))
+        .unwrap();
+        assert_eq!(c.identity_gc.mode, IdentityMode::Kvstore);
+        assert_eq!(
+            c.kvstore.unwrap().endpoints,
+            ["http://198.18.0.1:2379".to_owned()]
+        );
+        assert!(c.endpoint_gc_interval.is_zero());
     }
 }

@@ -44,6 +44,9 @@ pub enum LeaderError {
     Taken(String),
 }
 
+/// A lease's holder and renew time, as read.
+type Record = (Option<String>, Option<MicroTime>);
+
 /// One replica's part in the election.
 pub struct Elector {
     api: Api<Lease>,
@@ -51,7 +54,7 @@ pub struct Elector {
     timing: Timing,
     /// The holder and renew time last read, and when they were read
     /// changed: the lease's age by this replica's clock.
-    observed: Option<((Option<String>, Option<MicroTime>), Instant)>,
+    observed: Option<(Record, Instant)>,
 }
 
 /// What one attempt found.

@@ -5,11 +5,10 @@
 //! back as a follower.
 
 use anyhow::Context;
-use clap::Parser;
 use operator::clusterpool::ClusterPool;
-use operator::config::{Config, Flags};
+use operator::config::{Config, Flags, IdentityGc, IdentityMode};
 use operator::leader::{self, Elector};
-use operator::metrics::Metrics;
+use operator::metrics::{IdentityGcRun, Metrics};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -116,8 +115,20 @@ async fn run(config: Config) -> anyhow::Result<()> {
         std::future::pending::<()>().await
     };
     let taints = operator::taints::run(client.clone(), config.taints.clone());
+    let identity_gc = collect_identities(
+        client.clone(),
+        config.identity_gc.clone(),
+        config.kvstore.clone(),
+        Arc::clone(&metrics),
+    );
+    let endpoint_gc = operator::endpointgc::run(
+        client.clone(),
+        config.endpoint_gc_interval,
+        Arc::clone(&metrics),
+    );
+    let node_gc = operator::nodegc::run(client.clone(), config.nodes_gc_interval);
     let controllers = async {
-        tokio::join!(ipam, taints);
+        tokio::join!(ipam, taints, identity_gc, endpoint_gc, node_gc);
     };
     let lost = tokio::select! {
         lost = elector.hold() => Some(lost),
@@ -131,6 +142,46 @@ async fn run(config: Config) -> anyhow::Result<()> {
     elector.release().await;
     drop(metrics_server);
     Ok(())
+}
+
+/// Identity garbage collection where the identities are: CiliumIdentities,
+/// or the kvstore's master keys (connected to here, retrying until etcd
+/// answers, as the leader needs it only for this).
+async fn collect_identities(
+    client: k8s::kube::Client,
+    gc: IdentityGc,
+    kvstore: Option<agent::option::kvstore::KvstoreConfig>,
+    metrics: Arc<Metrics>,
+) {
+    let (IdentityMode::Kvstore, Some(interval), Some(kc)) = (gc.mode, gc.interval, kvstore) else {
+        return operator::identitygc::run(client, gc, metrics).await;
+    };
+    let kv = loop {
+        match kvstore::Kvstore::connect(&kc.endpoints, kc.lease_ttl).await {
+            Ok(kv) => {
+                tracing::info!(subsys = "kvstore", endpoints = ?kc.endpoints, "Connected to etcd");
+                break kv;
+            }
+            Err(e) => {
+                tracing::info!(subsys = "kvstore", error = %e, "Waiting for etcd");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    operator::kvstoregc::run(kv, interval, |round| {
+        metrics.identity_gc(match round {
+            Ok(r) => IdentityGcRun {
+                alive: r.alive,
+                deleted: r.deleted,
+                failed: false,
+            },
+            Err(_) => IdentityGcRun {
+                failed: true,
+                ..IdentityGcRun::default()
+            },
+        })
+    })
+    .await
 }
 
 fn server_ended(

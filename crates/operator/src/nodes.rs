@@ -22,13 +22,7 @@ use watch::{Event, Source};
 const RETRY: Duration = Duration::from_secs(15);
 
 pub fn resource() -> ApiResource {
-    ApiResource {
-        group: "cilium.io".into(),
-        version: "v2".into(),
-        api_version: "cilium.io/v2".into(),
-        kind: "CiliumNode".into(),
-        plural: "ciliumnodes".into(),
-    }
+    k8s::cilium::nodes()
 }
 
 /// The IPv4 pod CIDRs a CiliumNode names, and the entries that are not

@@ -4,134 +4,13 @@
 //! CIDR through nodes joining and leaving and operator restarts, takes
 //! back the CIDRs of deleted nodes, and says when the pool is exhausted.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use testsupport::kube;
 use testsupport::node::wait_for;
-use testsupport::Sandbox;
 
-/// Short election timing, so a takeover is quick to see.
-const LEASE: Duration = Duration::from_secs(4);
-
-struct Cluster {
-    sb: Sandbox,
-    cp: kubeplane::ControlPlane,
-    kubeconfig: PathBuf,
-}
-
-impl Cluster {
-    fn start() -> Self {
-        let mut sb = Sandbox::enter();
-        let (cp, _) = kube::start(&mut sb);
-        kube::apply_crds(&cp);
-        let kubeconfig = kube::operator_kubeconfig(&cp);
-        Self { sb, cp, kubeconfig }
-    }
-
-    fn log(&self, replica: usize) -> PathBuf {
-        self.sb.path().join(format!("operator-{replica}.log"))
-    }
-
-    /// Starts replica `replica` (its own health port and log); its index
-    /// among the sandbox's children.
-    fn operator(&mut self, replica: usize, pool: &str, mask: u8) -> usize {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log(replica))
-            .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_cilium-operator"))
-            .args([
-                format!("--k8s-kubeconfig-path={}", self.kubeconfig.display()),
-                format!("--cluster-pool-ipv4-cidr={pool}"),
-                format!("--cluster-pool-ipv4-mask-size={mask}"),
-                format!("--operator-api-serve-addr=127.0.0.1:{}", 9233 + replica),
-                "--leader-election-lease-duration=4s".into(),
-                "--leader-election-renew-deadline=3s".into(),
-                "--leader-election-retry-period=1s".into(),
-            ])
-            .env("CILIUM_K8S_NAMESPACE", "kube-system")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start cilium-operator");
-        self.sb.adopt(child)
-    }
-
-    fn kill(&mut self, child: usize) {
-        let c = self.sb.child(child);
-        c.kill().unwrap();
-        c.wait().unwrap();
-    }
-
-    fn kubectl(&self, args: &[&str]) -> String {
-        kube::kubectl_ok(&self.cp, args)
-    }
-
-    fn holder(&self) -> String {
-        let mut cmd = self.cp.kubectl();
-        cmd.args([
-            "get",
-            "lease",
-            "-n",
-            "kube-system",
-            "cilium-operator-resource-lock",
-            "-o",
-            "jsonpath={.spec.holderIdentity}",
-        ]);
-        out_of(cmd).trim().to_owned()
-    }
-
-    fn add_nodes(&self, names: &[String]) {
-        let items: Vec<String> = names
-            .iter()
-            .map(|n| {
-                format!(r#"{{"apiVersion":"cilium.io/v2","kind":"CiliumNode","metadata":{{"name":"{n}"}},"spec":{{"addresses":[]}}}}"#)
-            })
-            .collect();
-        kube::apply(
-            &self.cp,
-            &format!(
-                r#"{{"apiVersion":"v1","kind":"List","items":[{}]}}"#,
-                items.join(",")
-            ),
-        );
-    }
-
-    fn delete_nodes(&self, names: &[String]) {
-        let mut args = vec!["delete", "ciliumnode"];
-        args.extend(names.iter().map(String::as_str));
-        self.kubectl(&args);
-    }
-
-    /// Every CiliumNode and its pod CIDRs.
-    fn cidrs(&self) -> Vec<(String, Vec<String>)> {
-        let json: serde_json::Value =
-            serde_json::from_str(&self.kubectl(&["get", "ciliumnodes", "-o", "json"])).unwrap();
-        json["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| {
-                let cidrs = n["spec"]["ipam"]["podCIDRs"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|c| c.as_str().map(str::to_owned))
-                    .collect();
-                (n["metadata"]["name"].as_str().unwrap().to_owned(), cidrs)
-            })
-            .collect()
-    }
-}
-
-fn out_of(mut cmd: Command) -> String {
-    let out = cmd.output().expect("run kubectl");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use common::{tail, Cluster, LEASE};
 
 fn names(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}{i}")).collect()
@@ -164,12 +43,6 @@ fn leader_log(c: &Cluster, replicas: &[usize]) -> Option<usize> {
             .unwrap_or_default()
             .contains("Leading the operator HA deployment")
     })
-}
-
-fn tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
 #[test]

@@ -112,15 +112,8 @@ fn pods_are_scheduled_only_where_the_agent_is_ready() {
             ],
         );
     }
-    wait_for("the ServiceAccounts pods need", 30, || {
-        ["default", "kube-system"].iter().all(|ns| {
-            get(
-                &cp,
-                &["get", "serviceaccount", "default", "-n", ns, "-o", "name"],
-            )
-            .contains("default")
-        })
-    });
+    kube::wait_default_service_account(&cp, "default");
+    kube::wait_default_service_account(&cp, "kube-system");
     kube::apply(&cp, &agent_pod("n1"));
     kube::apply(&cp, &agent_pod("n2"));
     set_ready(&cp, "n1", true);
@@ -159,7 +152,8 @@ fn pods_are_scheduled_only_where_the_agent_is_ready() {
     set_ready(&cp, "n2", true);
     wait_for("second scheduled", 30, || !placed(&cp, "second").is_empty());
     assert_eq!(placed(&cp, "second"), "n2");
-    assert!(cilium_up(&cp, "n2"));
+    // the condition follows the taint's removal, which let the pod in
+    wait_for("Cilium up on n2", 30, || cilium_up(&cp, "n2"));
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("Added the agent-not-ready taint"), "{text}");
 }

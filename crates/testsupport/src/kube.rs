@@ -124,6 +124,17 @@ pub fn apply(cp: &ControlPlane, text: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Waits until namespace `namespace` has its `default` ServiceAccount
+/// (the controller manager makes it; admission refuses pods until then).
+pub fn wait_default_service_account(cp: &ControlPlane, namespace: &str) {
+    crate::node::wait_for("the default ServiceAccount", 30, || {
+        cp.kubectl()
+            .args(["get", "serviceaccount", "default", "-n", namespace])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+}
+
 /// The operator's part of cluster-pool IPAM, for tests that run agents
 /// without one: node `node`'s CiliumNode with `cidr` as its pod CIDR.
 pub fn give_pod_cidr(cp: &ControlPlane, node: &str, cidr: &str) {

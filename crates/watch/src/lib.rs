@@ -16,8 +16,10 @@
 //!   of the key, while other keys go on;
 //! - [`Synced`] tells anyone who waits that the initial listing is in.
 
+mod mirror;
 mod source;
 mod store;
 
-pub use source::{Decoded, Event, Source};
+pub use mirror::Mirror;
+pub use source::{Decoded, Event, Source, Tapped};
 pub use store::{Backoff, Change, Handler, Store, Synced};

@@ -21,6 +21,21 @@ pub enum Event<K, V> {
     ListDone,
 }
 
+impl<K: Clone, V> Event<K, V> {
+    /// The same event with its value (if any) seen through `f`.
+    pub fn map_ref<W>(&self, f: impl FnOnce(&V) -> W) -> Event<K, W> {
+        match self {
+            Event::Upsert { key, value } => Event::Upsert {
+                key: key.clone(),
+                value: f(value),
+            },
+            Event::Delete { key } => Event::Delete { key: key.clone() },
+            Event::Relist => Event::Relist,
+            Event::ListDone => Event::ListDone,
+        }
+    }
+}
+
 /// A list-and-watch: the store starts out listing, so a source's first
 /// events are the listing, closed by `ListDone`.
 pub trait Source: Send {
@@ -42,6 +57,37 @@ pub trait Source: Send {
             inner: self,
             decode,
         }
+    }
+
+    /// This source with every event shown to `tap` on its way through
+    /// (a side copy of what passes, such as a [`crate::Mirror`]).
+    fn tap<F>(self, tap: F) -> Tapped<Self, F>
+    where
+        Self: Sized,
+        F: FnMut(&Event<Self::Key, Self::Value>) + Send,
+    {
+        Tapped { inner: self, tap }
+    }
+}
+
+/// A source whose events are shown to a tap (see [`Source::tap`]).
+pub struct Tapped<S, F> {
+    inner: S,
+    tap: F,
+}
+
+impl<S, F> Source for Tapped<S, F>
+where
+    S: Source,
+    F: FnMut(&Event<S::Key, S::Value>) + Send,
+{
+    type Key = S::Key;
+    type Value = S::Value;
+
+    async fn next(&mut self) -> Option<Event<S::Key, S::Value>> {
+        let ev = self.inner.next().await?;
+        (self.tap)(&ev);
+        Some(ev)
     }
 }
 

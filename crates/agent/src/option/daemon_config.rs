@@ -74,6 +74,9 @@ pub struct DaemonConfig {
     pub events: EventsConfig,
     pub cni: crate::cni_config::CniConfig,
     /// conntrack-gc-interval (0: dynamic) and conntrack-gc-max-interval
+    /// How often identities in use are taken back from garbage
+    /// collection (`kvstore-periodic-sync`).
+    pub kvstore_periodic_sync: std::time::Duration,
     pub ct_gc_interval: std::time::Duration,
     pub ct_gc_max_interval: std::time::Duration,
     pub routing_mode: RoutingMode,
@@ -373,6 +376,13 @@ impl DaemonConfig {
                 MonitorAggregation::parse,
                 "must be one of none, disabled, lowest, low, medium, maximum, max",
             )?,
+            kvstore_periodic_sync: super::validate::parse_duration(l.get("kvstore-periodic-sync"))
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| ConfigError::BadValue {
+                    key: "kvstore-periodic-sync".into(),
+                    value: l.get("kvstore-periodic-sync").into(),
+                    why: "must be a positive duration".into(),
+                })?,
             ct_gc_interval: super::validate::parse_duration(l.get("conntrack-gc-interval"))
                 .expect("validated duration"),
             ct_gc_max_interval: super::validate::parse_duration(l.get("conntrack-gc-max-interval"))

@@ -94,6 +94,7 @@ pub const KEYS: &[Key] = &[
     k("kvstore", Str, ""),
     k("kvstore-opt", Str, ""),
     k("kvstore-lease-ttl", Duration, "15m0s"),
+    k("kvstore-periodic-sync", Duration, "5m0s"),
     k("cluster-name", Str, "default"),
     k("cluster-id", Uint(0, 511), "0"),
     k(

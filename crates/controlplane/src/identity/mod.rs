@@ -435,14 +435,40 @@ impl Identities {
                 .find(|(_, k)| k.as_str() == key)
                 .map(|(id, _)| *id)
         };
-        if let Some(id) = existing {
-            return Ok(id);
-        }
-        objects::claim(objects, key, |id| {
-            let st = self.state.lock().expect("identities lock");
-            st.cluster.get(&id).cloned()
-        })
-        .await
+        let id = match existing {
+            Some(id) => id,
+            None => {
+                objects::claim(objects, key, |id| {
+                    let st = self.state.lock().expect("identities lock");
+                    st.cluster.get(&id).cloned()
+                })
+                .await?
+            }
+        };
+        // reused (or raced to): it may be marked for collection
+        take_back(objects, id).await;
+        Ok(id)
+    }
+
+    /// Every `every`, takes each identity this node uses back from
+    /// garbage collection (Cilium re-acquires its local identities every
+    /// `kvstore-periodic-sync`), so a mark the operator set while no
+    /// CiliumEndpoint named the identity yet does not get it deleted.
+    pub fn keep_alive(self: &Arc<Self>, every: Duration, tasks: &crate::tasks::Tasks) {
+        let Backend::Objects(objects, _) = &self.backend else {
+            return;
+        };
+        let objects = Arc::clone(objects);
+        let this = Arc::clone(self);
+        tasks.spawn("sync-local-identities", async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let held: Vec<u32> = this.held().into_iter().map(|(id, _, _)| id).collect();
+                for id in held {
+                    take_back(&*objects, id).await;
+                }
+            }
+        });
     }
 
     /// Makes sure the identity object of a restored reference exists,
@@ -463,7 +489,9 @@ impl Identities {
             synced.wait().await;
             loop {
                 match objects.create(id, &labels).await {
-                    Ok(Some(now)) if labels_key(&now) == key => return,
+                    Ok(Some(now)) if labels_key(&now) == key => {
+                        return take_back(&*objects, id).await;
+                    }
                     Ok(Some(now)) => {
                         tracing::warn!(subsys = "allocator", identity = id, labels = %key, holder = %labels_key(&now), "Restored identity is held by other labels");
                         return;
@@ -508,6 +536,14 @@ impl Identities {
             .iter()
             .map(|(k, h)| (h.id, key_labels(k), h.refs))
             .collect()
+    }
+}
+
+/// Removes a garbage-collection mark from `id`; a failure is logged and
+/// left to the next periodic sync.
+async fn take_back(objects: &dyn IdentityObjects, id: u32) {
+    if let Err(e) = objects.keep(id).await {
+        tracing::warn!(subsys = "allocator", identity = id, error = %e, "Unable to take identity back from garbage collection");
     }
 }
 

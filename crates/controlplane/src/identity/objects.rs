@@ -45,6 +45,14 @@ pub trait IdentityObjects: Send + Sync {
         id: u32,
         labels: &'a [String],
     ) -> PortFuture<'a, Result<Option<Vec<String>>, StoreError>>;
+
+    /// Takes identity `id` back from garbage collection: a store whose
+    /// collector marks unused objects before deleting them (the operator's
+    /// `io.cilium.heartbeat`) has the mark removed, so the object stays.
+    /// Cheap when `id` is not marked; stores without marks do nothing.
+    fn keep(&self, _id: u32) -> PortFuture<'_, Result<(), StoreError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 /// Creates that failed because another label set held the ID, before
