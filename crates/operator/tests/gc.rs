@@ -4,6 +4,8 @@
 //! the one of a running pod stays; an identity no endpoint names is marked
 //! and then deleted while a used one stays unmarked; a CiliumNode without
 //! Node and owner goes while one with its Node stays; the metrics count it.
+//! In kvstore mode, an identity master key no node references goes and a
+//! referenced one stays.
 
 mod common;
 
@@ -151,5 +153,52 @@ fn unused_identities_orphaned_endpoints_and_nodes_are_collected_and_used_ones_ke
     assert!(
         !m.contains("cilium_operator_identity_gc_runs{outcome=\"success\"} 0"),
         "{m}"
+    );
+}
+
+#[test]
+fn in_kvstore_mode_master_keys_no_node_references_are_deleted() {
+    use kvstore::keys::{identity_id, identity_value};
+    let mut c = Cluster::start();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let endpoints = [testsupport::ETCD_URL.to_owned()];
+    let node = rt
+        .block_on(kvstore::Kvstore::connect(
+            &endpoints,
+            std::time::Duration::from_secs(60),
+        ))
+        .expect("connect to etcd");
+    let (used, unused) = ("k8s:app=web;", "k8s:app=gone;");
+    rt.block_on(async {
+        node.put(&identity_id(500), used.as_bytes()).await.unwrap();
+        node.put(&identity_id(501), unused.as_bytes())
+            .await
+            .unwrap();
+        node.put_leased(&identity_value(used, "198.18.0.11"), b"500")
+            .await
+            .unwrap();
+    });
+    c.operator_with(
+        1,
+        &[
+            "--cluster-pool-ipv4-cidr=10.40.0.0/16".into(),
+            "--identity-allocation-mode=kvstore".into(),
+            "--kvstore=etcd".into(),
+            format!("--kvstore-opt=etcd.address={}", testsupport::ETCD_URL),
+            "--identity-gc-interval=1s".into(),
+        ],
+    );
+    let master = |id| rt.block_on(node.get(&identity_id(id))).unwrap();
+    wait_for("the unreferenced master key to go", 30, || {
+        master(501).is_none()
+    });
+    assert_eq!(
+        master(500).as_deref(),
+        Some(used.as_bytes()),
+        "{}",
+        common::tail(&c.log(1))
     );
 }
