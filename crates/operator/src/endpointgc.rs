@@ -13,7 +13,7 @@
 
 use crate::metrics::Metrics;
 use k8s::k8s_openapi::api::core::v1::Pod;
-use k8s::kube::api::{DeleteParams, DynamicObject, Preconditions, PropagationPolicy};
+use k8s::kube::api::DynamicObject;
 use k8s::kube::runtime::watcher;
 use k8s::kube::{Api, ResourceExt};
 use k8s::ResourceSource;
@@ -97,16 +97,8 @@ impl Collector {
         let (namespace, name) = split(key);
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), namespace, &k8s::cilium::endpoints());
-        let params = DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Background),
-            preconditions: Some(Preconditions {
-                uid: Some(ep.uid.clone()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match api.delete(name, &params).await {
-            Ok(_) => {
+        match crate::judged::delete(&api, name, Some(ep.uid.clone()), None).await {
+            Ok(true) => {
                 tracing::info!(
                     subsys = "endpoint-gc",
                     k8sNamespace = namespace,
@@ -115,7 +107,7 @@ impl Collector {
                 );
                 self.metrics.endpoint_gc(true);
             }
-            Err(k8s::kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Ok(false) => {}
             Err(e) => {
                 tracing::warn!(subsys = "endpoint-gc", k8sNamespace = namespace, ciliumEndpointName = name, error = %e, "Unable to delete orphaned CiliumEndpoint");
                 self.metrics.endpoint_gc(false);
@@ -158,18 +150,9 @@ pub async fn run(client: k8s::kube::Client, interval: Duration, metrics: Arc<Met
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            ev = endpoint_events.next() => match ev {
-                Some(ev) => endpoints.apply(ev),
-                None => return,
-            },
-            ev = pod_events.next() => match ev {
-                Some(ev) => pods.apply(ev),
-                None => return,
-            },
-            ev = node_events.next() => match ev {
-                Some(ev) => nodes.apply(ev),
-                None => return,
-            },
+            more = endpoints.follow(&mut endpoint_events) => if !more { return },
+            more = pods.follow(&mut pod_events) => if !more { return },
+            more = nodes.follow(&mut node_events) => if !more { return },
             _ = tick.tick(), if endpoints.listed() && pods.listed() && nodes.listed() => {
                 let world = World { pods: &pods, nodes: &nodes };
                 let orphans: Vec<(String, Endpoint)> = endpoints
@@ -206,22 +189,10 @@ mod tests {
         }
     }
 
-    fn mirror<V>(items: Vec<(&str, V)>) -> Mirror<V> {
-        let mut m = Mirror::default();
-        for (k, v) in items {
-            m.apply(watch::Event::Upsert {
-                key: k.to_owned(),
-                value: v,
-            });
-        }
-        m.apply(watch::Event::ListDone);
-        m
-    }
-
     #[test]
     fn a_cep_stays_while_an_owner_is_there_and_goes_with_its_pod() {
-        let pods = mirror(vec![("default/web", true), ("default/job", false)]);
-        let nodes = mirror(vec![("node1", ())]);
+        let pods = Mirror::from_iter([("default/web", true), ("default/job", false)]);
+        let nodes = Mirror::from_iter([("node1", ())]);
         let w = World {
             pods: &pods,
             nodes: &nodes,

@@ -11,7 +11,7 @@
 use crate::config::IdentityGc;
 use crate::metrics::{IdentityGcRun, Metrics};
 use k8s::cilium::HEARTBEAT_ANNOTATION;
-use k8s::kube::api::{DeleteParams, DynamicObject, PostParams, Preconditions};
+use k8s::kube::api::{DynamicObject, PostParams};
 use k8s::kube::runtime::watcher;
 use k8s::kube::{Api, ResourceExt};
 use k8s::ResourceSource;
@@ -132,12 +132,6 @@ struct GcError {
     source: k8s::kube::Error,
 }
 
-/// Whether an API error means the object changed or went meanwhile (the
-/// next run judges it again).
-fn moved_on(e: &k8s::kube::Error) -> bool {
-    matches!(e, k8s::kube::Error::Api(s) if s.code == 404 || s.code == 409)
-}
-
 struct Collector {
     api: Api<DynamicObject>,
     heartbeats: Heartbeats,
@@ -156,7 +150,7 @@ impl Collector {
                 tracing::debug!(subsys = "identity-gc", identity = %name, "Marked unused identity for deletion");
                 Ok(())
             }
-            Err(e) if moved_on(&e) => Ok(()),
+            Err(e) if crate::judged::moved_on(&e) => Ok(()),
             Err(source) => Err(GcError { name, source }),
         }
     }
@@ -166,19 +160,12 @@ impl Collector {
     async fn delete(&mut self, obj: &DynamicObject) -> Result<bool, GcError> {
         let name = obj.name_any();
         self.limit.take().await;
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: obj.uid(),
-                resource_version: obj.resource_version(),
-            }),
-            ..DeleteParams::default()
-        };
-        match self.api.delete(&name, &params).await {
-            Ok(_) => {
+        match crate::judged::delete(&self.api, &name, obj.uid(), obj.resource_version()).await {
+            Ok(true) => {
                 tracing::info!(subsys = "identity-gc", identity = %name, "Deleted unused identity");
                 Ok(true)
             }
-            Err(e) if moved_on(&e) => Ok(false),
+            Ok(false) => Ok(false),
             Err(source) => Err(GcError { name, source }),
         }
     }
@@ -277,10 +264,7 @@ pub async fn run(client: k8s::kube::Client, gc: IdentityGc, metrics: Arc<Metrics
                 }
                 None => return,
             },
-            ev = endpoint_events.next() => match ev {
-                Some(ev) => endpoints.apply(ev),
-                None => return,
-            },
+            more = endpoints.follow(&mut endpoint_events) => if !more { return },
             _ = tick.tick() => {
                 if identities.listed() && endpoints.listed() {
                     let run = collector.run(&identities, &endpoints).await;

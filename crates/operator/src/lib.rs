@@ -9,6 +9,7 @@ pub mod clusterpool;
 pub mod config;
 pub mod endpointgc;
 pub mod identitygc;
+pub mod judged;
 pub mod kvstoregc;
 pub mod leader;
 pub mod metrics;

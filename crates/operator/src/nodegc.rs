@@ -7,7 +7,7 @@
 //! written just before its Node registers is not taken for an orphan.
 
 use k8s::k8s_openapi::api::core::v1::Node;
-use k8s::kube::api::{DeleteParams, DynamicObject, Preconditions};
+use k8s::kube::api::DynamicObject;
 use k8s::kube::runtime::watcher;
 use k8s::kube::{Api, ResourceExt};
 use k8s::ResourceSource;
@@ -48,22 +48,15 @@ pub fn candidates(
 }
 
 async fn delete(api: &Api<DynamicObject>, name: &str, cn: &CiliumNode) {
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some(cn.uid.clone()),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match api.delete(name, &params).await {
-        Ok(_) => {
+    match crate::judged::delete(api, name, Some(cn.uid.clone()), None).await {
+        Ok(true) => {
             tracing::info!(
                 subsys = "cilium-node-gc",
                 nodeName = name,
                 "Deleted a CiliumNode whose Node is gone"
             );
         }
-        Err(k8s::kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+        Ok(false) => {}
         Err(e) => {
             tracing::warn!(subsys = "cilium-node-gc", nodeName = name, error = %e, "Unable to delete CiliumNode, trying again next run");
         }
@@ -92,14 +85,8 @@ pub async fn run(client: k8s::kube::Client, interval: Option<Duration>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            ev = cilium_node_events.next() => match ev {
-                Some(ev) => cilium_nodes.apply(ev),
-                None => return,
-            },
-            ev = node_events.next() => match ev {
-                Some(ev) => nodes.apply(ev),
-                None => return,
-            },
+            more = cilium_nodes.follow(&mut cilium_node_events) => if !more { return },
+            more = nodes.follow(&mut node_events) => if !more { return },
             _ = tick.tick(), if cilium_nodes.listed() && nodes.listed() => {
                 let (now, gone) = candidates(&cilium_nodes, &nodes, &last);
                 for name in &gone {
@@ -120,18 +107,6 @@ pub async fn run(client: k8s::kube::Client, interval: Option<Duration>) {
 mod tests {
     use super::*;
 
-    fn mirror<V>(items: Vec<(&str, V)>) -> Mirror<V> {
-        let mut m = Mirror::default();
-        for (k, v) in items {
-            m.apply(watch::Event::Upsert {
-                key: k.to_owned(),
-                value: v,
-            });
-        }
-        m.apply(watch::Event::ListDone);
-        m
-    }
-
     fn cn(owned: bool) -> CiliumNode {
         CiliumNode {
             uid: "u".into(),
@@ -141,15 +116,15 @@ mod tests {
 
     #[test]
     fn an_unowned_cilium_node_without_its_node_goes_on_the_second_run() {
-        let cns = mirror(vec![("a", cn(false)), ("b", cn(true)), ("c", cn(false))]);
-        let nodes = mirror(vec![("c", ())]);
+        let cns = Mirror::from_iter([("a", cn(false)), ("b", cn(true)), ("c", cn(false))]);
+        let nodes = Mirror::from_iter([("c", ())]);
         let (first, gone) = candidates(&cns, &nodes, &BTreeSet::new());
         assert_eq!(first, BTreeSet::from(["a".to_owned()]));
         assert!(gone.is_empty());
         let (_, gone) = candidates(&cns, &nodes, &first);
         assert_eq!(gone, ["a"]);
         // its Node came meanwhile: no longer a candidate
-        let nodes = mirror(vec![("a", ()), ("c", ())]);
+        let nodes = Mirror::from_iter([("a", ()), ("c", ())]);
         let (now, gone) = candidates(&cns, &nodes, &first);
         assert!(now.is_empty() && gone.is_empty());
     }

@@ -3,7 +3,7 @@
 //! every value by key, and whether the first full list is in, so nothing
 //! is judged missing before it could have been seen.
 
-use crate::Event;
+use crate::{Event, Source};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub struct Mirror<V> {
@@ -18,6 +18,17 @@ impl<V> Default for Mirror<V> {
         Self {
             items: BTreeMap::new(),
             listed: false,
+            relisting: None,
+        }
+    }
+}
+
+/// A mirror of a complete list of these items (as if listed).
+impl<K: Into<String>, V> FromIterator<(K, V)> for Mirror<V> {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(items: I) -> Self {
+        Self {
+            items: items.into_iter().map(|(k, v)| (k.into(), v)).collect(),
+            listed: true,
             relisting: None,
         }
     }
@@ -42,6 +53,21 @@ impl<V> Mirror<V> {
                 }
                 self.listed = true;
             }
+        }
+    }
+
+    /// Takes `source`'s next event; false once the source has ended.
+    /// Cancel-safe as the source is, so it can wait beside a timer.
+    pub async fn follow<S>(&mut self, source: &mut S) -> bool
+    where
+        S: Source<Key = String, Value = V>,
+    {
+        match source.next().await {
+            Some(ev) => {
+                self.apply(ev);
+                true
+            }
+            None => false,
         }
     }
 
