@@ -22,42 +22,35 @@ data:
   tunnel-port: "8472"
 "#;
 
-/// `a-edge` (v2alpha1) and `b-expr` select node1, `c-core` does not.
-const NODE_CONFIGS: [(&str, &str); 3] = [
+/// CiliumNodeConfigs in kube-system as (name, version, nodeSelector,
+/// defaults): `a-edge` (v2alpha1) and `b-expr` select node1, `c-core`
+/// does not.
+const NODE_CONFIGS: [(&str, &str, &str, &str); 3] = [
     (
         "a-edge",
-        r#"apiVersion: cilium.io/v2alpha1
-kind: CiliumNodeConfig
-metadata: {name: a-edge, namespace: kube-system}
-spec:
-  nodeSelector: {matchLabels: {role: edge}}
-  defaults: {debug: alpha, only-alpha: "1"}
-"#,
+        "v2alpha1",
+        "{matchLabels: {role: edge}}",
+        r#"{debug: alpha, only-alpha: "1"}"#,
     ),
     (
         "b-expr",
-        r#"apiVersion: cilium.io/v2
-kind: CiliumNodeConfig
-metadata: {name: b-expr, namespace: kube-system}
-spec:
-  nodeSelector:
-    matchExpressions:
-    - {key: zone, operator: In, values: [a, b]}
-    - {key: gpu, operator: DoesNotExist}
-  defaults: {debug: expr, monitor-aggregation: medium, tunnel-port: "8473"}
-"#,
+        "v2",
+        "{matchExpressions: [{key: zone, operator: In, values: [a, b]}, {key: gpu, operator: DoesNotExist}]}",
+        r#"{debug: expr, monitor-aggregation: medium, tunnel-port: "8473"}"#,
     ),
     (
         "c-core",
-        r#"apiVersion: cilium.io/v2
-kind: CiliumNodeConfig
-metadata: {name: c-core, namespace: kube-system}
-spec:
-  nodeSelector: {matchLabels: {role: core}}
-  defaults: {debug: core, only-core: "1"}
-"#,
+        "v2",
+        "{matchLabels: {role: core}}",
+        r#"{debug: core, only-core: "1"}"#,
     ),
 ];
+
+fn node_config((name, version, selector, defaults): (&str, &str, &str, &str)) -> String {
+    format!(
+        "apiVersion: cilium.io/{version}\nkind: CiliumNodeConfig\nmetadata: {{name: {name}, namespace: kube-system}}\nspec:\n  nodeSelector: {selector}\n  defaults: {defaults}\n"
+    )
+}
 
 const NODE: &str = r#"apiVersion: v1
 kind: Node
@@ -87,11 +80,21 @@ fn build_config(kubeconfig: &Path, dest: &Path, args: &[&str]) -> Output {
         .expect("run cilium build-config")
 }
 
-fn ok(out: Output) -> String {
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "build-config failed:\n{stderr}");
-    stderr
+/// A run that must succeed: the keys it published and its log.
+fn resolved(kubeconfig: &Path, dest: &Path, args: &[&str]) -> (BTreeMap<String, String>, String) {
+    let out = build_config(kubeconfig, dest, args);
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "build-config failed:\n{log}");
+    (published(dest), log)
 }
+
+/// Node1's sources from the API server: the defaults and `node:`.
+const NODE1: [&str; 4] = [
+    "--node-name",
+    "node1",
+    "--source",
+    "config-map:cilium-config,cilium-node-config:kube-system,node:",
+];
 
 /// The published keys: every `<key>` link under `dest`, read through it.
 fn published(dest: &Path) -> BTreeMap<String, String> {
@@ -125,18 +128,7 @@ fn the_api_server_and_the_same_objects_as_files_give_the_same_keys() {
     let out = sb.path().join("out");
 
     // No CiliumNodeConfig CRD yet: the ConfigMap and the Node alone.
-    let no_crd = out.join("no-crd");
-    let log = ok(build_config(
-        &agent,
-        &no_crd,
-        &[
-            "--node-name",
-            "node1",
-            "--source",
-            "config-map:cilium-config,cilium-node-config:kube-system,node:",
-        ],
-    ));
-    let keys = published(&no_crd);
+    let (keys, log) = resolved(&agent, &out.join("no-crd"), &NODE1);
     assert_eq!(keys["debug"], "node", "{log}");
     assert_eq!(
         keys["config-sources"], "config-map:kube-system/cilium-config,node:node1",
@@ -148,30 +140,24 @@ fn the_api_server_and_the_same_objects_as_files_give_the_same_keys() {
     std::fs::create_dir_all(files.join("node-config")).unwrap();
     std::fs::write(files.join("cilium-config.yaml"), CONFIG_MAP).unwrap();
     std::fs::write(files.join("node.yaml"), NODE).unwrap();
-    for (name, yaml) in NODE_CONFIGS {
-        kube::apply(&cp, yaml);
-        std::fs::write(files.join("node-config").join(format!("{name}.yaml")), yaml).unwrap();
+    for c in NODE_CONFIGS {
+        let yaml = node_config(c);
+        kube::apply(&cp, &yaml);
+        std::fs::write(
+            files.join("node-config").join(format!("{}.yaml", c.0)),
+            yaml,
+        )
+        .unwrap();
     }
 
-    let from_api = out.join("api");
-    let log = ok(build_config(
-        &agent,
-        &from_api,
-        &[
-            "--node-name",
-            "node1",
-            "--source",
-            "config-map:cilium-config,cilium-node-config:kube-system,node:",
-        ],
-    ));
-    let from_files = out.join("files");
+    let (mut api_keys, log) = resolved(&agent, &out.join("api"), &NODE1);
     let file_sources = format!(
         "config-map:{0}/cilium-config.yaml,cilium-node-config:{0}/node-config,node:{0}/node.yaml",
         files.display()
     );
-    ok(build_config(
+    let (mut file_keys, _) = resolved(
         &agent,
-        &from_files,
+        &out.join("files"),
         &[
             "--node-name",
             "node1",
@@ -180,9 +166,7 @@ fn the_api_server_and_the_same_objects_as_files_give_the_same_keys() {
             "--source",
             &file_sources,
         ],
-    ));
-    let mut api_keys = published(&from_api);
-    let mut file_keys = published(&from_files);
+    );
     assert_eq!(
         api_keys.remove("config-sources").unwrap(),
         "config-map:kube-system/cilium-config,cilium-node-config:kube-system/a-edge,cilium-node-config:kube-system/b-expr,node:node1",
@@ -215,33 +199,29 @@ fn the_api_server_and_the_same_objects_as_files_give_the_same_keys() {
 
     // By name, a CiliumNodeConfig applies whatever its selector says (the
     // agent may only list them: a field selector picks it).
-    let named = out.join("named");
-    let log = ok(build_config(
+    let (keys, log) = resolved(
         &agent,
-        &named,
+        &out.join("named"),
         &[
             "--source",
             "config-map:cilium-config,cilium-node-config:kube-system/c-core",
         ],
-    ));
-    let keys = published(&named);
+    );
     assert_eq!(keys["debug"], "core", "{log}");
     assert_eq!(keys["only-core"], "1");
 
     // A missing ConfigMap is skipped and not listed.
-    let missing_cm = out.join("missing-cm");
-    let log = ok(build_config(
+    let (keys, log) = resolved(
         &agent,
-        &missing_cm,
+        &out.join("missing-cm"),
         &[
             "--node-name",
             "node1",
             "--source",
             "config-map:absent,cilium-node-config:kube-system",
         ],
-    ));
+    );
     assert!(log.contains("Configmap not found, ignoring"), "{log}");
-    let keys = published(&missing_cm);
     assert_eq!(
         keys["config-sources"],
         "cilium-node-config:kube-system/a-edge,cilium-node-config:kube-system/b-expr"
