@@ -100,6 +100,26 @@ fn the_daemonset_mirrors_the_seed() {
             .join(" ")
     };
     assert_eq!(cmd(&inits[0]), "cilium build-config");
+    // its default sources read the pod's namespace and node from the API
+    // server (no ConfigMap volume)
+    let env: Vec<(&str, &str)> = inits[0]["env"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                s(e, &["name"]),
+                s(e, &["valueFrom", "fieldRef", "fieldPath"]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        env,
+        [
+            ("K8S_NODE_NAME", "spec.nodeName"),
+            ("CILIUM_K8S_NAMESPACE", "metadata.namespace")
+        ]
+    );
     assert!(cmd(&inits[1]).contains("nsenter --cgroup=/hostproc/1/ns/cgroup --mount=/hostproc/1/ns/mnt \"${BIN_PATH}/cilium-mount\" $CGROUP_ROOT"));
     assert!(cmd(&inits[2])
         .contains("nsenter --mount=/hostproc/1/ns/mnt \"${BIN_PATH}/cilium-sysctlfix\""));
@@ -761,4 +781,8 @@ fn the_agent_runs_as_the_service_account_the_roles_are_bound_to() {
     }
     let cluster = named(&all, "ClusterRole", "cilium");
     assert!(!allows(cluster, "", "configmaps", "get"));
+    // build-config's other reads: the CiliumNodeConfigs (listed, also the
+    // one asked for by name) and its Node's labels
+    assert!(allows(cluster, "cilium.io", "ciliumnodeconfigs", "list"));
+    assert!(allows(cluster, "", "nodes", "get"));
 }

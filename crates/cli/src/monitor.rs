@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn verbose_output_dissects_the_packet() {
-        let mut frame = vec![0u8; 14];
+        let mut frame = [0u8; 14];
         frame[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 0xb]);
         frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0xa]);
         frame[12] = 8;

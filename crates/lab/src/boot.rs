@@ -2,8 +2,9 @@
 //! seed's order (config, mount-cgroup, apply-sysctl-overwrites,
 //! mount-bpf-fs, clean-cilium-state, install-cni-binaries), each the same
 //! tool or script, then the agent with `--config-dir`. What the cluster's
-//! ConfigMap and each node's CiliumNodeConfig say comes from files `up`
-//! writes; the node's paths live under its lab directory or in its own
+//! ConfigMap and each node's CiliumNodeConfig say comes from the API
+//! server, where `up` puts them (without Kubernetes, from the files `up`
+//! writes); the node's paths live under its lab directory or in its own
 //! mount namespace, never the machine's.
 
 use crate::layout::{self, Holder};
@@ -12,6 +13,7 @@ use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 use topology::NodeDir;
 
 /// The image's scripts, as the DaemonSet's containers find them.
@@ -88,8 +90,9 @@ pub fn write_config_map(extra: &[(String, String)], kubernetes: bool) -> anyhow:
     Ok(())
 }
 
-/// Node `index`'s CiliumNodeConfig: what differs per node.
-pub fn write_node_config(l: &NodeDir, index: usize) -> anyhow::Result<()> {
+/// Node `index`'s CiliumNodeConfig (what differs per node), as a file;
+/// its YAML.
+pub fn write_node_config(l: &NodeDir, index: usize) -> anyhow::Result<String> {
     let name = topology::node_name(index);
     let doc = format!(
         "apiVersion: cilium.io/v2\nkind: CiliumNodeConfig\nmetadata:\n  name: lab-{name}\n  namespace: kube-system\nspec:\n  nodeSelector:\n    matchLabels:\n      kubernetes.io/hostname: {name}\n  defaults:\n    ipv4-range: {}\n    state-dir: {}\n    write-cni-conf-when-ready: {}\n",
@@ -100,7 +103,8 @@ pub fn write_node_config(l: &NodeDir, index: usize) -> anyhow::Result<()> {
     layout::write_atomic(
         &node_config_dir().join(format!("{name}.yaml")),
         doc.as_bytes(),
-    )
+    )?;
+    Ok(doc)
 }
 
 fn log_step(log: &mut std::fs::File, name: &str, shown: &str, out: &std::process::Output) {
@@ -113,19 +117,49 @@ fn log_step(log: &mut std::fs::File, name: &str, shown: &str, out: &std::process
 }
 
 fn run(log: &mut std::fs::File, name: &str, shown: &str, cmd: &mut Command) -> anyhow::Result<()> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("init container {name}: running {shown}"))?;
-    log_step(log, name, shown, &out);
-    if !out.status.success() {
-        bail!(
-            "init container {name} failed ({}): {}",
+    run_restarting(log, name, shown, cmd, Duration::ZERO)
+}
+
+/// Runs an init container; as kubelet restarts one that failed, again
+/// after a growing pause, for up to `patience`. Failed runs are logged as
+/// `--> init container <name> failed`, the run that counts as `==>`.
+fn run_restarting(
+    log: &mut std::fs::File,
+    name: &str,
+    shown: &str,
+    cmd: &mut Command,
+    patience: Duration,
+) -> anyhow::Result<()> {
+    let t = Instant::now();
+    let mut pause = Duration::from_millis(250);
+    loop {
+        let out = cmd
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("init container {name}: running {shown}"))?;
+        if out.status.success() || t.elapsed() + pause > patience {
+            log_step(log, name, shown, &out);
+            if !out.status.success() {
+                bail!(
+                    "init container {name} failed ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            return Ok(());
+        }
+        let _ = writeln!(
+            log,
+            "--> init container {name} failed ({}), restarting in {pause:?}: {}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
         );
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_secs(4));
     }
-    Ok(())
 }
 
 /// A value of the built configuration (as the ConfigMap env refs read it).
@@ -151,9 +185,53 @@ fn script(l: &NodeDir, name: &str, body: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// The config step: `cilium build-config` with the default sources from
+/// the API server (as the agents' ServiceAccount, in the node's network
+/// namespace) or, without Kubernetes, with files; restarted while the
+/// kubelet has not registered the Node yet.
+fn build_config(
+    log: &mut std::fs::File,
+    cilium: &Path,
+    l: &NodeDir,
+    index: usize,
+    kubernetes: bool,
+) -> anyhow::Result<()> {
+    let node = topology::node_name(index);
+    let dest = l.config_dir();
+    let mut cmd = Command::new(cilium);
+    cmd.arg("build-config");
+    if !kubernetes {
+        let sources = format!(
+            "config-map:{},cilium-node-config:{}",
+            config_map_dir().display(),
+            node_config_dir().display()
+        );
+        cmd.args(["--node-name", &node, "--source", &sources, "--dest"])
+            .arg(&dest);
+        let shown = format!("cilium build-config --source {sources}");
+        return run(log, STEPS[0], &shown, &mut cmd);
+    }
+    let kubeconfig = crate::kube::agent_kubeconfig()?;
+    let flag = format!("--k8s-kubeconfig-path={}", kubeconfig.display());
+    cmd.args([&flag, "--node-name", &node, "--dest"])
+        .arg(&dest)
+        .env("CILIUM_K8S_NAMESPACE", "kube-system");
+    let shown = format!(
+        "CILIUM_K8S_NAMESPACE=kube-system cilium build-config {flag} --node-name {node} --dest {}",
+        dest.display()
+    );
+    run_restarting(log, STEPS[0], &shown, &mut cmd, Duration::from_secs(60))
+}
+
 /// Runs the init containers in order; `own_cgroup` is the node's cgroup
-/// in the machine's tree (its cgroup namespace root).
-pub fn init_containers(l: &NodeDir, index: usize, own_cgroup: &Path) -> anyhow::Result<()> {
+/// in the machine's tree (its cgroup namespace root). With `kubernetes`,
+/// the configuration comes from the API server.
+pub fn init_containers(
+    l: &NodeDir,
+    index: usize,
+    own_cgroup: &Path,
+    kubernetes: bool,
+) -> anyhow::Result<()> {
     let mut log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -167,26 +245,7 @@ pub fn init_containers(l: &NodeDir, index: usize, own_cgroup: &Path) -> anyhow::
     );
     let cilium = bin.join("cilium");
 
-    let sources = format!(
-        "config-map:{},cilium-node-config:{}",
-        config_map_dir().display(),
-        node_config_dir().display()
-    );
-    let dest = l.config_dir();
-    run(
-        &mut log,
-        STEPS[0],
-        &format!("cilium build-config --source {sources}"),
-        Command::new(&cilium)
-            .args(["build-config", "--dest"])
-            .arg(&dest)
-            .args([
-                "--node-name",
-                &topology::node_name(index),
-                "--source",
-                &sources,
-            ]),
-    )?;
+    build_config(&mut log, &cilium, l, index, kubernetes)?;
 
     // As `nsenter --cgroup=/hostproc/1/ns/cgroup`: the node's cgroup
     // namespace is rooted at its own cgroup, so the cgroup2 mounted there
@@ -267,4 +326,59 @@ pub fn init_containers(l: &NodeDir, index: usize, own_cgroup: &Path) -> anyhow::
             .env("SOURCE_DIR", &bin),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_init_container_is_restarted_until_it_succeeds_or_patience_runs_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let log_path = dir.path().join("boot.log");
+        let mut log = std::fs::File::create(&log_path).unwrap();
+        let runs = dir.path().join("runs");
+        // fails twice, as build-config does before kubelet registered the Node
+        let script = format!(
+            "echo run >> {0}; [ $(wc -l < {0}) -ge 3 ] || {{ echo 'Error: Node \"node1\" does not exist' >&2; exit 1; }}",
+            runs.display()
+        );
+        let mut flaky = Command::new("sh");
+        flaky.args(["-c", &script]);
+        run_restarting(
+            &mut log,
+            "config",
+            "shown",
+            &mut flaky,
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(&log_path).unwrap();
+        assert_eq!(
+            text.matches("--> init container config failed (exit status: 1), restarting in ")
+                .count(),
+            2,
+            "{text}"
+        );
+        assert!(
+            text.contains("Error: Node \"node1\" does not exist"),
+            "{text}"
+        );
+        assert_eq!(text.matches("==> init container config: shown").count(), 1);
+
+        let t = Instant::now();
+        let err = run_restarting(
+            &mut log,
+            "config",
+            "false",
+            &mut Command::new("false"),
+            Duration::from_millis(600),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("init container config failed"),
+            "{err}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(2));
+    }
 }

@@ -246,7 +246,8 @@ pub fn run_node(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> 
     build_node(index, underlay)?;
     let own = make_node_cgroup(index)?;
     let mut daemons = Vec::new();
-    if crate::kube::node_kubeconfig(&topology::node_name(index)).exists() {
+    let kubernetes = crate::kube::node_kubeconfig(&topology::node_name(index)).exists();
+    if kubernetes {
         let mut kubelet = Daemon::new("kubelet", || start_kubelet(l, index), false);
         if let Err(e) = kubelet.ensure_started() {
             remove_node_cgroup(index);
@@ -254,7 +255,7 @@ pub fn run_node(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> 
         }
         daemons.push(kubelet);
     }
-    if let Err(e) = crate::boot::init_containers(l, index, &own) {
+    if let Err(e) = crate::boot::init_containers(l, index, &own, kubernetes) {
         for d in &mut daemons {
             let _ = d.stop();
         }

@@ -76,7 +76,13 @@ fn checked(what: &str, out: Output) -> anyhow::Result<String> {
 
 /// `kubectl apply` of `text`.
 pub fn apply(what: &str, text: &str) -> anyhow::Result<String> {
-    let mut child = kubectl(&["apply".into(), "-f".into(), "-".into()])?
+    stdin(what, &["apply", "-f", "-"], text)
+}
+
+/// kubectl with `args`, `text` on its stdin.
+fn stdin(what: &str, args: &[&str], text: &str) -> anyhow::Result<String> {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let mut child = kubectl(&args)?
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -141,6 +147,44 @@ fn service_account_kubeconfig(cp: &ControlPlane, account: &str) -> anyhow::Resul
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let token = run(&format!("making {account}'s token"), &args)?;
     Ok(cp.service_account_kubeconfig("kube-system", account, &token)?)
+}
+
+/// The agents' kubeconfig (the ServiceAccount `kube-system/cilium`'s
+/// token), as `prepare` made it.
+pub fn agent_kubeconfig() -> anyhow::Result<PathBuf> {
+    Ok(control_plane(false)?.kubeconfig("cilium"))
+}
+
+/// Puts the keys of `dir` (one file per key, as `boot::write_config_map`
+/// writes them) into `kube-system/cilium-config` in place of what it
+/// holds, so the nodes' `cilium build-config` reads them from the API
+/// server.
+pub fn publish_config_map(dir: &std::path::Path) -> anyhow::Result<()> {
+    let mut data = serde_json::Map::new();
+    for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = e?.path();
+        let Some(key) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if key.starts_with('.') {
+            continue;
+        }
+        let value = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        data.insert(key.to_owned(), value.trim().into());
+    }
+    let cm = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "cilium-config", "namespace": "kube-system"},
+        "data": data,
+    });
+    stdin(
+        "replacing kube-system/cilium-config",
+        &["replace", "-f", "-"],
+        &cm.to_string(),
+    )?;
+    Ok(())
 }
 
 /// The operator's kubeconfig (its ServiceAccount's token), as `prepare`

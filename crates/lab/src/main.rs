@@ -227,6 +227,8 @@ fn up(
             &boot::config_map_dir().join("k8s-kubeconfig-path"),
             kubeconfig.display().to_string().as_bytes(),
         )?;
+        // what the nodes' build-config reads
+        kube::publish_config_map(&boot::config_map_dir())?;
         let operators = start_holder(
             &layout::machine_dir(kube::OPERATOR_MACHINE),
             &["operator-holder".into(), switch.to_string()],
@@ -256,7 +258,10 @@ fn up(
     for index in 1..=nodes {
         let t = Instant::now();
         let l = layout::machine_dir(&topology::node_name(index));
-        boot::write_node_config(&l, index)?;
+        let node_config = boot::write_node_config(&l, index)?;
+        if kubernetes {
+            kube::apply("applying the node's CiliumNodeConfig", &node_config)?;
+        }
         let args = ["node-holder".to_string(), index.to_string()];
         let holder = start_holder(&l, &args, &topology::node_name(index), "agent")?;
         let pod_cidr = if kubernetes {

@@ -48,7 +48,28 @@ pub struct Selector {
     pub requirements: Vec<Requirement>,
 }
 
+/// Why a Kubernetes LabelSelector is not one, and where.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct LabelSelectorError {
+    /// The field, e.g. `matchExpressions[0].operator`.
+    pub path: String,
+    pub message: String,
+}
+
 impl Selector {
+    /// A Kubernetes LabelSelector (`matchLabels`, `matchExpressions`) as
+    /// the API server serves one, checked as a policy's selectors are. Its
+    /// keys carry no source, so they match labels of any source.
+    pub fn from_label_selector(value: &serde_json::Value) -> Result<Self, LabelSelectorError> {
+        let spec: crate::manifest::SelectorSpec =
+            serde_path_to_error::deserialize(value).map_err(|e| LabelSelectorError {
+                path: e.path().to_string(),
+                message: e.inner().to_string(),
+            })?;
+        Ok(spec.to_selector())
+    }
+
     /// `{}`: selects every endpoint.
     pub fn wildcard() -> Self {
         Self::default()
