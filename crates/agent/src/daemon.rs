@@ -288,7 +288,6 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         host_ips,
     );
 
-    let masquerading = crate::masquerade::setup(&config);
     let status = Arc::new(crate::status::AgentStatus {
         config: Arc::clone(&config),
         controllers: controllers.clone(),
@@ -300,7 +299,6 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         attach_mode,
         native_device,
         kubernetes,
-        masquerading,
     });
     let metrics = Arc::new(crate::metrics::Sources {
         bpf_root: config.bpf_root.clone(),
