@@ -48,7 +48,8 @@ fn configuration(d: &ConfigApi) -> DaemonConfiguration {
             device_mtu: c.mtu,
             route_mtu: c.route_mtu(),
             ipam_mode: c.ipam_mode.as_str().into(),
-            masquerade: false,
+            // as configured, less the BPF mode this agent does not have
+            masquerade: c.ipv4_masquerade && !c.bpf_masquerade,
             realized,
             immutable: c.all.clone(),
             daemon_configuration_map: c

@@ -288,6 +288,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         host_ips,
     );
 
+    let masquerading = crate::masquerade::setup(&config);
     let status = Arc::new(crate::status::AgentStatus {
         config: Arc::clone(&config),
         controllers: controllers.clone(),
@@ -299,6 +300,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         attach_mode,
         native_device,
         kubernetes,
+        masquerading,
     });
     let metrics = Arc::new(crate::metrics::Sources {
         bpf_root: config.bpf_root.clone(),

@@ -33,6 +33,7 @@ pub mod k8s_services;
 pub mod kernel;
 pub mod kubernetes;
 pub mod logging;
+pub mod masquerade;
 pub mod metrics;
 pub mod monitor;
 pub mod option;

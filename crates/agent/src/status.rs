@@ -41,6 +41,8 @@ pub struct AgentStatus {
     pub native_device: Option<String>,
     /// The API server connection; None when Kubernetes is not used.
     pub kubernetes: Option<Arc<crate::kubernetes::Kubernetes>>,
+    /// What masquerading was set up (`crate::masquerade`).
+    pub masquerading: Masquerading,
 }
 
 impl AgentStatus {
@@ -144,12 +146,7 @@ fn collect(d: &AgentStatus, brief: bool) -> StatusResponse {
         datapath_mode: "veth".into(),
         attach_mode: d.attach_mode.as_str().into(),
         ipam: Some(ipam_status(d)),
-        // the agent masquerades nothing (no BPF or iptables SNAT for pods)
-        masquerading: Some(Masquerading {
-            enabled: false,
-            enabled_protocols: Some(MasqueradingProtocols::default()),
-            ..Default::default()
-        }),
+        masquerading: Some(d.masquerading.clone()),
         controllers,
         // no L7 proxy: Cilium sends no proxy object then
         proxy: None,

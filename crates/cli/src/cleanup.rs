@@ -1,8 +1,9 @@
 //! `cilium cleanup`: takes the node back to before Cilium, for uninstall
 //! or the clean-cilium-state init container. `--bpf-state` removes the
 //! programs (tc filters, tcx and cgroup links) and pinned maps;
-//! `--all-state` also the devices, the run and state directories, the CNI
-//! configuration and the cgroup v2 mount. Refuses while an agent's pid file
+//! `--all-state` also the devices, the iptables masquerading rules, the
+//! run and state directories, the CNI configuration and the cgroup v2
+//! mount. Refuses while an agent's pid file
 //! exists. Every path is a flag, so it can be pointed at a lab node's.
 
 use anyhow::{bail, Context};
@@ -110,6 +111,10 @@ impl Args {
             out.push(format!("links\n{}", names.join("\n")));
         }
         out.push(format!(
+            "iptables masquerading rules (the nat table's {} chain and its feeder)",
+            netdev::iptables::POST_NAT
+        ));
+        out.push(format!(
             "mounted cgroupv2 at {}",
             self.cgroup_root.display()
         ));
@@ -165,6 +170,9 @@ fn remove_all_state(args: &Args, devices: &[(u32, String)]) -> anyhow::Result<()
         }
         Ok(())
     })?;
+    if let Err(e) = netdev::iptables::remove() {
+        eprintln!("Unable to remove the iptables masquerading rules: {e}");
+    }
     let target = std::ffi::CString::new(args.cgroup_root.as_os_str().as_encoded_bytes())
         .context("cgroup root path")?;
     // SAFETY: a valid C string; a path that is not a mount just fails.

@@ -250,8 +250,15 @@ fn boots_as_the_daemonset_restarts_without_loss_and_cleans_up() {
     let refused = lab.run(&cleanup);
     assert!(!refused.status.success(), "{}", text(&refused));
     assert!(text(&refused).contains("pid file"), "{}", text(&refused));
+    let nat = |lab: &Lab| listing(lab, "node1", "iptables -t nat -S");
+    assert!(
+        nat(&lab).contains("cilium masquerade non-cluster"),
+        "{}",
+        nat(&lab)
+    );
     lab.ok(&["stop-agent", "node1"]);
     lab.ok(&cleanup);
+    assert!(!nat(&lab).contains("CILIUM_POST_nat"), "{}", nat(&lab));
     let links = listing(&lab, "node1", "ip -o link show | cut -d: -f2");
     assert!(
         !links.contains("cilium_") && !links.contains("lxc"),

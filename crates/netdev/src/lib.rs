@@ -1,4 +1,5 @@
-//! Netlink and per-netns sysctls for the agent's node devices.
+//! Netlink, per-netns sysctls and the iptables masquerading rule for the
+//! agent's node devices.
 //!
 //! The only crate that speaks netlink. Everything here acts on the network
 //! namespace of the calling thread, which is how the lab and the tests give
@@ -6,6 +7,7 @@
 
 mod error;
 pub mod host;
+pub mod iptables;
 pub mod link;
 pub mod netns;
 pub mod sysctl;

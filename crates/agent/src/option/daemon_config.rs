@@ -91,6 +91,13 @@ pub struct DaemonConfig {
     /// NodePort on the native device (`enable-node-port`, or
     /// `kube-proxy-replacement=true`).
     pub enable_node_port: bool,
+    /// Masquerade pods' traffic leaving the cluster
+    /// (`enable-ipv4-masquerade`), in BPF (`enable-bpf-masquerade`) or
+    /// with iptables.
+    pub ipv4_masquerade: bool,
+    pub bpf_masquerade: bool,
+    /// Destinations never masqueraded to (`ipv4-native-routing-cidr`).
+    pub ipv4_native_routing_cidr: Option<(Ipv4Addr, u8)>,
     /// First and last port of `node-port-range`.
     pub node_port_range: (u16, u16),
     /// Socket LB on `cgroup_root` (`bpf-lb-sock`, or
@@ -428,6 +435,12 @@ impl DaemonConfig {
             cni_chaining_mode: l.get("cni-chaining-mode").to_owned(),
             enable_tcx: boolean("enable-tcx"),
             enable_node_port: boolean("enable-node-port") || kube_proxy_replacement,
+            ipv4_masquerade: boolean("enable-ipv4-masquerade"),
+            bpf_masquerade: boolean("enable-bpf-masquerade"),
+            ipv4_native_routing_cidr: match l.get("ipv4-native-routing-cidr") {
+                "" => None,
+                s => Some(parse_cidr4(s).expect("validated cidr")),
+            },
             node_port_range,
             socket_lb: boolean("bpf-lb-sock") || kube_proxy_replacement,
             cgroup_root: PathBuf::from(l.get("cgroup-root")),

@@ -80,6 +80,7 @@ pub const KEYS: &[Key] = &[
     k("enable-ipv4", Bool, "true"),
     k("enable-ipv6", Bool, "false"),
     k("ipv4-range", Cidr4, ""),
+    k("ipv4-native-routing-cidr", Cidr4, ""),
     k("local-router-ipv4", Ip4, ""),
     k("ipv4-node", Str, "auto"),
     k("cluster-pool-ipv4-cidr", Cidr4, "10.0.0.0/8"),

@@ -1,0 +1,100 @@
+//! Pods reach a host outside the cluster (the underlay's own address,
+//! 198.18.0.1): ping and TCP from a pod on each node, with the outside
+//! host seeing the node's address, never the pod's (iptables
+//! masquerading, Cilium's default), and `cilium status` saying so.
+
+mod common;
+
+use common::{text, Lab};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// A TCP server on the underlay that answers each connection with the
+/// client's address, as an HTTP body.
+struct Outside(Child);
+
+impl Outside {
+    fn start(lab: &Lab) -> Self {
+        let holder = std::fs::read_to_string(lab.dir.path().join("underlay/holder.pid"))
+            .expect("the underlay's holder pid");
+        let server = r#"
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("198.18.0.1", 8081))
+s.listen()
+print("listening", flush=True)
+while True:
+    c, a = s.accept()
+    c.recv(1024)
+    c.sendall(("HTTP/1.0 200 OK\r\n\r\n" + a[0]).encode())
+    c.close()
+"#;
+        let mut child = Command::new("nsenter")
+            .arg(format!("--net=/proc/{}/ns/net", holder.trim()))
+            .args(["python3", "-c", server])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the outside server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().expect("its stdout"))
+            .read_line(&mut line)
+            .expect("the server's first line");
+        assert_eq!(line.trim(), "listening");
+        Self(child)
+    }
+}
+
+impl Drop for Outside {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn pods_reach_the_outside_as_their_node() {
+    let lab = Lab::new();
+    let up = lab.run(&["up", "--without-kubernetes"]);
+    assert!(up.status.success(), "{}", text(&up));
+    let outside = Outside::start(&lab);
+
+    // pod-a is on node1, pod-b on node2
+    for (pod, node_ip) in [("pod-a", "198.18.0.11"), ("pod-b", "198.18.0.12")] {
+        let ping = lab.run(&[
+            "exec",
+            pod,
+            "--",
+            "ping",
+            "-c",
+            "1",
+            "-W",
+            "2",
+            "198.18.0.1",
+        ]);
+        assert!(ping.status.success(), "{pod}: {}", text(&ping));
+        let seen = lab.ok(&[
+            "exec",
+            pod,
+            "--",
+            "curl",
+            "-s",
+            "--max-time",
+            "5",
+            "http://198.18.0.1:8081/",
+        ]);
+        assert_eq!(seen.trim(), node_ip, "{pod} is seen as its node");
+    }
+    drop(outside);
+
+    let status = lab.ok(&["exec", "node1", "--", "cilium", "status"]);
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("Masquerading:"))
+        .unwrap_or_default();
+    assert!(
+        line.ends_with(" IPTables [IPv4: Enabled, IPv6: Disabled]"),
+        "{status}"
+    );
+}

@@ -1,0 +1,142 @@
+//! Cilium's iptables masquerading of pods' traffic that leaves the cluster
+//! (`enable-ipv4-masquerade` without `enable-bpf-masquerade`): the
+//! `CILIUM_POST_nat` chain of the nat table, fed from POSTROUTING, with
+//! Cilium's rule and comment. The chain is replaced in one
+//! `iptables-restore` commit (declaring a chain there empties it), so an
+//! agent that starts again never leaves a moment without the rule; the
+//! feeder rule is added only when missing. Like the sysctls, it acts on
+//! the calling thread's network namespace.
+
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::process::{Command, Stdio};
+
+/// The chain Cilium masquerades in.
+pub const POST_NAT: &str = "CILIUM_POST_nat";
+/// The feeder rule's comment, as Cilium marks it.
+const FEEDER_COMMENT: &str = "cilium-feeder: CILIUM_POST_nat";
+/// How long to wait for the xtables lock (another writer, kube-proxy).
+const LOCK_WAIT_SECS: &str = "5";
+
+#[derive(Debug, thiserror::Error)]
+pub enum IptablesError {
+    #[error("running {program}: {source}")]
+    Spawn {
+        program: &'static str,
+        source: std::io::Error,
+    },
+    #[error("{program} {args}: {stderr}")]
+    Failed {
+        program: &'static str,
+        args: String,
+        stderr: String,
+    },
+}
+
+/// What is masqueraded: traffic from `source` (the node's pod CIDR) to
+/// anywhere outside `exclude` (`ipv4-native-routing-cidr`, else the pod
+/// CIDR) that does not leave through a `cilium_` device (the overlay).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Masquerade {
+    pub source: (Ipv4Addr, u8),
+    pub exclude: (Ipv4Addr, u8),
+}
+
+/// The nat table's part, as `iptables-restore --noflush` reads it.
+pub fn restore_input(m: &Masquerade) -> String {
+    let ((s, sl), (x, xl)) = (m.source, m.exclude);
+    format!(
+        "*nat\n:{POST_NAT} - [0:0]\n-A {POST_NAT} -s {s}/{sl} ! -d {x}/{xl} ! -o cilium_+ -m comment --comment \"cilium masquerade non-cluster\" -j MASQUERADE\nCOMMIT\n"
+    )
+}
+
+fn feeder(op: &'static str) -> Vec<&'static str> {
+    vec![
+        "-w",
+        LOCK_WAIT_SECS,
+        "-t",
+        "nat",
+        op,
+        "POSTROUTING",
+        "-m",
+        "comment",
+        "--comment",
+        FEEDER_COMMENT,
+        "-j",
+        POST_NAT,
+    ]
+}
+
+fn run(program: &'static str, args: &[&str], stdin: Option<&str>) -> Result<(), IptablesError> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| IptablesError::Spawn { program, source })?;
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(text.as_bytes())
+            .map_err(|source| IptablesError::Spawn { program, source })?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|source| IptablesError::Spawn { program, source })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(IptablesError::Failed {
+        program,
+        args: args.join(" "),
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    })
+}
+
+/// Installs (or replaces) the masquerading rule and its feeder.
+pub fn install(m: &Masquerade) -> Result<(), IptablesError> {
+    run(
+        "iptables-restore",
+        &["-w", LOCK_WAIT_SECS, "--noflush"],
+        Some(&restore_input(m)),
+    )?;
+    if run("iptables", &feeder("-C"), None).is_err() {
+        run("iptables", &feeder("-A"), None)?;
+    }
+    tracing::info!(subsys = "iptables", chain = POST_NAT, source = %format!("{}/{}", m.source.0, m.source.1), "Installed masquerading rules");
+    Ok(())
+}
+
+/// Removes the feeder and the chain; says whether there was anything.
+pub fn remove() -> Result<bool, IptablesError> {
+    let mut found = false;
+    while run("iptables", &feeder("-D"), None).is_ok() {
+        found = true;
+    }
+    let chain = ["-w", LOCK_WAIT_SECS, "-t", "nat"];
+    if run("iptables", &[&chain[..], &["-F", POST_NAT]].concat(), None).is_ok() {
+        found = true;
+        run("iptables", &[&chain[..], &["-X", POST_NAT]].concat(), None)?;
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rule_is_ciliums_and_replaces_the_chain_in_one_commit() {
+        let m = Masquerade {
+            source: (Ipv4Addr::new(10, 0, 1, 0), 24),
+            exclude: (Ipv4Addr::new(10, 0, 0, 0), 8),
+        };
+        assert_eq!(
+            restore_input(&m),
+            "*nat\n:CILIUM_POST_nat - [0:0]\n-A CILIUM_POST_nat -s 10.0.1.0/24 ! -d 10.0.0.0/8 ! -o cilium_+ -m comment --comment \"cilium masquerade non-cluster\" -j MASQUERADE\nCOMMIT\n"
+        );
+    }
+}
