@@ -1,7 +1,9 @@
 //! Pods reach a host outside the cluster (the underlay's own address,
 //! 198.18.0.1): ping and TCP from a pod on each node, with the outside
 //! host seeing the node's address, never the pod's (iptables
-//! masquerading, Cilium's default), and `cilium status` saying so.
+//! masquerading, Cilium's default), and `cilium status` saying so; an
+//! egress policy that allows only `toCIDR` of the outside host's /32 on
+//! one TCP port lets that through and drops the rest as `Policy denied`.
 
 mod common;
 
@@ -86,6 +88,69 @@ fn pods_reach_the_outside_as_their_node() {
         ]);
         assert_eq!(seen.trim(), node_ip, "{pod} is seen as its node");
     }
+
+    let policy = lab.dir.path().join("to-outside.yaml");
+    std::fs::write(
+        &policy,
+        r#"apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata:
+  name: to-outside-web-only
+spec:
+  endpointSelector:
+    matchLabels: {app: demo}
+  egress:
+  - toCIDR: [198.18.0.1/32]
+    toPorts:
+    - ports: [{port: "8081", protocol: TCP}]
+"#,
+    )
+    .unwrap();
+    lab.ok(&[
+        "exec",
+        "node1",
+        "--",
+        "cilium",
+        "policy",
+        "import",
+        &policy.display().to_string(),
+    ]);
+    common::eventually("ping to the outside denied", 30, || {
+        let ping = lab.run(&[
+            "exec",
+            "pod-a",
+            "--",
+            "ping",
+            "-c",
+            "1",
+            "-W",
+            "1",
+            "198.18.0.1",
+        ]);
+        if ping.status.success() {
+            Err(text(&ping))
+        } else {
+            Ok(())
+        }
+    });
+    let seen = lab.ok(&[
+        "exec",
+        "pod-a",
+        "--",
+        "curl",
+        "-s",
+        "--max-time",
+        "5",
+        "http://198.18.0.1:8081/",
+    ]);
+    assert_eq!(seen.trim(), "198.18.0.11", "the allowed port still answers");
+    let metrics = lab.ok(&["exec", "node1", "--", "cilium", "bpf", "metrics", "list"]);
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.contains("Policy denied") && l.contains("EGRESS")),
+        "{metrics}"
+    );
     drop(outside);
 
     let status = lab.ok(&["exec", "node1", "--", "cilium", "status"]);
