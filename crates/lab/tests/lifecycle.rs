@@ -144,17 +144,7 @@ fn boots_as_the_daemonset_restarts_without_loss_and_cleans_up() {
     );
     assert!(up.contains("dropped by the policy"), "{up}");
 
-    let policy = lab.dir.path().join("allow-stream.yaml");
-    std::fs::write(&policy, ALLOW_TRAFFIC).unwrap();
-    lab.ok(&[
-        "exec",
-        "node1",
-        "--",
-        "cilium",
-        "policy",
-        "import",
-        policy.to_str().unwrap(),
-    ]);
+    lab.import_policy("node1", "allow-stream.yaml", ALLOW_TRAFFIC);
     let script = lab.dir.path().join("traffic.py");
     std::fs::write(&script, testsupport::traffic::STREAM_PY).unwrap();
     let before = (endpoints(&lab, "node1"), endpoints(&lab, "node2"));

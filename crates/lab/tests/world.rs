@@ -55,6 +55,13 @@ impl Drop for Outside {
     }
 }
 
+/// The address the outside server saw `pod` connect from.
+fn seen_by_outside(lab: &Lab, pod: &str) -> String {
+    let url = "http://198.18.0.1:8081/";
+    let out = lab.ok(&["exec", pod, "--", "curl", "-s", "--max-time", "5", url]);
+    out.trim().to_owned()
+}
+
 #[test]
 fn pods_reach_the_outside_as_their_node() {
     let lab = Lab::new();
@@ -76,22 +83,16 @@ fn pods_reach_the_outside_as_their_node() {
             "198.18.0.1",
         ]);
         assert!(ping.status.success(), "{pod}: {}", text(&ping));
-        let seen = lab.ok(&[
-            "exec",
-            pod,
-            "--",
-            "curl",
-            "-s",
-            "--max-time",
-            "5",
-            "http://198.18.0.1:8081/",
-        ]);
-        assert_eq!(seen.trim(), node_ip, "{pod} is seen as its node");
+        assert_eq!(
+            seen_by_outside(&lab, pod),
+            node_ip,
+            "{pod} is seen as its node"
+        );
     }
 
-    let policy = lab.dir.path().join("to-outside.yaml");
-    std::fs::write(
-        &policy,
+    lab.import_policy(
+        "node1",
+        "to-outside.yaml",
         r#"apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy
 metadata:
@@ -104,17 +105,7 @@ spec:
     toPorts:
     - ports: [{port: "8081", protocol: TCP}]
 "#,
-    )
-    .unwrap();
-    lab.ok(&[
-        "exec",
-        "node1",
-        "--",
-        "cilium",
-        "policy",
-        "import",
-        &policy.display().to_string(),
-    ]);
+    );
     common::eventually("ping to the outside denied", 30, || {
         let ping = lab.run(&[
             "exec",
@@ -133,17 +124,11 @@ spec:
             Ok(())
         }
     });
-    let seen = lab.ok(&[
-        "exec",
-        "pod-a",
-        "--",
-        "curl",
-        "-s",
-        "--max-time",
-        "5",
-        "http://198.18.0.1:8081/",
-    ]);
-    assert_eq!(seen.trim(), "198.18.0.11", "the allowed port still answers");
+    assert_eq!(
+        seen_by_outside(&lab, "pod-a"),
+        "198.18.0.11",
+        "the allowed port still answers"
+    );
     let metrics = lab.ok(&["exec", "node1", "--", "cilium", "bpf", "metrics", "list"]);
     assert!(
         metrics

@@ -35,6 +35,15 @@ impl Lab {
         text(&out)
     }
 
+    /// Writes `yaml` into the lab dir as `name` and imports it on `node`
+    /// (`cilium policy import`; kvstore labs share it with every node).
+    pub fn import_policy(&self, node: &str, name: &str, yaml: &str) {
+        let file = self.dir.path().join(name);
+        std::fs::write(&file, yaml).expect("write the policy");
+        let file = file.display().to_string();
+        self.ok(&["exec", node, "--", "cilium", "policy", "import", &file]);
+    }
+
     pub fn node(&self, n: usize) -> PathBuf {
         self.dir.path().join(format!("node{n}"))
     }
