@@ -3,7 +3,9 @@
 //! host seeing the node's address, never the pod's (iptables
 //! masquerading, Cilium's default), and `cilium status` saying so; an
 //! egress policy that allows only `toCIDR` of the outside host's /32 on
-//! one TCP port lets that through and drops the rest as `Policy denied`.
+//! one TCP port lets that through and drops the rest as `Policy denied`;
+//! `toCIDRSet` with an `except` of the host denies it, `toEntities: [world]`
+//! allows it.
 
 mod common;
 
@@ -136,6 +138,73 @@ spec:
             .any(|l| l.contains("Policy denied") && l.contains("EGRESS")),
         "{metrics}"
     );
+
+    // the outside host carved out of an allowed range: denied
+    lab.ok(&["exec", "node1", "--", "cilium", "policy", "delete", "--all"]);
+    lab.import_policy(
+        "node1",
+        "except-outside.yaml",
+        r#"apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata:
+  name: underlay-but-outside
+spec:
+  endpointSelector:
+    matchLabels: {app: demo}
+  egress:
+  - toCIDRSet:
+    - cidr: 198.18.0.0/24
+      except: [198.18.0.1/32]
+"#,
+    );
+    let curl = |lab: &Lab| {
+        let url = "http://198.18.0.1:8081/";
+        lab.run(&["exec", "pod-a", "--", "curl", "-s", "--max-time", "2", url])
+    };
+    common::eventually("the excepted host denied", 30, || {
+        let out = curl(&lab);
+        if out.status.success() {
+            Err(text(&out))
+        } else {
+            Ok(())
+        }
+    });
+
+    // the world entity: every host outside the cluster
+    lab.ok(&["exec", "node1", "--", "cilium", "policy", "delete", "--all"]);
+    lab.import_policy(
+        "node1",
+        "to-world.yaml",
+        r#"apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata:
+  name: to-world
+spec:
+  endpointSelector:
+    matchLabels: {app: demo}
+  egress:
+  - toEntities: [world]
+"#,
+    );
+    common::eventually("the world allowed", 30, || {
+        let ping = lab.run(&[
+            "exec",
+            "pod-a",
+            "--",
+            "ping",
+            "-c",
+            "1",
+            "-W",
+            "1",
+            "198.18.0.1",
+        ]);
+        if ping.status.success() {
+            Ok(())
+        } else {
+            Err(text(&ping))
+        }
+    });
+    assert_eq!(seen_by_outside(&lab, "pod-a"), "198.18.0.11");
     drop(outside);
 
     let status = lab.ok(&["exec", "node1", "--", "cilium", "status"]);
