@@ -154,6 +154,13 @@ struct ipv4_ct_tuple {
 #define CT_F_FROM_L7LB		(1 << 8)
 #define CT_F_FROM_TUNNEL	(1 << 10)
 
+/* skb->mark bits the datapath sets for the host stack (Cilium's
+ * MARK_MAGIC_*, in the 0x0F00 nibble): SNAT_DONE tells the iptables
+ * masquerading rule to leave the packet's source as it is (a reply keeps
+ * the address its peer connected to). */
+#define MARK_MAGIC_MASK		0x0F00
+#define MARK_MAGIC_SNAT_DONE	0x0300
+
 /* Conntrack directions, lookup results and timeouts (seconds). */
 #define CT_EGRESS		0
 #define CT_INGRESS		1

@@ -27,6 +27,11 @@ pub const CT_F_DSR_INTERNAL: u16 = 1 << 7;
 pub const CT_F_FROM_L7LB: u16 = 1 << 8;
 pub const CT_F_FROM_TUNNEL: u16 = 1 << 10;
 
+/// skb->mark bits for the host stack (MARK_MAGIC_MASK, _SNAT_DONE): a
+/// packet carrying SNAT_DONE is not masqueraded.
+pub const MARK_MAGIC_MASK: u32 = 0x0F00;
+pub const MARK_MAGIC_SNAT_DONE: u32 = 0x0300;
+
 /// Names Cilium's CLI prints for the set flag bits, in bit order.
 pub const CT_FLAG_NAMES: [(u16, &str); 9] = [
     (CT_F_RX_CLOSING, "RxClosing"),

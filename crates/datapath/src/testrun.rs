@@ -22,7 +22,14 @@ pub struct TestObject {
 pub struct RunResult {
     pub retval: u32,
     pub packet: Vec<u8>,
+    /// The skb's mark as the program left it.
+    pub mark: u32,
 }
+
+/// `struct __sk_buff`'s size and where its `mark` is (after `len` and
+/// `pkt_type`).
+const SKB_CTX_SIZE: usize = 192;
+const SKB_MARK_OFFSET: usize = 8;
 
 impl TestObject {
     /// Loads `object`, pinning its maps in `pin_dir` (which must be on a bpffs).
@@ -61,10 +68,12 @@ impl TestObject {
         let object = self.object.name;
         let prog = load_classifier(&mut self.ebpf, object, program)?;
         let mut out = vec![0u8; packet.len() + 256];
+        let mut ctx = [0u8; SKB_CTX_SIZE];
         let result = prog
             .test_run(TestRunOptions {
                 data_in: Some(packet),
                 data_out: Some(&mut out),
+                ctx_out: Some(&mut ctx),
                 ..Default::default()
             })
             .map_err(|e| Error::Program {
@@ -73,9 +82,12 @@ impl TestObject {
                 source: Box::new(e),
             })?;
         out.truncate(result.data_size_out as usize);
+        let mut mark = [0u8; 4];
+        mark.copy_from_slice(&ctx[SKB_MARK_OFFSET..SKB_MARK_OFFSET + 4]);
         Ok(RunResult {
             retval: result.return_value,
             packet: out,
+            mark: u32::from_ne_bytes(mark),
         })
     }
 }

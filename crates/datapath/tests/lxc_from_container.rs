@@ -62,6 +62,55 @@ fn ipv4_to_a_non_pod_destination_goes_to_the_stack_counted_as_forwarded() {
 }
 
 #[test]
+fn a_reply_to_the_stack_is_marked_to_keep_its_source_and_a_new_flow_is_not() {
+    let sb = Sandbox::enter();
+    let mut obj = two_pods(&sb);
+    let outside = Ipv4Addr::new(198, 18, 0, 9);
+    let out = obj
+        .run(
+            "cil_from_container",
+            &ipv4(POD_A, outside, 6, &tcp(40000, 80, 0x02)),
+        )
+        .expect("test run");
+    assert_eq!(out.retval, TC_ACT_OK);
+    assert_eq!(
+        out.mark & abi::ct::MARK_MAGIC_MASK,
+        0,
+        "a new flow may be masqueraded"
+    );
+
+    // outside:50000 -> pod A:8080 reached the pod without the stack (the
+    // overlay, a NodePort): its ingress entry, addresses named for the reply
+    let inbound = Ipv4CtTuple {
+        daddr: outside.into(),
+        saddr: POD_A.into(),
+        dport: abi::Be16::new(8080),
+        sport: abi::Be16::new(50000),
+        nexthdr: 6,
+        flags: TUPLE_F_IN,
+    };
+    let entry = CtEntry {
+        lifetime: u32::MAX,
+        src_sec_id: 2,
+        ..CtEntry::default()
+    };
+    obj.map(abi::maps::CT4_GLOBAL)
+        .expect("open ct map")
+        .put(&inbound, &entry)
+        .expect("seed the inbound flow");
+    let reply = ipv4(POD_A, outside, 6, &tcp(8080, 50000, 0x12));
+    let out = obj.run("cil_from_container", &reply).expect("test run");
+    assert_eq!(out.retval, TC_ACT_OK);
+    assert_eq!(
+        out.mark & abi::ct::MARK_MAGIC_MASK,
+        abi::ct::MARK_MAGIC_SNAT_DONE,
+        "the reply keeps its source"
+    );
+    let seen = ct_entry(&obj, abi::maps::CT4_GLOBAL, inbound).expect("the inbound entry");
+    assert_eq!({ seen.packets }, 1, "the reply matched the inbound flow");
+}
+
+#[test]
 fn tcp_between_local_pods_is_peer_redirected_and_tracked_both_ways() {
     let sb = Sandbox::enter();
     let mut obj = two_pods(&sb);

@@ -1,7 +1,8 @@
 //! Cilium's iptables masquerading of pods' traffic that leaves the cluster
 //! (`enable-ipv4-masquerade` without `enable-bpf-masquerade`): the
 //! `CILIUM_POST_nat` chain of the nat table, fed from POSTROUTING, with
-//! Cilium's rule and comment. The chain is replaced in one
+//! Cilium's rule and comment; packets the datapath marked SNAT_DONE
+//! (replies) are left alone. The chain is replaced in one
 //! `iptables-restore` commit (declaring a chain there empties it), so an
 //! agent that starts again never leaves a moment without the rule; the
 //! feeder rule is added only when missing. Like the sysctls, it acts on
@@ -45,8 +46,9 @@ pub struct Masquerade {
 /// The nat table's part, as `iptables-restore --noflush` reads it.
 pub fn restore_input(m: &Masquerade) -> String {
     let ((s, sl), (x, xl)) = (m.source, m.exclude);
+    let (mark, mask) = (abi::ct::MARK_MAGIC_SNAT_DONE, abi::ct::MARK_MAGIC_MASK);
     format!(
-        "*nat\n:{POST_NAT} - [0:0]\n-A {POST_NAT} -s {s}/{sl} ! -d {x}/{xl} ! -o cilium_+ -m comment --comment \"cilium masquerade non-cluster\" -j MASQUERADE\nCOMMIT\n"
+        "*nat\n:{POST_NAT} - [0:0]\n-A {POST_NAT} -m mark --mark {mark:#x}/{mask:#x} -m comment --comment \"cilium: replies keep their source\" -j ACCEPT\n-A {POST_NAT} -s {s}/{sl} ! -d {x}/{xl} ! -o cilium_+ -m comment --comment \"cilium masquerade non-cluster\" -j MASQUERADE\nCOMMIT\n"
     )
 }
 
@@ -136,7 +138,7 @@ mod tests {
         };
         assert_eq!(
             restore_input(&m),
-            "*nat\n:CILIUM_POST_nat - [0:0]\n-A CILIUM_POST_nat -s 10.0.1.0/24 ! -d 10.0.0.0/8 ! -o cilium_+ -m comment --comment \"cilium masquerade non-cluster\" -j MASQUERADE\nCOMMIT\n"
+            "*nat\n:CILIUM_POST_nat - [0:0]\n-A CILIUM_POST_nat -m mark --mark 0x300/0xf00 -m comment --comment \"cilium: replies keep their source\" -j ACCEPT\n-A CILIUM_POST_nat -s 10.0.1.0/24 ! -d 10.0.0.0/8 ! -o cilium_+ -m comment --comment \"cilium masquerade non-cluster\" -j MASQUERADE\nCOMMIT\n"
         );
     }
 }
