@@ -12,6 +12,7 @@
 #include "lib/conntrack.h"
 #include "lib/l3.h"
 #include "lib/encap.h"
+#include "lib/nat.h"
 #include "lib/nodeport.h"
 #include "lib/reject.h"
 #include "lib/policy.h"
@@ -83,6 +84,25 @@ int cil_from_netdev(struct __sk_buff *ctx)
 	}
 	if (ret != CTX_ACT_OK)
 		update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
+	return ret;
+}
+
+/* Packets leaving through the node's native device (tc egress): pods'
+ * traffic leaving the cluster is masqueraded here when BPF masquerading is
+ * on; the rest goes as it is. */
+__section_entry
+int cil_to_netdev(struct __sk_buff *ctx)
+{
+	__u16 proto = 0;
+	int ret;
+
+	ret = validate_ethertype(ctx, &proto);
+	if (IS_ERR(ret) || proto != ETH_P_IP)
+		return CTX_ACT_OK;
+	ret = snat_v4_masquerade(ctx);
+	if (IS_ERR(ret))
+		return send_drop_notify(ctx, IDENTITY_UNKNOWN, IDENTITY_WORLD, 0, ret,
+					METRIC_EGRESS, 0);
 	return ret;
 }
 

@@ -112,7 +112,7 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 	 * keeps its source: its request reached the pod without passing the
 	 * stack, so to netfilter it would look new and be masqueraded. */
 	if (ct.status == CT_REPLY)
-		ctx->mark = (ctx->mark & ~MARK_MAGIC_MASK) | MARK_MAGIC_SNAT_DONE;
+		nat_done_set(ctx);
 	send_trace_notify(ctx, TRACE_TO_STACK, src_lxc, sec_id, dst_id, 0, 0, ct.status,
 			  pkt.tcp_flags);
 	update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);

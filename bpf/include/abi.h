@@ -160,6 +160,9 @@ struct ipv4_ct_tuple {
  * the address its peer connected to). */
 #define MARK_MAGIC_MASK		0x0F00
 #define MARK_MAGIC_SNAT_DONE	0x0300
+/* an overlay packet: the native device's egress leaves the encapsulated
+ * packet as it is */
+#define MARK_MAGIC_OVERLAY	0x0400
 
 /* Conntrack directions, lookup results and timeouts (seconds). */
 #define CT_EGRESS		0
@@ -439,6 +442,13 @@ struct rs_ratelimit_metrics_value {
 /* 1: enable-ipv4-fragment-tracking=false, fragments are dropped (0, the
  * default, tracks them) */
 #define RUNTIME_CONFIG_FRAGMENTS_DISABLED	13
+/* enable-bpf-masquerade: the address pods' traffic leaving through the
+ * native device is masqueraded to (network order, low 32 bits); 0 = off */
+#define RUNTIME_CONFIG_MASQUERADE_IPV4		14
+/* the destinations never masqueraded (ipv4-native-routing-cidr, else the
+ * pod CIDR): address in the low 32 bits, mask in the high (both network
+ * order) */
+#define RUNTIME_CONFIG_SNAT_EXCLUSION_IPV4	15
 #define NODEPORT_PORT_MIN_DEFAULT	30000
 #define NODEPORT_PORT_MAX_DEFAULT	32767
 #define LB_ALGORITHM_RANDOM		0

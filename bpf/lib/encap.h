@@ -52,6 +52,7 @@ static __always_inline int encap_and_redirect4(struct __sk_buff *ctx,
 	if (bpf_skb_set_tunnel_key(ctx, &key, sizeof(key),
 				   BPF_F_ZERO_CSUM_TX) < 0)
 		return -DROP_WRITE_ERROR;
+	ctx->mark = (ctx->mark & ~MARK_MAGIC_MASK) | MARK_MAGIC_OVERLAY;
 	return bpf_redirect(ifindex, 0);
 }
 

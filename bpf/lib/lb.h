@@ -212,16 +212,18 @@ static __always_inline int lb4_select(struct __sk_buff *ctx, const struct ct_pac
 }
 
 /* Rewrites the destination (dst) or source address and port of a TCP/UDP
- * packet, with the L3 and L4 checksums. port 0 keeps the port. A later
- * fragment has no L4 header: only its address changes (the first
- * fragment's L4 checksum covers the whole datagram). */
+ * packet, with the L3 and L4 checksums; of an ICMP echo, the "port" is its
+ * identifier (either way), and its checksum covers no addresses. port 0
+ * keeps the port. A later fragment has no L4 header: only its address
+ * changes (the first fragment's L4 checksum covers the whole datagram). */
 static __always_inline int lb4_xlate(struct __sk_buff *ctx, int l4_off, __u8 proto,
 				     int dst, __u32 address, __u16 port)
 {
+	int icmp = proto == IPPROTO_ICMP;
 	int addr_off = ETH_HLEN + (dst ? offsetof(struct iphdr, daddr) :
 					 offsetof(struct iphdr, saddr));
-	int port_off = l4_off + (dst ? 2 : 0);
-	int csum_off = l4_off + (proto == IPPROTO_TCP ? 16 : 6);
+	int port_off = l4_off + (icmp ? 4 : dst ? 2 : 0);
+	int csum_off = l4_off + (proto == IPPROTO_TCP ? 16 : icmp ? 2 : 6);
 	/* a UDP checksum of 0 means none, and must stay so */
 	__u64 mangled = proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
 	__u16 frag_off, old_port = 0;
@@ -236,8 +238,9 @@ static __always_inline int lb4_xlate(struct __sk_buff *ctx, int l4_off, __u8 pro
 	if (has_l4 && bpf_skb_load_bytes(ctx, port_off, &old_port, 2) < 0)
 		return -DROP_INVALID;
 	if (old_addr != address) {
-		if ((has_l4 && bpf_l4_csum_replace(ctx, csum_off, old_addr, address,
-						   mangled | BPF_F_PSEUDO_HDR | 4) < 0) ||
+		if ((has_l4 && !icmp &&
+		     bpf_l4_csum_replace(ctx, csum_off, old_addr, address,
+					 mangled | BPF_F_PSEUDO_HDR | 4) < 0) ||
 		    bpf_l3_csum_replace(ctx, ETH_HLEN + offsetof(struct iphdr, check),
 					old_addr, address, 4) < 0 ||
 		    bpf_skb_store_bytes(ctx, addr_off, &address, 4, 0) < 0)

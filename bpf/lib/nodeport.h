@@ -8,7 +8,8 @@
  * backends are all local). Two NAT entries (cilium_snat_v4_external) undo
  * the translations for the replies, which then leave through the native
  * device towards the client: a local backend's flow is marked in conntrack
- * (CT_F_NODE_PORT) so that cil_from_container looks its replies up.
+ * (CT_F_NODE_PORT) so that cil_from_container looks its replies up. The
+ * same table holds masqueraded flows (nat.h), whose replies come back here.
  */
 #ifndef __LIB_NODEPORT_H_
 #define __LIB_NODEPORT_H_
@@ -22,25 +23,7 @@
 #include "l3.h"
 #include "runtime_config.h"
 #include "policy.h"
-
-#define NAT_PORT_MIN	32768
-#define NAT_PORT_TRIES	16
-
-/* A NAT key: real ports (network order), direction in flags. */
-static __always_inline struct ipv4_ct_tuple nat_key(__u32 saddr, __u32 daddr, __u16 sport,
-						    __u16 dport, __u8 proto, __u8 dir)
-{
-	struct ipv4_ct_tuple key = {
-		.saddr = saddr,
-		.daddr = daddr,
-		.sport = sport,
-		.dport = dport,
-		.nexthdr = proto,
-		.flags = dir,
-	};
-
-	return key;
-}
+#include "nat.h"
 
 static __always_inline int is_node_address(__u32 addr)
 {
@@ -79,35 +62,6 @@ static __always_inline struct lb4_service *nodeport_lookup(__u32 addr, __u16 por
 	return NULL;
 }
 
-/* A port of this node for the flow towards backend: the client's own if
- * free, else a random one. Ports are network order. */
-static __always_inline int nodeport_nat_port(__u32 backend, __u16 bport, __u32 node,
-					     __u16 sport, __u8 proto, __u16 *port)
-{
-	struct ipv4_ct_tuple key = nat_key(backend, node, bport, 0, proto, NAT_DIR_INGRESS);
-	__u16 candidate = sport;
-
-	for (int i = 0; i < NAT_PORT_TRIES; i++) {
-		key.dport = candidate;
-		if (!bpf_map_lookup_elem(&cilium_snat_v4_external, &key)) {
-			*port = candidate;
-			return 0;
-		}
-		candidate = bpf_htons(NAT_PORT_MIN + bpf_get_prandom_u32() % NAT_PORT_MIN);
-	}
-	return -DROP_NAT_NO_MAPPING;
-}
-
-/* Marks a NAT entry as used now; NAT GC keeps the entries of live flows.
- * Written at most once a second, so busy flows do not bounce the line. */
-static __always_inline void nat_touch(struct ipv4_nat_entry *nat)
-{
-	__u64 now = ct_now();
-
-	if (nat->last_used != now)
-		nat->last_used = now;
-}
-
 /* A backend's reply: back to the client, from the node address and the
  * NodePort it connected to, out of the native device. */
 static __always_inline int nodeport_reply(struct __sk_buff *ctx, int l4_off, __u8 proto,
@@ -124,6 +78,7 @@ static __always_inline int nodeport_reply(struct __sk_buff *ctx, int l4_off, __u
 	ret = lb4_xlate_both(ctx, l4_off, proto, node, rev_port, to_addr, to_port);
 	if (IS_ERR(ret))
 		return ret;
+	nat_done_set(ctx);
 	return bpf_redirect_neigh(ifindex, NULL, 0, 0);
 }
 
@@ -138,6 +93,30 @@ static __always_inline struct ipv4_nat_entry *nodeport_reply_nat(__u32 saddr, __
 	return bpf_map_lookup_elem(&cilium_snat_v4_external, &key);
 }
 
+/* A reply of a translated flow, arriving on the native device: a NodePort
+ * backend's goes back to the client; a masqueraded flow's gets its
+ * source's address and port back as destination and goes to that pod, or
+ * to the node's stack for one of the node's own. */
+static __always_inline int nat_reply(struct __sk_buff *ctx, int l4_off, __u8 proto,
+				     struct ipv4_nat_entry *nat, __u32 saddr)
+{
+	struct endpoint_info *ep;
+	__u32 to_addr = nat->to_addr;
+	int ret;
+
+	if (nat->from_addr)
+		return nodeport_reply(ctx, l4_off, proto, nat);
+	nat_touch(nat);
+	ret = lb4_xlate(ctx, l4_off, proto, 1, to_addr, nat->to_port);
+	if (IS_ERR(ret))
+		return ret;
+	ep = lookup_ip4_endpoint(to_addr);
+	if (is_local_pod(ep))
+		return policy_tail_call_ingress(ctx, ep, to_addr, ip4_identity(saddr),
+						POLICY_F_PEER);
+	return CTX_ACT_OK;
+}
+
 /*
  * Handles a packet arriving on the native device: a reply of a NodePort
  * flow, or a packet to a NodePort. Returns CTX_ACT_OK for anything else
@@ -146,7 +125,7 @@ static __always_inline struct ipv4_nat_entry *nodeport_reply_nat(__u32 saddr, __
 static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 {
 	struct ipv4_nat_entry *nat, fwd = {}, rev = {};
-	struct ipv4_ct_tuple key = {};
+	struct ipv4_ct_tuple key = {}, rkey;
 	struct lb4_target target = {};
 	struct endpoint_info *ep;
 	struct lb4_service *svc;
@@ -158,9 +137,9 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 	__u8 proto;
 
 	ip4 = ipv4_hdr(ctx);
-	if (!ip4 || !lb4_is_balanced_proto(ip4->protocol))
+	if (!ip4 || (!lb4_is_balanced_proto(ip4->protocol) && ip4->protocol != IPPROTO_ICMP))
 		return CTX_ACT_OK;
-	/* NodePort connections and the replies to their SNAT both go to a
+	/* NodePort connections and the replies to SNATed flows all go to a
 	 * node address; passing traffic needs no parsing or lookups. */
 	if (!is_node_address(ip4->daddr))
 		return CTX_ACT_OK;
@@ -170,13 +149,16 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 		return CTX_ACT_OK;
 	saddr = pkt.tuple.saddr;
 	daddr = pkt.tuple.daddr;
-	/* the CT tuple keeps the source port in dport and vice versa */
+	/* the CT tuple keeps the source port in dport and vice versa (an
+	 * echo reply's identifier in sport, as NAT keys have it in dport) */
 	sport = pkt.tuple.dport;
 	dport = pkt.tuple.sport;
 
 	nat = nodeport_reply_nat(saddr, daddr, sport, dport, proto);
 	if (nat)
-		return nodeport_reply(ctx, l4_off, proto, nat);
+		return nat_reply(ctx, l4_off, proto, nat, saddr);
+	if (!lb4_is_balanced_proto(proto))
+		return CTX_ACT_OK;
 
 	svc = nodeport_lookup(daddr, dport, &frontend);
 	if (!svc)
@@ -203,7 +185,7 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 			natport = sport;
 		} else {
 			src = daddr;
-			ret = nodeport_nat_port(backend, bport, daddr, sport, proto, &natport);
+			ret = nat_pick_port(backend, bport, daddr, sport, proto, &natport);
 			if (IS_ERR(ret))
 				return ret;
 		}
@@ -219,11 +201,10 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 		rev.to_addr = saddr;
 		rev.to_port = sport;
 		rev.rev_port = dport;
-		if (bpf_map_update_elem(&cilium_snat_v4_external, &key, &fwd, BPF_ANY) < 0)
-			return -DROP_NAT_NO_MAPPING;
-		key = nat_key(backend, src, bport, natport, proto, NAT_DIR_INGRESS);
-		if (bpf_map_update_elem(&cilium_snat_v4_external, &key, &rev, BPF_ANY) < 0)
-			return -DROP_NAT_NO_MAPPING;
+		rkey = nat_key(backend, src, bport, natport, proto, NAT_DIR_INGRESS);
+		ret = nat_insert(&key, &fwd, &rkey, &rev);
+		if (IS_ERR(ret))
+			return ret;
 	}
 	ret = lb4_xlate_both(ctx, l4_off, proto, src, natport, backend, bport);
 	if (IS_ERR(ret))
@@ -237,6 +218,7 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 	tunnel_ep = tunnel_endpoint4(backend, lookup_ip4_remote(backend));
 	if (tunnel_ep)
 		return encap_and_redirect4(ctx, tunnel_ep, IDENTITY_WORLD);
+	nat_done_set(ctx);
 	return CTX_ACT_OK;
 }
 

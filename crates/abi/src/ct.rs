@@ -31,6 +31,8 @@ pub const CT_F_FROM_TUNNEL: u16 = 1 << 10;
 /// packet carrying SNAT_DONE is not masqueraded.
 pub const MARK_MAGIC_MASK: u32 = 0x0F00;
 pub const MARK_MAGIC_SNAT_DONE: u32 = 0x0300;
+/// An encapsulated packet, which the native device's egress leaves as is.
+pub const MARK_MAGIC_OVERLAY: u32 = 0x0400;
 
 /// Names Cilium's CLI prints for the set flag bits, in bit order.
 pub const CT_FLAG_NAMES: [(u16, &str); 9] = [

@@ -26,6 +26,12 @@ pub const EVENTS_DISABLED: u32 = 11;
 pub const DEBUG_DATAPATH: u32 = 12;
 /// 1: enable-ipv4-fragment-tracking=false (later fragments are dropped).
 pub const FRAGMENTS_DISABLED: u32 = 13;
+/// enable-bpf-masquerade: the address pods' traffic leaving through the
+/// native device is masqueraded to (network order, low 32 bits); 0 = off.
+pub const MASQUERADE_IPV4: u32 = 14;
+/// Destinations never masqueraded: address in the low 32 bits, mask in the
+/// high (both network order).
+pub const SNAT_EXCLUSION_IPV4: u32 = 15;
 pub const LB_ALGORITHM_RANDOM: u64 = 0;
 pub const LB_ALGORITHM_MAGLEV: u64 = 1;
 
@@ -46,6 +52,8 @@ pub fn index_name(index: u32) -> Option<&'static str> {
         EVENTS_DISABLED => Some("EventsDisabled"),
         DEBUG_DATAPATH => Some("DebugDatapath"),
         FRAGMENTS_DISABLED => Some("FragmentsDisabled"),
+        MASQUERADE_IPV4 => Some("MasqueradeIPv4"),
+        SNAT_EXCLUSION_IPV4 => Some("SNATExclusionIPv4"),
         _ => None,
     }
 }

@@ -288,7 +288,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         host_ips,
     );
 
-    let masquerading = crate::masquerade::setup(&config);
+    let masquerading = crate::masquerade::setup(&config, node_ip);
     let status = Arc::new(crate::status::AgentStatus {
         config: Arc::clone(&config),
         controllers: controllers.clone(),

@@ -325,9 +325,12 @@ fn mono_secs() -> u64 {
 }
 
 /// `cilium bpf nat list`: `<PROTO> <OUT|IN> <src> -> <dst> XLATE_...`.
-/// A NodePort flow's OUT entry turns the client's packets towards the
-/// backend (XLATE_DST) from the node's port (XLATE_SRC); its IN entry turns
-/// the backend's replies back to the client from the NodePort.
+/// A masqueraded flow's OUT entry gives the pod's packets the node's
+/// address and port (XLATE_SRC), its IN entry gives the replies the pod's
+/// back (XLATE_DST), as Cilium prints them. A NodePort flow's OUT entry
+/// turns the client's packets towards the backend (XLATE_DST) from the
+/// node's port (XLATE_SRC); its IN entry turns the backend's replies back
+/// to the client from the NodePort.
 fn nat_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     use abi::lb::NAT_DIR_EGRESS;
     let now = mono_secs();
@@ -338,11 +341,14 @@ fn nat_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
         let (src, dst) = (k.saddr.ip(), k.daddr.ip());
         let (sport, dport) = (k.sport.get(), k.dport.get());
         let (to, to_port, rev) = (v.to_addr.ip(), v.to_port.get(), v.rev_port.get());
-        let line = if dir == NAT_DIR_EGRESS {
-            format!("{proto} OUT {src}:{sport} -> {dst}:{dport} XLATE_DST {to}:{to_port} XLATE_SRC {dst}:{rev}")
-        } else {
-            format!("{proto} IN {src}:{sport} -> {dst}:{dport} XLATE_DST {to}:{to_port} XLATE_SRC {dst}:{rev}")
+        let out = dir == NAT_DIR_EGRESS;
+        let xlate = match (v.from_addr.ip().is_unspecified(), out) {
+            (true, true) => format!("XLATE_SRC {to}:{to_port}"),
+            (true, false) => format!("XLATE_DST {to}:{to_port}"),
+            (false, _) => format!("XLATE_DST {to}:{to_port} XLATE_SRC {dst}:{rev}"),
         };
+        let dir = if out { "OUT" } else { "IN" };
+        let line = format!("{proto} {dir} {src}:{sport} -> {dst}:{dport} {xlate}");
         let needs_ct = v.needs_ct & 1;
         lines.push(format!(
             "{line} Created={}sec ago NeedsCT={needs_ct}",

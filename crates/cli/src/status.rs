@@ -2,7 +2,9 @@
 
 use crate::table::{print_json, Output};
 use crate::Ctx;
-use api::models::{HubbleStatus, Masquerading, MonitorStatus, State, StatusResponse};
+use api::models::{
+    HubbleStatus, KubeProxyReplacement, Masquerading, MonitorStatus, State, StatusResponse,
+};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -111,19 +113,30 @@ fn hubble(h: &HubbleStatus) -> String {
     fields.join("   ")
 }
 
-/// Cilium's masquerading summary: `Disabled`, or the mode and families.
-fn masquerading(m: &Masquerading) -> String {
+/// Cilium's masquerading summary: `Disabled`, or the mode and families;
+/// BPF masquerading also names the devices it runs on (KubeProxyReplacement's)
+/// and the destinations it leaves alone.
+fn masquerading(m: &Masquerading, kpr: Option<&KubeProxyReplacement>) -> String {
     let on_off = |b: bool| if b { "Enabled" } else { "Disabled" };
     match &m.enabled_protocols {
         None => on_off(m.enabled).into(),
         Some(p) if !p.ipv4 && !p.ipv6 => "Disabled".into(),
         Some(p) => {
-            let mode = match m.mode.as_str() {
+            let mut mode = match m.mode.as_str() {
                 "BPF" if m.ip_masq_agent => "BPF (ip-masq-agent)",
                 "BPF" => "BPF",
                 "iptables" => "IPTables",
                 _ => "",
-            };
+            }
+            .to_owned();
+            if let Some(k) = kpr.filter(|_| m.mode == "BPF") {
+                let devices: Vec<&str> = k.device_list.iter().map(|d| d.name.as_str()).collect();
+                mode = format!(
+                    "{mode}   [{}]   {}",
+                    devices.join(", "),
+                    m.snat_exclusion_cidr_v4
+                );
+            }
             format!(
                 "{mode} [IPv4: {}, IPv6: {}]",
                 on_off(p.ipv4),
@@ -246,7 +259,10 @@ pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> Strin
         push("Device Mode", s.datapath_mode.clone());
     }
     if let Some(m) = &s.masquerading {
-        push("Masquerading", masquerading(m));
+        push(
+            "Masquerading",
+            masquerading(m, s.kube_proxy_replacement.as_ref()),
+        );
     }
     if verbose {
         if let Some(c) = &s.clock_source {
@@ -400,4 +416,47 @@ pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::models::{KubeProxyReplacementDevice, MasqueradingProtocols};
+
+    fn on(mode: &str) -> Masquerading {
+        Masquerading {
+            enabled: true,
+            mode: mode.into(),
+            enabled_protocols: Some(MasqueradingProtocols {
+                ipv4: true,
+                ipv6: false,
+            }),
+            snat_exclusion_cidr_v4: "10.0.0.0/8".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn masquerading_reads_as_cilium_prints_it() {
+        let kpr = KubeProxyReplacement {
+            device_list: vec![KubeProxyReplacementDevice {
+                name: "eth0".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            masquerading(&on("BPF"), Some(&kpr)),
+            "BPF   [eth0]   10.0.0.0/8 [IPv4: Enabled, IPv6: Disabled]"
+        );
+        assert_eq!(
+            masquerading(&on("iptables"), Some(&kpr)),
+            "IPTables [IPv4: Enabled, IPv6: Disabled]"
+        );
+        let off = Masquerading {
+            enabled_protocols: Some(MasqueradingProtocols::default()),
+            ..Default::default()
+        };
+        assert_eq!(masquerading(&off, None), "Disabled");
+    }
 }

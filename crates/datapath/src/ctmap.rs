@@ -1,7 +1,7 @@
 //! Conntrack and NAT garbage collection: entries whose lifetime has passed
-//! leave `cilium_ct4_global` and `cilium_ct_any4_global`; NodePort NAT
-//! pairs in `cilium_snat_v4_external` go once neither direction has seen a
-//! packet for a connection's lifetime. An entry is re-read just before it
+//! leave `cilium_ct4_global` and `cilium_ct_any4_global`; NAT pairs
+//! (NodePort and masquerading) in `cilium_snat_v4_external` go once neither
+//! direction has seen a packet for a connection's lifetime. An entry is re-read just before it
 //! is deleted, so a flow whose packet refreshed it meanwhile stays; a live
 //! flow's entry is never removed.
 
@@ -52,19 +52,27 @@ fn nat_stale(key: &Ipv4CtTuple, e: &Ipv4NatEntry, now: u32) -> bool {
 }
 
 /// The key of the entry that translates the replies of the flow `fwd`
-/// (client to NodePort) describes.
+/// describes: a NodePort flow's (client to NodePort, `from_addr` set)
+/// come from the backend, a masqueraded flow's from its peer to the
+/// address and port it got.
 fn reply_key(key: &Ipv4CtTuple, fwd: &Ipv4NatEntry) -> Ipv4CtTuple {
+    let masqueraded = fwd.from_addr.ip().is_unspecified();
+    let (saddr, daddr, sport, dport) = if masqueraded {
+        (key.daddr, fwd.to_addr, key.dport, fwd.to_port)
+    } else {
+        (fwd.to_addr, key.daddr, fwd.to_port, fwd.rev_port)
+    };
     Ipv4CtTuple {
-        saddr: fwd.to_addr,
-        daddr: key.daddr,
-        sport: fwd.to_port,
-        dport: fwd.rev_port,
+        saddr,
+        daddr,
+        sport,
+        dport,
         nexthdr: key.nexthdr,
         flags: NAT_DIR_INGRESS,
     }
 }
 
-/// Removes the NodePort NAT pairs neither of whose directions carried a
+/// Removes the NAT pairs neither of whose directions carried a
 /// packet for a connection's lifetime, and stale halves without a pair.
 pub fn gc_nat(map: &Snat4External, now: u32) -> Result<GcStats, Error> {
     let mut stats = GcStats {

@@ -71,6 +71,7 @@ pub struct Datapath {
 const FROM_CONTAINER: &str = "cil_from_container";
 const FROM_HOST: &str = "cil_from_host";
 const FROM_NETDEV: &str = "cil_from_netdev";
+const TO_NETDEV: &str = "cil_to_netdev";
 const FROM_OVERLAY: &str = "cil_from_overlay";
 const TO_OVERLAY: &str = "cil_to_overlay";
 /// An endpoint's ingress, tail-called through `cilium_call_policy`.
@@ -217,11 +218,16 @@ impl Datapath {
         attach_pinned(prog, FROM_HOST, ifname, Hook::Egress, &links, self.mode)
     }
 
-    /// Attaches `cil_from_netdev` to the ingress of the node's native device.
+    /// Attaches `cil_from_netdev` and `cil_to_netdev` to the ingress and
+    /// egress of the node's native device.
     pub fn attach_native_device(&mut self, ifname: &str) -> Result<AttachMode, Error> {
         let links = self.device_links(ifname);
-        let prog = load_classifier(&mut self.host, objects::BPF_HOST.name, FROM_NETDEV)?;
-        attach_pinned(prog, FROM_NETDEV, ifname, Hook::Ingress, &links, self.mode)
+        let mut mode = self.mode;
+        for (symbol, hook) in [(FROM_NETDEV, Hook::Ingress), (TO_NETDEV, Hook::Egress)] {
+            let prog = load_classifier(&mut self.host, objects::BPF_HOST.name, symbol)?;
+            mode = attach_pinned(prog, symbol, ifname, hook, &links, self.mode)?;
+        }
+        Ok(mode)
     }
 
     /// Attaches `cil_from_overlay` and `cil_to_overlay` to the ingress and

@@ -26,6 +26,7 @@ use abi::ratelimit::{RatelimitKey, RatelimitMetricsKey, RatelimitMetricsValue, R
 use abi::runtime_config as rc;
 use abi::tunnel::{TunnelKey, TunnelValue};
 use abi::Be16;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 /// What every named global map handle offers beyond its typed accessors:
@@ -332,6 +333,27 @@ impl RuntimeConfig {
     /// Whether fragment tracking is off (later fragments are dropped).
     pub fn set_fragments_disabled(&self, disabled: bool) -> Result<(), Error> {
         self.set(rc::FRAGMENTS_DISABLED, u64::from(disabled))
+    }
+
+    /// BPF masquerading: pods' traffic leaving through the native device
+    /// gets `addr` as its source, except towards `exclude` (a CIDR); None
+    /// turns it off.
+    pub fn set_masquerade(
+        &self,
+        masquerade: Option<(Ipv4Addr, (Ipv4Addr, u8))>,
+    ) -> Result<(), Error> {
+        let Some((addr, (net, len))) = masquerade else {
+            return self.set(rc::MASQUERADE_IPV4, 0);
+        };
+        let mask = u32::MAX
+            .checked_shl(32 - u32::from(len.min(32)))
+            .unwrap_or(0);
+        let net = u32::from(net) & mask;
+        self.set(
+            rc::SNAT_EXCLUSION_IPV4,
+            u64::from(mask.to_be()) << 32 | u64::from(net.to_be()),
+        )?;
+        self.set(rc::MASQUERADE_IPV4, u64::from(u32::from(addr).to_be()))
     }
 }
 

@@ -65,14 +65,28 @@ impl TestObject {
 
     /// Runs the tc program `program` once on `packet`.
     pub fn run(&mut self, program: &str, packet: &[u8]) -> Result<RunResult, Error> {
+        self.run_marked(program, packet, 0)
+    }
+
+    /// Runs the tc program `program` once on `packet` carrying skb->mark
+    /// `mark` (what an earlier program or the stack set).
+    pub fn run_marked(
+        &mut self,
+        program: &str,
+        packet: &[u8],
+        mark: u32,
+    ) -> Result<RunResult, Error> {
         let object = self.object.name;
         let prog = load_classifier(&mut self.ebpf, object, program)?;
         let mut out = vec![0u8; packet.len() + 256];
+        let mut ctx_in = [0u8; SKB_CTX_SIZE];
+        ctx_in[SKB_MARK_OFFSET..SKB_MARK_OFFSET + 4].copy_from_slice(&mark.to_ne_bytes());
         let mut ctx = [0u8; SKB_CTX_SIZE];
         let result = prog
             .test_run(TestRunOptions {
                 data_in: Some(packet),
                 data_out: Some(&mut out),
+                ctx_in: Some(&ctx_in),
                 ctx_out: Some(&mut ctx),
                 ..Default::default()
             })

@@ -97,6 +97,7 @@ fn nat_pair(cport: u16, fwd_used: u64, rev_used: u64) -> [(Ipv4CtTuple, Ipv4NatE
     let entry = |to: [u8; 4], to_port: u16, rev_port: u16, used: u64| Ipv4NatEntry {
         created: 1,
         last_used: used,
+        from_addr: Ipv4Addr::from(node).into(),
         to_addr: Ipv4Addr::from(to).into(),
         to_port: abi::Be16::new(to_port),
         rev_port: abi::Be16::new(rev_port),
@@ -112,6 +113,49 @@ fn nat_pair(cport: u16, fwd_used: u64, rev_used: u64) -> [(Ipv4CtTuple, Ipv4NatE
             entry(client, cport, 30080, rev_used),
         ),
     ]
+}
+
+/// A masqueraded flow's pair: pod 10.1.0.5:`port` to 198.18.0.254:80, from
+/// the node's 198.18.0.11:`port`.
+fn masquerade_pair(port: u16, fwd_used: u64, rev_used: u64) -> [(Ipv4CtTuple, Ipv4NatEntry); 2] {
+    let (pod, node, peer) = ([10, 1, 0, 5], [198, 18, 0, 11], [198, 18, 0, 254]);
+    let entry = |to: [u8; 4], used: u64| Ipv4NatEntry {
+        created: 1,
+        last_used: used,
+        to_addr: Ipv4Addr::from(to).into(),
+        to_port: abi::Be16::new(port),
+        ..Default::default()
+    };
+    [
+        (
+            nat_key(pod, peer, port, 80, NAT_DIR_EGRESS),
+            entry(node, fwd_used),
+        ),
+        (
+            nat_key(peer, node, 80, port, NAT_DIR_INGRESS),
+            entry(pod, rev_used),
+        ),
+    ]
+}
+
+#[test]
+fn masqueraded_pairs_go_together_when_idle() {
+    let sb = Sandbox::enter();
+    let obj = load(&sb, BPF_LXC);
+    let nat = obj.map(abi::maps::SNAT4_EXTERNAL).unwrap();
+    let now: u64 = 1_000_000;
+    let idle = masquerade_pair(40001, now - 30_000, now - 30_000);
+    // only replies come (a download): the pair stays whole
+    let half = masquerade_pair(40002, now - 30_000, now);
+    for (k, v) in idle.iter().chain(&half) {
+        nat.put(k, v).unwrap();
+    }
+    let globals = sb.bpffs().join(abi::maps::GLOBALS_DIR);
+    let stats = gc_nat(&Snat4External::open_in(&globals).unwrap(), now as u32).unwrap();
+    assert_eq!((stats.deleted, stats.alive), (2, 2));
+    let left: Vec<Ipv4CtTuple> = nat.keys().unwrap();
+    assert_eq!(left.len(), 2);
+    assert!(half.iter().all(|(k, _)| left.contains(k)));
 }
 
 #[test]

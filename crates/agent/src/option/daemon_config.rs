@@ -334,6 +334,15 @@ impl DaemonConfig {
                 why: e.to_string(),
             })?;
         let kube_proxy_replacement = matches!(l.get("kube-proxy-replacement"), "true" | "strict");
+        // the reverse path is NodePort's, on the native device
+        if boolean("enable-bpf-masquerade")
+            && boolean("enable-ipv4-masquerade")
+            && !(boolean("enable-node-port") || kube_proxy_replacement)
+        {
+            return Err(ConfigError::Unsupported(
+                "BPF masquerade requires NodePort (--enable-node-port=\"true\" or --kube-proxy-replacement=true)".into(),
+            ));
+        }
         let prometheus_addr = match l.get("prometheus-serve-addr") {
             "" => None,
             s => Some(
@@ -551,6 +560,27 @@ mod tests {
         let e = cfg(&["--routing-mode=overlay"]).unwrap_err();
         assert!(e.to_string().contains("routing-mode"), "{e}");
         assert!(e.to_string().contains("overlay"), "{e}");
+    }
+
+    #[test]
+    fn bpf_masquerade_needs_node_port() {
+        let e = cfg(&["--enable-bpf-masquerade=true"]).unwrap_err();
+        assert!(
+            e.to_string().contains("BPF masquerade requires NodePort"),
+            "{e}"
+        );
+        let c = cfg(&[
+            "--enable-bpf-masquerade=true",
+            "--kube-proxy-replacement=true",
+        ])
+        .unwrap();
+        assert!(c.bpf_masquerade && c.enable_node_port);
+        // nothing to masquerade, nothing required
+        cfg(&[
+            "--enable-bpf-masquerade=true",
+            "--enable-ipv4-masquerade=false",
+        ])
+        .unwrap();
     }
 
     #[test]

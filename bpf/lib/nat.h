@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * SNAT on the node's native device (Cilium's bpf/lib/nat.h): one table,
+ * cilium_snat_v4_external, for NodePort's translations and masquerading.
+ * Each translated flow has two entries: its own tuple (NAT_DIR_EGRESS) to
+ * the source it gets, and its replies' tuple (NAT_DIR_INGRESS) to the
+ * destination they get back. Keys carry real ports, sport first; an ICMP
+ * echo's identifier stands in as its source port, its reply's as the
+ * destination port, as in Cilium.
+ *
+ * Masquerading (enable-bpf-masquerade) gives pods' traffic leaving through
+ * the native device the node's address, with the pod's own port when free.
+ * The node's own connections from that address are recorded too (their
+ * port unchanged when free), so a pod's mapping never takes a port the node
+ * is using towards the same peer, and the other way round.
+ */
+#ifndef __LIB_NAT_H_
+#define __LIB_NAT_H_
+
+#include "common.h"
+#include "maps.h"
+#include "endpoint.h"
+#include "conntrack.h"
+#include "lb.h"
+#include "runtime_config.h"
+
+#define NAT_PORT_MIN	32768
+#define NAT_PORT_TRIES	32
+
+/* A NAT key: real ports (network order), direction in flags. */
+static __always_inline struct ipv4_ct_tuple nat_key(__u32 saddr, __u32 daddr, __u16 sport,
+						    __u16 dport, __u8 proto, __u8 dir)
+{
+	struct ipv4_ct_tuple key = {
+		.saddr = saddr,
+		.daddr = daddr,
+		.sport = sport,
+		.dport = dport,
+		.nexthdr = proto,
+		.flags = dir,
+	};
+
+	return key;
+}
+
+/* Marks a NAT entry as used now; NAT GC keeps the entries of live flows.
+ * Written at most once a second, so busy flows do not bounce the line. */
+static __always_inline void nat_touch(struct ipv4_nat_entry *nat)
+{
+	__u64 now = ct_now();
+
+	if (nat->last_used != now)
+		nat->last_used = now;
+}
+
+/* Tells the native device's egress that this packet is translated already
+ * (or a reply that keeps its source), and iptables' masquerading the same. */
+static __always_inline void nat_done_set(struct __sk_buff *ctx)
+{
+	ctx->mark = (ctx->mark & ~MARK_MAGIC_MASK) | MARK_MAGIC_SNAT_DONE;
+}
+
+/* Whether the native device's egress leaves the packet as it is: already
+ * translated, or an overlay packet (the node's, but its ports are the
+ * tunnel's to choose). */
+static __always_inline int nat_done(const struct __sk_buff *ctx)
+{
+	__u32 magic = ctx->mark & MARK_MAGIC_MASK;
+
+	return magic == MARK_MAGIC_SNAT_DONE || magic == MARK_MAGIC_OVERLAY;
+}
+
+/* A port of node for a flow with peer:pport whose replies no other flow
+ * has: want if free, else one from NAT_PORT_MIN up, probed from a random
+ * start. Ports are network order. */
+static __always_inline int nat_pick_port(__u32 peer, __u16 pport, __u32 node, __u16 want,
+					 __u8 proto, __u16 *port)
+{
+	struct ipv4_ct_tuple key = nat_key(peer, node, pport, want, proto, NAT_DIR_INGRESS);
+	__u16 start = NAT_PORT_MIN + bpf_get_prandom_u32() % NAT_PORT_MIN;
+
+	if (!bpf_map_lookup_elem(&cilium_snat_v4_external, &key)) {
+		*port = want;
+		return 0;
+	}
+	for (int i = 0; i < NAT_PORT_TRIES; i++) {
+		key.dport = bpf_htons(NAT_PORT_MIN + (start + i) % NAT_PORT_MIN);
+		if (!bpf_map_lookup_elem(&cilium_snat_v4_external, &key)) {
+			*port = key.dport;
+			return 0;
+		}
+	}
+	return -DROP_NAT_NO_MAPPING;
+}
+
+/* Records a translated flow: its own tuple and its replies'. */
+static __always_inline int nat_insert(const struct ipv4_ct_tuple *fwd_key,
+				      const struct ipv4_nat_entry *fwd,
+				      const struct ipv4_ct_tuple *rev_key,
+				      const struct ipv4_nat_entry *rev)
+{
+	if (bpf_map_update_elem(&cilium_snat_v4_external, fwd_key, fwd, BPF_ANY) < 0)
+		return -DROP_NAT_NO_MAPPING;
+	if (bpf_map_update_elem(&cilium_snat_v4_external, rev_key, rev, BPF_ANY) < 0) {
+		bpf_map_delete_elem(&cilium_snat_v4_external, fwd_key);
+		return -DROP_NAT_NO_MAPPING;
+	}
+	return 0;
+}
+
+/* Whether a pod's packet to daddr stays as it is: towards the exclusion
+ * CIDR (the cluster's own addresses), or another node of the cluster. */
+static __always_inline int snat_excluded(__u32 daddr)
+{
+	__u64 exclusion = runtime_config(RUNTIME_CONFIG_SNAT_EXCLUSION_IPV4);
+	__u32 net = (__u32)exclusion, mask = (__u32)(exclusion >> 32);
+	__u32 id;
+
+	if ((daddr & mask) == net)
+		return 1;
+	id = ip4_identity(daddr);
+	return id == IDENTITY_REMOTE_NODE || id == IDENTITY_HOST;
+}
+
+/* The flow's ports as NAT keys have them, from a parsed packet (whose
+ * tuple keeps the source port in dport). Returns 0 when the packet is
+ * not one masquerading translates. */
+static __always_inline int snat_ports(const struct ct_packet *pkt, __u16 *sport, __u16 *dport)
+{
+	switch (pkt->tuple.nexthdr) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+		break;
+	case IPPROTO_ICMP:
+		/* echo requests; their replies come back through the table */
+		if (pkt->icmp_type != ICMP_ECHO)
+			return 0;
+		break;
+	default:
+		return 0;
+	}
+	*sport = pkt->tuple.dport;
+	*dport = pkt->tuple.sport;
+	return 1;
+}
+
+/*
+ * Masquerading on the native device's egress. A pod's packet leaving the
+ * cluster gets the masquerade address and a port of the node; a packet of
+ * the node's own from that address is recorded under its own port when
+ * free. Returns CTX_ACT_OK or a negative drop reason.
+ */
+static __always_inline int snat_v4_masquerade(struct __sk_buff *ctx)
+{
+	__u32 masq = (__u32)runtime_config(RUNTIME_CONFIG_MASQUERADE_IPV4);
+	struct ipv4_nat_entry *nat, fwd = {}, rev = {};
+	struct ipv4_ct_tuple key, rkey;
+	struct ct_packet pkt;
+	struct iphdr *ip4;
+	__u16 sport, dport, port;
+	__u32 saddr, daddr;
+	int ret, host;
+
+	if (!masq || nat_done(ctx))
+		return CTX_ACT_OK;
+	ip4 = ipv4_hdr(ctx);
+	if (!ip4)
+		return CTX_ACT_OK;
+	saddr = ip4->saddr;
+	daddr = ip4->daddr;
+	host = saddr == masq;
+	if (!host && (!is_local_pod(lookup_ip4_endpoint(saddr)) || snat_excluded(daddr)))
+		return CTX_ACT_OK;
+	if (ct_parse4(ctx, ip4, &pkt) < 0 || !snat_ports(&pkt, &sport, &dport))
+		return CTX_ACT_OK;
+	/* the node's servers answer from their own well-known ports */
+	if (host && (pkt.tuple.nexthdr == IPPROTO_ICMP || bpf_ntohs(sport) < NAT_PORT_MIN))
+		return CTX_ACT_OK;
+
+	key = nat_key(saddr, daddr, sport, dport, pkt.tuple.nexthdr, NAT_DIR_EGRESS);
+	nat = bpf_map_lookup_elem(&cilium_snat_v4_external, &key);
+	if (nat) {
+		nat_touch(nat);
+		port = nat->to_port;
+	} else {
+		ret = nat_pick_port(daddr, dport, masq, sport, pkt.tuple.nexthdr, &port);
+		if (IS_ERR(ret))
+			return ret;
+		fwd.created = ct_now();
+		fwd.last_used = fwd.created;
+		fwd.to_addr = masq;
+		fwd.to_port = port;
+		rev.created = fwd.created;
+		rev.last_used = fwd.created;
+		rev.to_addr = saddr;
+		rev.to_port = sport;
+		rkey = nat_key(daddr, masq, dport, port, pkt.tuple.nexthdr, NAT_DIR_INGRESS);
+		ret = nat_insert(&key, &fwd, &rkey, &rev);
+		if (IS_ERR(ret))
+			return ret;
+	}
+	return lb4_xlate(ctx, ipv4_l4_off(ip4), pkt.tuple.nexthdr, 0, masq, port);
+}
+
+#endif /* __LIB_NAT_H_ */
