@@ -137,6 +137,35 @@ pub fn talk(
     Ok(())
 }
 
+/// A message from `client` to the outside host, which answers with the
+/// address it saw: the node's (`node_ip`) when the pod's traffic was
+/// masqueraded.
+pub fn outside(client_ns: netdev::NetNs, client: &str, node_ip: Ipv4Addr) -> anyhow::Result<bool> {
+    let target = (topology::OUTSIDE_IP, crate::outside::PORT);
+    println!(
+        "\n==> TCP {client} -> {}:{} (the outside host, no node of the cluster)",
+        target.0, target.1
+    );
+    let reply = std::thread::spawn(move || -> anyhow::Result<Vec<u8>> {
+        client_ns.enter()?;
+        crate::connect::exchange(target.into(), false, b"hello")
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the client thread panicked"))?
+    .with_context(|| format!("TCP from {client} to the outside host"))?;
+    let seen = String::from_utf8_lossy(&reply).trim().to_owned();
+    let masqueraded = seen.starts_with(&format!("{node_ip}:"));
+    println!(
+        "    it saw the client at {seen}{}",
+        if masqueraded {
+            " (the node's address: masqueraded)"
+        } else {
+            ""
+        }
+    );
+    Ok(masqueraded)
+}
+
 /// Runs the cilium CLI inside the node and prints what it says.
 pub fn cilium(args: &[&str]) -> anyhow::Result<()> {
     println!("\n$ cilium {}", args.join(" "));

@@ -139,6 +139,55 @@ fn remove_node_cgroup(index: usize) {
     );
 }
 
+/// Builds the outside host: a network namespace plugged into the
+/// underlay's bridge at OUTSIDE_IP, as a machine beyond the nodes would be.
+fn build_outside(underlay: i32) -> anyhow::Result<()> {
+    // SAFETY: called while this process has a single thread.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("unshare (run as root)");
+    }
+    ip(&["link", "set", "lo", "up"])?;
+    let own_ns = netdev::NetNs::current()?;
+    let switch_ns = netdev::NetNs::open(std::path::Path::new(&format!("/proc/{underlay}/ns/net")))?;
+    block_on(async {
+        let switch = netdev::Netlink::connect_in(&switch_ns)?;
+        let bridge = switch.require_link(topology::BRIDGE).await?;
+        let own = netdev::Netlink::connect()?;
+        topology::underlay::plug(
+            &switch,
+            &bridge,
+            &own,
+            &own_ns,
+            layout::OUTSIDE,
+            topology::OUTSIDE_IP,
+        )
+        .await
+    })
+    .context("plugging the outside host into the underlay")
+}
+
+/// The outside host, its server supervised, until SIGTERM.
+pub fn run_outside(l: &NodeDir, underlay: i32) -> anyhow::Result<()> {
+    build_outside(underlay)?;
+    let server = || {
+        Command::new(layout::sibling("cilium-lab")?)
+            .arg("outside-server")
+            .stdin(Stdio::null())
+            .stdout(append_log(l, "server")?)
+            .stderr(append_log(l, "server")?)
+            .spawn()
+            .context("starting the outside host's server")
+    };
+    let answers = || {
+        std::net::TcpStream::connect_timeout(
+            &(topology::OUTSIDE_IP, crate::outside::PORT).into(),
+            Duration::from_millis(200),
+        )
+        .is_ok()
+    };
+    supervise(l, vec![Daemon::new("server", server, false)], answers)
+}
+
 /// Builds the switch: a namespace with the bridge every node plugs into.
 fn build_underlay() -> anyhow::Result<()> {
     // SAFETY: called while this process has a single thread.

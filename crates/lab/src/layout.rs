@@ -16,6 +16,8 @@ use topology::NodeDir;
 
 /// The directory of the underlay, the lab's switch.
 pub const UNDERLAY: &str = "underlay";
+/// The directory of the host outside the cluster (`exec outside -- ...`).
+pub const OUTSIDE: &str = "outside";
 /// The demo's ClusterIP (in Cilium's default service CIDR style).
 pub const DEMO_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
 

@@ -19,6 +19,7 @@ mod holder;
 mod kube;
 mod kubelet;
 mod layout;
+mod outside;
 mod pods;
 
 use anyhow::{bail, Context};
@@ -69,7 +70,8 @@ enum Cmd {
     /// Delete the pods and stop the nodes and etcd
     Down,
     /// Run a command in a pod's network namespace (or in a node: node1,
-    /// ...); a pod outside `default` is `<namespace>/<name>`
+    /// ..., or on the host outside the cluster: outside); a pod outside
+    /// `default` is `<namespace>/<name>`
     Exec {
         pod: String,
         #[arg(last = true, required = true)]
@@ -114,6 +116,10 @@ enum Cmd {
     Kubelet { index: usize },
     #[command(hide = true)]
     UnderlayHolder,
+    #[command(hide = true)]
+    OutsideHolder { underlay: i32 },
+    #[command(hide = true)]
+    OutsideServer,
     #[command(hide = true)]
     ControlPlaneHolder { underlay: i32 },
     #[command(hide = true)]
@@ -213,6 +219,17 @@ fn up(
         topology::UNDERLAY_IP,
         topology::UNDERLAY_PREFIX,
         t0.elapsed()
+    );
+    let outside = start_holder(
+        &layout::machine_dir(layout::OUTSIDE),
+        &["outside-holder".into(), switch.to_string()],
+        "the outside host",
+        "server",
+    )?;
+    println!(
+        "==> outside host: {} on the underlay, no node, answering on port {} (TCP and UDP) with the address it sees (pid {outside})",
+        topology::OUTSIDE_IP,
+        outside::PORT
     );
     if kubernetes {
         let t = Instant::now();
@@ -326,6 +343,15 @@ fn up(
         layout::enter_node(*hb)?;
         ok &= demo::ping(lb, &b.1, a.2)?;
         tcp(b.2, 8080)?;
+        // Beyond the cluster: only masquerading gets the answer back (the
+        // outside host has no route to pod CIDRs), so without it this says
+        // why instead of failing the lab.
+        let client = demo::open_pod(*ha, la, &a.1)?;
+        match demo::outside(client, &a.1, topology::node_ip(a.0 + 1)) {
+            Ok(true) => {}
+            Ok(false) => println!("    warning: not masqueraded"),
+            Err(e) => println!("    warning: no answer ({e:#}); is enable-ipv4-masquerade off?"),
+        }
 
         // A ClusterIP in front of the second pod, reached from the first.
         layout::enter_node(holders[0].1)?;
@@ -542,6 +568,10 @@ fn down() -> anyhow::Result<()> {
         stop_holder(pid);
         println!("==> Kubernetes control plane stopped");
     }
+    if let Some(pid) = layout::machine_dir(layout::OUTSIDE).running_holder() {
+        stop_holder(pid);
+        println!("==> outside host stopped");
+    }
     if let Some(pid) = underlay {
         stop_holder(pid);
         println!("==> underlay and etcd stopped");
@@ -600,6 +630,11 @@ fn exec(target: &str, command: &[String]) -> anyhow::Result<()> {
     if topology::node_index(target).is_some() {
         let (_, holder) = running_node(target)?;
         layout::enter_node(holder)?;
+    } else if target == layout::OUTSIDE {
+        let holder = layout::machine_dir(layout::OUTSIDE)
+            .running_holder()
+            .ok_or_else(not_up)?;
+        netdev::NetNs::open(std::path::Path::new(&format!("/proc/{holder}/ns/net")))?.enter()?;
     } else {
         enter_pod(target)?;
     }
@@ -742,6 +777,10 @@ fn main() -> ExitCode {
                 )
             }),
         Cmd::UnderlayHolder => holder::run_underlay(&layout::machine_dir(layout::UNDERLAY)),
+        Cmd::OutsideHolder { underlay } => {
+            holder::run_outside(&layout::machine_dir(layout::OUTSIDE), *underlay)
+        }
+        Cmd::OutsideServer => outside::serve(),
         Cmd::ControlPlaneHolder { underlay } => {
             holder::run_control_plane(&layout::machine_dir(kube::MACHINE), *underlay)
         }

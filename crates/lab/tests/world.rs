@@ -1,113 +1,143 @@
-//! Pods reach a host outside the cluster (the underlay's own address,
-//! 198.18.0.1): ping and TCP from a pod on each node, with the outside
-//! host seeing the node's address, never the pod's (iptables
-//! masquerading, Cilium's default), and `cilium status` saying so; an
-//! egress policy that allows only `toCIDR` of the outside host's /32 on
-//! one TCP port lets that through and drops the rest as `Policy denied`;
-//! `toCIDRSet` with an `except` of the host denies it, `toEntities: [world]`
-//! allows it.
+//! Pods reach the lab's outside host (198.18.0.254, a machine on the
+//! underlay that is no node) by ICMP, TCP and UDP, with iptables
+//! masquerading (Cilium's default) and with BPF masquerading: the outside
+//! host sees the node's address, never the pod's; two pods of one node
+//! using one source port at once each get their own replies; an egress
+//! policy that allows only `toCIDR` of the outside host's /32 on TCP 80
+//! lets that through and drops the rest as `Policy denied`. `toCIDRSet`
+//! with an `except` of the host denies it, `toEntities: [world]` allows it.
 
 mod common;
 
 use common::{text, Lab};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 
-/// A TCP server on the underlay that answers each connection with the
-/// client's address, as an HTTP body.
-struct Outside(Child);
+const OUTSIDE: &str = "198.18.0.254";
+const URL: &str = "http://198.18.0.254/";
 
-impl Outside {
-    fn start(lab: &Lab) -> Self {
-        let holder = std::fs::read_to_string(lab.dir.path().join("underlay/holder.pid"))
-            .expect("the underlay's holder pid");
-        let server = r#"
-import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("198.18.0.1", 8081))
-s.listen()
-print("listening", flush=True)
-while True:
-    c, a = s.accept()
-    c.recv(1024)
-    c.sendall(("HTTP/1.0 200 OK\r\n\r\n" + a[0]).encode())
-    c.close()
-"#;
-        let mut child = Command::new("nsenter")
-            .arg(format!("--net=/proc/{}/ns/net", holder.trim()))
-            .args(["python3", "-c", server])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the outside server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().expect("its stdout"))
-            .read_line(&mut line)
-            .expect("the server's first line");
-        assert_eq!(line.trim(), "listening");
-        Self(child)
+/// A lab of three pods, two on node1 (pod-a, pod-c) and one on node2, with
+/// `settings` (`key=value`).
+fn lab_with(settings: &[&str]) -> Lab {
+    let lab = Lab::new();
+    let mut args = vec!["up", "--without-kubernetes"];
+    for s in settings {
+        args.extend(["--set", s]);
     }
+    args.extend(["--pod", "pod-a", "--pod", "pod-b", "--pod", "pod-c"]);
+    let up = lab.run(&args);
+    assert!(up.status.success(), "{}", text(&up));
+    lab
 }
 
-impl Drop for Outside {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// One ping from pod-a to the outside host: its output when answered.
-fn ping_outside(lab: &Lab) -> Option<String> {
-    let ping = lab.run(&[
-        "exec",
-        "pod-a",
-        "--",
-        "ping",
-        "-c",
-        "1",
-        "-W",
-        "1",
-        "198.18.0.1",
-    ]);
+/// One ping from `pod` to the outside host: its output when answered.
+fn ping_outside(lab: &Lab, pod: &str) -> Option<String> {
+    let ping = lab.run(&["exec", pod, "--", "ping", "-c", "1", "-W", "1", OUTSIDE]);
     ping.status.success().then(|| text(&ping))
 }
 
-/// The address the outside server saw `pod` connect from.
-fn seen_by_outside(lab: &Lab, pod: &str) -> String {
-    let url = "http://198.18.0.1:8081/";
-    let out = lab.ok(&["exec", pod, "--", "curl", "-s", "--max-time", "5", url]);
+/// The `address:port` the outside host saw `pod` at over HTTP.
+fn seen_over_tcp(lab: &Lab, pod: &str) -> String {
+    let out = lab.ok(&["exec", pod, "--", "curl", "-s", "--max-time", "5", URL]);
     out.trim().to_owned()
 }
 
-#[test]
-fn pods_reach_the_outside_as_their_node() {
-    let lab = Lab::new();
-    let up = lab.run(&["up", "--without-kubernetes"]);
-    assert!(up.status.success(), "{}", text(&up));
-    let outside = Outside::start(&lab);
+/// A UDP exchange with the outside host from `port`, up to `tries` times:
+/// what it saw, or nothing.
+const UDP_CLIENT: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+s.settimeout(0.5)
+for _ in range(int(sys.argv[2])):
+    s.sendto(b"hello", ("198.18.0.254", 80))
+    try:
+        print(s.recv(100).decode().strip())
+        break
+    except socket.timeout:
+        pass
+"#;
 
-    // pod-a is on node1, pod-b on node2
-    for (pod, node_ip) in [("pod-a", "198.18.0.11"), ("pod-b", "198.18.0.12")] {
-        let ping = lab.run(&[
+fn udp_from(lab: &Lab, pod: &str, port: u16, tries: u32) -> std::process::Command {
+    let (port, tries) = (port.to_string(), tries.to_string());
+    lab.cmd(&[
+        "exec", pod, "--", "python3", "-c", UDP_CLIENT, &port, &tries,
+    ])
+}
+
+fn seen_over_udp(lab: &Lab, pod: &str) -> String {
+    let out = udp_from(lab, pod, 0, 4)
+        .output()
+        .expect("run the UDP client");
+    text(&out).trim().to_owned()
+}
+
+/// The host part of `address:port`.
+fn host(seen: &str) -> &str {
+    seen.rsplit_once(':').map_or(seen, |(h, _)| h)
+}
+
+/// Each pod reaches the outside host by ICMP, TCP and UDP, seen as its
+/// node; pod-a and pod-c (both on node1) use one source port at once, over
+/// TCP and over UDP, and each gets its own answers from its own node port.
+fn pods_reach_the_outside_as_their_node(lab: &Lab) {
+    for (pod, node_ip) in [
+        ("pod-a", "198.18.0.11"),
+        ("pod-b", "198.18.0.12"),
+        ("pod-c", "198.18.0.11"),
+    ] {
+        // the first packets wait for ARP on the way
+        common::eventually(&format!("{pod} pings the outside"), 20, || {
+            ping_outside(lab, pod).ok_or_else(|| "no answer".to_owned())
+        });
+        assert_eq!(host(&seen_over_tcp(lab, pod)), node_ip, "{pod} over TCP");
+        assert_eq!(host(&seen_over_udp(lab, pod)), node_ip, "{pod} over UDP");
+    }
+
+    let at_once = |make: &dyn Fn(&str) -> std::process::Command| {
+        let children: Vec<_> = ["pod-a", "pod-c"]
+            .iter()
+            .map(|pod| {
+                make(pod)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("start a client")
+            })
+            .collect();
+        let seen: Vec<String> = children
+            .into_iter()
+            .map(|c| {
+                text(&c.wait_with_output().expect("a client's output"))
+                    .trim()
+                    .to_owned()
+            })
+            .collect();
+        for s in &seen {
+            assert_eq!(host(s), "198.18.0.11", "{seen:?}");
+        }
+        assert_ne!(seen[0], seen[1], "each pod its own node port");
+    };
+    // the UDP clients keep their sockets open for their whole exchange
+    at_once(&|pod| udp_from(lab, pod, 40000, 4));
+    at_once(&|pod| {
+        lab.cmd(&[
             "exec",
             pod,
             "--",
-            "ping",
-            "-c",
-            "1",
-            "-W",
-            "2",
-            "198.18.0.1",
-        ]);
-        assert!(ping.status.success(), "{pod}: {}", text(&ping));
-        assert_eq!(
-            seen_by_outside(&lab, pod),
-            node_ip,
-            "{pod} is seen as its node"
-        );
-    }
+            "curl",
+            "-s",
+            "--max-time",
+            "5",
+            "--local-port",
+            "40001",
+            URL,
+        ])
+    });
+}
 
+/// Only `toCIDR` of the outside host on TCP 80: that answers, ping and UDP
+/// are dropped as EGRESS `Policy denied`.
+fn only_web_to_the_outside(lab: &Lab) {
     lab.import_policy(
         "node1",
         "to-outside.yaml",
@@ -119,18 +149,19 @@ spec:
   endpointSelector:
     matchLabels: {app: demo}
   egress:
-  - toCIDR: [198.18.0.1/32]
+  - toCIDR: [198.18.0.254/32]
     toPorts:
-    - ports: [{port: "8081", protocol: TCP}]
+    - ports: [{port: "80", protocol: TCP}]
 "#,
     );
     common::eventually("ping to the outside denied", 30, || {
-        ping_outside(&lab).map_or(Ok(()), |out| Err(format!("answered: {out}")))
+        ping_outside(lab, "pod-a").map_or(Ok(()), |out| Err(format!("answered: {out}")))
     });
+    assert_eq!(seen_over_udp(lab, "pod-a"), "", "UDP is denied");
     assert_eq!(
-        seen_by_outside(&lab, "pod-a"),
+        host(&seen_over_tcp(lab, "pod-a")),
         "198.18.0.11",
-        "the allowed port still answers"
+        "TCP 80 is allowed"
     );
     let metrics = lab.ok(&["exec", "node1", "--", "cilium", "bpf", "metrics", "list"]);
     assert!(
@@ -139,9 +170,30 @@ spec:
             .any(|l| l.contains("Policy denied") && l.contains("EGRESS")),
         "{metrics}"
     );
+    lab.ok(&["exec", "node1", "--", "cilium", "policy", "delete", "--all"]);
+}
+
+fn masquerading_line(lab: &Lab) -> String {
+    let status = lab.ok(&["exec", "node1", "--", "cilium", "status"]);
+    status
+        .lines()
+        .find(|l| l.starts_with("Masquerading:"))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn with_iptables_masquerading() {
+    let lab = lab_with(&[]);
+    pods_reach_the_outside_as_their_node(&lab);
+    only_web_to_the_outside(&lab);
+    assert!(
+        masquerading_line(&lab).ends_with(" IPTables [IPv4: Enabled, IPv6: Disabled]"),
+        "{}",
+        masquerading_line(&lab)
+    );
 
     // the outside host carved out of an allowed range: denied
-    lab.ok(&["exec", "node1", "--", "cilium", "policy", "delete", "--all"]);
     lab.import_policy(
         "node1",
         "except-outside.yaml",
@@ -155,15 +207,11 @@ spec:
   egress:
   - toCIDRSet:
     - cidr: 198.18.0.0/24
-      except: [198.18.0.1/32]
+      except: [198.18.0.254/32]
 "#,
     );
-    let curl = |lab: &Lab| {
-        let url = "http://198.18.0.1:8081/";
-        lab.run(&["exec", "pod-a", "--", "curl", "-s", "--max-time", "2", url])
-    };
     common::eventually("the excepted host denied", 30, || {
-        let out = curl(&lab);
+        let out = lab.run(&["exec", "pod-a", "--", "curl", "-s", "--max-time", "2", URL]);
         if out.status.success() {
             Err(text(&out))
         } else {
@@ -188,20 +236,38 @@ spec:
 "#,
     );
     common::eventually("the world allowed", 30, || {
-        ping_outside(&lab)
+        ping_outside(&lab, "pod-a")
             .map(|_| ())
             .ok_or_else(|| "no answer".to_owned())
     });
-    assert_eq!(seen_by_outside(&lab, "pod-a"), "198.18.0.11");
-    drop(outside);
+    assert_eq!(host(&seen_over_tcp(&lab, "pod-a")), "198.18.0.11");
+}
 
-    let status = lab.ok(&["exec", "node1", "--", "cilium", "status"]);
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("Masquerading:"))
-        .unwrap_or_default();
+#[test]
+fn with_bpf_masquerading() {
+    let lab = lab_with(&["enable-bpf-masquerade=true"]);
+    pods_reach_the_outside_as_their_node(&lab);
+    only_web_to_the_outside(&lab);
+
+    let line = masquerading_line(&lab);
+    assert!(line.contains(" BPF "), "{line}");
     assert!(
-        line.ends_with(" IPTables [IPv4: Enabled, IPv6: Disabled]"),
-        "{status}"
+        line.ends_with("   [eth0]   10.1.0.0/24 [IPv4: Enabled, IPv6: Disabled]"),
+        "{line}"
     );
+    let nat = lab.ok(&["exec", "node1", "--", "cilium", "bpf", "nat", "list"]);
+    assert!(
+        nat.lines()
+            .any(|l| l.starts_with("TCP OUT 10.1.0.") && l.contains(" XLATE_SRC 198.18.0.11:")),
+        "{nat}"
+    );
+    assert!(
+        nat.lines()
+            .any(|l| l.starts_with("UDP IN 198.18.0.254:80 -> 198.18.0.11:")
+                && l.contains(" XLATE_DST 10.1.0.")),
+        "{nat}"
+    );
+    // the datapath does it all: no iptables rule
+    let rules = lab.ok(&["exec", "node1", "--", "iptables", "-t", "nat", "-S"]);
+    assert!(!rules.contains("MASQUERADE"), "{rules}");
 }

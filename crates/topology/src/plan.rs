@@ -10,6 +10,9 @@ pub const UNDERLAY_PREFIX: u8 = 24;
 /// The underlay's bridge, in the switch's namespace.
 pub const BRIDGE: &str = "br0";
 pub const ETCD_PORT: u16 = 2379;
+/// A host on the underlay outside the cluster (no node, no pods), which
+/// pods reach by address as they would a machine on the Internet.
+pub const OUTSIDE_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 254);
 /// Cluster size limit: node addresses are 198.18.0.11 to 198.18.0.210.
 pub const MAX_NODES: usize = 200;
 
