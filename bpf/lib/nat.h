@@ -188,10 +188,13 @@ static __always_inline int snat_v4_masquerade(struct __sk_buff *ctx)
 			return ret;
 		fwd.created = ct_now();
 		fwd.last_used = fwd.created;
+		/* as Cilium marks the node's own flows */
+		fwd.needs_ct = host;
 		fwd.to_addr = masq;
 		fwd.to_port = port;
 		rev.created = fwd.created;
 		rev.last_used = fwd.created;
+		rev.needs_ct = host;
 		rev.to_addr = saddr;
 		rev.to_port = sport;
 		rkey = nat_key(daddr, masq, dport, port, pkt.tuple.nexthdr, NAT_DIR_INGRESS);

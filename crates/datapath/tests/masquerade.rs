@@ -227,6 +227,7 @@ fn the_nodes_own_connection_keeps_its_port_and_a_pod_then_gets_another() {
     let rev = nat(&obj, &key(OUTSIDE, NODE, 80, 40000, 6, NAT_DIR_INGRESS))
         .expect("the port is reserved");
     assert_eq!((rev.to_addr.ip(), rev.to_port.get()), (NODE, 40000));
+    assert_eq!(rev.needs_ct, 1, "as Cilium marks the node's own flows");
 
     let pod = with_l4_checksum(ipv4(POD_A, OUTSIDE, 6, &tcp(40000, 80, 0x02)));
     let (_, _, port, _) = addrs(&obj.run("cil_to_netdev", &pod).unwrap().packet);
