@@ -11,6 +11,8 @@
 //! - the policy targets (see `policy`);
 //! - the observability targets (see `events`);
 //! - the node-lifecycle targets (see `lifecycle`);
+//! - pods to the outside host, BPF against iptables masquerading (see
+//!   `masquerade`);
 //! - the Kubernetes targets against the REST API (see `kubernetes`).
 //!
 //! Everything runs in private network + mount namespaces.
@@ -18,6 +20,7 @@
 mod events;
 mod kubernetes;
 mod lifecycle;
+mod masquerade;
 mod operator;
 mod overlay;
 mod policy;
@@ -350,6 +353,10 @@ fn main() -> anyhow::Result<()> {
         anyhow::ensure!(sizes.iter().all(|n| *n >= 1), "{usage}: sizes from 1");
         return operator::run_bench(&sizes);
     }
+    if args.get(1).map(String::as_str) == Some("masquerade") {
+        let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
+        return masquerade::run_bench(secs);
+    }
     if args.get(1).map(String::as_str) == Some("policy") {
         let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
         return policy::run_bench(secs);
@@ -378,6 +385,7 @@ fn main() -> anyhow::Result<()> {
     policy::run_bench(secs)?;
     events::run_bench(secs)?;
     lifecycle::run_bench()?;
+    masquerade::run_bench(secs)?;
     match kubernetes::available() {
         Ok(()) => {
             kubernetes::run_bench(K8S_ROUNDS, K8S_SCALE)?;
