@@ -82,7 +82,8 @@ enum Cmd {
     /// with the address they see the client at)
     Connect {
         /// The pod to send from (`<namespace>/<name>` outside `default`),
-        /// or `underlay` for a client outside the cluster
+        /// or `underlay` (the switch) or `outside` (the outside host) for a
+        /// client outside the cluster
         pod: String,
         /// Where to: `<ip>:<port>`
         target: std::net::SocketAddr,
@@ -626,15 +627,21 @@ fn running_node(name: &str) -> anyhow::Result<(NodeDir, i32)> {
     Ok((l, holder))
 }
 
+/// Moves this process onto the host outside the cluster (its network).
+fn enter_outside() -> anyhow::Result<()> {
+    let holder = layout::machine_dir(layout::OUTSIDE)
+        .running_holder()
+        .ok_or_else(not_up)?;
+    netdev::NetNs::open(std::path::Path::new(&format!("/proc/{holder}/ns/net")))?.enter()?;
+    Ok(())
+}
+
 fn exec(target: &str, command: &[String]) -> anyhow::Result<()> {
     if topology::node_index(target).is_some() {
         let (_, holder) = running_node(target)?;
         layout::enter_node(holder)?;
     } else if target == layout::OUTSIDE {
-        let holder = layout::machine_dir(layout::OUTSIDE)
-            .running_holder()
-            .ok_or_else(not_up)?;
-        netdev::NetNs::open(std::path::Path::new(&format!("/proc/{holder}/ns/net")))?.enter()?;
+        enter_outside()?;
     } else {
         enter_pod(target)?;
     }
@@ -678,6 +685,8 @@ fn connect(
         // the lab's switch: outside every node and its cgroup
         let (_, holder) = running_node(layout::UNDERLAY)?;
         layout::enter_node(holder)?;
+    } else if pod == layout::OUTSIDE {
+        enter_outside()?;
     } else {
         enter_pod(pod)?;
     }
