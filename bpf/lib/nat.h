@@ -205,4 +205,52 @@ static __always_inline int snat_v4_masquerade(struct __sk_buff *ctx)
 	return lb4_xlate(ctx, ipv4_l4_off(ip4), pkt.tuple.nexthdr, 0, masq, port);
 }
 
+/*
+ * An ICMP error to the node (port unreachable, fragmentation needed, time
+ * exceeded) about a masqueraded flow quotes the datagram as it left, from
+ * the node's address and port; the pod's socket knows only its own. The
+ * quoted source becomes the pod's again (with the quoted header's and the
+ * ICMP checksums), and so does the error's destination. Returns the pod's
+ * address (the error is the pod's now), 0 when the error is no
+ * masqueraded flow's, or a negative drop reason.
+ */
+static __always_inline __s64 snat_v4_rev_icmp_error(struct __sk_buff *ctx, int l4_off,
+						    __u32 node)
+{
+	struct ipv4_nat_entry *nat;
+	struct ipv4_ct_tuple key;
+	int quoted = l4_off + 8;	/* the quoted IP header */
+	struct iphdr in;
+	__u16 ports[2], check;
+	__u32 pod;
+	__u8 type;
+	int ret;
+
+	if (bpf_skb_load_bytes(ctx, l4_off, &type, 1) < 0)
+		return -DROP_INVALID;
+	if (type != ICMP_DEST_UNREACH && type != ICMP_TIME_EXCEEDED && type != ICMP_PARAMETERPROB)
+		return 0;
+	if (bpf_skb_load_bytes(ctx, quoted, &in, sizeof(in)) < 0 ||
+	    bpf_skb_load_bytes(ctx, quoted + sizeof(in), ports, sizeof(ports)) < 0)
+		return 0;
+	if (in.ihl != 5 || !lb4_is_balanced_proto(in.protocol) || in.saddr != node)
+		return 0;
+	/* the replies' entry: from the quoted destination to the node's port */
+	key = nat_key(in.daddr, node, ports[1], ports[0], in.protocol, NAT_DIR_INGRESS);
+	nat = bpf_map_lookup_elem(&cilium_snat_v4_external, &key);
+	if (!nat || nat->from_addr)
+		return 0;
+	pod = nat->to_addr;
+	if (bpf_l3_csum_replace(ctx, ETH_HLEN + offsetof(struct iphdr, check), node, pod, 4) < 0 ||
+	    bpf_skb_store_bytes(ctx, ETH_HLEN + offsetof(struct iphdr, daddr), &pod, 4, 0) < 0)
+		return -DROP_CSUM_L3;
+	check = csum_replace4(in.check, node, pod);
+	ret = lb4_icmp_store(ctx, l4_off, quoted + offsetof(struct iphdr, saddr), &pod, 4);
+	if (!IS_ERR(ret))
+		ret = lb4_icmp_store(ctx, l4_off, quoted + offsetof(struct iphdr, check), &check, 2);
+	if (!IS_ERR(ret))
+		ret = lb4_icmp_store(ctx, l4_off, quoted + sizeof(in), &nat->to_port, 2);
+	return IS_ERR(ret) ? ret : pod;
+}
+
 #endif /* __LIB_NAT_H_ */

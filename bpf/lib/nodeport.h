@@ -117,6 +117,23 @@ static __always_inline int nat_reply(struct __sk_buff *ctx, int l4_off, __u8 pro
 	return CTX_ACT_OK;
 }
 
+/* An ICMP error about a masqueraded flow goes to the pod it is about;
+ * any other is the stack's. */
+static __always_inline int nat_reply_icmp_error(struct __sk_buff *ctx, int l4_off,
+						__u32 saddr, __u32 node)
+{
+	struct endpoint_info *ep;
+	__s64 pod;
+
+	pod = snat_v4_rev_icmp_error(ctx, l4_off, node);
+	if (pod <= 0)
+		return pod ? (int)pod : CTX_ACT_OK;
+	ep = lookup_ip4_endpoint((__u32)pod);
+	if (!is_local_pod(ep))
+		return CTX_ACT_OK;
+	return policy_tail_call_ingress(ctx, ep, (__u32)pod, ip4_identity(saddr), POLICY_F_PEER);
+}
+
 /*
  * Handles a packet arriving on the native device: a reply of a NodePort
  * flow, or a packet to a NodePort. Returns CTX_ACT_OK for anything else
@@ -157,6 +174,8 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 	nat = nodeport_reply_nat(saddr, daddr, sport, dport, proto);
 	if (nat)
 		return nat_reply(ctx, l4_off, proto, nat, saddr);
+	if (pkt.tuple.flags & TUPLE_F_RELATED)
+		return nat_reply_icmp_error(ctx, l4_off, saddr, daddr);
 	if (!lb4_is_balanced_proto(proto))
 		return CTX_ACT_OK;
 

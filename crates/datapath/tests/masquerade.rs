@@ -239,3 +239,50 @@ fn the_nodes_own_connection_keeps_its_port_and_a_pod_then_gets_another() {
     assert_eq!(back.retval, TC_ACT_OK);
     assert_eq!(addrs(&back.packet), (OUTSIDE, NODE, 80, 40000));
 }
+
+#[test]
+fn an_icmp_error_about_a_masqueraded_flow_reaches_the_pod_quoting_its_own_datagram() {
+    let sb = Sandbox::enter();
+    let mut obj = node(&sb);
+    // pod-b holds 40000 first, so pod-a's datagram leaves from another port
+    obj.run(
+        "cil_to_netdev",
+        &with_l4_checksum(ipv4(POD_B, OUTSIDE, 17, &udp(40000, 53))),
+    )
+    .unwrap();
+    let out = obj
+        .run(
+            "cil_to_netdev",
+            &with_l4_checksum(ipv4(POD_A, OUTSIDE, 17, &udp(40000, 53))),
+        )
+        .unwrap();
+    let (_, _, port, _) = addrs(&out.packet);
+    assert_ne!(port, 40000);
+
+    let error = port_unreachable(OUTSIDE, NODE, &out.packet);
+    let back = obj.run("cil_from_netdev", &error).unwrap();
+    assert_eq!(back.retval, TC_ACT_REDIRECT, "to the pod");
+    let (src, dst, _, _) = addrs(&back.packet);
+    assert_eq!((src, dst), (OUTSIDE, POD_A));
+    assert_eq!(ipv4_checksum(&back.packet[14..34]), 0);
+    let icmp = &back.packet[34..];
+    assert_eq!(ipv4_checksum(icmp), 0, "the ICMP checksum follows");
+    let quoted = &icmp[8..];
+    assert_eq!(ipv4_checksum(&quoted[..20]), 0, "the quoted header's too");
+    assert_eq!(
+        Ipv4Addr::new(quoted[12], quoted[13], quoted[14], quoted[15]),
+        POD_A
+    );
+    assert_eq!(u16::from_be_bytes([quoted[20], quoted[21]]), 40000);
+
+    // one about no flow of ours is the stack's
+    let stray = port_unreachable(
+        OUTSIDE,
+        NODE,
+        &with_l4_checksum(ipv4(NODE, OUTSIDE, 17, &udp(41234, 53))),
+    );
+    assert_eq!(
+        obj.run("cil_from_netdev", &stray).unwrap().retval,
+        TC_ACT_OK
+    );
+}

@@ -71,6 +71,23 @@ fn seen_over_udp(lab: &Lab, pod: &str) -> String {
     text(&out).trim().to_owned()
 }
 
+/// A datagram to a closed port of the outside host: what the pod's socket
+/// learns (`refused` once the ICMP error came back to it).
+const CLOSED_PORT: &str = r#"
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.connect(("198.18.0.254", 9))
+s.settimeout(2)
+s.send(b"hello")
+try:
+    s.recv(100)
+    print("answered")
+except ConnectionRefusedError:
+    print("refused")
+except socket.timeout:
+    print("timeout")
+"#;
+
 /// The host part of `address:port`.
 fn host(seen: &str) -> &str {
     seen.rsplit_once(':').map_or(seen, |(h, _)| h)
@@ -117,6 +134,10 @@ fn pods_reach_the_outside_as_their_node(lab: &Lab) {
         }
         assert_ne!(seen[0], seen[1], "each pod its own node port");
     };
+    // an ICMP error about a masqueraded datagram finds the pod's socket
+    let closed = lab.ok(&["exec", "pod-a", "--", "python3", "-c", CLOSED_PORT]);
+    assert_eq!(closed.trim(), "refused");
+
     // the UDP clients keep their sockets open for their whole exchange
     at_once(&|pod| udp_from(lab, pod, 40000, 4));
     at_once(&|pod| {
