@@ -300,7 +300,12 @@ pub(crate) fn iperf(
         ]));
     let _ = server.kill();
     let _ = server.wait();
-    let v: serde_json::Value = serde_json::from_str(&out?)?;
+    iperf_bits_per_second(&out?)
+}
+
+/// What an iperf3 client's JSON report says was received.
+pub(crate) fn iperf_bits_per_second(json: &str) -> anyhow::Result<f64> {
+    let v: serde_json::Value = serde_json::from_str(json)?;
     v["end"]["sum_received"]["bits_per_second"]
         .as_f64()
         .context("iperf3 JSON without end.sum_received")

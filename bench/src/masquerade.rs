@@ -3,7 +3,7 @@
 //! host, with BPF masquerading against iptables masquerading (Cilium's
 //! default), two one-node labs up side by side and measured in turns.
 
-use crate::{interleaved, run};
+use crate::{interleaved, iperf_bits_per_second, run};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -73,10 +73,7 @@ impl Lab {
         ));
         let _ = server.kill();
         let _ = server.wait();
-        let v: serde_json::Value = serde_json::from_str(&out?)?;
-        v["end"]["sum_received"]["bits_per_second"]
-            .as_f64()
-            .context("iperf3 JSON without end.sum_received")
+        iperf_bits_per_second(&out?)
     }
 
     /// Connections a second from the pod to the outside host, each one

@@ -93,6 +93,23 @@ static __always_inline int nat_pick_port(__u32 peer, __u16 pport, __u32 node, __
 	return -DROP_NAT_NO_MAPPING;
 }
 
+/* A fresh entry: translate to to:to_port (a NodePort's also from
+ * from:rev_port; from 0 for masquerading). Ports are network order. */
+static __always_inline struct ipv4_nat_entry nat_entry(__u32 from, __u16 rev_port, __u32 to,
+						       __u16 to_port)
+{
+	struct ipv4_nat_entry e = {
+		.created = ct_now(),
+		.from_addr = from,
+		.to_addr = to,
+		.to_port = to_port,
+		.rev_port = rev_port,
+	};
+
+	e.last_used = e.created;
+	return e;
+}
+
 /* Records a translated flow: its own tuple and its replies'. */
 static __always_inline int nat_insert(const struct ipv4_ct_tuple *fwd_key,
 				      const struct ipv4_nat_entry *fwd,
@@ -153,7 +170,7 @@ static __always_inline int snat_ports(const struct ct_packet *pkt, __u16 *sport,
 static __always_inline int snat_v4_masquerade(struct __sk_buff *ctx)
 {
 	__u32 masq = (__u32)runtime_config(RUNTIME_CONFIG_MASQUERADE_IPV4);
-	struct ipv4_nat_entry *nat, fwd = {}, rev = {};
+	struct ipv4_nat_entry *nat, fwd, rev;
 	struct ipv4_ct_tuple key, rkey;
 	struct ct_packet pkt;
 	struct iphdr *ip4;
@@ -186,17 +203,11 @@ static __always_inline int snat_v4_masquerade(struct __sk_buff *ctx)
 		ret = nat_pick_port(daddr, dport, masq, sport, pkt.tuple.nexthdr, &port);
 		if (IS_ERR(ret))
 			return ret;
-		fwd.created = ct_now();
-		fwd.last_used = fwd.created;
+		fwd = nat_entry(0, 0, masq, port);
+		rev = nat_entry(0, 0, saddr, sport);
 		/* as Cilium marks the node's own flows */
 		fwd.needs_ct = host;
-		fwd.to_addr = masq;
-		fwd.to_port = port;
-		rev.created = fwd.created;
-		rev.last_used = fwd.created;
 		rev.needs_ct = host;
-		rev.to_addr = saddr;
-		rev.to_port = sport;
 		rkey = nat_key(daddr, masq, dport, port, pkt.tuple.nexthdr, NAT_DIR_INGRESS);
 		ret = nat_insert(&key, &fwd, &rkey, &rev);
 		if (IS_ERR(ret))

@@ -141,7 +141,7 @@ static __always_inline int nat_reply_icmp_error(struct __sk_buff *ctx, int l4_of
  */
 static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 {
-	struct ipv4_nat_entry *nat, fwd = {}, rev = {};
+	struct ipv4_nat_entry *nat, fwd, rev;
 	struct ipv4_ct_tuple key = {}, rkey;
 	struct lb4_target target = {};
 	struct endpoint_info *ep;
@@ -208,18 +208,8 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 			if (IS_ERR(ret))
 				return ret;
 		}
-		fwd.created = ct_now();
-		fwd.last_used = fwd.created;
-		fwd.from_addr = src;
-		fwd.to_addr = backend;
-		fwd.to_port = bport;
-		fwd.rev_port = natport;
-		rev.created = fwd.created;
-		rev.last_used = fwd.created;
-		rev.from_addr = daddr;
-		rev.to_addr = saddr;
-		rev.to_port = sport;
-		rev.rev_port = dport;
+		fwd = nat_entry(src, natport, backend, bport);
+		rev = nat_entry(daddr, dport, saddr, sport);
 		rkey = nat_key(backend, src, bport, natport, proto, NAT_DIR_INGRESS);
 		ret = nat_insert(&key, &fwd, &rkey, &rev);
 		if (IS_ERR(ret))
