@@ -14,7 +14,9 @@
  * The underlay address of the node behind daddr, or 0 when daddr is not
  * behind the overlay. The ipcache's tunnel endpoint wins; the tunnel map,
  * keyed by pod CIDR under this node's mask, covers addresses the ipcache
- * has not learned yet.
+ * has not learned yet. Without an encap device (native routing) nothing is
+ * behind an overlay: the ipcache still names each pod's node, but the
+ * packet goes to the stack, whose routes reach that node directly.
  */
 static __always_inline __u32
 tunnel_endpoint4(__u32 daddr, const struct remote_endpoint_info *info)
@@ -23,6 +25,8 @@ tunnel_endpoint4(__u32 daddr, const struct remote_endpoint_info *info)
 	struct tunnel_value *tv;
 	__u32 mask;
 
+	if (!runtime_config(RUNTIME_CONFIG_ENCAP_IFINDEX))
+		return 0;
 	if (info && (info->flags & IPCACHE_F_SKIP_TUNNEL))
 		return 0;
 	if (info && info->tunnel_endpoint)

@@ -93,20 +93,6 @@ fn the_tunnel_map_covers_pods_the_ipcache_does_not_know() {
 }
 
 #[test]
-fn without_an_overlay_device_the_packet_is_dropped_with_a_reason() {
-    let sb = Sandbox::enter();
-    let mut obj = node(&sb, BPF_LXC, 0);
-    learn_remote_pod(&obj);
-    let pkt = ipv4(POD_A, REMOTE_POD, 17, &udp(1000, 53));
-    let out = obj.run("cil_from_container", &pkt).unwrap();
-    assert_eq!(out.retval, TC_ACT_SHOT);
-    assert_eq!(
-        metric(&obj, abi::drop::DROP_NO_TUNNEL_ENDPOINT, DIR_EGRESS).0,
-        1
-    );
-}
-
-#[test]
 fn host_traffic_to_a_remote_pod_is_encapsulated() {
     let sb = Sandbox::enter();
     let mut obj = node(&sb, BPF_HOST, 42);
