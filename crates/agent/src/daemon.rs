@@ -145,6 +145,8 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         .context("attaching cil_from_host to cilium_host")?;
     if config.tunneling() {
         setup_overlay(&nl, &mut dp, &config).await?;
+    } else {
+        setup_native_routing(&nl, &config).await?;
     }
     let node_ip = match config.node_ip {
         Some(ip) => Some(ip),
@@ -193,15 +195,21 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     let monitor = Arc::new(Hub::default());
     let config = Arc::new(config);
 
-    let tunnel: Option<Arc<dyn NodeRoutes>> = config.tunneling().then(|| {
-        Arc::new(crate::kernel::OverlayRoutes {
+    let node_routes: Option<Arc<dyn NodeRoutes>> = if config.tunneling() {
+        Some(Arc::new(crate::kernel::OverlayRoutes {
             bpf_root: config.bpf_root.clone(),
             netlink: nl.clone(),
             host_index: host.host.index,
             router_ip: config.router_ip,
             route_mtu: config.route_mtu(),
-        }) as Arc<dyn NodeRoutes>
-    });
+        }))
+    } else if config.auto_direct_node_routes {
+        Some(Arc::new(crate::kernel::DirectRoutes {
+            netlink: nl.clone(),
+        }))
+    } else {
+        None
+    };
     let ports = Ports {
         ipcache: Arc::new(crate::kernel::IpcacheWriter {
             bpf_root: config.bpf_root.clone(),
@@ -214,7 +222,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         lb: Arc::new(crate::kernel::LoadBalancer {
             bpf_root: config.bpf_root.clone(),
         }),
-        tunnel,
+        node_routes,
         events: monitor.clone(),
     };
     let pod_cache = kubernetes
@@ -411,6 +419,27 @@ async fn setup_overlay(
         device = netdev::vxlan::CILIUM_VXLAN,
         port = config.tunnel_port,
         "Overlay ready"
+    );
+    Ok(())
+}
+
+/// Native routing: nothing is encapsulated. The datapath learns that
+/// from an encap ifindex of 0, which also undoes what an earlier
+/// tunnel-mode run set in the pinned runtime config, and the overlay
+/// device such a run left goes.
+async fn setup_native_routing(nl: &netdev::Netlink, config: &DaemonConfig) -> anyhow::Result<()> {
+    RuntimeConfig::open(&config.bpf_root)?.set_encap_ifindex(0)?;
+    if netdev::vxlan::remove_vxlan_device(nl)
+        .await
+        .context("removing the overlay device of tunnel mode")?
+    {
+        tracing::info!(subsys = "datapath", device = netdev::vxlan::CILIUM_VXLAN, "Removed the overlay device: routing-mode is native");
+    }
+    tracing::info!(
+        subsys = "datapath",
+        autoDirectNodeRoutes = config.auto_direct_node_routes,
+        nativeRoutingCIDR = %config.ipv4_native_routing_cidr.map(|(n, l)| format!("{n}/{l}")).unwrap_or_default(),
+        "Native routing: pods on other nodes are reached without encapsulation"
     );
     Ok(())
 }

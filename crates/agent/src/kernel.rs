@@ -180,13 +180,47 @@ impl NodeRoutes for OverlayRoutes {
         })
     }
 
-    fn withdraw(&self, cidr: (Ipv4Addr, u8)) -> PortFuture<'_, ()> {
+    fn withdraw(&self, cidr: (Ipv4Addr, u8), _node_ip: Ipv4Addr) -> PortFuture<'_, ()> {
         Box::pin(async move {
             if let Ok(map) = Tunnel::open(&self.bpf_root) {
                 let _ = map.remove(&TunnelKey::v4(cidr.0));
             }
             if let Err(e) = self.netlink.delete_route(&self.route(cidr)).await {
                 tracing::warn!(subsys = "linux-datapath", cidr = %format!("{}/{}", cidr.0, cidr.1), error = %e, "Unable to remove route to node");
+            }
+        })
+    }
+}
+
+/// Native routing with auto-direct-node-routes: other nodes' pod CIDRs
+/// via their node addresses, on the device directly connected to them.
+pub struct DirectRoutes {
+    pub netlink: netdev::Netlink,
+}
+
+impl NodeRoutes for DirectRoutes {
+    fn install(
+        &self,
+        cidr: (Ipv4Addr, u8),
+        node_ip: Ipv4Addr,
+    ) -> PortFuture<'_, Result<(), KernelError>> {
+        Box::pin(async move {
+            let installed = netdev::direct::install(&self.netlink, cidr, node_ip)
+                .await
+                .map_err(KernelError::new)?;
+            if installed.is_none() {
+                // Cilium's answer too: a next hop that is not on our L2
+                // segment cannot be routed to directly; skip, say why.
+                tracing::warn!(subsys = "linux-datapath", cidr = %format!("{}/{}", cidr.0, cidr.1), nodeIP = %node_ip, "Unable to install direct node route: node IP is not on a directly connected subnet of any local device");
+            }
+            Ok(())
+        })
+    }
+
+    fn withdraw(&self, cidr: (Ipv4Addr, u8), node_ip: Ipv4Addr) -> PortFuture<'_, ()> {
+        Box::pin(async move {
+            if let Err(e) = netdev::direct::withdraw(&self.netlink, cidr, node_ip).await {
+                tracing::warn!(subsys = "linux-datapath", cidr = %format!("{}/{}", cidr.0, cidr.1), error = %e, "Unable to remove direct route to node");
             }
         })
     }

@@ -35,8 +35,10 @@ pub struct Ports {
     pub ipcache: Arc<dyn IpcacheMap>,
     pub endpoints: Arc<dyn EndpointDatapath>,
     pub lb: Arc<dyn LbMaps>,
-    /// The overlay's routes to other nodes; None in native routing.
-    pub tunnel: Option<Arc<dyn NodeRoutes>>,
+    /// Routes to other nodes' pods: the overlay's, or direct routes in
+    /// native routing; None when the network routes pods by itself
+    /// (native routing without auto-direct-node-routes).
+    pub node_routes: Option<Arc<dyn NodeRoutes>>,
     pub events: Arc<dyn Events>,
 }
 
@@ -172,7 +174,7 @@ impl ControlPlane {
         }
         let nodes = Arc::new(Nodes::new(
             s.node,
-            RemoteNodes::new(Arc::clone(&ipcache), ports.tunnel),
+            RemoteNodes::new(Arc::clone(&ipcache), ports.node_routes),
         ));
         Ok(Self {
             ipam,

@@ -62,15 +62,18 @@ pub trait LbMaps: Send + Sync {
     fn keys(&self) -> Result<lb::MapKeys, KernelError>;
 }
 
-/// How another node's pods are reached through the overlay: its pod CIDR
-/// in the tunnel map and routed into cilium_host.
+/// How another node's pods are reached: through the overlay (its pod CIDR
+/// in the tunnel map and routed into cilium_host), or in native routing
+/// by a route to its pod CIDR via its node address. `withdraw` is given
+/// the same node address `install` was, so the route can be named without
+/// remembering it (a restarted agent never installed it).
 pub trait NodeRoutes: Send + Sync {
     fn install(
         &self,
         cidr: (Ipv4Addr, u8),
         node_ip: Ipv4Addr,
     ) -> PortFuture<'_, Result<(), KernelError>>;
-    fn withdraw(&self, cidr: (Ipv4Addr, u8)) -> PortFuture<'_, ()>;
+    fn withdraw(&self, cidr: (Ipv4Addr, u8), node_ip: Ipv4Addr) -> PortFuture<'_, ()>;
 }
 
 /// What `cilium monitor` learns from the control plane.

@@ -1,7 +1,9 @@
 //! What another node's existence means for this node's datapath (Cilium's
-//! linuxNodeHandler in tunnel mode): its addresses in the ipcache as
-//! remote-node, its pod CIDR in the tunnel map and routed into cilium_host,
-//! where cil_from_host sends the node's own traffic through the overlay.
+//! linuxNodeHandler): its addresses in the ipcache as remote-node, and its
+//! pod CIDR routed, either into cilium_host and the tunnel map (tunnel
+//! mode, where cil_from_host sends the node's own traffic through the
+//! overlay) or via its node address (native routing with
+//! auto-direct-node-routes).
 
 use crate::ipcache::{Entry, IpCache, Source};
 use crate::node::Node;
@@ -28,14 +30,14 @@ fn facts(node: &Node) -> Facts {
 
 pub struct RemoteNodes {
     ipcache: Arc<IpCache>,
-    /// The overlay's routes; None in native routing, where other nodes'
-    /// pods are the network's business.
-    tunnel: Option<Arc<dyn NodeRoutes>>,
+    /// Routes to other nodes' pods; None in native routing without
+    /// auto-direct-node-routes, where they are the network's business.
+    routes: Option<Arc<dyn NodeRoutes>>,
 }
 
 impl RemoteNodes {
-    pub fn new(ipcache: Arc<IpCache>, tunnel: Option<Arc<dyn NodeRoutes>>) -> Self {
-        Self { ipcache, tunnel }
+    pub fn new(ipcache: Arc<IpCache>, routes: Option<Arc<dyn NodeRoutes>>) -> Self {
+        Self { ipcache, routes }
     }
 
     /// A node appeared or changed; `old` is what was known before.
@@ -66,15 +68,14 @@ impl RemoteNodes {
             32,
             Entry::new(abi::identity::REMOTE_NODE, Source::Kvstore),
         )?;
-        let Some(tunnel) = &self.tunnel else {
-            return Ok(());
-        };
+        // The router address is the node's in either mode; the tunnel
+        // endpoint it carries is ignored by a datapath without an overlay.
         if let Some(router) = f.router_ip {
             let entry = Entry::new(abi::identity::REMOTE_NODE, Source::Kvstore).behind(node_ip);
             self.ipcache.upsert(router, 32, entry)?;
         }
-        if let Some(cidr) = f.pod_cidr {
-            tunnel.install(cidr, node_ip).await?;
+        if let (Some(cidr), Some(routes)) = (f.pod_cidr, &self.routes) {
+            routes.install(cidr, node_ip).await?;
         }
         Ok(())
     }
@@ -83,8 +84,8 @@ impl RemoteNodes {
         for ip in [f.node_ip, f.router_ip].into_iter().flatten() {
             let _ = self.ipcache.remove(ip, 32, Source::Kvstore);
         }
-        if let (Some(cidr), Some(tunnel)) = (f.pod_cidr, &self.tunnel) {
-            tunnel.withdraw(cidr).await;
+        if let (Some(cidr), Some(node_ip), Some(routes)) = (f.pod_cidr, f.node_ip, &self.routes) {
+            routes.withdraw(cidr, node_ip).await;
         }
     }
 }

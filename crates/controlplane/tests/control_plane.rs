@@ -77,7 +77,7 @@ fn plane_with(
         ipcache: kernel.clone(),
         endpoints: kernel.clone(),
         lb: kernel.clone(),
-        tunnel: Some(kernel.clone()),
+        node_routes: Some(kernel.clone()),
         events: kernel.clone(),
     };
     let mut settings = Settings {

@@ -196,7 +196,7 @@ async fn the_control_plane_gives_endpoints_identities_from_the_objects() {
         ipcache: kernel.clone(),
         endpoints: kernel.clone(),
         lb: kernel.clone(),
-        tunnel: None,
+        node_routes: None,
         events: kernel.clone(),
     };
     let settings = Settings {

@@ -5,6 +5,7 @@
 //! namespace of the calling thread, which is how the lab and the tests give
 //! each node its own world.
 
+pub mod direct;
 mod error;
 pub mod host;
 pub mod iptables;

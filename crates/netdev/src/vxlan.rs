@@ -56,6 +56,12 @@ pub async fn ensure_vxlan_device(nl: &Netlink, port: u16, mtu: u32) -> Result<Li
     Ok(link)
 }
 
+/// Removes the overlay device an earlier tunnel-mode run left (native
+/// routing has none); true when there was one.
+pub async fn remove_vxlan_device(nl: &Netlink) -> Result<bool, Error> {
+    crate::veth::delete_by_name(nl, CILIUM_VXLAN).await
+}
+
 /// The UDP port of an existing VXLAN device.
 async fn vxlan_port(nl: &Netlink, index: u32) -> Result<Option<u16>, Error> {
     use futures::TryStreamExt;

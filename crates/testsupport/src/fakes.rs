@@ -241,7 +241,7 @@ impl NodeRoutes for FakeKernel {
         })
     }
 
-    fn withdraw(&self, cidr: (Ipv4Addr, u8)) -> PortFuture<'_, ()> {
+    fn withdraw(&self, cidr: (Ipv4Addr, u8), _node_ip: Ipv4Addr) -> PortFuture<'_, ()> {
         Box::pin(async move {
             self.held().tunnel.remove(&cidr);
         })

@@ -80,6 +80,9 @@ pub struct DaemonConfig {
     pub ct_gc_interval: std::time::Duration,
     pub ct_gc_max_interval: std::time::Duration,
     pub routing_mode: RoutingMode,
+    /// Native routing: route other nodes' pod CIDRs via their node
+    /// addresses on the shared L2 segment (`auto-direct-node-routes`).
+    pub auto_direct_node_routes: bool,
     pub tunnel_protocol: TunnelProtocol,
     /// UDP port of the overlay (`tunnel-port`, 0 = the protocol's default).
     pub tunnel_port: u16,
@@ -133,6 +136,25 @@ impl DaemonConfig {
             self.mtu
         }
     }
+}
+
+/// Cilium refuses native routing with masquerading when it cannot tell
+/// which destinations are the cluster's own (`ipv4-native-routing-cidr`):
+/// pod-to-pod traffic across nodes would be masqueraded to the node's
+/// address and lose its identity.
+fn check_native_routing_cidr(
+    mode: RoutingMode,
+    masquerade: bool,
+    native_routing_cidr: &str,
+) -> Result<(), ConfigError> {
+    if mode == RoutingMode::Native && masquerade && native_routing_cidr.is_empty() {
+        return Err(ConfigError::Requires {
+            needed: "native routing cidr",
+            key: "ipv4-native-routing-cidr",
+            because: "--enable-ipv4-masquerade=true --routing-mode=native",
+        });
+    }
+    Ok(())
 }
 
 /// Why a `node-port-range` does not read; ConfigError adds the key and the
@@ -357,6 +379,17 @@ impl DaemonConfig {
             0 => netdev::vxlan::VXLAN_PORT,
             p => p,
         };
+        let routing_mode = parsed(
+            l,
+            "routing-mode",
+            RoutingMode::parse,
+            "must be one of tunnel, native",
+        )?;
+        check_native_routing_cidr(
+            routing_mode,
+            boolean("enable-ipv4-masquerade"),
+            l.get("ipv4-native-routing-cidr"),
+        )?;
         Ok(Self {
             bpf_root: PathBuf::from(l.get("bpf-root")),
             state_dir: PathBuf::from(l.get("state-dir")),
@@ -421,12 +454,8 @@ impl DaemonConfig {
                         .split([',', ' '])
                         .any(|w| w.eq_ignore_ascii_case("datapath")),
             },
-            routing_mode: parsed(
-                l,
-                "routing-mode",
-                RoutingMode::parse,
-                "must be one of tunnel, native",
-            )?,
+            routing_mode,
+            auto_direct_node_routes: boolean("auto-direct-node-routes"),
             tunnel_protocol,
             tunnel_port,
             ipam_mode: parsed(
@@ -541,6 +570,7 @@ mod tests {
             "--enable-policy=Always",
             "--monitor-aggregation=maximum",
             "--routing-mode=native",
+            "--ipv4-native-routing-cidr=10.0.0.0/8",
             "--ipam=kubernetes",
             "--identity-allocation-mode=kvstore",
         ])
@@ -581,6 +611,26 @@ mod tests {
             "--enable-ipv4-masquerade=false",
         ])
         .unwrap();
+    }
+
+    #[test]
+    fn native_routing_with_masquerading_needs_the_native_routing_cidr() {
+        let e = cfg(&["--routing-mode=native"]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "native routing cidr must be configured with option --ipv4-native-routing-cidr \
+             in combination with --enable-ipv4-masquerade=true --routing-mode=native"
+        );
+        assert!(cfg(&["--routing-mode=native", "--enable-ipv4-masquerade=false"]).is_ok());
+        let c = cfg(&[
+            "--routing-mode=native",
+            "--ipv4-native-routing-cidr=10.0.0.0/8",
+            "--auto-direct-node-routes=true",
+        ])
+        .unwrap();
+        assert!(c.auto_direct_node_routes && !c.tunneling());
+        assert_eq!(c.ipv4_native_routing_cidr, Some((Ipv4Addr::new(10, 0, 0, 0), 8)));
+        assert!(!cfg(&[]).unwrap().auto_direct_node_routes, "Cilium's default");
     }
 
     #[test]

@@ -127,6 +127,7 @@ pub const KEYS: &[Key] = &[
         "0",
     ),
     k("routing-mode", Enum(&["tunnel", "native"]), "tunnel"),
+    k("auto-direct-node-routes", Bool, "false"),
     k("tunnel-protocol", Enum(&["vxlan", "geneve"]), "vxlan"),
     k("tunnel-port", Uint(0, 65535), "0"),
     k(
@@ -182,7 +183,6 @@ pub const KEYS: &[Key] = &[
         "node.cilium.io/agent-not-ready",
     ),
     later("arping-refresh-period", Duration, "30s"),
-    later("auto-direct-node-routes", Bool, "false"),
     later("bpf-lb-external-clusterip", Bool, "false"),
     later("bpf-lb-map-max", Uint(1, 1 << 24), "65536"),
     k("bpf-lb-sock", Bool, "false"),

@@ -35,4 +35,11 @@ pub enum ConfigError {
     ConfigDir { dir: String, why: String },
     #[error("{0}")]
     Unsupported(String),
+    /// Cilium's words for a key that another key's value needs.
+    #[error("{needed} must be configured with option --{key} in combination with {because}")]
+    Requires {
+        needed: &'static str,
+        key: &'static str,
+        because: &'static str,
+    },
 }
