@@ -78,6 +78,7 @@ pub fn write_config_map(extra: &[(String, String)], kubernetes: bool) -> anyhow:
         keys.retain(|(key, _)| key != k);
         keys.push((k.clone(), v.clone()));
     }
+    native_routing_defaults(&mut keys);
     let kvstore_identities = keys
         .iter()
         .any(|(k, v)| k == "identity-allocation-mode" && v == "kvstore");
@@ -88,6 +89,25 @@ pub fn write_config_map(extra: &[(String, String)], kubernetes: bool) -> anyhow:
         layout::write_atomic(&dir.join(k), v.as_bytes())?;
     }
     Ok(())
+}
+
+/// `routing-mode=native` works in the lab as it is: every pod CIDR lies in
+/// 10.0.0.0/8 (not to be masqueraded), and the nodes share one L2
+/// underlay, so each node routes the others' pod CIDRs via their
+/// addresses. What the user set stays.
+fn native_routing_defaults(keys: &mut Vec<(String, String)>) {
+    let is = |keys: &[(String, String)], key: &str| keys.iter().any(|(k, _)| k == key);
+    if !keys.iter().any(|(k, v)| k == "routing-mode" && v == "native") {
+        return;
+    }
+    for (key, value) in [
+        ("ipv4-native-routing-cidr", "10.0.0.0/8"),
+        ("auto-direct-node-routes", "true"),
+    ] {
+        if !is(keys, key) {
+            keys.push((key.to_owned(), value.to_owned()));
+        }
+    }
 }
 
 /// Node `index`'s CiliumNodeConfig (what differs per node), as a file;
@@ -331,6 +351,34 @@ pub fn init_containers(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn native_routing_brings_the_lab_s_cidr_and_direct_routes_unless_set() {
+        let mut keys = kv(&[("routing-mode", "native")]);
+        native_routing_defaults(&mut keys);
+        assert_eq!(
+            keys,
+            kv(&[
+                ("routing-mode", "native"),
+                ("ipv4-native-routing-cidr", "10.0.0.0/8"),
+                ("auto-direct-node-routes", "true"),
+            ])
+        );
+        let mut keys = kv(&[("routing-mode", "native"), ("auto-direct-node-routes", "false")]);
+        native_routing_defaults(&mut keys);
+        assert!(keys.contains(&("auto-direct-node-routes".into(), "false".into())));
+        assert_eq!(keys.len(), 3);
+        let mut keys = kv(&[("routing-mode", "tunnel")]);
+        native_routing_defaults(&mut keys);
+        assert_eq!(keys.len(), 1, "tunnel mode gets nothing");
+    }
 
     #[test]
     fn a_failed_init_container_is_restarted_until_it_succeeds_or_patience_runs_out() {
