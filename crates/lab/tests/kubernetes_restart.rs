@@ -6,10 +6,10 @@
 
 mod common;
 
-use common::{eventually, text, Lab};
+use common::{eventually, pid_in, text, Lab};
 use std::io::BufRead;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The streams' two ends, placed by the scheduler on the two nodes.
 const PODS: &str = r#"{"apiVersion":"v1","kind":"List","items":[
@@ -17,10 +17,6 @@ const PODS: &str = r#"{"apiVersion":"v1","kind":"List","items":[
    "spec":{"nodeSelector":{"kubernetes.io/hostname":"node1"},"containers":[{"name":"c","image":"cilium-lab/builtin"}]}},
   {"apiVersion":"v1","kind":"Pod","metadata":{"name":"sink","labels":{"app":"stream","role":"sink"}},
    "spec":{"nodeSelector":{"kubernetes.io/hostname":"node2"},"containers":[{"name":"c","image":"cilium-lab/builtin"}]}}]}"#;
-
-fn pid_in(file: &std::path::Path) -> Option<i32> {
-    std::fs::read_to_string(file).ok()?.trim().parse().ok()
-}
 
 /// The kube-apiserver the control-plane holder of this lab runs.
 fn apiserver_pid(lab: &Lab) -> i32 {
@@ -38,24 +34,6 @@ fn apiserver_pid(lab: &Lab) -> i32 {
                 && rest.split_whitespace().nth(1) == Some(&holder.to_string())
         })
         .expect("the lab's kube-apiserver")
-}
-
-fn wait_agent_back(lab: &Lab, n: usize, old: i32) {
-    let node = format!("node{n}");
-    let pid_file = lab.node(n).join("run/cilium.pid");
-    let t = Instant::now();
-    while pid_in(&pid_file).is_none_or(|p| p == old)
-        || !lab
-            .run(&["exec", &node, "--", "cilium", "status", "--brief"])
-            .status
-            .success()
-    {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "{node}'s agent never came back"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Runs the streams from source to sink for `secs`, doing `during` 1.5 s
@@ -137,14 +115,14 @@ fn agents_and_the_api_server_restart_under_traffic_without_loss() {
     // both agents killed with -9 under the streams
     stream_through(&lab, &sink_ip, 6, || {
         let pids: Vec<i32> = (1..=2)
-            .map(|n| pid_in(&lab.node(n).join("run/cilium.pid")).expect("agent pid"))
+            .map(|n| lab.agent_pid(n).expect("agent pid"))
             .collect();
         for pid in &pids {
             // SAFETY: the agents of the nodes this test started.
             unsafe { libc::kill(*pid, libc::SIGKILL) };
         }
         for (n, pid) in pids.iter().enumerate() {
-            wait_agent_back(&lab, n + 1, *pid);
+            lab.wait_agent_back(n + 1, *pid);
         }
     });
 

@@ -47,6 +47,34 @@ impl Lab {
     pub fn node(&self, n: usize) -> PathBuf {
         self.dir.path().join(format!("node{n}"))
     }
+
+    /// Node `n`'s agent's pid.
+    pub fn agent_pid(&self, n: usize) -> Option<i32> {
+        pid_in(&self.node(n).join("run/cilium.pid"))
+    }
+
+    /// Waits (30 s at most) until node `n` runs an agent other than `old`
+    /// that answers `cilium status`.
+    pub fn wait_agent_back(&self, n: usize, old: i32) {
+        let node = format!("node{n}");
+        let t = Instant::now();
+        while self.agent_pid(n).is_none_or(|p| p == old)
+            || !self
+                .run(&["exec", &node, "--", "cilium", "status", "--brief"])
+                .status
+                .success()
+        {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "{node}'s agent never came back"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+pub fn pid_in(file: &std::path::Path) -> Option<i32> {
+    std::fs::read_to_string(file).ok()?.trim().parse().ok()
 }
 
 impl Drop for Lab {
