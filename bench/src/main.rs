@@ -7,6 +7,7 @@
 //! - pod-to-pod TCP throughput (iperf3) through our programs, against two
 //!   namespaces joined by plain veths and host routes, no BPF;
 //! - the multi-node targets (see `overlay`);
+//! - native routing against tunnel mode and plain routing (see `routing`);
 //! - the service targets (see `services`);
 //! - the policy targets (see `policy`);
 //! - the observability targets (see `events`);
@@ -24,6 +25,7 @@ mod masquerade;
 mod operator;
 mod overlay;
 mod policy;
+mod routing;
 mod services;
 
 use anyhow::{bail, Context};
@@ -362,6 +364,10 @@ fn main() -> anyhow::Result<()> {
         let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
         return masquerade::run_bench(secs);
     }
+    if args.get(1).map(String::as_str) == Some("routing") {
+        let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
+        return routing::run_bench(secs);
+    }
     if args.get(1).map(String::as_str) == Some("policy") {
         let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
         return policy::run_bench(secs);
@@ -386,6 +392,7 @@ fn main() -> anyhow::Result<()> {
     one_node(pods, secs)?;
     // Issue 5 asks for reachability over 50 pods.
     overlay::run_bench(pods.min(50), secs)?;
+    routing::run_bench(secs)?;
     services::run_bench(secs)?;
     policy::run_bench(secs)?;
     events::run_bench(secs)?;

@@ -433,7 +433,11 @@ async fn setup_native_routing(nl: &netdev::Netlink, config: &DaemonConfig) -> an
         .await
         .context("removing the overlay device of tunnel mode")?
     {
-        tracing::info!(subsys = "datapath", device = netdev::vxlan::CILIUM_VXLAN, "Removed the overlay device: routing-mode is native");
+        tracing::info!(
+            subsys = "datapath",
+            device = netdev::vxlan::CILIUM_VXLAN,
+            "Removed the overlay device: routing-mode is native"
+        );
     }
     tracing::info!(
         subsys = "datapath",

@@ -97,7 +97,10 @@ pub fn write_config_map(extra: &[(String, String)], kubernetes: bool) -> anyhow:
 /// addresses. What the user set stays.
 fn native_routing_defaults(keys: &mut Vec<(String, String)>) {
     let is = |keys: &[(String, String)], key: &str| keys.iter().any(|(k, _)| k == key);
-    if !keys.iter().any(|(k, v)| k == "routing-mode" && v == "native") {
+    if !keys
+        .iter()
+        .any(|(k, v)| k == "routing-mode" && v == "native")
+    {
         return;
     }
     for (key, value) in [
@@ -371,7 +374,10 @@ mod tests {
                 ("auto-direct-node-routes", "true"),
             ])
         );
-        let mut keys = kv(&[("routing-mode", "native"), ("auto-direct-node-routes", "false")]);
+        let mut keys = kv(&[
+            ("routing-mode", "native"),
+            ("auto-direct-node-routes", "false"),
+        ]);
         native_routing_defaults(&mut keys);
         assert!(keys.contains(&("auto-direct-node-routes".into(), "false".into())));
         assert_eq!(keys.len(), 3);

@@ -629,8 +629,14 @@ mod tests {
         ])
         .unwrap();
         assert!(c.auto_direct_node_routes && !c.tunneling());
-        assert_eq!(c.ipv4_native_routing_cidr, Some((Ipv4Addr::new(10, 0, 0, 0), 8)));
-        assert!(!cfg(&[]).unwrap().auto_direct_node_routes, "Cilium's default");
+        assert_eq!(
+            c.ipv4_native_routing_cidr,
+            Some((Ipv4Addr::new(10, 0, 0, 0), 8))
+        );
+        assert!(
+            !cfg(&[]).unwrap().auto_direct_node_routes,
+            "Cilium's default"
+        );
     }
 
     #[test]
