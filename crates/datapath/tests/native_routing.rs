@@ -6,7 +6,6 @@
 
 mod common;
 
-use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
 use abi::metrics::{DIR_EGRESS, DIR_INGRESS};
 use abi::runtime_config::ENCAP_IFINDEX;
 use common::*;
@@ -34,15 +33,7 @@ fn native_node(sb: &Sandbox, object: datapath::objects::Object) -> TestObject {
         .put(&ENCAP_IFINDEX, &0u64)
         .unwrap();
     for (ip, id) in [(ALLOWED_POD, ALLOWED_ID), (OTHER_POD, OTHER_ID)] {
-        let info = RemoteEndpointInfo {
-            sec_identity: id,
-            tunnel_endpoint: REMOTE_NODE.into(),
-            ..Default::default()
-        };
-        obj.map(abi::maps::IPCACHE)
-            .unwrap()
-            .put(&IpcacheKey::v4(ip, 32), &info)
-            .unwrap();
+        learn_remote(&obj, ip, id, REMOTE_NODE);
     }
     obj
 }

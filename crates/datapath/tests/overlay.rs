@@ -6,7 +6,6 @@
 mod common;
 
 use abi::endpoint::EndpointInfo;
-use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
 use abi::metrics::{DIR_EGRESS, DIR_INGRESS};
 use abi::runtime_config::{ENCAP_IFINDEX, IPV4_MASK};
 use abi::tunnel::{TunnelKey, TunnelValue};
@@ -47,15 +46,7 @@ fn node(sb: &Sandbox, object: datapath::objects::Object, encap_ifindex: u64) -> 
 }
 
 fn learn_remote_pod(obj: &TestObject) {
-    let info = RemoteEndpointInfo {
-        sec_identity: 1000,
-        tunnel_endpoint: REMOTE_NODE.into(),
-        ..Default::default()
-    };
-    obj.map(abi::maps::IPCACHE)
-        .unwrap()
-        .put(&IpcacheKey::v4(REMOTE_POD, 32), &info)
-        .unwrap();
+    learn_remote(obj, REMOTE_POD, 1000, REMOTE_NODE);
 }
 
 #[test]

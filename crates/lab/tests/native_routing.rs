@@ -98,13 +98,7 @@ fn native_routing_reaches_pods_across_nodes_with_identity_policy() {
         client_ip(&lab, "intruder", &b).is_err(),
         "app=other is not let in"
     );
-    let metrics = lab.ok(&["exec", "node2", "--", "cilium", "bpf", "metrics", "list"]);
-    assert!(
-        metrics
-            .lines()
-            .any(|l| l.contains("Policy denied") && l.contains("INGRESS")),
-        "{metrics}"
-    );
+    lab.assert_policy_denied("node2", "INGRESS");
     assert_eq!(client_ip(&lab, "pod-a", &b), Ok(a.clone()));
 
     // without the policy, everyone talks, ICMP too

@@ -184,13 +184,7 @@ spec:
         "198.18.0.11",
         "TCP 80 is allowed"
     );
-    let metrics = lab.ok(&["exec", "node1", "--", "cilium", "bpf", "metrics", "list"]);
-    assert!(
-        metrics
-            .lines()
-            .any(|l| l.contains("Policy denied") && l.contains("EGRESS")),
-        "{metrics}"
-    );
+    lab.assert_policy_denied("node1", "EGRESS");
     lab.ok(&["exec", "node1", "--", "cilium", "policy", "delete", "--all"]);
 }
 

@@ -170,6 +170,19 @@ pub fn install_ingress(obj: &TestObject, endpoint_id: u16) {
     install_tail_call(obj.pin_dir(), prog, endpoint_id).expect("fill cilium_call_policy");
 }
 
+/// An address the ipcache knows: its identity and the node it is behind.
+pub fn learn_remote(obj: &TestObject, ip: Ipv4Addr, identity: u32, node: Ipv4Addr) {
+    let info = abi::ipcache::RemoteEndpointInfo {
+        sec_identity: identity,
+        tunnel_endpoint: node.into(),
+        ..Default::default()
+    };
+    obj.map(abi::maps::IPCACHE)
+        .expect("open cilium_ipcache")
+        .put(&abi::ipcache::IpcacheKey::v4(ip, 32), &info)
+        .expect("insert ipcache entry");
+}
+
 /// Adds an endpoint whose policy allows everything both ways.
 pub fn add_endpoint(obj: &TestObject, ip: Ipv4Addr, info: EndpointInfo) {
     obj.map(abi::maps::LXC)

@@ -44,6 +44,18 @@ impl Lab {
         self.ok(&["exec", node, "--", "cilium", "policy", "import", &file]);
     }
 
+    /// Asserts `node`'s `cilium bpf metrics list` counts policy drops in
+    /// `direction` (EGRESS or INGRESS).
+    pub fn assert_policy_denied(&self, node: &str, direction: &str) {
+        let metrics = self.ok(&["exec", node, "--", "cilium", "bpf", "metrics", "list"]);
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.contains("Policy denied") && l.contains(direction)),
+            "{node}: {metrics}"
+        );
+    }
+
     pub fn node(&self, n: usize) -> PathBuf {
         self.dir.path().join(format!("node{n}"))
     }
