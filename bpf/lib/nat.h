@@ -70,29 +70,6 @@ static __always_inline int nat_done(const struct __sk_buff *ctx)
 	return magic == MARK_MAGIC_SNAT_DONE || magic == MARK_MAGIC_OVERLAY;
 }
 
-/* A port of node for a flow with peer:pport whose replies no other flow
- * has: want if free, else one from NAT_PORT_MIN up, probed from a random
- * start. Ports are network order. */
-static __always_inline int nat_pick_port(__u32 peer, __u16 pport, __u32 node, __u16 want,
-					 __u8 proto, __u16 *port)
-{
-	struct ipv4_ct_tuple key = nat_key(peer, node, pport, want, proto, NAT_DIR_INGRESS);
-	__u16 start = NAT_PORT_MIN + bpf_get_prandom_u32() % NAT_PORT_MIN;
-
-	if (!bpf_map_lookup_elem(&cilium_snat_v4_external, &key)) {
-		*port = want;
-		return 0;
-	}
-	for (int i = 0; i < NAT_PORT_TRIES; i++) {
-		key.dport = bpf_htons(NAT_PORT_MIN + (start + i) % NAT_PORT_MIN);
-		if (!bpf_map_lookup_elem(&cilium_snat_v4_external, &key)) {
-			*port = key.dport;
-			return 0;
-		}
-	}
-	return -DROP_NAT_NO_MAPPING;
-}
-
 /* A fresh entry: translate to to:to_port (a NodePort's also from
  * from:rev_port; from 0 for masquerading). Ports are network order. */
 static __always_inline struct ipv4_nat_entry nat_entry(__u32 from, __u16 rev_port, __u32 to,
@@ -110,19 +87,38 @@ static __always_inline struct ipv4_nat_entry nat_entry(__u32 from, __u16 rev_por
 	return e;
 }
 
-/* Records a translated flow: its own tuple and its replies'. */
-static __always_inline int nat_insert(const struct ipv4_ct_tuple *fwd_key,
-				      const struct ipv4_nat_entry *fwd,
-				      const struct ipv4_ct_tuple *rev_key,
-				      const struct ipv4_nat_entry *rev)
+/* Records a translated flow's own entry once its replies' is in place;
+ * without it, the replies' entry goes too. */
+static __always_inline int nat_insert_fwd(const struct ipv4_ct_tuple *fwd_key,
+					  const struct ipv4_nat_entry *fwd,
+					  const struct ipv4_ct_tuple *rev_key)
 {
-	if (bpf_map_update_elem(&cilium_snat_v4_external, fwd_key, fwd, BPF_ANY) < 0)
-		return -DROP_NAT_NO_MAPPING;
-	if (bpf_map_update_elem(&cilium_snat_v4_external, rev_key, rev, BPF_ANY) < 0) {
-		bpf_map_delete_elem(&cilium_snat_v4_external, fwd_key);
+	if (bpf_map_update_elem(&cilium_snat_v4_external, fwd_key, fwd, BPF_ANY) < 0) {
+		bpf_map_delete_elem(&cilium_snat_v4_external, rev_key);
 		return -DROP_NAT_NO_MAPPING;
 	}
 	return 0;
+}
+
+/* Claims a port of the node for a flow's replies, recording rev under
+ * rev_key with that port as its destination port (network order): want
+ * if free, else one from NAT_PORT_MIN up, probed from a random start. The
+ * entry is created only if absent, so two CPUs taking one port at once
+ * cannot both have it (Cilium's BPF_NOEXIST). */
+static __always_inline int nat_claim_port(struct ipv4_ct_tuple *rev_key,
+					  const struct ipv4_nat_entry *rev, __u16 want)
+{
+	__u16 start = NAT_PORT_MIN + bpf_get_prandom_u32() % NAT_PORT_MIN;
+
+	rev_key->dport = want;
+	if (!bpf_map_update_elem(&cilium_snat_v4_external, rev_key, rev, BPF_NOEXIST))
+		return 0;
+	for (int i = 0; i < NAT_PORT_TRIES; i++) {
+		rev_key->dport = bpf_htons(NAT_PORT_MIN + (start + i) % NAT_PORT_MIN);
+		if (!bpf_map_update_elem(&cilium_snat_v4_external, rev_key, rev, BPF_NOEXIST))
+			return 0;
+	}
+	return -DROP_NAT_NO_MAPPING;
 }
 
 /* Whether a pod's packet to daddr stays as it is: towards the exclusion
@@ -200,16 +196,18 @@ static __always_inline int snat_v4_masquerade(struct __sk_buff *ctx)
 		nat_touch(nat);
 		port = nat->to_port;
 	} else {
-		ret = nat_pick_port(daddr, dport, masq, sport, pkt.tuple.nexthdr, &port);
-		if (IS_ERR(ret))
-			return ret;
-		fwd = nat_entry(0, 0, masq, port);
+		fwd = nat_entry(0, 0, masq, 0);
 		rev = nat_entry(0, 0, saddr, sport);
 		/* as Cilium marks the node's own flows */
 		fwd.needs_ct = host;
 		rev.needs_ct = host;
-		rkey = nat_key(daddr, masq, dport, port, pkt.tuple.nexthdr, NAT_DIR_INGRESS);
-		ret = nat_insert(&key, &fwd, &rkey, &rev);
+		rkey = nat_key(daddr, masq, dport, 0, pkt.tuple.nexthdr, NAT_DIR_INGRESS);
+		ret = nat_claim_port(&rkey, &rev, sport);
+		if (IS_ERR(ret))
+			return ret;
+		port = rkey.dport;
+		fwd.to_port = port;
+		ret = nat_insert_fwd(&key, &fwd, &rkey);
 		if (IS_ERR(ret))
 			return ret;
 	}

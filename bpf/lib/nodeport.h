@@ -199,19 +199,26 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 			return ret;
 		backend = target.address;
 		bport = target.port ? target.port : dport;
+		fwd = nat_entry(daddr, 0, backend, bport);
+		rev = nat_entry(daddr, dport, saddr, sport);
 		if (is_local_pod(lookup_ip4_endpoint(backend))) {
+			/* the backend sees the client as it is */
 			src = saddr;
 			natport = sport;
+			rkey = nat_key(backend, src, bport, natport, proto, NAT_DIR_INGRESS);
+			if (bpf_map_update_elem(&cilium_snat_v4_external, &rkey, &rev, BPF_ANY) < 0)
+				return -DROP_NAT_NO_MAPPING;
 		} else {
 			src = daddr;
-			ret = nat_pick_port(backend, bport, daddr, sport, proto, &natport);
+			rkey = nat_key(backend, src, bport, 0, proto, NAT_DIR_INGRESS);
+			ret = nat_claim_port(&rkey, &rev, sport);
 			if (IS_ERR(ret))
 				return ret;
+			natport = rkey.dport;
 		}
-		fwd = nat_entry(src, natport, backend, bport);
-		rev = nat_entry(daddr, dport, saddr, sport);
-		rkey = nat_key(backend, src, bport, natport, proto, NAT_DIR_INGRESS);
-		ret = nat_insert(&key, &fwd, &rkey, &rev);
+		fwd.from_addr = src;
+		fwd.rev_port = natport;
+		ret = nat_insert_fwd(&key, &fwd, &rkey);
 		if (IS_ERR(ret))
 			return ret;
 	}

@@ -1,6 +1,7 @@
 //! Pods reach the lab's outside host (198.18.0.254, a machine on the
 //! underlay that is no node) by ICMP, TCP and UDP, with iptables
-//! masquerading (Cilium's default) and with BPF masquerading: the outside
+//! masquerading (Cilium's default) and with BPF masquerading, in tunnel
+//! mode and in native routing: the outside
 //! host sees the node's address, never the pod's; two pods of one node
 //! using one source port at once each get their own replies; an egress
 //! policy that allows only `toCIDR` of the outside host's /32 on TCP 80
@@ -285,4 +286,72 @@ fn with_bpf_masquerading() {
     // the datapath does it all: no iptables rule
     let rules = lab.ok(&["exec", "node1", "--", "iptables", "-t", "nat", "-S"]);
     assert!(!rules.contains("MASQUERADE"), "{rules}");
+}
+
+/// Native routing leaves the cluster's own traffic alone: pod-b (node2)
+/// sees pod-a as itself (on 8080, which the lab's demo policy lets in).
+fn pods_see_each_other_unmasqueraded(lab: &Lab) {
+    let ip = |pod: &str| {
+        let out = lab.ok(&[
+            "exec", pod, "--", "ip", "-4", "-o", "addr", "show", "dev", "eth0",
+        ]);
+        out.split_whitespace()
+            .skip_while(|w| *w != "inet")
+            .nth(1)
+            .and_then(|cidr| cidr.split('/').next())
+            .unwrap_or_else(|| panic!("{pod}'s address in {out}"))
+            .to_owned()
+    };
+    let (a, b) = (ip("pod-a"), ip("pod-b"));
+    let server = lab
+        .cmd(&["exec", "pod-b", "--", "python3", "-c", PEER_SERVER])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start pod-b's server");
+    let seen = common::eventually("pod-b's server answers pod-a", 20, || {
+        let out = lab.run(&["connect", "pod-a", &format!("{b}:8080"), "--message", "hi"]);
+        out.status.success().then(|| text(&out)).ok_or(text(&out))
+    });
+    drop(server.wait_with_output());
+    assert_eq!(seen.trim(), a, "pod-b saw pod-a as itself");
+}
+
+/// Answers one TCP connection with the peer's address.
+const PEER_SERVER: &str = r#"
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8080))
+s.listen()
+c, peer = s.accept()
+c.recv(100)
+c.sendall(peer[0].encode())
+c.close()
+"#;
+
+#[test]
+fn in_native_routing_with_iptables_masquerading() {
+    let lab = lab_with(&["routing-mode=native"]);
+    pods_reach_the_outside_as_their_node(&lab);
+    pods_see_each_other_unmasqueraded(&lab);
+    only_web_to_the_outside(&lab);
+    let line = masquerading_line(&lab);
+    assert!(
+        line.ends_with(" IPTables [IPv4: Enabled, IPv6: Disabled]"),
+        "{line}"
+    );
+}
+
+#[test]
+fn in_native_routing_with_bpf_masquerading() {
+    let lab = lab_with(&["routing-mode=native", "enable-bpf-masquerade=true"]);
+    pods_reach_the_outside_as_their_node(&lab);
+    pods_see_each_other_unmasqueraded(&lab);
+    only_web_to_the_outside(&lab);
+    let line = masquerading_line(&lab);
+    assert!(
+        line.ends_with("   [eth0]   10.0.0.0/8 [IPv4: Enabled, IPv6: Disabled]"),
+        "{line}"
+    );
 }
