@@ -81,23 +81,26 @@ fn build_node(index: usize, underlay: i32) -> anyhow::Result<()> {
     mount("tmpfs", "/run", "tmpfs", 0)?;
     std::fs::create_dir_all("/run/cilium").context("creating /run/cilium")?;
     ip(&["link", "set", "lo", "up"])?;
-    let node_ns = netdev::NetNs::current()?;
+    plug_into_underlay(
+        underlay,
+        &topology::node_name(index),
+        topology::node_ip(index),
+    )
+    .context("plugging the node into the underlay")
+}
+
+/// Plugs this process's network namespace into the bridge of the underlay
+/// whose holder is `underlay`, as `eth0` with `addr`; `port` names the
+/// bridge's end.
+fn plug_into_underlay(underlay: i32, port: &str, addr: std::net::Ipv4Addr) -> anyhow::Result<()> {
+    let own_ns = netdev::NetNs::current()?;
     let switch_ns = netdev::NetNs::open(std::path::Path::new(&format!("/proc/{underlay}/ns/net")))?;
     block_on(async {
         let switch = netdev::Netlink::connect_in(&switch_ns)?;
         let bridge = switch.require_link(topology::BRIDGE).await?;
-        let node = netdev::Netlink::connect()?;
-        topology::underlay::plug(
-            &switch,
-            &bridge,
-            &node,
-            &node_ns,
-            &topology::node_name(index),
-            topology::node_ip(index),
-        )
-        .await
+        let own = netdev::Netlink::connect()?;
+        topology::underlay::plug(&switch, &bridge, &own, &own_ns, port, addr).await
     })
-    .context("plugging the node into the underlay")
 }
 
 /// Where a node holder sees the host's cgroup v2 tree (its own mount).
@@ -147,23 +150,8 @@ fn build_outside(underlay: i32) -> anyhow::Result<()> {
         return Err(std::io::Error::last_os_error()).context("unshare (run as root)");
     }
     ip(&["link", "set", "lo", "up"])?;
-    let own_ns = netdev::NetNs::current()?;
-    let switch_ns = netdev::NetNs::open(std::path::Path::new(&format!("/proc/{underlay}/ns/net")))?;
-    block_on(async {
-        let switch = netdev::Netlink::connect_in(&switch_ns)?;
-        let bridge = switch.require_link(topology::BRIDGE).await?;
-        let own = netdev::Netlink::connect()?;
-        topology::underlay::plug(
-            &switch,
-            &bridge,
-            &own,
-            &own_ns,
-            layout::OUTSIDE,
-            topology::OUTSIDE_IP,
-        )
-        .await
-    })
-    .context("plugging the outside host into the underlay")
+    plug_into_underlay(underlay, layout::OUTSIDE, topology::OUTSIDE_IP)
+        .context("plugging the outside host into the underlay")
 }
 
 /// The outside host, its server supervised, until SIGTERM.
