@@ -168,9 +168,14 @@ impl Drop for Sandbox {
                 libc::umount2(p.as_ptr(), libc::MNT_DETACH);
             }
         }
-        // Pod namespaces are bind mounts; unmount them so the dir can go.
-        if let Ok(entries) = std::fs::read_dir(self.dir.path().join("netns")) {
-            for e in entries.flatten() {
+        // Pod namespaces (under netns/) and machines' (Cluster::machine, at
+        // the root) are bind mounts on files; unmount them so the dir can go.
+        let roots = [self.dir.path().join("netns"), self.dir.path().to_owned()];
+        for entries in roots.iter().filter_map(|d| std::fs::read_dir(d).ok()) {
+            for e in entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            {
                 let p = cstr(&e.path());
                 // SAFETY: valid path; a non-mount just fails.
                 unsafe {
