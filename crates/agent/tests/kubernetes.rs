@@ -65,7 +65,10 @@ fn status_names_the_api_server_and_its_loss() {
     );
 
     testsupport::kube::start_apiserver(node.sandbox_mut(), &cp);
-    wait_for("Kubernetes: Ok again", 30, || {
+    // A restarted API server refuses watches (403) until its RBAC caches
+    // fill; a refused watch waits out client-go's backoff (up to 30 s)
+    // before it tries again, so Ok may come a whole backoff later.
+    wait_for("Kubernetes: Ok again", 90, || {
         kubernetes_line(&node).ends_with(&want)
     });
 }
