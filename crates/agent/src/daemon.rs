@@ -28,6 +28,8 @@ pub struct Agent {
     pub status: Arc<crate::status::AgentStatus>,
     pub metrics: Arc<crate::metrics::Sources>,
     pub controllers: Controllers,
+    /// cilium-health, served on `health.sock`; None when off.
+    pub cluster_health: Option<Arc<crate::cluster_health::ClusterHealth>>,
     /// The REST API, from every subsystem's routes.
     pub api: axum::Router,
     _pid: PidFile,
@@ -175,14 +177,6 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         Some(kc) => Some(connect_kvstore(kc).await?),
         None => None,
     };
-    if let Some(kv) = &kv {
-        let key = kvstore::keys::node(&config.cluster_name, &node.name);
-        let body = serde_json::to_vec(&node).expect("node serializes");
-        kv.put_leased(&key, &body)
-            .await
-            .context("registering the node in the kvstore")?;
-        tracing::info!(subsys = "nodediscovery", node = %node.name, key = %key, "Node registered in kvstore");
-    }
 
     let runtime = RuntimeOptions::new(
         config.debug,
@@ -235,6 +229,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         pod_cidr: config.ipv4_range,
         router_ip: config.router_ip,
         node,
+        health: config.health.endpoint,
         node_ip,
         kvstore: kv.clone(),
         cluster: config.cluster_name.clone(),
@@ -249,6 +244,16 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             .map(|c| c as Arc<dyn controlplane::endpoint::PodLabels>),
     };
     let cp = ControlPlane::new(ports, settings, &tasks)?;
+    if let Some(kv) = &kv {
+        // registered once the control plane has given it a health address
+        let node = cp.nodes.local();
+        let key = kvstore::keys::node(&config.cluster_name, &node.name);
+        let body = serde_json::to_vec(node).expect("node serializes");
+        kv.put_leased(&key, &body)
+            .await
+            .context("registering the node in the kvstore")?;
+        tracing::info!(subsys = "nodediscovery", node = %node.name, key = %key, "Node registered in kvstore");
+    }
     crate::hostips::sync(&config.bpf_root, &cp.ipcache, &host_ips)
         .context("syncing host IPs into BPF maps")?;
     let ct_gc = Arc::new(crate::ct_gc::GcCounters::default());
@@ -296,6 +301,18 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         host_ips,
     );
 
+    let cluster_health = crate::cluster_health::start(
+        crate::cluster_health::Deps {
+            config: &config,
+            nodes: Arc::clone(&cp.nodes),
+            endpoints: Arc::clone(&cp.endpoints),
+            ipam: Arc::clone(&cp.ipam),
+            node_ip,
+        },
+        &tasks,
+        &controllers,
+    )
+    .await;
     let masquerading = crate::masquerade::setup(&config, node_ip);
     let status = Arc::new(crate::status::AgentStatus {
         config: Arc::clone(&config),
@@ -309,6 +326,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         native_device,
         kubernetes,
         masquerading,
+        cluster_health: cluster_health.clone(),
     });
     let metrics = Arc::new(crate::metrics::Sources {
         bpf_root: config.bpf_root.clone(),
@@ -317,6 +335,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         monitor: Arc::clone(&monitor),
         policies: Arc::clone(&cp.policies),
         services: Arc::clone(&cp.services),
+        health: cluster_health.as_ref().map(|h| Arc::clone(&h.prober)),
     });
     let api = crate::api_server::router([
         crate::status::routes(Arc::clone(&status)),
@@ -365,6 +384,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         status,
         metrics,
         controllers,
+        cluster_health,
         api,
         _pid: pid,
     })
@@ -467,6 +487,7 @@ fn local_node(config: &DaemonConfig, node_ip: Option<Ipv4Addr>) -> controlplane:
         cluster: config.cluster_name.clone(),
         addresses,
         ipv4_alloc_cidr: Some(IpNet::v4(config.ipv4_range.0, config.ipv4_range.1)),
+        health_ipv4: None,
         cluster_id: config.cluster_id,
         source: "local".into(),
     }

@@ -27,9 +27,14 @@ fn spec(node: &Node) -> serde_json::Value {
         .map(|a| serde_json::json!({ "type": a.kind, "ip": a.ip }))
         .collect();
     let pod_cidrs: Vec<String> = node.ipv4_alloc_cidr.iter().map(IpNet::cidr).collect();
+    let health = match node.health_ipv4 {
+        Some(ip) => serde_json::json!({ "ipv4": ip.to_string() }),
+        None => serde_json::json!({}),
+    };
     serde_json::json!({
         "addresses": addresses,
         "ipam": { "podCIDRs": pod_cidrs },
+        "health": health,
         "encryption": {},
     })
 }
@@ -77,6 +82,8 @@ fn decode(obj: &DynamicObject) -> Result<Node, CiliumNodeError> {
         cluster: String::new(),
         addresses,
         ipv4_alloc_cidr,
+        // a malformed health address only costs that node its endpoint probe
+        health_ipv4: spec["health"]["ipv4"].as_str().and_then(|s| s.parse().ok()),
         cluster_id: 0,
         source: "custom-resource".into(),
     })
@@ -311,12 +318,14 @@ mod tests {
                 },
             ],
             ipv4_alloc_cidr: Some(IpNet::v4("10.2.0.0".parse().unwrap(), 24)),
+            health_ipv4: Some("10.2.0.7".parse().unwrap()),
             cluster_id: 0,
             source: "custom-resource".into(),
         };
         let mut obj = DynamicObject::new("node2", &resource());
         obj.data = serde_json::json!({ "spec": spec(&node) });
         assert_eq!(obj.data["spec"]["ipam"]["podCIDRs"][0], "10.2.0.0/24");
+        assert_eq!(obj.data["spec"]["health"]["ipv4"], "10.2.0.7");
         assert_eq!(decode(&obj).unwrap(), node);
 
         obj.data["spec"]["ipam"]["podCIDRs"] = serde_json::json!(["10.2.0.0/99"]);

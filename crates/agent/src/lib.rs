@@ -18,6 +18,7 @@ pub mod api_nodes;
 pub mod api_policy;
 pub mod api_server;
 pub mod api_service;
+pub mod cluster_health;
 pub mod cni_config;
 pub mod ct_gc;
 pub mod daemon;

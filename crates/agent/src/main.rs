@@ -116,6 +116,14 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
             }
         });
     }
+    if let Some(health) = agent.cluster_health.clone() {
+        let (status, socket) = (agent.status.clone(), agent.config.health_socket());
+        tasks.spawn_graceful("cilium-health-api", |stop| async move {
+            if let Err(e) = agent::cluster_health::serve(health, status, socket, stop).await {
+                tracing::error!(subsys = "health-server", error = %e, "cilium-health API failed");
+            }
+        });
+    }
     {
         let status = agent.status.clone();
         tasks.spawn_graceful("health-server", |stop| async move {

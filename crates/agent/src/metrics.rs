@@ -30,6 +30,8 @@ pub struct Sources {
     pub monitor: Arc<crate::monitor::Hub>,
     pub policies: Arc<Policies>,
     pub services: Arc<Services>,
+    /// cilium-health's prober, when health checking is on.
+    pub health: Option<Arc<crate::cluster_health::prober::Prober>>,
 }
 
 struct Family {
@@ -254,8 +256,84 @@ fn agent_families(d: &Sources) -> Vec<Family> {
     ]
 }
 
+/// Node connectivity as the last probe round saw it: 1/0 per node path
+/// and endpoint path, and every probe's latency (-1 when not probed).
+fn health_families(d: &Sources) -> Vec<Family> {
+    use api::health::{summary, HostStatus, Reach};
+    let Some(prober) = &d.health else {
+        return Vec::new();
+    };
+    let last = prober.last();
+    let local = last.local_name().to_owned();
+    let split = |name: &str| match name.split_once('/') {
+        Some((c, n)) => (c.to_owned(), n.to_owned()),
+        None => ("default".to_owned(), name.to_owned()),
+    };
+    let (source_cluster, source_node) = split(&local);
+    let (mut status, mut latency) = (Vec::new(), Vec::new());
+    for node in &last.nodes {
+        let (cluster, name) = split(&node.name);
+        let kind = if node.name == local {
+            "local_node"
+        } else {
+            "remote_intra_cluster"
+        };
+        let base = || {
+            vec![
+                ("source_cluster", source_cluster.clone()),
+                ("source_node_name", source_node.clone()),
+                ("target_cluster", cluster.clone()),
+                ("target_node_name", name.clone()),
+            ]
+        };
+        let paths: [(&str, Option<&HostStatus>); 2] = [
+            ("node", node.host.as_ref()),
+            ("endpoint", node.health_endpoint.as_ref()),
+        ];
+        for (ty, paths) in paths {
+            let Some(p) = paths.and_then(|p| p.primary_address.as_ref()) else {
+                continue;
+            };
+            let mut labels = base();
+            labels.extend([
+                ("target_node_type", kind.to_owned()),
+                ("type", ty.to_owned()),
+            ]);
+            let up = summary(paths) == Reach::Reachable;
+            status.push((labels, if up { 1.0 } else { 0.0 }));
+            for (protocol, probe) in [("http", &p.http), ("icmp", &p.icmp)] {
+                let mut labels = base();
+                labels.extend([
+                    ("target_node_ip", p.ip.clone()),
+                    ("target_node_type", kind.to_owned()),
+                    ("type", ty.to_owned()),
+                    ("protocol", protocol.to_owned()),
+                    ("address_type", "primary".to_owned()),
+                ]);
+                let secs = probe.as_ref().map_or(-1.0, |c| c.latency as f64 / 1e9);
+                latency.push((labels, secs));
+            }
+        }
+    }
+    vec![
+        Family {
+            name: "cilium_node_connectivity_status",
+            help: "The last observed status of both ICMP and HTTP connectivity between the current Cilium agent and other Cilium nodes",
+            kind: "gauge",
+            samples: status,
+        },
+        Family {
+            name: "cilium_node_connectivity_latency_seconds",
+            help: "The last observed latency between the current Cilium agent and other Cilium nodes in seconds",
+            kind: "gauge",
+            samples: latency,
+        },
+    ]
+}
+
 fn families(d: &Sources) -> Vec<Family> {
     let mut all = datapath_families(d);
+    all.extend(health_families(d));
     all.extend(event_families(d));
     all.extend(ct_gc_families(d));
     all.extend(agent_families(d));

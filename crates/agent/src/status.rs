@@ -43,6 +43,8 @@ pub struct AgentStatus {
     pub kubernetes: Option<Arc<crate::kubernetes::Kubernetes>>,
     /// What masquerading was set up (`crate::masquerade`).
     pub masquerading: Masquerading,
+    /// cilium-health; None when health checking is off.
+    pub cluster_health: Option<Arc<crate::cluster_health::ClusterHealth>>,
 }
 
 impl AgentStatus {
@@ -70,6 +72,14 @@ fn bpf_maps(d: &AgentStatus) -> BpfMapStatus {
     BpfMapStatus {
         dynamic_size_ratio: d.config.bpf_map_dynamic_size_ratio,
         maps,
+    }
+}
+
+/// `cluster`: this node, and cilium-health's state when it runs.
+fn cluster_status(d: &AgentStatus) -> ClusterStatus {
+    ClusterStatus {
+        cilium_health: d.cluster_health.as_ref().map(|h| h.status()),
+        self_: d.node_name.clone(),
     }
 }
 
@@ -103,7 +113,7 @@ fn collect(d: &AgentStatus, brief: bool) -> StatusResponse {
             .find(|c| c.status.consecutive_failure_count > 0);
         return StatusResponse {
             cilium,
-            cluster: Some(ClusterStatus::default()),
+            cluster: Some(cluster_status(d)),
             controllers: failing.into_iter().collect(),
             ..Default::default()
         };
@@ -159,11 +169,7 @@ fn collect(d: &AgentStatus, brief: bool) -> StatusResponse {
             mode: "Disabled".into(),
             msg: String::new(),
         }),
-        // no cilium-health daemon: no ciliumHealth
-        cluster: Some(ClusterStatus {
-            cilium_health: None,
-            self_: d.node_name.clone(),
-        }),
+        cluster: Some(cluster_status(d)),
         bpf_maps: Some(bpf_maps(d)),
         clock_source: Some(ClockSource {
             mode: "ktime".into(),

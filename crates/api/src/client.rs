@@ -50,6 +50,8 @@ pub struct Response {
 pub struct Client {
     socket: PathBuf,
     timeout: Duration,
+    /// `/v1` for the agent, `/v1beta` for cilium-health.
+    base: &'static str,
 }
 
 impl Client {
@@ -57,6 +59,7 @@ impl Client {
         Self {
             socket: socket.into(),
             timeout: Duration::from_secs(30),
+            base: crate::BASE_PATH,
         }
     }
 
@@ -79,6 +82,14 @@ impl Client {
             return Err(ClientError::BadHost(raw));
         }
         Ok(Self::new(path))
+    }
+
+    /// A client of cilium-health's API on `socket`.
+    pub fn health(socket: impl Into<PathBuf>) -> Self {
+        Self {
+            base: crate::health::BASE_PATH,
+            ..Self::new(socket)
+        }
     }
 
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
@@ -111,7 +122,7 @@ impl Client {
             .map_err(unreachable)?;
         let mut req = format!(
             "{method} {}{path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n",
-            crate::BASE_PATH
+            self.base
         );
         for (k, v) in headers {
             req.push_str(&format!("{k}: {v}\r\n"));

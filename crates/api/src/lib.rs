@@ -7,6 +7,7 @@ pub mod client;
 pub mod debuginfo;
 pub mod duration;
 pub mod endpoint;
+pub mod health;
 pub mod ipam;
 pub mod models;
 pub mod monitor;

@@ -88,6 +88,12 @@ pub struct NodeElement {
     pub name: String,
     #[serde(rename = "primary-address", default)]
     pub primary_address: NodeAddressingSummary,
+    #[serde(
+        rename = "health-endpoint-address",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub health_endpoint_address: Option<NodeAddressingSummary>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source: String,
 }

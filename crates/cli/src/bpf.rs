@@ -21,6 +21,18 @@ pub enum ListOnly {
 }
 
 #[derive(clap::Subcommand)]
+pub enum EndpointCommand {
+    /// List local endpoint entries
+    List(ListArgs),
+    /// Delete local endpoint entries
+    Delete {
+        /// Endpoint addresses
+        #[arg(required = true)]
+        ips: Vec<String>,
+    },
+}
+
+#[derive(clap::Subcommand)]
 pub enum CtCommand {
     /// List connection tracking entries (only `global` is supported)
     List {
@@ -63,7 +75,7 @@ pub enum NatCommand {
 pub enum Command {
     /// Local endpoint map (cilium_lxc)
     #[command(subcommand)]
-    Endpoint(ListOnly),
+    Endpoint(EndpointCommand),
     /// IP cache (cilium_ipcache)
     #[command(subcommand)]
     Ipcache(ListOnly),
@@ -146,6 +158,29 @@ fn kv_listing(
         .collect();
     let rows = pairs.into_iter().map(|(k, v)| vec![k, v]).collect();
     json_or_table(args, json.into(), header, rows)
+}
+
+/// Removes endpoints' entries from cilium_lxc (what `cilium bpf endpoint
+/// delete` is for: taking an endpoint off the datapath by hand). Every
+/// address is checked before any entry goes.
+fn delete_endpoints(ctx: &Ctx, ips: &[String]) -> anyhow::Result<ExitCode> {
+    let keys = ips
+        .iter()
+        .map(|s| {
+            s.parse::<std::net::Ipv4Addr>()
+                .map(abi::endpoint::EndpointKey::v4)
+                .map_err(|_| anyhow::anyhow!("{s:?} is not an IPv4 address"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let map = open::<Lxc>(ctx)?;
+    let mut code = ExitCode::SUCCESS;
+    for (ip, key) in ips.iter().zip(&keys) {
+        if !map.remove(key)? {
+            eprintln!("Unable to delete endpoint entry {ip}: not found");
+            code = ExitCode::FAILURE;
+        }
+    }
+    Ok(code)
 }
 
 fn endpoints(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
@@ -473,7 +508,8 @@ fn runtime_config(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
 
 pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
     match cmd {
-        Command::Endpoint(ListOnly::List(a)) => endpoints(ctx, a),
+        Command::Endpoint(EndpointCommand::List(a)) => endpoints(ctx, a),
+        Command::Endpoint(EndpointCommand::Delete { ips }) => delete_endpoints(ctx, ips),
         Command::Ipcache(ListOnly::List(a)) => ipcache(ctx, a),
         Command::Ct(CtCommand::List { args, .. }) => ct(ctx, args),
         Command::Ct(CtCommand::Flush { .. }) => {

@@ -7,6 +7,7 @@ mod cleanup;
 mod config;
 mod endpoint;
 mod explain;
+mod health_report;
 mod identity;
 mod ip;
 mod map;

@@ -7,6 +7,65 @@ use api::models::{
 };
 use std::process::ExitCode;
 
+/// What `cilium status` learned from cilium-health.
+pub enum ClusterHealth {
+    /// Endpoint health checking is off (no `cilium-health-ep` controller).
+    Disabled,
+    Unreachable,
+    Report(api::health::HealthStatusResponse),
+}
+
+/// The controller whose presence means endpoint health checking is on.
+const HEALTH_EP_CONTROLLER: &str = "cilium-health-ep";
+
+/// cilium-health's socket: `health.sock` beside the agent's.
+fn health_socket(agent: &std::path::Path) -> std::path::PathBuf {
+    agent
+        .parent()
+        .unwrap_or(std::path::Path::new("/"))
+        .join("health.sock")
+}
+
+fn cluster_health(s: &StatusResponse, agent_socket: &std::path::Path) -> ClusterHealth {
+    if !s.controllers.iter().any(|c| c.name == HEALTH_EP_CONTROLLER) {
+        return ClusterHealth::Disabled;
+    }
+    match api::Client::health(health_socket(agent_socket)).get_json("/status", &[]) {
+        Ok(r) => ClusterHealth::Report(r),
+        Err(_) => ClusterHealth::Unreachable,
+    }
+}
+
+/// The `Cluster health:` lines, their first column as wide as the other
+/// status lines' (one tabwriter writes all of them in Cilium).
+fn cluster_health_lines(h: &ClusterHealth, verbose: bool) -> String {
+    let section = match h {
+        ClusterHealth::Disabled => "Cluster health:\t\tProbe disabled\n".to_owned(),
+        ClusterHealth::Unreachable => {
+            "Cluster health:\t\t\tWarning\tcilium-health daemon unreachable\n".to_owned()
+        }
+        ClusterHealth::Report(r) => crate::health_report::format(
+            r,
+            crate::health_report::Detail {
+                all: verbose,
+                succinct: true,
+                verbose,
+                max_lines: if verbose { 0 } else { 10 },
+            },
+        ),
+    };
+    // a line standing for the labels above, dropped after aligning
+    let sentinel = format!("{}\t\n", "-".repeat(LABEL_WIDTH - 3));
+    let aligned = crate::table::tabwrite(&format!("{sentinel}{section}"), 2, 3);
+    aligned
+        .split_once('\n')
+        .map(|(_, rest)| rest.to_owned())
+        .unwrap_or_default()
+}
+
+/// Width of the status lines' label column.
+const LABEL_WIDTH: usize = 25;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// Only print a one-line status message
@@ -37,6 +96,20 @@ pub fn brief_line(s: &StatusResponse) -> (bool, String) {
             (false, format!("error in cilium: {}", c.msg))
         }
         None => (false, "error in cilium: no status reported".into()),
+        _ if s
+            .cluster
+            .as_ref()
+            .and_then(|c| c.cilium_health.as_ref())
+            .is_some_and(|h| !matches!(h.state, State::Ok | State::Disabled)) =>
+        {
+            let msg = s
+                .cluster
+                .as_ref()
+                .and_then(|c| c.cilium_health.as_ref())
+                .map(|h| h.msg.clone())
+                .unwrap_or_default();
+            (false, format!("error in cilium-health: {msg}"))
+        }
         _ => match s
             .controllers
             .iter()
@@ -147,7 +220,12 @@ fn masquerading(m: &Masquerading, kpr: Option<&KubeProxyReplacement>) -> String 
 }
 
 /// The non-verbose block, one `Label:` per line, values aligned at column 25.
-pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> String {
+pub fn format(
+    s: &StatusResponse,
+    verbose: bool,
+    all_controllers: bool,
+    health: &ClusterHealth,
+) -> String {
     let mut lines: Vec<(String, String)> = Vec::new();
     let mut push = |k: &str, v: String| lines.push((format!("{k}:"), v));
     if let Some(k) = &s.kvstore {
@@ -209,6 +287,9 @@ pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> Strin
     push("NodeMonitor", monitor);
     if let Some(lost) = lost {
         push("", lost);
+    }
+    if let Some(h) = s.cluster.as_ref().and_then(|c| c.cilium_health.as_ref()) {
+        push("Cilium health daemon", state_line(h.state, &h.msg));
     }
     match &s.ipam {
         Some(ipam) => {
@@ -353,9 +434,8 @@ pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> Strin
             .as_ref()
             .map_or("Disabled".into(), |e| e.mode.clone()),
     ));
-    tail.push(("Cluster health:".into(), "Probe disabled".into()));
     for (k, v) in tail {
-        out.push_str(&format!("{k:<25}{v}\n"));
+        out.push_str(&format!("{k:<LABEL_WIDTH$}{v}\n"));
     }
     if verbose {
         if let Some(m) = &s.bpf_maps {
@@ -377,6 +457,7 @@ pub fn format(s: &StatusResponse, verbose: bool, all_controllers: bool) -> Strin
             out.push_str(&crate::table::render(&rows));
         }
     }
+    out.push_str(&cluster_health_lines(health, verbose));
     out
 }
 
@@ -409,7 +490,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
     if args.output.is_some() {
         print_json(&s)?;
     } else {
-        print!("{}", format(&s, args.verbose, args.all_controllers));
+        let health = cluster_health(&s, client.socket());
+        print!(
+            "{}",
+            format(&s, args.verbose, args.all_controllers, &health)
+        );
     }
     Ok(if ok_state(&s) {
         ExitCode::SUCCESS

@@ -23,6 +23,60 @@ pub fn render(rows: &[Vec<String>]) -> String {
     out
 }
 
+/// Go's text/tabwriter over `text` (no flags): a cell is text ended by a
+/// tab, a line's last cell is not aligned, and a column is as wide as the
+/// widest of its cells plus `padding` (at least `minwidth`) over each run
+/// of consecutive lines that have it.
+pub fn tabwrite(text: &str, minwidth: usize, padding: usize) -> String {
+    let lines: Vec<Vec<&str>> = text.split('\n').map(|l| l.split('\t').collect()).collect();
+    let mut widths: Vec<Vec<usize>> = lines.iter().map(|l| vec![0; l.len() - 1]).collect();
+    column_blocks(&lines, &mut widths, 0, lines.len(), 0, (minwidth, padding));
+    lines
+        .iter()
+        .zip(&widths)
+        .map(|(cells, w)| {
+            let mut line = String::new();
+            for (i, cell) in cells.iter().enumerate() {
+                line.push_str(cell);
+                if let Some(w) = w.get(i) {
+                    line.push_str(&" ".repeat(w - cell.chars().count()));
+                }
+            }
+            line
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn column_blocks(
+    lines: &[Vec<&str>],
+    widths: &mut [Vec<usize>],
+    start: usize,
+    end: usize,
+    col: usize,
+    (minwidth, padding): (usize, usize),
+) {
+    let has = |l: &Vec<&str>| col + 1 < l.len();
+    let mut i = start;
+    while i < end {
+        if !has(&lines[i]) {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        let mut width = minwidth;
+        while j < end && has(&lines[j]) {
+            width = width.max(lines[j][col].chars().count() + padding);
+            j += 1;
+        }
+        for w in &mut widths[i..j] {
+            w[col] = width;
+        }
+        column_blocks(lines, widths, i, j, col + 1, (minwidth, padding));
+        i = j;
+    }
+}
+
 pub fn print(rows: &[Vec<String>]) {
     print!("{}", render(rows));
 }
@@ -48,4 +102,20 @@ pub struct ListArgs {
 #[macro_export]
 macro_rules! row {
     ($($cell:expr),* $(,)?) => { vec![$($cell.to_string()),*] };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_align_over_runs_of_lines_as_gos_tabwriter() {
+        // the last line shares the run of lines with a first cell
+        // (Go's column blocks), the two before it the second column
+        let text = "Probe time:\t2024\nNodes:\n  a:\n      ICMP to stack:\tOK\n      HTTP to agent:\tOK, RTT=1ms\nx\ty\tz\n";
+        assert_eq!(
+            tabwrite(text, 2, 3),
+            "Probe time:   2024\nNodes:\n  a:\n      ICMP to stack:   OK\n      HTTP to agent:   OK, RTT=1ms\nx                      y   z\n"
+        );
+    }
 }

@@ -69,10 +69,32 @@ pub struct Node {
     pub addresses: Vec<NodeAddress>,
     #[serde(rename = "IPv4AllocCIDR", default)]
     pub ipv4_alloc_cidr: Option<IpNet>,
+    /// The node's health endpoint (Go's `net.IP`: text, empty when none).
+    #[serde(rename = "IPv4HealthIP", default, with = "text_ip")]
+    pub health_ipv4: Option<Ipv4Addr>,
     #[serde(rename = "ClusterID", default)]
     pub cluster_id: u32,
     #[serde(rename = "Source", default)]
     pub source: String,
+}
+
+/// `net.IP` as Go marshals it: its text, or an empty string for nil.
+mod text_ip {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::net::Ipv4Addr;
+
+    pub fn serialize<S: Serializer>(ip: &Option<Ipv4Addr>, s: S) -> Result<S::Ok, S::Error> {
+        match ip {
+            Some(ip) => s.collect_str(ip),
+            None => s.serialize_str(""),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Ipv4Addr>, D::Error> {
+        // IPv6 health addresses (of a dual-stack Cilium) are not ours to probe.
+        let text = Option::<String>::deserialize(d)?.unwrap_or_default();
+        Ok(text.parse().ok())
+    }
 }
 
 impl Node {
@@ -105,6 +127,15 @@ impl Node {
                     address_type: String::new(),
                 }),
             },
+            health_endpoint_address: self.health_ipv4.map(|ip| {
+                api::models::NodeAddressingSummary {
+                    ipv4: Some(api::models::NodeAddressingElement {
+                        enabled: true,
+                        ip: ip.to_string(),
+                        ..Default::default()
+                    }),
+                }
+            }),
             source: source.to_owned(),
         }
     }

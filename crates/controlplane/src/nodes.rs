@@ -14,6 +14,9 @@ pub struct Nodes {
     local: Node,
     remote: Mutex<BTreeMap<String, Node>>,
     datapath: RemoteNodes,
+    /// Bumped when a node comes, changes or goes (the health prober
+    /// probes new nodes without waiting for its interval).
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl Nodes {
@@ -22,7 +25,13 @@ impl Nodes {
             local,
             remote: Mutex::default(),
             datapath,
+            changed: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// Wakes when the set of other nodes or what they publish changed.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     /// This node as published to the cluster.
@@ -70,12 +79,14 @@ impl Nodes {
                     tracing::info!(subsys = "nodemanager", node = %new.name, ip = %new.primary_ipv4(), "Node discovered");
                 }
                 self.datapath.upsert(old.as_ref(), &new).await;
+                self.changed.send_modify(|n| *n += 1);
             }
             watch::Change::Delete { key, .. } => {
                 let gone = self.remote.lock().expect("nodes lock").remove(&key);
                 if let Some(node) = gone {
                     tracing::info!(subsys = "nodemanager", node = %node.name, "Node deleted");
                     self.datapath.remove(&node).await;
+                    self.changed.send_modify(|n| *n += 1);
                 }
             }
             watch::Change::Synced => {

@@ -49,8 +49,12 @@ pub struct Settings {
     pub pod_cidr: (Ipv4Addr, u8),
     /// cilium_host's address, never handed to a pod.
     pub router_ip: Ipv4Addr,
-    /// This node as published to the cluster.
+    /// This node as published to the cluster (its health address is
+    /// filled in here).
     pub node: Node,
+    /// Whether this node has a health endpoint, whose address IPAM keeps
+    /// under the owner `health`.
+    pub health: bool,
     pub node_ip: Option<Ipv4Addr>,
     /// The cluster's shared state; None for a node on its own.
     pub kvstore: Option<kvstore::Kvstore>,
@@ -100,12 +104,16 @@ impl ControlPlane {
     pub fn new(ports: Ports, s: Settings, tasks: &Tasks) -> Result<Self, StartError> {
         let ipcache = Arc::new(IpCache::new(ports.ipcache));
         let (net, len) = s.pod_cidr;
-        let ipam = Ipam::open(net, len, s.router_ip, s.state_dir.join(IPAM_STATE))?;
+        let mut ipam = Ipam::open(net, len, s.router_ip, s.state_dir.join(IPAM_STATE))?;
+        let mut node = s.node;
+        if s.health {
+            node.health_ipv4 = Some(ipam.reserve(crate::ipam::OWNER_HEALTH)?);
+        }
         let ipam = Arc::new(Mutex::new(ipam));
         let kvwriter = s.kvstore.clone().map(|kv| KvWriter::start(kv, tasks));
         let node_suffix = s
             .node_ip
-            .map_or_else(|| s.node.name.clone(), |ip| ip.to_string());
+            .map_or_else(|| node.name.clone(), |ip| ip.to_string());
         let backend = crate::identity::Backend::choose(
             s.identity_objects,
             s.kvstore.clone().zip(kvwriter.clone()),
@@ -141,7 +149,7 @@ impl ControlPlane {
                 identities: Arc::clone(&identities),
                 ipcache: Arc::clone(&ipcache),
                 policies: Arc::clone(&policies),
-                publisher: Publisher::new(kvwriter, s.node_ip, s.node.name.clone()),
+                publisher: Publisher::new(kvwriter, s.node_ip, node.name.clone()),
                 datapath: ports.endpoints,
                 events: Arc::clone(&ports.events),
                 tasks: tasks.clone(),
@@ -173,7 +181,7 @@ impl ControlPlane {
             services.sweep();
         }
         let nodes = Arc::new(Nodes::new(
-            s.node,
+            node,
             RemoteNodes::new(Arc::clone(&ipcache), ports.node_routes),
         ));
         Ok(Self {

@@ -1,5 +1,6 @@
 //! What another node's existence means for this node's datapath (Cilium's
-//! linuxNodeHandler): its addresses in the ipcache as remote-node, and its
+//! linuxNodeHandler): its addresses in the ipcache as remote-node (its
+//! health endpoint's as health), and its
 //! pod CIDR routed, either into cilium_host and the tunnel map (tunnel
 //! mode, where cil_from_host sends the node's own traffic through the
 //! overlay) or via its node address (native routing with
@@ -16,6 +17,7 @@ use std::sync::Arc;
 struct Facts {
     node_ip: Option<Ipv4Addr>,
     router_ip: Option<Ipv4Addr>,
+    health_ip: Option<Ipv4Addr>,
     pod_cidr: Option<(Ipv4Addr, u8)>,
 }
 
@@ -24,6 +26,7 @@ fn facts(node: &Node) -> Facts {
     Facts {
         node_ip: ip("InternalIP"),
         router_ip: ip("CiliumInternalIP"),
+        health_ip: node.health_ipv4,
         pod_cidr: node.ipv4_alloc_cidr.as_ref().and_then(|c| c.ipv4_prefix()),
     }
 }
@@ -74,6 +77,11 @@ impl RemoteNodes {
             let entry = Entry::new(abi::identity::REMOTE_NODE, Source::Kvstore).behind(node_ip);
             self.ipcache.upsert(router, 32, entry)?;
         }
+        // Its health endpoint answers the endpoint path of our probes.
+        if let Some(health) = f.health_ip {
+            let entry = Entry::new(abi::identity::HEALTH, Source::Kvstore).behind(node_ip);
+            self.ipcache.upsert(health, 32, entry)?;
+        }
         if let (Some(cidr), Some(routes)) = (f.pod_cidr, &self.routes) {
             routes.install(cidr, node_ip).await?;
         }
@@ -81,7 +89,7 @@ impl RemoteNodes {
     }
 
     async fn withdraw(&self, f: &Facts) {
-        for ip in [f.node_ip, f.router_ip].into_iter().flatten() {
+        for ip in [f.node_ip, f.router_ip, f.health_ip].into_iter().flatten() {
             let _ = self.ipcache.remove(ip, 32, Source::Kvstore);
         }
         if let (Some(cidr), Some(node_ip), Some(routes)) = (f.pod_cidr, f.node_ip, &self.routes) {

@@ -37,6 +37,7 @@ fn node(name: &str, node_ip: &str, router: &str, cidr: (Ipv4Addr, u8)) -> Node {
             },
         ],
         ipv4_alloc_cidr: Some(IpNet::v4(cidr.0, cidr.1)),
+        health_ipv4: None,
         cluster_id: 0,
         source: "local".into(),
     }
@@ -85,6 +86,7 @@ fn plane_with(
         pod_cidr: (ip("10.1.0.0"), 24),
         router_ip: ip("10.1.0.1"),
         node: node("node1", "198.18.0.11", "10.1.0.1", (ip("10.1.0.0"), 24)),
+        health: false,
         node_ip: Some(ip("198.18.0.11")),
         kvstore: None,
         cluster: CLUSTER.into(),
@@ -517,7 +519,8 @@ async fn nodes_joining_and_leaving_are_routed_and_unrouted() {
     let store = kvstore::Memory::new();
     let kv = kvstore::Kvstore::new(store.session());
     let cp = plane(&kernel, dir.path(), Some(kv.clone()), &tasks);
-    let node2 = node("node2", "198.18.0.12", "10.2.0.1", (ip("10.2.0.0"), 24));
+    let mut node2 = node("node2", "198.18.0.12", "10.2.0.1", (ip("10.2.0.0"), 24));
+    node2.health_ipv4 = Some(ip("10.2.0.9"));
     let key = kvstore::keys::node(CLUSTER, "node2");
     kv.put(&key, &serde_json::to_vec(&node2).unwrap())
         .await
@@ -534,6 +537,9 @@ async fn nodes_joining_and_leaving_are_routed_and_unrouted() {
             assert_eq!(node_entry.sec_identity, abi::identity::REMOTE_NODE);
             let router = &held.ipcache[&(ip("10.2.0.1"), 32)];
             assert_eq!(router.tunnel_endpoint.ip(), ip("198.18.0.12"));
+            let health = &held.ipcache[&(ip("10.2.0.9"), 32)];
+            assert_eq!(health.sec_identity, abi::identity::HEALTH);
+            assert_eq!(health.tunnel_endpoint.ip(), ip("198.18.0.12"));
         }
         let source = cp.ipcache.get(ip("198.18.0.12"), 32).map(|e| e.source);
         assert_eq!(source, Some(Source::Kvstore), "learned from the cluster");
@@ -549,6 +555,7 @@ async fn nodes_joining_and_leaving_are_routed_and_unrouted() {
         let held = kernel.held();
         assert!(!held.ipcache.contains_key(&(ip("198.18.0.12"), 32)));
         assert!(!held.ipcache.contains_key(&(ip("10.2.0.1"), 32)));
+        assert!(!held.ipcache.contains_key(&(ip("10.2.0.9"), 32)));
     }
     assert!(cp.nodes.list().is_empty());
 }

@@ -39,6 +39,15 @@ impl EventsConfig {
     }
 }
 
+/// What cilium-health runs on this node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HealthConfig {
+    pub checking: bool,
+    /// A health endpoint (only with checking, as in Cilium).
+    pub endpoint: bool,
+    pub port: u16,
+}
+
 #[derive(Clone, Debug)]
 pub struct DaemonConfig {
     pub bpf_root: PathBuf,
@@ -115,6 +124,10 @@ pub struct DaemonConfig {
     pub bpf_map_dynamic_size_ratio: f64,
     /// Where Prometheus metrics are served (`prometheus-serve-addr`).
     pub prometheus_addr: Option<std::net::SocketAddr>,
+    /// cilium-health: probing other nodes (`enable-health-checking`), a
+    /// health endpoint to be probed at (`enable-endpoint-health-checking`)
+    /// and the port both answer HTTP on (`cluster-health-port`).
+    pub health: HealthConfig,
     /// Every key with its effective value (`daemonConfigurationMap`).
     pub all: BTreeMap<String, String>,
 }
@@ -485,6 +498,12 @@ impl DaemonConfig {
             maglev,
             maglev_seeds,
             prometheus_addr,
+            health: HealthConfig {
+                checking: boolean("enable-health-checking"),
+                endpoint: boolean("enable-health-checking")
+                    && boolean("enable-endpoint-health-checking"),
+                port: num("cluster-health-port") as u16,
+            },
             bpf_map_dynamic_size_ratio: l
                 .get("bpf-map-dynamic-size-ratio")
                 .parse()
@@ -495,6 +514,14 @@ impl DaemonConfig {
                 .map(|(k, (v, _))| ((*k).to_owned(), v.clone()))
                 .collect(),
         })
+    }
+
+    /// cilium-health's API socket: `health.sock` beside the agent's.
+    pub fn health_socket(&self) -> PathBuf {
+        self.socket_path
+            .parent()
+            .unwrap_or(std::path::Path::new("/"))
+            .join("health.sock")
     }
 
     pub fn pid_file(&self) -> PathBuf {

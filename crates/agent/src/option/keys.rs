@@ -174,6 +174,7 @@ pub const KEYS: &[Key] = &[
     k("write-cni-conf-when-ready", Str, ""),
     k("enable-health-checking", Bool, "true"),
     k("enable-endpoint-health-checking", Bool, "true"),
+    k("cluster-health-port", Uint(1, 65535), "4240"),
     k("preallocate-bpf-maps", Bool, "false"),
     k("bpf-map-dynamic-size-ratio", Float, "0.0"),
     // Known Cilium keys this agent accepts but does not act on yet.

@@ -34,6 +34,9 @@ pub trait PodLabels: Send + Sync {
     ) -> crate::ports::PortFuture<'a, Result<Vec<String>, LabelsUnknown>>;
 }
 
+/// The label of the health endpoint, whose identity is `reserved:health` (4).
+pub const HEALTH_LABEL: &str = "reserved:health";
+
 /// Lowest and highest endpoint IDs (Cilium's idallocator range).
 pub const MIN_ID: u16 = 1;
 pub const MAX_ID: u16 = 4095;
@@ -80,6 +83,9 @@ fn restoring() -> EndpointState {
 impl Endpoint {
     /// The IPAM owner of the endpoint's address: `<namespace>/<pod>`.
     pub fn ipam_owner(&self) -> String {
+        if self.labels.iter().any(|l| l == HEALTH_LABEL) {
+            return crate::ipam::OWNER_HEALTH.into();
+        }
         api::ipam::owner(&self.k8s_namespace, &self.k8s_pod_name, &self.container_id)
     }
 

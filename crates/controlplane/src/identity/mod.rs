@@ -34,6 +34,15 @@ const ALLOCATE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Claims lost to other nodes before giving up.
 const MAX_CLAIMS: usize = 16;
 
+/// The fixed identity of exactly a reserved label set (the health
+/// endpoint's `reserved:health`): never allocated, shared or released.
+fn reserved_id(labels: &[String]) -> Option<u32> {
+    RESERVED
+        .iter()
+        .find(|(_, set)| set.len() == labels.len() && set.iter().zip(labels).all(|(a, b)| a == b))
+        .map(|(id, _)| *id)
+}
+
 /// The fixed identities and their labels (`pkg/identity/numericidentity.go`).
 pub const RESERVED: &[(u32, &[&str])] = &[
     (1, &["reserved:host"]),
@@ -249,6 +258,9 @@ impl Identities {
         if labels.is_empty() {
             return Ok(abi::identity::INIT);
         }
+        if let Some(id) = reserved_id(labels) {
+            return Ok(id);
+        }
         let key = labels_key(labels);
         if let Some(id) = self.take_held(&key) {
             return Ok(id);
@@ -276,6 +288,9 @@ impl Identities {
         if labels.is_empty() {
             return abi::identity::INIT;
         }
+        if let Some(id) = reserved_id(labels) {
+            return id;
+        }
         let key = labels_key(labels);
         if let Some(id) = self.take_held(&key) {
             return id;
@@ -294,7 +309,7 @@ impl Identities {
     /// reference. Identity objects stay (the operator collects them once
     /// no CiliumEndpoint uses them, as in Cilium).
     pub fn release(&self, labels: &[String]) {
-        if labels.is_empty() {
+        if labels.is_empty() || reserved_id(labels).is_some() {
             return;
         }
         let key = labels_key(labels);
@@ -581,6 +596,20 @@ mod tests {
         assert_eq!(c, 256);
         assert_eq!(ids.get(300), Some(b));
         assert_eq!(ids.get(6), Some(vec!["reserved:remote-node".to_string()]));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_health_endpoint_has_its_reserved_identity() {
+        let (_store, a, _b) = two_nodes();
+        let health = vec!["reserved:health".to_string()];
+        assert_eq!(a.allocate(&health).await.unwrap(), abi::identity::HEALTH);
+        assert_eq!(a.adopt(&health, 4), abi::identity::HEALTH);
+        a.release(&health);
+        let mixed = vec!["k8s:app=x".to_string(), "reserved:health".to_string()];
+        assert!(
+            a.allocate(&mixed).await.unwrap() >= 256,
+            "only the exact set is reserved"
+        );
     }
 
     /// Two nodes' allocators on one (in-process) kvstore.

@@ -15,6 +15,8 @@ pub use store::StoreError;
 
 /// Owner of the cilium_host address.
 pub const OWNER_ROUTER: &str = "router";
+/// Owner of the health endpoint's address.
+pub const OWNER_HEALTH: &str = "health";
 /// How long an allocation made with `expiration: true` lives without an endpoint.
 pub const EXPIRATION: Duration = Duration::from_secs(600);
 
@@ -136,6 +138,35 @@ impl Ipam {
             .ok_or_else(|| IpamError::Full(self.capacity(), self.cidr()))?;
         let alloc = self.insert(ip, owner, expiring)?;
         Ok((ip, alloc))
+    }
+
+    /// The address `owner` holds for good, or the lowest free one given
+    /// to it: how a node-wide owner (the health endpoint) keeps its
+    /// address across restarts.
+    pub fn reserve(&mut self, owner: &str) -> Result<Ipv4Addr, IpamError> {
+        let held = self
+            .allocations
+            .iter()
+            .find(|(_, a)| a.owner == owner && a.expires.is_none())
+            .map(|(ip, _)| *ip);
+        match held {
+            Some(ip) => Ok(ip),
+            None => self.allocate_next(owner, false).map(|(ip, _)| ip),
+        }
+    }
+
+    /// Frees every address `owner` holds (a node-wide owner switched off).
+    pub fn release_owner(&mut self, owner: &str) -> Result<Vec<Ipv4Addr>, IpamError> {
+        let held: Vec<Ipv4Addr> = self
+            .allocations
+            .iter()
+            .filter(|(_, a)| a.owner == owner)
+            .map(|(ip, _)| *ip)
+            .collect();
+        for ip in &held {
+            self.release(*ip)?;
+        }
+        Ok(held)
     }
 
     /// Allocates a specific address (`POST /ipam/{ip}`, endpoint restore).
@@ -273,6 +304,20 @@ mod tests {
         let (b, _) = ipam.allocate_next("default/b", true).unwrap();
         assert_eq!(b, Ipv4Addr::new(10, 0, 0, 3));
         assert_eq!(ipam.status_line(), "IPv4: 3/6 allocated from 10.0.0.0/29, ");
+    }
+
+    #[test]
+    fn a_reserved_address_is_kept_across_reopening_until_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ipam = open(dir.path());
+        ipam.allocate_next("default/a", true).unwrap();
+        let health = ipam.reserve(OWNER_HEALTH).unwrap();
+        assert_eq!(health, Ipv4Addr::new(10, 0, 0, 3));
+        drop(ipam);
+        let mut ipam = open(dir.path());
+        assert_eq!(ipam.reserve(OWNER_HEALTH).unwrap(), health);
+        assert_eq!(ipam.release_owner(OWNER_HEALTH).unwrap(), vec![health]);
+        assert!(ipam.release_owner(OWNER_HEALTH).unwrap().is_empty());
     }
 
     #[test]

@@ -1,0 +1,267 @@
+//! The health endpoint: a namespace of the node's with an address from
+//! the pod CIDR (IPAM owner `health`), plugged in like a pod (`lxc_health`
+//! here, `cilium` inside), identity `reserved:health`, and the responder
+//! on the cluster health port inside. Its namespace is pinned under the
+//! run dir, so the endpoint, its ID and its address outlive an agent
+//! restart; the restarted agent takes it back and serves the responder
+//! again. The `cilium-health-ep` controller launches it and, like
+//! Cilium's, relaunches it once it has not answered for three minutes.
+
+use super::http;
+use api::endpoint::{DatapathConfiguration, EndpointChangeRequest};
+use controlplane::endpoint::{EndpointRef, Endpoints, HEALTH_LABEL};
+use netdev::{NetNs, Netlink};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The controller that keeps the health endpoint (its presence is how
+/// `cilium status` knows endpoint health checking is on).
+pub const CONTROLLER: &str = "cilium-health-ep";
+pub const RUN_INTERVAL: Duration = Duration::from_secs(60);
+/// Without an answer for this long the endpoint is launched again.
+const SUCCESSFUL_PING_TIMEOUT: Duration = Duration::from_secs(180);
+const PING_TIMEOUT: Duration = Duration::from_secs(5);
+pub const HOST_IFNAME: &str = "lxc_health";
+pub const PEER_IFNAME: &str = "cilium";
+const CONTAINER_NAME: &str = "cilium-health";
+
+/// Where the health endpoint's namespace is pinned.
+pub fn netns_path(run_dir: &std::path::Path) -> PathBuf {
+    run_dir.join("netns").join(CONTAINER_NAME)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("{0}")]
+    Netdev(#[from] netdev::Error),
+    #[error("creating the health endpoint: {0}")]
+    Endpoint(#[from] controlplane::endpoint::EndpointError),
+    #[error("reserving the health address: {0}")]
+    Ipam(String),
+    #[error("starting the responder: {0}")]
+    Responder(std::io::Error),
+}
+
+/// How the endpoint is plugged in.
+pub struct Plan {
+    pub ip: Ipv4Addr,
+    pub router_ip: Ipv4Addr,
+    pub mtu: u32,
+    pub route_mtu: u32,
+    pub port: u16,
+    pub netns: PathBuf,
+}
+
+#[derive(Default)]
+struct Liveness {
+    launched: Option<Instant>,
+    answered: Option<Instant>,
+}
+
+pub struct HealthEndpoint {
+    endpoints: Arc<Endpoints>,
+    /// Keeps the address reserved while the endpoint is launched again.
+    ipam: Arc<Mutex<controlplane::ipam::Ipam>>,
+    plan: Plan,
+    responder: Mutex<Option<tokio::task::AbortHandle>>,
+    liveness: Mutex<Liveness>,
+}
+
+impl HealthEndpoint {
+    pub fn new(
+        endpoints: Arc<Endpoints>,
+        ipam: Arc<Mutex<controlplane::ipam::Ipam>>,
+        plan: Plan,
+    ) -> Self {
+        Self {
+            endpoints,
+            ipam,
+            plan,
+            responder: Mutex::default(),
+            liveness: Mutex::default(),
+        }
+    }
+
+    /// One run of the controller: launch when not yet launched, else
+    /// check it answers and launch it again after three silent minutes.
+    pub async fn check(&self) -> Result<(), String> {
+        let launched = self.liveness().launched;
+        let Some(launched) = launched else {
+            return self.launch().await.map_err(|e| e.to_string());
+        };
+        match http::probe(self.plan.ip, self.plan.port, PING_TIMEOUT).await {
+            Ok(_) => {
+                self.liveness().answered = Some(Instant::now());
+                Ok(())
+            }
+            Err(e) => {
+                let since = self.liveness().answered.unwrap_or(launched);
+                if since.elapsed() >= SUCCESSFUL_PING_TIMEOUT {
+                    tracing::warn!(subsys = "cilium-health-launcher", error = %e, "Health endpoint has not answered for 3m0s, launching it again");
+                    self.remove().await;
+                    self.launch().await.map_err(|e| e.to_string())?;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn liveness(&self) -> std::sync::MutexGuard<'_, Liveness> {
+        self.liveness.lock().expect("health liveness lock")
+    }
+
+    async fn launch(&self) -> Result<(), LaunchError> {
+        let started = Instant::now();
+        let kept = self.restored().await;
+        if !kept {
+            self.remove().await;
+            // deleting the endpoint gave its address back; no pod may take it
+            self.ipam
+                .lock()
+                .expect("ipam lock")
+                .allocate_ip(self.plan.ip, controlplane::ipam::OWNER_HEALTH)
+                .map_err(|e| LaunchError::Ipam(e.to_string()))?;
+            self.create().await?;
+        }
+        let ns = NetNs::open(&self.plan.netns)?;
+        let listener = bind_in(ns, self.plan.port).map_err(LaunchError::Responder)?;
+        let task = tokio::spawn(async move {
+            if let Err(e) = http::serve(listener).await {
+                tracing::warn!(subsys = "cilium-health-launcher", error = %e, "Health endpoint responder stopped");
+            }
+        });
+        if let Some(old) = self
+            .responder
+            .lock()
+            .expect("responder lock")
+            .replace(task.abort_handle())
+        {
+            old.abort();
+        }
+        *self.liveness() = Liveness {
+            launched: Some(Instant::now()),
+            answered: None,
+        };
+        tracing::info!(subsys = "cilium-health-launcher", ipv4 = %self.plan.ip, restored = kept, duration = ?started.elapsed(), "Health endpoint ready");
+        Ok(())
+    }
+
+    /// The endpoint a previous run left, when it is whole: restored into
+    /// the table with this address, and its namespace still holding it.
+    async fn restored(&self) -> bool {
+        let ours = health_endpoints(&self.endpoints);
+        if ours.len() != 1 || ours[0].1 != self.plan.ip {
+            return false;
+        }
+        let Ok(ns) = NetNs::open(&self.plan.netns) else {
+            return false;
+        };
+        let Ok(nl) = Netlink::connect_in(&ns) else {
+            return false;
+        };
+        match nl.link_by_name(PEER_IFNAME).await {
+            Ok(Some(link)) => nl
+                .ipv4_addrs(Some(link.index))
+                .await
+                .is_ok_and(|a| a.iter().any(|(_, ip, _)| *ip == self.plan.ip)),
+            _ => false,
+        }
+    }
+
+    async fn create(&self) -> Result<(), LaunchError> {
+        let p = &self.plan;
+        if let Some(dir) = p.netns.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| netdev::Error::Netns {
+                op: "creating the directory of",
+                path: p.netns.clone(),
+                source,
+            })?;
+        }
+        netdev::netns::create(&p.netns)?;
+        let ns = NetNs::open(&p.netns)?;
+        // IPv4 only, as Cilium's: no router solicitations for the datapath
+        // to drop as an unsupported protocol
+        ns.run(|| netdev::sysctl::write("net/ipv6/conf/default/disable_ipv6", "1"))??;
+        let host_nl = Netlink::connect()?;
+        let pod_nl = Netlink::connect_in(&ns)?;
+        let veth =
+            netdev::veth::create_pod_veth(&host_nl, &pod_nl, &ns, HOST_IFNAME, PEER_IFNAME, p.mtu)
+                .await?;
+        netdev::sysctl::write(&format!("net/ipv4/conf/{HOST_IFNAME}/rp_filter"), "0")?;
+        pod_nl.ensure_ipv4_addr(veth.pod_index, p.ip, 32).await?;
+        let to_router = netdev::link::Route::new(veth.pod_index, p.router_ip, 32);
+        pod_nl.replace_route(&to_router).await?;
+        let default = netdev::link::Route::new(veth.pod_index, Ipv4Addr::UNSPECIFIED, 0)
+            .via(p.router_ip)
+            .mtu(p.route_mtu);
+        pod_nl.replace_route(&default).await?;
+        let req = EndpointChangeRequest {
+            container_name: CONTAINER_NAME.into(),
+            state: "waiting-for-identity".into(),
+            labels: vec![HEALTH_LABEL.into()],
+            addressing: Some(api::ipam::AddressPair {
+                ipv4: p.ip.to_string(),
+                ..Default::default()
+            }),
+            interface_name: HOST_IFNAME.into(),
+            interface_index: i64::from(veth.host_index),
+            mac: abi::endpoint::format_mac(&veth.pod_mac),
+            host_mac: abi::endpoint::format_mac(&veth.host_mac),
+            sync_build_endpoint: true,
+            datapath_configuration: Some(DatapathConfiguration::default()),
+            ..Default::default()
+        };
+        self.endpoints.create(&req).await?;
+        Ok(())
+    }
+
+    /// Takes down whatever health endpoint there is: the responder, the
+    /// endpoint, its device and its namespace.
+    pub async fn remove(&self) {
+        if let Some(task) = self.responder.lock().expect("responder lock").take() {
+            task.abort();
+        }
+        remove_leftovers(&self.endpoints, &self.plan.netns).await;
+    }
+}
+
+/// The health endpoints in the table, by ID and address.
+fn health_endpoints(endpoints: &Endpoints) -> Vec<(u16, Ipv4Addr)> {
+    endpoints
+        .list()
+        .iter()
+        .filter(|e| e.labels.iter().any(|l| l == HEALTH_LABEL))
+        .map(|e| (e.id, e.ipv4))
+        .collect()
+}
+
+/// Removes a health endpoint, its device and namespace (what a run with
+/// endpoint health checking off finds left from one with it on).
+pub async fn remove_leftovers(endpoints: &Endpoints, netns: &std::path::Path) {
+    for (id, _) in health_endpoints(endpoints) {
+        if let Err(e) = endpoints.delete(&EndpointRef::Local(id)) {
+            tracing::warn!(subsys = "cilium-health-launcher", endpointID = id, error = %e, "Unable to delete the health endpoint");
+        }
+    }
+    if let Ok(nl) = Netlink::connect() {
+        if let Err(e) = netdev::veth::delete_by_name(&nl, HOST_IFNAME).await {
+            tracing::warn!(subsys = "cilium-health-launcher", interface = HOST_IFNAME, error = %e, "Unable to delete the health endpoint's device");
+        }
+    }
+    if let Err(e) = netdev::netns::remove(netns) {
+        tracing::warn!(subsys = "cilium-health-launcher", error = %e, "Unable to remove the health endpoint's namespace");
+    }
+}
+
+/// A listening socket inside `ns`: a socket stays in the namespace it was
+/// made in, so the agent serves it from its own threads.
+fn bind_in(ns: NetNs, port: u16) -> std::io::Result<std::net::TcpListener> {
+    std::thread::spawn(move || {
+        ns.enter().map_err(std::io::Error::other)?;
+        std::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, port))
+    })
+    .join()
+    .map_err(|_| std::io::Error::other("responder bind thread panicked"))?
+}

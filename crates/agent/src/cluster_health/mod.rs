@@ -1,0 +1,194 @@
+//! cilium-health inside the agent: the responder on the node's cluster
+//! health port, the health endpoint and its controller, the prober, and
+//! the health API (`/v1beta` on `health.sock`). Cilium runs these in the
+//! agent process too, except the endpoint's responder, which is a child
+//! process there and a socket in the endpoint's namespace here.
+
+pub mod endpoint;
+pub mod http;
+pub mod icmp;
+pub mod prober;
+
+use crate::status::AgentStatus;
+use axum::extract::State;
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use axum::{Json, Router};
+use controlplane::controller::Controllers;
+use controlplane::nodes::Nodes;
+use controlplane::tasks::Tasks;
+use prober::Prober;
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// cilium-health as the rest of the agent sees it.
+pub struct ClusterHealth {
+    pub prober: Arc<Prober>,
+    /// Whether the health API is being served.
+    serving: AtomicBool,
+    started: Instant,
+}
+
+impl ClusterHealth {
+    /// `cluster.ciliumHealth` of the agent's status.
+    pub fn status(&self) -> api::models::Status {
+        if self.serving.load(Ordering::Relaxed) {
+            api::models::Status::ok("")
+        } else {
+            api::models::Status {
+                state: api::models::State::Warning,
+                msg: "cilium-health daemon unreachable".into(),
+            }
+        }
+    }
+}
+
+/// What cilium-health is built from.
+pub struct Deps<'a> {
+    pub config: &'a crate::option::DaemonConfig,
+    pub nodes: Arc<Nodes>,
+    pub endpoints: Arc<controlplane::endpoint::Endpoints>,
+    pub ipam: Arc<std::sync::Mutex<controlplane::ipam::Ipam>>,
+    pub node_ip: Option<Ipv4Addr>,
+}
+
+/// Starts cilium-health as configured; None when health checking is off.
+/// A run without a health endpoint removes one an earlier run left.
+pub async fn start(
+    d: Deps<'_>,
+    tasks: &Tasks,
+    controllers: &Controllers,
+) -> Option<Arc<ClusterHealth>> {
+    let health = d.config.health;
+    let netns = endpoint::netns_path(&d.config.run_dir);
+    match (health.endpoint, d.nodes.local().health_ipv4) {
+        (true, Some(ip)) => {
+            let ep = Arc::new(endpoint::HealthEndpoint::new(
+                Arc::clone(&d.endpoints),
+                Arc::clone(&d.ipam),
+                endpoint::Plan {
+                    ip,
+                    router_ip: d.config.router_ip,
+                    mtu: d.config.mtu,
+                    route_mtu: d.config.route_mtu(),
+                    port: health.port,
+                    netns,
+                },
+            ));
+            controllers.spawn(endpoint::CONTROLLER, endpoint::RUN_INTERVAL, move || {
+                let ep = Arc::clone(&ep);
+                async move { ep.check().await }
+            });
+        }
+        _ => {
+            endpoint::remove_leftovers(&d.endpoints, &netns).await;
+            let released = d
+                .ipam
+                .lock()
+                .expect("ipam lock")
+                .release_owner(controlplane::ipam::OWNER_HEALTH);
+            if let Err(e) = released {
+                tracing::warn!(subsys = "cilium-health-launcher", error = %e, "Unable to release the health address");
+            }
+        }
+    }
+    if !health.checking {
+        return None;
+    }
+    serve_node_responder(d.node_ip, health.port, tasks);
+    let prober = Arc::new(Prober::new(
+        d.nodes,
+        d.config.cluster_name.clone(),
+        health.port,
+    ));
+    Arc::clone(&prober).run(tasks);
+    Some(Arc::new(ClusterHealth {
+        prober,
+        serving: AtomicBool::new(false),
+        started: Instant::now(),
+    }))
+}
+
+/// The node path's HTTP answer, on the node's address (all addresses
+/// when it has none), as Cilium's agent-side responder.
+fn serve_node_responder(node_ip: Option<Ipv4Addr>, port: u16, tasks: &Tasks) {
+    let addr = (node_ip.unwrap_or(Ipv4Addr::UNSPECIFIED), port);
+    match std::net::TcpListener::bind(addr) {
+        Ok(listener) => tasks.spawn("cilium-health-responder", async move {
+            if let Err(e) = http::serve(listener).await {
+                tracing::warn!(subsys = "health-server", error = %e, "Health responder stopped");
+            }
+        }),
+        Err(e) => {
+            tracing::warn!(subsys = "health-server", address = %format!("{}:{}", addr.0, addr.1), error = %e, "Unable to serve the cluster health port; the node path will fail")
+        }
+    }
+}
+
+struct HealthApi {
+    health: Arc<ClusterHealth>,
+    status: Arc<AgentStatus>,
+}
+
+async fn healthz(State(api): State<Arc<HealthApi>>) -> Json<api::health::HealthResponse> {
+    Json(api::health::HealthResponse {
+        cilium: api.status.collect(false),
+        uptime: api::duration::go_duration(api.health.started.elapsed()),
+        system_load: load_average(),
+    })
+}
+
+async fn health_status(
+    State(api): State<Arc<HealthApi>>,
+) -> Json<api::health::HealthStatusResponse> {
+    Json(api.health.prober.last())
+}
+
+async fn probe(State(api): State<Arc<HealthApi>>) -> Json<api::health::HealthStatusResponse> {
+    Json(api.health.prober.probe().await)
+}
+
+async fn not_found(uri: Uri) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        Json(format!("path {} was not found", uri.path())),
+    )
+        .into_response()
+}
+
+/// `/proc/loadavg` as `system-load`.
+fn load_average() -> Option<api::health::LoadResponse> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut f = text.split_whitespace().map(str::to_owned);
+    Some(api::health::LoadResponse {
+        last1min: f.next()?,
+        last5min: f.next()?,
+        last15min: f.next()?,
+    })
+}
+
+/// Serves the health API on `socket` until `shutdown`.
+pub async fn serve(
+    health: Arc<ClusterHealth>,
+    status: Arc<AgentStatus>,
+    socket: std::path::PathBuf,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let state = Arc::new(HealthApi {
+        health: Arc::clone(&health),
+        status,
+    });
+    let app = Router::new()
+        .route("/v1beta/healthz", get(healthz))
+        .route("/v1beta/status", get(health_status))
+        .route("/v1beta/status/probe", put(probe))
+        .fallback(not_found)
+        .with_state(state);
+    health.serving.store(true, Ordering::Relaxed);
+    let served = crate::api_server::serve(app, &socket, shutdown).await;
+    health.serving.store(false, Ordering::Relaxed);
+    served
+}
