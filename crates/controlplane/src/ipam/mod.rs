@@ -140,7 +140,7 @@ impl Ipam {
         Ok((ip, alloc))
     }
 
-    /// The address `owner` holds for good, or the lowest free one given
+    /// The address `owner` holds for good, or the highest free one given
     /// to it: how a node-wide owner (the health endpoint) keeps its
     /// address across restarts.
     pub fn reserve(&mut self, owner: &str) -> Result<Ipv4Addr, IpamError> {
@@ -149,10 +149,19 @@ impl Ipam {
             .iter()
             .find(|(_, a)| a.owner == owner && a.expires.is_none())
             .map(|(ip, _)| *ip);
-        match held {
-            Some(ip) => Ok(ip),
-            None => self.allocate_next(owner, false).map(|(ip, _)| ip),
+        if let Some(ip) = held {
+            return Ok(ip);
         }
+        // From the top of the range: pods' addresses stay the same
+        // whether or not the node has a health endpoint.
+        let (first, last) = self.first_last();
+        let ip = (first..=last)
+            .rev()
+            .map(Ipv4Addr::from)
+            .find(|ip| !self.allocations.contains_key(ip))
+            .ok_or_else(|| IpamError::Full(self.capacity(), self.cidr()))?;
+        self.insert(ip, owner, false)?;
+        Ok(ip)
     }
 
     /// Frees every address `owner` holds (a node-wide owner switched off).
@@ -312,7 +321,7 @@ mod tests {
         let mut ipam = open(dir.path());
         ipam.allocate_next("default/a", true).unwrap();
         let health = ipam.reserve(OWNER_HEALTH).unwrap();
-        assert_eq!(health, Ipv4Addr::new(10, 0, 0, 3));
+        assert_eq!(health, Ipv4Addr::new(10, 0, 0, 6));
         drop(ipam);
         let mut ipam = open(dir.path());
         assert_eq!(ipam.reserve(OWNER_HEALTH).unwrap(), health);
