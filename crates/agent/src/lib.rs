@@ -24,6 +24,7 @@ pub mod ct_gc;
 pub mod daemon;
 pub mod explain;
 pub mod health;
+pub mod health_api;
 pub mod hostips;
 pub mod k8s_endpoints;
 pub mod k8s_identities;

@@ -119,7 +119,7 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     if let Some(health) = agent.cluster_health.clone() {
         let (status, socket) = (agent.status.clone(), agent.config.health_socket());
         tasks.spawn_graceful("cilium-health-api", |stop| async move {
-            if let Err(e) = agent::cluster_health::serve(health, status, socket, stop).await {
+            if let Err(e) = agent::health_api::serve(health, status, socket, stop).await {
                 tracing::error!(subsys = "health-server", error = %e, "cilium-health API failed");
             }
         });

@@ -157,6 +157,19 @@ fn remove_bpf_state(bpf_root: &Path, devices: &[(u32, String)]) {
     }
 }
 
+/// Unpins the namespaces under `dir` (the health endpoint's): a pin is a
+/// mount, which would keep the run directory from being removed.
+fn remove_pinned_netns(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.filter_map(Result::ok) {
+        if let Err(e) = netdev::netns::remove(&e.path()) {
+            eprintln!("Unable to remove namespace {}: {e}", e.path().display());
+        }
+    }
+}
+
 fn remove_all_state(args: &Args, devices: &[(u32, String)]) -> anyhow::Result<()> {
     block_on(async {
         let nl = netdev::Netlink::connect()?;
@@ -177,6 +190,7 @@ fn remove_all_state(args: &Args, devices: &[(u32, String)]) -> anyhow::Result<()
         .context("cgroup root path")?;
     // SAFETY: a valid C string; a path that is not a mount just fails.
     unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    remove_pinned_netns(&args.run_dir.join("netns"));
     for dir in [&args.run_dir, &args.lib_dir] {
         if let Err(e) = std::fs::remove_dir_all(dir) {
             if e.kind() != std::io::ErrorKind::NotFound {

@@ -18,12 +18,21 @@ fn assert_error(out: &CniOutput, code: u64, needle: &str) {
 
 fn assert_nothing_leaked(node: &Node) {
     let eps = node.cilium_ok(&["endpoint", "list", "-o", "json"]);
-    assert_eq!(eps.trim(), "[]", "no endpoint");
-    assert!(!node.links().contains("lxc"), "no veth:\n{}", node.links());
+    let eps: serde_json::Value = serde_json::from_str(&eps).unwrap();
+    let health_only = eps.as_array().is_some_and(|eps| {
+        eps.len() == 1 && eps[0]["status"]["identity"]["labels"][0] == "reserved:health"
+    });
+    assert!(health_only, "only the health endpoint: {eps:#}");
+    let links = node.links();
+    let veths: Vec<&str> = links.lines().filter(|l| l.contains(": lxc")).collect();
+    assert!(
+        veths.len() == 1 && veths[0].contains(": lxc_health@"),
+        "only the health endpoint's veth:\n{links}"
+    );
     let status = node.cilium_ok(&["status"]);
     assert!(
-        status.contains("IPv4: 1/"),
-        "only the router address:\n{status}"
+        status.contains("IPv4: 2/"),
+        "only the router's and the health endpoint's addresses:\n{status}"
     );
 }
 
@@ -86,9 +95,19 @@ fn bad_environment_and_stdin_are_refused_with_their_codes() {
 
 #[test]
 fn an_exhausted_pool_fails_the_add_and_leaks_nothing() {
-    // A /30 holds two addresses: the router's and one pod's.
+    // A /30 holds two addresses: the router's and one pod's, as there is
+    // no health endpoint without health checking.
     let mut node = Node::new("10.0.12.0/30");
+    node.agent_args
+        .push("--enable-health-checking=false".into());
     node.start_agent();
+    let status = node.cilium_ok(&["status"]);
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("Cluster health:") && l.ends_with(" Probe disabled")),
+        "{status}"
+    );
     let first = node.add_pod("first");
     let ns = node.create_netns("second");
     let out = node.cni_pod("ADD", "second", ns.to_str().unwrap());

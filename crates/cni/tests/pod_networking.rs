@@ -6,12 +6,14 @@ mod common;
 
 use common::*;
 
+/// (ID, address, state) of every pod's endpoint (not the health endpoint's).
 fn endpoints(node: &Node) -> Vec<(u64, String, String)> {
     let out = node.cilium_ok(&["endpoint", "list", "-o", "json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     v.as_array()
         .unwrap()
         .iter()
+        .filter(|e| e["status"]["identity"]["labels"][0] != "reserved:health")
         .map(|e| {
             (
                 e["id"].as_u64().unwrap(),
@@ -34,7 +36,7 @@ fn two_pods_talk_survive_agent_kill_and_are_deleted_cleanly() {
     assert_ne!(a, b);
 
     // ADD attached tc filters; the agent then moves endpoints onto pinned tcx links.
-    for id in [1, 2] {
+    for (id, _, _) in endpoints(&node) {
         let pin = node
             .bpffs()
             .join(format!("cilium/endpoints/{id}/links/cil_from_container"));
@@ -89,7 +91,7 @@ fn two_pods_talk_survive_agent_kill_and_are_deleted_cleanly() {
 
     let status = node.cilium_ok(&["status"]);
     assert!(
-        status.contains("IPAM:                    IPv4: 3/254 allocated from 10.0.9.0/24,"),
+        status.contains("IPAM:                    IPv4: 4/254 allocated from 10.0.9.0/24,"),
         "{status}"
     );
     let before = endpoints(&node);
@@ -120,16 +122,22 @@ fn two_pods_talk_survive_agent_kill_and_are_deleted_cleanly() {
         assert_eq!(node.cni_pod("DEL", pod, ns.to_str().unwrap()).code, 0);
     }
     assert!(endpoints(&node).is_empty());
+    let links = node.links();
+    let veths: Vec<&str> = links.lines().filter(|l| l.contains(": lxc")).collect();
     assert!(
-        !node.links().contains("lxc"),
-        "veths left:\n{}",
-        node.links()
+        veths.len() == 1 && veths[0].contains(": lxc_health@"),
+        "veths left:\n{links}"
     );
     let status = node.cilium_ok(&["status"]);
     assert!(
-        status.contains("IPv4: 1/254 allocated"),
-        "only the router keeps an address:\n{status}"
+        status.contains("IPv4: 2/254 allocated"),
+        "only the router and the health endpoint keep addresses:\n{status}"
     );
     let lxc = node.cilium_ok(&["bpf", "endpoint", "list"]);
-    assert!(!lxc.contains("id="), "no pod left in cilium_lxc:\n{lxc}");
+    for pod in [a, b, c] {
+        assert!(
+            !lxc.contains(&format!("{pod}:")),
+            "{pod} left in cilium_lxc:\n{lxc}"
+        );
+    }
 }

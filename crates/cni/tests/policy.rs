@@ -285,7 +285,15 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
     assert_eq!(trace(&cluster.nodes[0], "other", "db", "5432"), "DENIED");
     let db_ep = cluster.nodes[1].cilium_ok(&["endpoint", "list", "-o", "json"]);
     let db_ep: serde_json::Value = serde_json::from_str(&db_ep).unwrap();
-    let db_id = db_ep[0]["id"].as_u64().unwrap().to_string();
+    let db_id = db_ep
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["status"]["identity"]["labels"][0] != "reserved:health")
+        .expect("db's endpoint")["id"]
+        .as_u64()
+        .unwrap()
+        .to_string();
     let map = cluster.nodes[1].cilium_ok(&["bpf", "policy", "get", &db_id]);
     assert!(
         map.lines()

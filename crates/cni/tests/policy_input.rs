@@ -73,7 +73,7 @@ fn bad_policies_are_refused_by_field_and_change_nothing() {
     ]);
     assert!(!ahead.status.success());
     assert!(
-        String::from_utf8_lossy(&ahead.stderr).contains("3 endpoints still not ready"),
+        String::from_utf8_lossy(&ahead.stderr).contains("4 endpoints still not ready"),
         "{}",
         String::from_utf8_lossy(&ahead.stderr)
     );
@@ -179,7 +179,7 @@ fn bad_policies_are_refused_by_field_and_change_nothing() {
     // always: every endpoint is default-deny, also a (no rule selects it)
     node.cilium_ok(&["config", "PolicyEnforcement=always"]);
     let a = node.cilium_ok(&["endpoint", "list"]);
-    assert!(a.matches("Enabled            Enabled").count() == 3, "{a}");
+    assert!(a.matches("Enabled            Enabled").count() == 4, "{a}");
     // never: nothing is enforced, not even b's rule
     node.cilium_ok(&["config", "PolicyEnforcement=never"]);
     wait_for("c to reach b with enforcement off", 10, || {

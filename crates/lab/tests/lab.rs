@@ -20,7 +20,7 @@ fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
         "ct entries shown:\n{out}"
     );
     assert!(
-        out.contains("IPAM:                    IPv4: 2/254 allocated from 10.1.0.0/24,"),
+        out.contains("IPAM:                    IPv4: 3/254 allocated from 10.1.0.0/24,"),
         "{out}"
     );
     assert!(out.contains("Network: Tunnel [vxlan]"), "{out}");

@@ -168,26 +168,42 @@ impl Drop for Sandbox {
                 libc::umount2(p.as_ptr(), libc::MNT_DETACH);
             }
         }
-        // Pod namespaces (under netns/) and machines' (Cluster::machine, at
-        // the root) are bind mounts on files; unmount them so the dir can go.
-        let roots = [self.dir.path().join("netns"), self.dir.path().to_owned()];
-        for entries in roots.iter().filter_map(|d| std::fs::read_dir(d).ok()) {
-            for e in entries
-                .flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-            {
+        // Namespaces pinned on files (pods', machines', the agents' health
+        // endpoints') are bind mounts; unmount them so the dir can go.
+        unmount_pinned_files(self.dir.path());
+        let p = cstr(&self.bpffs());
+        // SAFETY: valid path; failure only leaves a mount in a namespace
+        // that dies with this thread.
+        unsafe {
+            libc::umount2(p.as_ptr(), libc::MNT_DETACH);
+        }
+    }
+}
+
+/// Unmounts every file under `dir` that is a mount point (a pinned
+/// namespace), without descending into other filesystems (bpffs, cgroup2).
+fn unmount_pinned_files(dir: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(here) = std::fs::symlink_metadata(dir) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        if meta.dev() != here.dev() {
+            if meta.is_file() {
                 let p = cstr(&e.path());
                 // SAFETY: valid path; a non-mount just fails.
                 unsafe {
                     libc::umount2(p.as_ptr(), libc::MNT_DETACH);
                 }
             }
-        }
-        let p = cstr(&self.bpffs());
-        // SAFETY: valid path; failure only leaves a mount in a namespace
-        // that dies with this thread.
-        unsafe {
-            libc::umount2(p.as_ptr(), libc::MNT_DETACH);
+        } else if meta.is_dir() {
+            unmount_pinned_files(&e.path());
         }
     }
 }

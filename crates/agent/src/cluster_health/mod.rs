@@ -9,12 +9,6 @@ pub mod http;
 pub mod icmp;
 pub mod prober;
 
-use crate::status::AgentStatus;
-use axum::extract::State;
-use axum::http::{StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, put};
-use axum::{Json, Router};
 use controlplane::controller::Controllers;
 use controlplane::nodes::Nodes;
 use controlplane::tasks::Tasks;
@@ -43,6 +37,18 @@ impl ClusterHealth {
                 msg: "cilium-health daemon unreachable".into(),
             }
         }
+    }
+}
+
+impl ClusterHealth {
+    /// Records whether the health API is being served.
+    pub fn set_serving(&self, serving: bool) {
+        self.serving.store(serving, Ordering::Relaxed);
+    }
+
+    /// How long cilium-health has run.
+    pub fn uptime(&self) -> std::time::Duration {
+        self.started.elapsed()
     }
 }
 
@@ -126,69 +132,4 @@ fn serve_node_responder(node_ip: Option<Ipv4Addr>, port: u16, tasks: &Tasks) {
             tracing::warn!(subsys = "health-server", address = %format!("{}:{}", addr.0, addr.1), error = %e, "Unable to serve the cluster health port; the node path will fail")
         }
     }
-}
-
-struct HealthApi {
-    health: Arc<ClusterHealth>,
-    status: Arc<AgentStatus>,
-}
-
-async fn healthz(State(api): State<Arc<HealthApi>>) -> Json<api::health::HealthResponse> {
-    Json(api::health::HealthResponse {
-        cilium: api.status.collect(false),
-        uptime: api::duration::go_duration(api.health.started.elapsed()),
-        system_load: load_average(),
-    })
-}
-
-async fn health_status(
-    State(api): State<Arc<HealthApi>>,
-) -> Json<api::health::HealthStatusResponse> {
-    Json(api.health.prober.last())
-}
-
-async fn probe(State(api): State<Arc<HealthApi>>) -> Json<api::health::HealthStatusResponse> {
-    Json(api.health.prober.probe().await)
-}
-
-async fn not_found(uri: Uri) -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        Json(format!("path {} was not found", uri.path())),
-    )
-        .into_response()
-}
-
-/// `/proc/loadavg` as `system-load`.
-fn load_average() -> Option<api::health::LoadResponse> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let mut f = text.split_whitespace().map(str::to_owned);
-    Some(api::health::LoadResponse {
-        last1min: f.next()?,
-        last5min: f.next()?,
-        last15min: f.next()?,
-    })
-}
-
-/// Serves the health API on `socket` until `shutdown`.
-pub async fn serve(
-    health: Arc<ClusterHealth>,
-    status: Arc<AgentStatus>,
-    socket: std::path::PathBuf,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    let state = Arc::new(HealthApi {
-        health: Arc::clone(&health),
-        status,
-    });
-    let app = Router::new()
-        .route("/v1beta/healthz", get(healthz))
-        .route("/v1beta/status", get(health_status))
-        .route("/v1beta/status/probe", put(probe))
-        .fallback(not_found)
-        .with_state(state);
-    health.serving.store(true, Ordering::Relaxed);
-    let served = crate::api_server::serve(app, &socket, shutdown).await;
-    health.serving.store(false, Ordering::Relaxed);
-    served
 }
