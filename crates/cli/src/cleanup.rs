@@ -163,9 +163,9 @@ fn remove_pinned_netns(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
-    for e in entries.filter_map(Result::ok) {
-        if let Err(e) = netdev::netns::remove(&e.path()) {
-            eprintln!("Unable to remove namespace {}: {e}", e.path().display());
+    for pin in entries.filter_map(Result::ok) {
+        if let Err(e) = netdev::netns::remove(&pin.path()) {
+            eprintln!("Unable to remove namespace {}: {e}", pin.path().display());
         }
     }
 }

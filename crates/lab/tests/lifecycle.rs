@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{text, Lab};
+use common::{endpoints, text, Lab};
 
 const ALLOW_TRAFFIC: &str = r#"apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy
@@ -29,31 +29,6 @@ spec:
     - ports:
       - {port: "9999", protocol: UDP}
 "#;
-
-/// (id, ipv4, identity) of every endpoint on a node.
-fn endpoints(lab: &Lab, node: &str) -> Vec<(u64, String, u64)> {
-    let out = lab.ok(&[
-        "exec", node, "--", "cilium", "endpoint", "list", "-o", "json",
-    ]);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-    let mut eps: Vec<(u64, String, u64)> = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["id"].as_u64().unwrap(),
-                e["status"]["networking"]["addressing"][0]["ipv4"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                e["status"]["identity"]["id"].as_u64().unwrap_or_default(),
-            )
-        })
-        .collect();
-    eps.sort();
-    eps
-}
 
 fn agent_pid(lab: &Lab, n: usize) -> i32 {
     std::fs::read_to_string(lab.node(n).join("run/cilium.pid"))

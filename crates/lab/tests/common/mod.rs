@@ -103,6 +103,31 @@ pub fn text(o: &Output) -> String {
     )
 }
 
+/// (id, ipv4, identity) of every endpoint on a node.
+pub fn endpoints(lab: &Lab, node: &str) -> Vec<(u64, String, u64)> {
+    let out = lab.ok(&[
+        "exec", node, "--", "cilium", "endpoint", "list", "-o", "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let mut eps: Vec<(u64, String, u64)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["id"].as_u64().unwrap(),
+                e["status"]["networking"]["addressing"][0]["ipv4"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                e["status"]["identity"]["id"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    eps.sort();
+    eps
+}
+
 /// Polls `f` every 200 ms until it gives a value, for at most `secs`.
 pub fn eventually<T>(what: &str, secs: u64, mut f: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + Duration::from_secs(secs);
