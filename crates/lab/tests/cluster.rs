@@ -267,6 +267,27 @@ fn a_three_node_cluster_balances_scales_and_enforces_network_policy() {
             agreement(&lab, node)
         });
     }
+
+    // cluster health: each CiliumNode publishes its health endpoint, and
+    // every agent reaches every node and health endpoint through them
+    for node in ["node1", "node2", "node3"] {
+        let health = jsonpath(&lab, &["ciliumnode", node], "{.spec.health.ipv4}");
+        let cidr = jsonpath(&lab, &["ciliumnode", node], "{.spec.ipam.podCIDRs[0]}");
+        let net = cidr.strip_suffix(".0/24").expect("a /24 pod CIDR");
+        assert_eq!(
+            health,
+            format!("{net}.254"),
+            "{node}: its CIDR's highest address"
+        );
+        eventually(&format!("{node}: 3/3 reachable"), 90, || {
+            let status = lab.ok(&["exec", node, "--", "cilium", "status"]);
+            status
+                .lines()
+                .any(|l| l.starts_with("Cluster health:") && l.contains(" 3/3 reachable"))
+                .then_some(())
+                .ok_or(status)
+        });
+    }
 }
 
 /// Whether `node`'s endpoints are its CEPs (ID and identity) and its
