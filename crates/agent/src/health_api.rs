@@ -6,8 +6,6 @@
 use crate::cluster_health::ClusterHealth;
 use crate::status::AgentStatus;
 use axum::extract::State;
-use axum::http::{StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Json, Router};
 use std::sync::Arc;
@@ -35,14 +33,6 @@ async fn probe(State(api): State<Arc<HealthApi>>) -> Json<api::health::HealthSta
     Json(api.health.prober.probe().await)
 }
 
-async fn not_found(uri: Uri) -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        Json(format!("path {} was not found", uri.path())),
-    )
-        .into_response()
-}
-
 /// `/proc/loadavg` as `system-load`.
 fn load_average() -> Option<api::health::LoadResponse> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
@@ -65,12 +55,11 @@ pub async fn serve(
         health: Arc::clone(&health),
         status,
     });
-    let app = Router::new()
+    let app = crate::api_server::router([Router::new()
         .route("/v1beta/healthz", get(healthz))
         .route("/v1beta/status", get(health_status))
         .route("/v1beta/status/probe", put(probe))
-        .fallback(not_found)
-        .with_state(state);
+        .with_state(state)]);
     health.set_serving(true);
     let served = crate::api_server::serve(app, &socket, shutdown).await;
     health.set_serving(false);

@@ -6,6 +6,19 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 /// cilium-health's socket (env `CILIUM_HEALTH_SOCK`).
 pub const DEFAULT_SOCKET: &str = "/var/run/cilium/health.sock";
+/// The agent's controller that keeps the health endpoint; `cilium status`
+/// reads its presence as endpoint health checking being on.
+pub const ENDPOINT_CONTROLLER: &str = "cilium-health-ep";
+
+/// cilium-health's socket beside the agent's: `health.sock` in the
+/// directory of `agent_socket`.
+pub fn socket_beside(agent_socket: &std::path::Path) -> std::path::PathBuf {
+    agent_socket
+        .parent()
+        .unwrap_or(std::path::Path::new("/"))
+        .join("health.sock")
+}
+
 /// Base path of the health API.
 pub const BASE_PATH: &str = "/v1beta";
 /// What a probe with no ICMP answer within its deadline reports.

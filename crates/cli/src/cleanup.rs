@@ -157,19 +157,6 @@ fn remove_bpf_state(bpf_root: &Path, devices: &[(u32, String)]) {
     }
 }
 
-/// Unpins the namespaces under `dir` (the health endpoint's): a pin is a
-/// mount, which would keep the run directory from being removed.
-fn remove_pinned_netns(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for pin in entries.filter_map(Result::ok) {
-        if let Err(e) = netdev::netns::remove(&pin.path()) {
-            eprintln!("Unable to remove namespace {}: {e}", pin.path().display());
-        }
-    }
-}
-
 fn remove_all_state(args: &Args, devices: &[(u32, String)]) -> anyhow::Result<()> {
     block_on(async {
         let nl = netdev::Netlink::connect()?;
@@ -190,7 +177,10 @@ fn remove_all_state(args: &Args, devices: &[(u32, String)]) -> anyhow::Result<()
         .context("cgroup root path")?;
     // SAFETY: a valid C string; a path that is not a mount just fails.
     unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
-    remove_pinned_netns(&args.run_dir.join("netns"));
+    // the health endpoint's namespace, pinned (mounted) in the run dir
+    for e in netdev::netns::remove_all_in(&args.run_dir.join("netns")) {
+        eprintln!("Unable to remove namespace: {e}");
+    }
     for dir in [&args.run_dir, &args.lib_dir] {
         if let Err(e) = std::fs::remove_dir_all(dir) {
             if e.kind() != std::io::ErrorKind::NotFound {

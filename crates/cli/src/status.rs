@@ -15,22 +15,16 @@ pub enum ClusterHealth {
     Report(api::health::HealthStatusResponse),
 }
 
-/// The controller whose presence means endpoint health checking is on.
-const HEALTH_EP_CONTROLLER: &str = "cilium-health-ep";
-
-/// cilium-health's socket: `health.sock` beside the agent's.
-fn health_socket(agent: &std::path::Path) -> std::path::PathBuf {
-    agent
-        .parent()
-        .unwrap_or(std::path::Path::new("/"))
-        .join("health.sock")
-}
-
 fn cluster_health(s: &StatusResponse, agent_socket: &std::path::Path) -> ClusterHealth {
-    if !s.controllers.iter().any(|c| c.name == HEALTH_EP_CONTROLLER) {
+    if !s
+        .controllers
+        .iter()
+        .any(|c| c.name == api::health::ENDPOINT_CONTROLLER)
+    {
         return ClusterHealth::Disabled;
     }
-    match api::Client::health(health_socket(agent_socket)).get_json("/status", &[]) {
+    let socket = api::health::socket_beside(agent_socket);
+    match api::Client::health(socket).get_json("/status", &[]) {
         Ok(r) => ClusterHealth::Report(r),
         Err(_) => ClusterHealth::Unreachable,
     }
@@ -91,25 +85,23 @@ fn ok_state(s: &StatusResponse) -> bool {
 
 /// `OK` or `error in <component>: <msg>`.
 pub fn brief_line(s: &StatusResponse) -> (bool, String) {
+    let failing_health = s
+        .cluster
+        .as_ref()
+        .and_then(|c| c.cilium_health.as_ref())
+        .filter(|h| !matches!(h.state, State::Ok | State::Disabled));
     match &s.cilium {
         Some(c) if !matches!(c.state, State::Ok | State::Disabled) => {
             (false, format!("error in cilium: {}", c.msg))
         }
         None => (false, "error in cilium: no status reported".into()),
-        _ if s
-            .cluster
-            .as_ref()
-            .and_then(|c| c.cilium_health.as_ref())
-            .is_some_and(|h| !matches!(h.state, State::Ok | State::Disabled)) =>
-        {
-            let msg = s
-                .cluster
-                .as_ref()
-                .and_then(|c| c.cilium_health.as_ref())
-                .map(|h| h.msg.clone())
-                .unwrap_or_default();
-            (false, format!("error in cilium-health: {msg}"))
-        }
+        _ if failing_health.is_some() => (
+            false,
+            format!(
+                "error in cilium-health: {}",
+                failing_health.map_or("", |h| h.msg.as_str())
+            ),
+        ),
         _ => match s
             .controllers
             .iter()

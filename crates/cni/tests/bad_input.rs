@@ -19,15 +19,15 @@ fn assert_error(out: &CniOutput, code: u64, needle: &str) {
 fn assert_nothing_leaked(node: &Node) {
     let eps = node.cilium_ok(&["endpoint", "list", "-o", "json"]);
     let eps: serde_json::Value = serde_json::from_str(&eps).unwrap();
-    let health_only = eps.as_array().is_some_and(|eps| {
-        eps.len() == 1 && eps[0]["status"]["identity"]["labels"][0] == "reserved:health"
-    });
+    let health_only = eps
+        .as_array()
+        .is_some_and(|eps| eps.len() == 1 && is_health_endpoint(&eps[0]));
     assert!(health_only, "only the health endpoint: {eps:#}");
-    let links = node.links();
-    let veths: Vec<&str> = links.lines().filter(|l| l.contains(": lxc")).collect();
-    assert!(
-        veths.len() == 1 && veths[0].contains(": lxc_health@"),
-        "only the health endpoint's veth:\n{links}"
+    assert_eq!(
+        node.lxc_links(),
+        ["lxc_health"],
+        "only the health endpoint's veth:\n{}",
+        node.links()
     );
     let status = node.cilium_ok(&["status"]);
     assert!(

@@ -13,7 +13,7 @@ fn endpoints(node: &Node) -> Vec<(u64, String, String)> {
     v.as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["status"]["identity"]["labels"][0] != "reserved:health")
+        .filter(|e| !is_health_endpoint(e))
         .map(|e| {
             (
                 e["id"].as_u64().unwrap(),
@@ -122,11 +122,11 @@ fn two_pods_talk_survive_agent_kill_and_are_deleted_cleanly() {
         assert_eq!(node.cni_pod("DEL", pod, ns.to_str().unwrap()).code, 0);
     }
     assert!(endpoints(&node).is_empty());
-    let links = node.links();
-    let veths: Vec<&str> = links.lines().filter(|l| l.contains(": lxc")).collect();
-    assert!(
-        veths.len() == 1 && veths[0].contains(": lxc_health@"),
-        "veths left:\n{links}"
+    assert_eq!(
+        node.lxc_links(),
+        ["lxc_health"],
+        "veths left:\n{}",
+        node.links()
     );
     let status = node.cilium_ok(&["status"]);
     assert!(

@@ -557,12 +557,8 @@ fn down() -> anyhow::Result<()> {
         }
         stop_holder(*holder);
         // the agent pins its health endpoint's namespace to outlive itself
-        if let Ok(pins) = std::fs::read_dir(l.run_dir().join("netns")) {
-            for pin in pins.filter_map(Result::ok) {
-                if let Err(e) = netdev::netns::remove(&pin.path()) {
-                    eprintln!("warning: {e:#}");
-                }
-            }
+        for e in netdev::netns::remove_all_in(&l.run_dir().join("netns")) {
+            eprintln!("warning: {e:#}");
         }
         println!(
             "==> {} stopped; its namespaces, devices and maps are gone",

@@ -127,6 +127,19 @@ pub fn remove(path: &Path) -> Result<(), Error> {
     }
 }
 
+/// Removes every namespace pinned in `dir` (a pin is a mount, which keeps
+/// its directory from being removed); the pins that could not go, with
+/// why. A missing `dir` has none.
+pub fn remove_all_in(dir: &Path) -> Vec<Error> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|pin| remove(&pin.path()).err())
+        .collect()
+}
+
 /// Brings `lo` up with an ioctl: the fresh namespace has no netlink handle yet.
 fn loopback_up() -> std::io::Result<()> {
     // SAFETY: an ifreq we own, passed to ioctls on a socket we own and close.

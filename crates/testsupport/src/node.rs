@@ -387,6 +387,22 @@ impl Node {
         )
         .into_owned()
     }
+
+    /// Names of the node's lxc devices (pods' veths and `lxc_health`).
+    pub fn lxc_links(&self) -> Vec<String> {
+        self.links()
+            .lines()
+            .filter_map(|l| l.split(": ").nth(1))
+            .filter(|name| name.starts_with("lxc"))
+            .map(|name| name.split('@').next().unwrap_or(name).to_owned())
+            .collect()
+    }
+}
+
+/// Whether an endpoint of `cilium endpoint list -o json` is the node's
+/// health endpoint.
+pub fn is_health_endpoint(ep: &serde_json::Value) -> bool {
+    ep["status"]["identity"]["labels"][0] == "reserved:health"
 }
 
 impl Drop for Node {

@@ -16,9 +16,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The controller that keeps the health endpoint (its presence is how
-/// `cilium status` knows endpoint health checking is on).
-pub const CONTROLLER: &str = "cilium-health-ep";
+/// The controller that keeps the health endpoint.
+pub use api::health::ENDPOINT_CONTROLLER as CONTROLLER;
 pub const RUN_INTERVAL: Duration = Duration::from_secs(60);
 /// Without an answer for this long the endpoint is launched again.
 const SUCCESSFUL_PING_TIMEOUT: Duration = Duration::from_secs(180);
@@ -232,7 +231,7 @@ fn health_endpoints(endpoints: &Endpoints) -> Vec<(u16, Ipv4Addr)> {
     endpoints
         .list()
         .iter()
-        .filter(|e| e.labels.iter().any(|l| l == HEALTH_LABEL))
+        .filter(|e| e.is_health())
         .map(|e| (e.id, e.ipv4))
         .collect()
 }

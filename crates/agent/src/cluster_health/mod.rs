@@ -38,9 +38,7 @@ impl ClusterHealth {
             }
         }
     }
-}
 
-impl ClusterHealth {
     /// Records whether the health API is being served.
     pub fn set_serving(&self, serving: bool) {
         self.serving.store(serving, Ordering::Relaxed);

@@ -69,11 +69,6 @@ impl Prober {
         self.last.lock().expect("prober lock").response.clone()
     }
 
-    /// This node's cluster, for the metrics' `source_cluster`.
-    pub fn cluster(&self) -> &str {
-        &self.cluster
-    }
-
     /// This node first, then the others by name.
     fn targets(&self) -> Vec<Target> {
         let target = |n: &Node| Target {

@@ -518,10 +518,7 @@ impl DaemonConfig {
 
     /// cilium-health's API socket: `health.sock` beside the agent's.
     pub fn health_socket(&self) -> PathBuf {
-        self.socket_path
-            .parent()
-            .unwrap_or(std::path::Path::new("/"))
-            .join("health.sock")
+        api::health::socket_beside(&self.socket_path)
     }
 
     pub fn pid_file(&self) -> PathBuf {

@@ -81,9 +81,14 @@ fn restoring() -> EndpointState {
 }
 
 impl Endpoint {
+    /// Whether this is the node's health endpoint.
+    pub fn is_health(&self) -> bool {
+        self.labels.iter().any(|l| l == HEALTH_LABEL)
+    }
+
     /// The IPAM owner of the endpoint's address: `<namespace>/<pod>`.
     pub fn ipam_owner(&self) -> String {
-        if self.labels.iter().any(|l| l == HEALTH_LABEL) {
+        if self.is_health() {
             return crate::ipam::OWNER_HEALTH.into();
         }
         api::ipam::owner(&self.k8s_namespace, &self.k8s_pod_name, &self.container_id)

@@ -125,17 +125,27 @@ impl Ipam {
         (first..=last).contains(&u32::from(ip))
     }
 
+    /// The lowest free address, or the highest with `from_top`.
+    fn free_address(&self, from_top: bool) -> Result<Ipv4Addr, IpamError> {
+        let (first, last) = self.first_last();
+        let free = |ip: &u32| !self.allocations.contains_key(&Ipv4Addr::from(*ip));
+        let found = if from_top {
+            (first..=last).rev().find(free)
+        } else {
+            (first..=last).find(free)
+        };
+        found
+            .map(Ipv4Addr::from)
+            .ok_or_else(|| IpamError::Full(self.capacity(), self.cidr()))
+    }
+
     /// Allocates the lowest free address for `owner`.
     pub fn allocate_next(
         &mut self,
         owner: &str,
         expiring: bool,
     ) -> Result<(Ipv4Addr, Allocation), IpamError> {
-        let (first, last) = self.first_last();
-        let ip = (first..=last)
-            .map(Ipv4Addr::from)
-            .find(|ip| !self.allocations.contains_key(ip))
-            .ok_or_else(|| IpamError::Full(self.capacity(), self.cidr()))?;
+        let ip = self.free_address(false)?;
         let alloc = self.insert(ip, owner, expiring)?;
         Ok((ip, alloc))
     }
@@ -154,12 +164,7 @@ impl Ipam {
         }
         // From the top of the range: pods' addresses stay the same
         // whether or not the node has a health endpoint.
-        let (first, last) = self.first_last();
-        let ip = (first..=last)
-            .rev()
-            .map(Ipv4Addr::from)
-            .find(|ip| !self.allocations.contains_key(ip))
-            .ok_or_else(|| IpamError::Full(self.capacity(), self.cidr()))?;
+        let ip = self.free_address(true)?;
         self.insert(ip, owner, false)?;
         Ok(ip)
     }
