@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes control plane the lab and the tests run
-# (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) from
-# the k8s.io/kubernetes release tools/k8s/go.mod pins, into a cache that
+# (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) and
+# the kubelet a real node runs (scripts/build-node.sh takes it from here)
+# from the k8s.io/kubernetes release tools/k8s/go.mod pins, into a cache that
 # later runs reuse: ~/.cache/cilium-rs/k8s/<version>/bin (or
 # $CILIUM_RS_K8S_CACHE). Prints the bin directory. Go's module and build
 # caches make a rebuild after a version bump cheap.
@@ -12,7 +13,7 @@ version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' go.mod)
 [ -n "$version" ] || { echo "error: no k8s.io/kubernetes version in tools/k8s/go.mod" >&2; exit 1; }
 cache=${CILIUM_RS_K8S_CACHE:-${HOME}/.cache/cilium-rs/k8s}
 bin="${cache}/${version}/bin"
-tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet)
 
 missing=()
 for t in "${tools[@]}"; do

@@ -108,12 +108,24 @@ for obj in bpf/bpf_*.c; do
 done
 if [ -n "$goroot" ]; then
     k8s_version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' tools/k8s/go.mod)
-    for bin in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    for bin in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
         [ -x "$root/root/.cache/cilium-rs/k8s/$k8s_version/bin/$bin" ] || missing+=("Kubernetes $bin")
     done
+    # scripts/build-node.sh's cache dir, named after the three pins.
+    containerd_version=$(awk '$1 == "github.com/containerd/containerd/v2" { print $2; exit }' tools/containerd/go.mod)
+    crictl_version=$(awk '$1 == "sigs.k8s.io/cri-tools" { print $2; exit }' tools/crictl/go.mod)
+    node_bin=$root/root/.cache/cilium-rs/node/k8s-${k8s_version}_containerd-${containerd_version}_crictl-${crictl_version}/bin
+    for bin in kubelet containerd containerd-shim-runc-v2 ctr crictl agnhost pause; do
+        [ -x "$node_bin/$bin" ] || missing+=("node binary $bin")
+    done
 fi
+# A real node's parts from Debian: containerd's runtime and its CRI's
+# loopback CNI plugin.
+for file in /usr/sbin/runc /usr/lib/cni/loopback; do
+    [ -x "$root$file" ] || missing+=("Debian's $file")
+done
 if [ ${#missing[@]} -gt 0 ]; then
     printf 'fresh root: not built: %s\n' "${missing[@]}" >&2
     exit 1
 fi
-echo "fresh root: every binary, BPF object${goroot:+ and Kubernetes binary} built from a fresh Debian 12"
+echo "fresh root: every binary, BPF object${goroot:+, Kubernetes and node binary} built from a fresh Debian 12"
