@@ -1,0 +1,109 @@
+//! registry.k8s.io/e2e-test-images/agnhost, mirroring upstream's
+//! test/images/agnhost/Dockerfile: /agnhost (ENTRYPOINT, CMD pause),
+//! /agnhost-2 linking to it, /uploads, the ports it EXPOSEs, the users it
+//! adds, and the packages it installs on Alpine (bind-tools, curl,
+//! netcat-openbsd, iproute2, iperf, bash) taken from their Debian
+//! counterparts; the rest of Alpine's userland (cat, sleep, wget, ...) is
+//! busybox, as on Alpine. The shell is Debian's dash, not busybox's ash:
+//! Debian builds ash to run its own applets before searching PATH, so
+//! `sh -c "nc ..."` or `sh -c "ip ..."` would not reach the real ones.
+
+use std::path::{Path, PathBuf};
+
+use crate::defs::busybox::{applets, static_busybox, HOST_BUSYBOX};
+use crate::defs::{
+    add_accounts, add_base_dirs, add_nsswitch, add_usrmerge, require, User, NOBODY, PATH, ROOT,
+};
+use crate::host_files::HostFiles;
+use crate::layer::Layer;
+use crate::oci::{Image, RunConfig};
+use crate::Error;
+
+/// Programs of the packages upstream installs, from Debian's:
+/// bind9-dnsutils and bind9-host (Alpine's bind-tools), curl,
+/// netcat-openbsd, iproute2, iperf (iperf 2), bash; and sh (dash).
+const PROGRAMS: [&str; 10] = [
+    "dig", "host", "nslookup", "curl", "nc", "ip", "ss", "iperf", "bash", "sh",
+];
+
+/// "EXPOSE 80 8080 8081 9376 5000": test-webserver; netexec, nettest,
+/// resource-consumer; netexec; serve-hostname; grpc-health-checking.
+const PORTS: [&str; 5] = ["80/tcp", "8080/tcp", "8081/tcp", "9376/tcp", "5000/tcp"];
+
+/// "adduser -u 1000 -D user-defined-in-image", for the supplemental
+/// groups test, with the group "addgroup -g 50000" adds it to.
+const TEST_USER: User = User {
+    name: "user-defined-in-image",
+    uid: 1000,
+    home: "/home/user-defined-in-image",
+    shell: "/bin/sh",
+};
+const TEST_GROUP: &str = "group-defined-in-image:x:50000:user-defined-in-image";
+
+/// Where a busybox applet would shadow a program already there.
+const BIN_DIRS: [&str; 3] = ["usr/bin", "usr/sbin", "usr/local/bin"];
+
+pub fn image(reference: &str, agnhost: &Path, host_root: &Path) -> Result<Image, Error> {
+    require(agnhost)?;
+    let mut layer = Layer::new();
+    let mut host = HostFiles::new(host_root);
+    add_usrmerge(&mut layer, &mut host)?;
+    add_base_dirs(&mut layer)?;
+    add_accounts(&mut layer, &[ROOT, NOBODY, TEST_USER], &[TEST_GROUP])?;
+    add_nsswitch(&mut layer)?;
+    layer.dir(TEST_USER.home, 0o755)?;
+
+    host.add_external(&mut layer, "/agnhost", agnhost, 0o755)?;
+    layer.symlink("/agnhost-2", "agnhost")?;
+    layer.dir("/uploads", 0o755)?;
+
+    for program in PROGRAMS {
+        host.add_program(&mut layer, program)?;
+    }
+    layer.symlink("/usr/local/bin/iperf", "/usr/bin/iperf")?;
+
+    let busybox = static_busybox(host.root())?;
+    let real_busybox = Path::new("/").join(host.add_path(&mut layer, HOST_BUSYBOX)?);
+    for applet in applets(&busybox)? {
+        let Some(path) = usrmerged(&applet) else {
+            continue;
+        };
+        let name = path.file_name().unwrap_or_default();
+        if BIN_DIRS
+            .iter()
+            .any(|d| layer.get(Path::new(d).join(name)).is_some())
+        {
+            continue;
+        }
+        layer.symlink(&path, &real_busybox)?;
+    }
+
+    Ok(Image {
+        reference: reference.to_owned(),
+        config: RunConfig {
+            entrypoint: vec!["/agnhost".into()],
+            cmd: vec!["pause".into()],
+            env: vec![PATH.into()],
+            working_dir: "/".into(),
+            exposed_ports: PORTS.iter().map(|p| p.to_string()).collect(),
+            ..RunConfig::default()
+        },
+        layer,
+    })
+}
+
+/// Where an applet listed as bin/x or sbin/x lives under usrmerge; None
+/// for anything outside the bin directories (linuxrc).
+fn usrmerged(applet: &Path) -> Option<PathBuf> {
+    let mut parts = applet.iter();
+    let first = parts.next()?;
+    let rest: PathBuf = parts.collect();
+    if rest.as_os_str().is_empty() {
+        return None;
+    }
+    match first.to_str()? {
+        "bin" | "sbin" => Some(Path::new("/usr").join(first).join(rest)),
+        "usr" => Some(Path::new("/").join(applet)),
+        _ => None,
+    }
+}
