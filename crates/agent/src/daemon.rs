@@ -112,6 +112,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     if datapath::bpffs::ensure_mounted(&config.bpf_root).context("preparing bpffs")? {
         tracing::info!(subsys = "daemon", path = %config.bpf_root.display(), "Mounted bpffs");
     }
+    netdev::sysctl::use_procfs(&config.procfs);
     netdev::sysctl::enable_ipv4_forwarding().context("enabling IP forwarding")?;
 
     let sizes = datapath::MapSizes {

@@ -1,11 +1,34 @@
 //! Per-network-namespace sysctls, written through /proc/sys/net, which the
 //! kernel resolves against the writer's network namespace.
 
+//!
+//! Which procfs they go through is Cilium's `procfs` option: in a
+//! container /proc/sys is read-only, so the DaemonSet mounts the node's
+//! /proc/sys/net at /host/proc/sys/net and the ConfigMap says
+//! `procfs: /host/proc`. It is one setting of the whole process, made
+//! once at start (`use_procfs`), before anything is written: every writer
+//! (the datapath's devices, the health endpoint) goes through the same
+//! mount, and the CNI plugin, which runs on the node, keeps /proc.
+
 use crate::Error;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+static PROCFS: OnceLock<PathBuf> = OnceLock::new();
+
+/// Sets the procfs sysctls are read and written through; the first call
+/// counts.
+pub fn use_procfs(procfs: &Path) {
+    let _ = PROCFS.set(procfs.to_owned());
+}
 
 fn path(key: &str) -> PathBuf {
-    PathBuf::from("/proc/sys").join(key.replace('.', "/"))
+    PROCFS
+        .get()
+        .map(PathBuf::as_path)
+        .unwrap_or(Path::new("/proc"))
+        .join("sys")
+        .join(key.replace('.', "/"))
 }
 
 pub fn write(key: &str, value: &str) -> Result<(), Error> {

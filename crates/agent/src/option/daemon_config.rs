@@ -51,6 +51,9 @@ pub struct HealthConfig {
 #[derive(Clone, Debug)]
 pub struct DaemonConfig {
     pub bpf_root: PathBuf,
+    /// The procfs sysctls are written through (`/host/proc` in the
+    /// DaemonSet's container, whose own /proc/sys is read-only).
+    pub procfs: PathBuf,
     pub state_dir: PathBuf,
     /// Parent of the state dir; holds cilium.pid.
     pub run_dir: PathBuf,
@@ -405,6 +408,7 @@ impl DaemonConfig {
         )?;
         Ok(Self {
             bpf_root: PathBuf::from(l.get("bpf-root")),
+            procfs: PathBuf::from(l.get("procfs")),
             state_dir: PathBuf::from(l.get("state-dir")),
             run_dir: PathBuf::from(l.get("state-dir"))
                 .parent()

@@ -246,7 +246,7 @@ pub const KEYS: &[Key] = &[
     operator("operator-prometheus-serve-addr", Str, ":9963"),
     operator("enable-metrics", Bool, "false"),
     operator("set-cilium-node-taints", Bool, "false"),
-    later("procfs", Path, "/proc"),
+    k("procfs", Path, "/proc"),
     k("prometheus-serve-addr", Str, ""),
     operator("remove-cilium-node-taints", Bool, "true"),
     operator("set-cilium-is-up-condition", Bool, "true"),
