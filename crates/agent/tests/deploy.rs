@@ -127,12 +127,7 @@ fn the_daemonset_mirrors_the_seed() {
         .ends_with("mount | grep \"/sys/fs/bpf type bpf\" || mount -t bpf bpf /sys/fs/bpf"));
     assert_eq!(cmd(&inits[4]), "/init-container.sh");
     assert_eq!(cmd(&inits[5]), "/install-plugin.sh");
-    for script in [
-        "init-container.sh",
-        "install-plugin.sh",
-        "cni-uninstall.sh",
-        "Dockerfile",
-    ] {
+    for script in ["init-container.sh", "install-plugin.sh", "cni-uninstall.sh"] {
         assert!(
             root().join("deploy/image").join(script).exists(),
             "{script}"

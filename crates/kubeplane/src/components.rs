@@ -77,6 +77,15 @@ const USERS: &[(&str, &str, &[&str])] = &[
     ("kube-scheduler", "system:kube-scheduler", &[]),
 ];
 
+/// The API server's client certificate towards kubelets (logs, exec,
+/// port-forward), as kubeadm names it; in `system:masters`, so kubelets
+/// that ask the API server (authorization mode Webhook) let it in.
+const KUBELET_CLIENT: (&str, &str, &[&str]) = (
+    "apiserver-kubelet-client",
+    "kube-apiserver-kubelet-client",
+    &["system:masters"],
+);
+
 impl ControlPlane {
     /// Makes the PKI and the components' kubeconfigs in `dir`.
     pub fn create(
@@ -102,6 +111,8 @@ impl ControlPlane {
             };
             cp.write_kubeconfig(name, user, &creds)?;
         }
+        let (name, user, groups) = KUBELET_CLIENT;
+        cp.pki.client(name, user, groups)?;
         Ok(cp)
     }
 
@@ -205,6 +216,7 @@ impl ControlPlane {
     pub fn apiserver(&self) -> Command {
         let pki = &self.pki;
         let serving = pki.serving();
+        let kubelet_client = pki.files(KUBELET_CLIENT.0);
         let mut cmd = self.logged(&self.bins.apiserver, "kube-apiserver");
         cmd.arg(format!("--etcd-servers={}", self.etcd))
             .arg(format!("--bind-address={}", self.address))
@@ -229,6 +241,17 @@ impl ControlPlane {
             .arg("--authorization-mode=Node,RBAC")
             .arg("--enable-admission-plugins=NodeRestriction")
             .arg("--allow-privileged=true")
+            // kubelets are reached at their node IP, never by name: the
+            // machine's resolver knows no node
+            .arg("--kubelet-preferred-address-types=InternalIP")
+            .arg(format!(
+                "--kubelet-client-certificate={}",
+                kubelet_client.cert.display()
+            ))
+            .arg(format!(
+                "--kubelet-client-key={}",
+                kubelet_client.key.display()
+            ))
             .arg(format!(
                 "--cert-dir={}",
                 self.dir.join("apiserver-certs").display()

@@ -151,7 +151,8 @@ impl Pki {
         self.dir.join("sa.pub")
     }
 
-    fn files(&self, name: &str) -> CertFiles {
+    /// Where `name`'s certificate and key are (made or not).
+    pub fn files(&self, name: &str) -> CertFiles {
         CertFiles {
             cert: self.dir.join(format!("{name}.crt")),
             key: self.dir.join(format!("{name}.key")),

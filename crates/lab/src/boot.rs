@@ -34,6 +34,26 @@ pub fn config_map_dir() -> PathBuf {
     layout::root().join("cilium-config")
 }
 
+/// The keys `write_config_map` wrote, sorted.
+pub fn config_map_keys() -> anyhow::Result<Vec<(String, String)>> {
+    let dir = config_map_dir();
+    let mut keys = Vec::new();
+    for e in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = e?.path();
+        let Some(key) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if key.starts_with('.') {
+            continue;
+        }
+        let value = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        keys.push((key.to_owned(), value.trim().to_owned()));
+    }
+    keys.sort();
+    Ok(keys)
+}
+
 /// The CiliumNodeConfig objects, one YAML per node.
 pub fn node_config_dir() -> PathBuf {
     layout::root().join("node-config")

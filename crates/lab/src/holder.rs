@@ -61,7 +61,7 @@ fn mount(src: &str, target: &str, fstype: &str, flags: libc::c_ulong) -> anyhow:
     Ok(())
 }
 
-fn ip(args: &[&str]) -> anyhow::Result<()> {
+pub(crate) fn ip(args: &[&str]) -> anyhow::Result<()> {
     let st = Command::new("ip")
         .args(args)
         .status()
@@ -92,7 +92,11 @@ fn build_node(index: usize, underlay: i32) -> anyhow::Result<()> {
 /// Plugs this process's network namespace into the bridge of the underlay
 /// whose holder is `underlay`, as `eth0` with `addr`; `port` names the
 /// bridge's end.
-fn plug_into_underlay(underlay: i32, port: &str, addr: std::net::Ipv4Addr) -> anyhow::Result<()> {
+pub(crate) fn plug_into_underlay(
+    underlay: i32,
+    port: &str,
+    addr: std::net::Ipv4Addr,
+) -> anyhow::Result<()> {
     let own_ns = netdev::NetNs::current()?;
     let switch_ns = netdev::NetNs::open(std::path::Path::new(&format!("/proc/{underlay}/ns/net")))?;
     block_on(async {
@@ -202,7 +206,7 @@ fn block_on<T>(
     Ok(rt.block_on(f)?)
 }
 
-fn append_log(l: &NodeDir, name: &str) -> anyhow::Result<std::fs::File> {
+pub(crate) fn append_log(l: &NodeDir, name: &str) -> anyhow::Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -404,7 +408,7 @@ pub fn run_underlay(l: &NodeDir) -> anyhow::Result<()> {
 }
 
 /// A process a holder keeps running.
-struct Daemon<'a> {
+pub(crate) struct Daemon<'a> {
     name: &'static str,
     start: Box<dyn FnMut() -> anyhow::Result<std::process::Child> + 'a>,
     child: Option<std::process::Child>,
@@ -413,10 +417,12 @@ struct Daemon<'a> {
     /// Whether SIGUSR1 (`cilium-lab stop-agent`) stops it for good.
     pausable: bool,
     paused: bool,
+    /// What must happen before it is stopped (containerd: its pods go first).
+    before_stop: Option<Box<dyn FnMut() + 'a>>,
 }
 
 impl<'a> Daemon<'a> {
-    fn new(
+    pub(crate) fn new(
         name: &'static str,
         start: impl FnMut() -> anyhow::Result<std::process::Child> + 'a,
         pausable: bool,
@@ -428,10 +434,21 @@ impl<'a> Daemon<'a> {
             restart_at: Instant::now(),
             pausable,
             paused: false,
+            before_stop: None,
         }
     }
 
-    fn ensure_started(&mut self) -> anyhow::Result<()> {
+    /// Runs `f` each time before it is stopped.
+    pub(crate) fn before_stop(mut self, f: impl FnMut() + 'a) -> Self {
+        self.before_stop = Some(Box::new(f));
+        self
+    }
+
+    fn pid(&self) -> Option<i32> {
+        self.child.as_ref().map(|c| c.id() as i32)
+    }
+
+    pub(crate) fn ensure_started(&mut self) -> anyhow::Result<()> {
         if self.child.is_none() && !self.paused && Instant::now() >= self.restart_at {
             let child = (self.start)()?;
             eprintln!("holder: started {} pid {}", self.name, child.id());
@@ -453,6 +470,11 @@ impl<'a> Daemon<'a> {
     }
 
     fn stop(&mut self) -> anyhow::Result<()> {
+        if self.child.is_some() {
+            if let Some(f) = &mut self.before_stop {
+                f();
+            }
+        }
         match self.child.take() {
             Some(mut child) => terminate(&mut child),
             None => Ok(()),
@@ -462,10 +484,56 @@ impl<'a> Daemon<'a> {
 
 /// Runs `daemons` until SIGTERM, restarting each that dies, and stops them
 /// in order; the ready file appears once all run and `ready` first holds.
-fn supervise(
+fn supervise(l: &NodeDir, daemons: Vec<Daemon>, ready: impl Fn() -> bool) -> anyhow::Result<()> {
+    layout::write_atomic(
+        &l.holder_pid_file(),
+        std::process::id().to_string().as_bytes(),
+    )?;
+    supervise_loop(l, daemons, ready, false)
+}
+
+/// `supervise` as the init of a PID namespace (a real node's), whose pid
+/// file its parent writes: processes orphaned in the namespace (the
+/// containerd shims, which detach from containerd) become its children,
+/// and it reaps them.
+pub(crate) fn supervise_as_init(
+    l: &NodeDir,
+    daemons: Vec<Daemon>,
+    ready: impl Fn() -> bool,
+) -> anyhow::Result<()> {
+    supervise_loop(l, daemons, ready, true)
+}
+
+/// Reaps exited children that are none of `daemons` (theirs are left for
+/// their `Child`).
+fn reap_orphans(daemons: &[Daemon]) {
+    loop {
+        // SAFETY: a zeroed siginfo_t is a valid out-parameter.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: peeks (WNOWAIT) at any exited child without blocking.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_ALL,
+                0,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        // SAFETY: si_pid is set by waitid (0 when no child has exited).
+        let pid = unsafe { info.si_pid() };
+        if rc != 0 || pid == 0 || daemons.iter().any(|d| d.pid() == Some(pid)) {
+            return;
+        }
+        // SAFETY: reaping the orphan found above.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+    }
+}
+
+fn supervise_loop(
     l: &NodeDir,
     mut daemons: Vec<Daemon>,
     ready: impl Fn() -> bool,
+    init: bool,
 ) -> anyhow::Result<()> {
     // SAFETY: installing a handler that only stores to an atomic.
     unsafe {
@@ -473,10 +541,6 @@ fn supervise(
         libc::signal(libc::SIGINT, on_term as *const () as libc::sighandler_t);
         libc::signal(libc::SIGUSR1, on_pause as *const () as libc::sighandler_t);
     }
-    layout::write_atomic(
-        &l.holder_pid_file(),
-        std::process::id().to_string().as_bytes(),
-    )?;
     let mut announced = false;
     let started = Instant::now();
     let mut run = || -> anyhow::Result<()> {
@@ -491,6 +555,9 @@ fn supervise(
             for d in daemons.iter_mut() {
                 d.reap()?;
                 d.ensure_started()?;
+            }
+            if init {
+                reap_orphans(&daemons);
             }
             let all_up = daemons.iter().all(|d| d.child.is_some());
             if !announced && all_up && started.elapsed() > Duration::from_millis(50) && ready() {

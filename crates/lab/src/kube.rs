@@ -96,6 +96,11 @@ fn stdin(what: &str, args: &[&str], text: &str) -> anyhow::Result<String> {
     checked(what, child.wait_with_output()?)
 }
 
+/// kubectl with `args`; its output.
+pub fn run_args(args: &[&str]) -> anyhow::Result<String> {
+    run(&format!("kubectl {}", args.join(" ")), args)
+}
+
 fn run(what: &str, args: &[&str]) -> anyhow::Result<String> {
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     checked(what, kubectl(&args)?.output().context("running kubectl")?)
@@ -149,30 +154,92 @@ fn service_account_kubeconfig(cp: &ControlPlane, account: &str) -> anyhow::Resul
     Ok(cp.service_account_kubeconfig("kube-system", account, &token)?)
 }
 
+/// What a cluster of real nodes has before they start: the CRDs and each
+/// node's kubelet credentials; Cilium itself comes with deploy/kubernetes
+/// once the nodes are registered.
+pub fn prepare_nodes(nodes: usize) -> anyhow::Result<()> {
+    apply("applying the CRDs", CRDS)?;
+    let cp = control_plane(false)?;
+    for i in 1..=nodes {
+        node_credentials(&cp, &topology::node_name(i))?;
+    }
+    Ok(())
+}
+
+/// Polls `check` (kubectl's output says whether it holds) every 500 ms.
+fn wait_until(
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut() -> anyhow::Result<bool>,
+) -> anyhow::Result<()> {
+    let t = Instant::now();
+    loop {
+        let last = check();
+        match last {
+            Ok(true) => return Ok(()),
+            _ if t.elapsed() > timeout => {
+                let why = last.err().map(|e| format!(": {e:#}")).unwrap_or_default();
+                bail!("{what}: not within {timeout:?}{why}");
+            }
+            _ => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
+/// Waits until `nodes` Nodes exist (their kubelets registered).
+pub fn wait_nodes_registered(nodes: usize, timeout: Duration) -> anyhow::Result<()> {
+    wait_until("waiting for the kubelets to register", timeout, || {
+        let out = run("listing nodes", &["get", "nodes", "-o", "name"])?;
+        Ok(out.lines().count() >= nodes)
+    })
+}
+
+/// Waits until `nodes` Nodes are Ready.
+pub fn wait_nodes_ready(nodes: usize, timeout: Duration) -> anyhow::Result<()> {
+    wait_until("waiting for every node to be Ready", timeout, || {
+        let out = run(
+            "listing nodes",
+            &[
+                "get",
+                "nodes",
+                "-o",
+                r#"jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
+            ],
+        )?;
+        Ok(out.lines().filter(|l| l.trim() == "True").count() >= nodes)
+    })
+}
+
+/// `kubectl rollout status` of a workload in kube-system.
+pub fn wait_rollout(what: &str, timeout: Duration) -> anyhow::Result<()> {
+    run(
+        &format!("waiting for {what} to roll out"),
+        &[
+            "rollout",
+            "status",
+            "-n",
+            "kube-system",
+            what,
+            &format!("--timeout={}s", timeout.as_secs()),
+        ],
+    )
+    .map(drop)
+}
+
 /// The agents' kubeconfig (the ServiceAccount `kube-system/cilium`'s
 /// token), as `prepare` made it.
 pub fn agent_kubeconfig() -> anyhow::Result<PathBuf> {
     Ok(control_plane(false)?.kubeconfig("cilium"))
 }
 
-/// Puts the keys of `dir` (one file per key, as `boot::write_config_map`
-/// writes them) into `kube-system/cilium-config` in place of what it
+/// Puts the lab's keys (`boot::config_map_keys`) into `kube-system/cilium-config` in place of what it
 /// holds, so the nodes' `cilium build-config` reads them from the API
 /// server.
-pub fn publish_config_map(dir: &std::path::Path) -> anyhow::Result<()> {
-    let mut data = serde_json::Map::new();
-    for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let path = e?.path();
-        let Some(key) = path.file_name().and_then(|n| n.to_str()) else {
-            continue;
-        };
-        if key.starts_with('.') {
-            continue;
-        }
-        let value = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        data.insert(key.to_owned(), value.trim().into());
-    }
+pub fn publish_config_map() -> anyhow::Result<()> {
+    let data: serde_json::Map<String, serde_json::Value> = crate::boot::config_map_keys()?
+        .into_iter()
+        .map(|(k, v)| (k, v.into()))
+        .collect();
     let cm = serde_json::json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",

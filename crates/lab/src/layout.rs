@@ -146,9 +146,15 @@ pub fn bin_dir() -> anyhow::Result<PathBuf> {
 /// Moves this (single-threaded) process into the node's mount and network
 /// namespaces, where its bpffs, /run/cilium and pods are visible.
 pub fn enter_node(holder: i32) -> anyhow::Result<()> {
+    // both opened first: a real node's mount namespace has a /proc of its
+    // own PID namespace, where the holder's pid is not
+    let mut opened = Vec::new();
     for (ns, flag) in [("mnt", libc::CLONE_NEWNS), ("net", libc::CLONE_NEWNET)] {
         let path = format!("/proc/{holder}/ns/{ns}");
         let f = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+        opened.push((path, f, flag));
+    }
+    for (path, f, flag) in opened {
         // A joined thread has run its last instruction but may not have
         // left the kernel yet: until it drops its share of this process's
         // fs_struct, setns(CLONE_NEWNS) fails with EINVAL. Give it a moment.

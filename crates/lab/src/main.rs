@@ -16,11 +16,15 @@ mod cni;
 mod connect;
 mod demo;
 mod holder;
+mod images;
+mod install;
 mod kube;
 mod kubelet;
 mod layout;
+mod node;
 mod outside;
 mod pods;
+mod real;
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
@@ -59,6 +63,12 @@ enum Cmd {
         /// services and policies through etcd)
         #[arg(long)]
         without_kubernetes: bool,
+        /// Nodes without containerd and kubelet: a stand-in registers
+        /// each Node and runs its pods as bare namespaces with built-in
+        /// servers (light nodes for labs of many nodes, as kubemark's
+        /// hollow nodes); the agent boots as the DaemonSet would boot it
+        #[arg(long, conflicts_with = "without_kubernetes")]
+        hollow_nodes: bool,
     },
     /// kubectl as the cluster admin
     Kubectl {
@@ -115,6 +125,8 @@ enum Cmd {
     NodeHolder { index: usize },
     #[command(hide = true)]
     Kubelet { index: usize },
+    #[command(hide = true)]
+    NodeInit { index: usize, underlay: i32 },
     #[command(hide = true)]
     UnderlayHolder,
     #[command(hide = true)]
@@ -207,46 +219,17 @@ fn up(
         kube::control_plane(true)?;
     }
     boot::write_config_map(settings, kubernetes)?;
-    let t0 = Instant::now();
-    let switch = start_holder(
-        &underlay,
-        &["underlay-holder".into()],
-        "the underlay",
-        "etcd",
-    )?;
-    println!(
-        "==> underlay: bridge {} at {}/{} and etcd up in {:?} (pid {switch})",
-        topology::BRIDGE,
-        topology::UNDERLAY_IP,
-        topology::UNDERLAY_PREFIX,
-        t0.elapsed()
-    );
-    let outside = start_holder(
-        &layout::machine_dir(layout::OUTSIDE),
-        &["outside-holder".into(), switch.to_string()],
-        "the outside host",
-        "server",
-    )?;
-    println!(
-        "==> outside host: {} on the underlay, no node, answering on port {} (TCP and UDP) with the address it sees (pid {outside})",
-        topology::OUTSIDE_IP,
-        outside::PORT
-    );
+    let switch = start_underlay()?;
     if kubernetes {
         let t = Instant::now();
-        let cp = start_holder(
-            &layout::machine_dir(kube::MACHINE),
-            &["control-plane-holder".into(), switch.to_string()],
-            "the Kubernetes control plane",
-            "holder",
-        )?;
+        let cp = start_control_plane(switch)?;
         let kubeconfig = kube::prepare(nodes)?;
         layout::write_atomic(
             &boot::config_map_dir().join("k8s-kubeconfig-path"),
             kubeconfig.display().to_string().as_bytes(),
         )?;
         // what the nodes' build-config reads
-        kube::publish_config_map(&boot::config_map_dir())?;
+        kube::publish_config_map()?;
         let operators = start_holder(
             &layout::machine_dir(kube::OPERATOR_MACHINE),
             &["operator-holder".into(), switch.to_string()],
@@ -438,6 +421,49 @@ fn up(
     Ok(())
 }
 
+/// The lab's switch (the underlay with etcd) and the outside host; the
+/// switch's holder pid.
+fn start_underlay() -> anyhow::Result<i32> {
+    let underlay = layout::machine_dir(layout::UNDERLAY);
+    let t0 = Instant::now();
+    let switch = start_holder(
+        &underlay,
+        &["underlay-holder".into()],
+        "the underlay",
+        "etcd",
+    )?;
+    println!(
+        "==> underlay: bridge {} at {}/{} and etcd up in {:?} (pid {switch})",
+        topology::BRIDGE,
+        topology::UNDERLAY_IP,
+        topology::UNDERLAY_PREFIX,
+        t0.elapsed()
+    );
+    let outside = start_holder(
+        &layout::machine_dir(layout::OUTSIDE),
+        &["outside-holder".into(), switch.to_string()],
+        "the outside host",
+        "server",
+    )?;
+    println!(
+        "==> outside host: {} on the underlay, no node, answering on port {} (TCP and UDP) with the address it sees (pid {outside})",
+        topology::OUTSIDE_IP,
+        outside::PORT
+    );
+    Ok(switch)
+}
+
+/// kube-apiserver, the controller manager and the scheduler on the
+/// underlay; the holder's pid.
+fn start_control_plane(switch: i32) -> anyhow::Result<i32> {
+    start_holder(
+        &layout::machine_dir(kube::MACHINE),
+        &["control-plane-holder".into(), switch.to_string()],
+        "the Kubernetes control plane",
+        "holder",
+    )
+}
+
 /// The demo's Service: a ClusterIP selecting the second pod
 /// (`role=server`), port 80 to the pod's 80.
 fn demo_service() -> String {
@@ -518,9 +544,14 @@ spec:
 
 /// SIGTERM, then SIGKILL if the holder is still there after 15 s.
 fn stop_holder(pid: i32) {
+    stop_holder_within(pid, Duration::from_secs(15))
+}
+
+/// SIGTERM, then SIGKILL if the holder is still there after `grace`.
+fn stop_holder_within(pid: i32, grace: Duration) {
     // SAFETY: signalling a holder the lab started.
     unsafe { libc::kill(pid, libc::SIGTERM) };
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + grace;
     while layout::alive(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -539,6 +570,16 @@ fn down() -> anyhow::Result<()> {
         return Ok(());
     }
     for (_, l, holder) in &nodes {
+        if real::running() {
+            // its init stops kubelet, removes the pods (CNI DEL for each)
+            // and stops containerd; the kernel ends what is left
+            stop_holder_within(*holder, Duration::from_secs(60));
+            println!(
+                "==> {} stopped; its pods, namespaces, devices and maps are gone",
+                l.name()
+            );
+            continue;
+        }
         layout::enter_node(*holder)?;
         if kube::node_kubeconfig(&l.name()).exists() {
             // the kubelet's sandboxes, by the ids their ADD used
@@ -641,19 +682,29 @@ fn enter_outside() -> anyhow::Result<()> {
 }
 
 fn exec(target: &str, command: &[String]) -> anyhow::Result<()> {
-    if topology::node_index(target).is_some() {
-        let (_, holder) = running_node(target)?;
-        layout::enter_node(holder)?;
-    } else if target == layout::OUTSIDE {
-        enter_outside()?;
-    } else {
-        enter_pod(target)?;
-    }
+    // before entering: a real node's /proc does not show this process
     let path = format!(
         "{}:{}",
         layout::bin_dir()?.display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    if topology::node_index(target).is_some() {
+        let (_, holder) = running_node(target)?;
+        layout::enter_node(holder)?;
+    } else if target == layout::OUTSIDE {
+        enter_outside()?;
+    } else if real::running() {
+        // a pod of a real node is a container: kubectl exec into it
+        let (namespace, name) = target.split_once('/').unwrap_or(("default", target));
+        let mut args: Vec<String> = ["exec", "-n", namespace, name, "--"]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        args.extend(command.iter().cloned());
+        return kubectl(&args);
+    } else {
+        enter_pod(target)?;
+    }
     let err = Command::new(&command[0])
         .args(&command[1..])
         .env("PATH", path)
@@ -756,7 +807,14 @@ fn main() -> ExitCode {
             pods,
             settings,
             without_kubernetes,
-        } => up(usize::from(*nodes), pods, settings, !*without_kubernetes),
+            hollow_nodes,
+        } => {
+            if *without_kubernetes || *hollow_nodes {
+                up(usize::from(*nodes), pods, settings, !*without_kubernetes)
+            } else {
+                real::up(usize::from(*nodes), settings)
+            }
+        }
         Cmd::Kubectl { args } => kubectl(args),
         Cmd::StopAgent { node } => stop_agent(node),
         Cmd::Down => down(),
@@ -783,12 +841,18 @@ fn main() -> ExitCode {
             .running_holder()
             .context("the underlay is not running")
             .and_then(|underlay| {
-                holder::run_node(
-                    &layout::machine_dir(&topology::node_name(*index)),
-                    *index,
-                    underlay,
-                )
+                let l = layout::machine_dir(&topology::node_name(*index));
+                if real::running() {
+                    node::run_holder(&l, *index, underlay)
+                } else {
+                    holder::run_node(&l, *index, underlay)
+                }
             }),
+        Cmd::NodeInit { index, underlay } => node::run_init(
+            &layout::machine_dir(&topology::node_name(*index)),
+            *index,
+            *underlay,
+        ),
         Cmd::UnderlayHolder => holder::run_underlay(&layout::machine_dir(layout::UNDERLAY)),
         Cmd::OutsideHolder { underlay } => {
             holder::run_outside(&layout::machine_dir(layout::OUTSIDE), *underlay)

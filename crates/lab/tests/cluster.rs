@@ -108,7 +108,7 @@ spec:
 #[test]
 fn a_three_node_cluster_balances_scales_and_enforces_network_policy() {
     let lab = Lab::new();
-    let mut up = vec!["up", "--nodes", "3"];
+    let mut up = vec!["up", "--hollow-nodes", "--nodes", "3"];
     for c in CLIENTS {
         up.extend_from_slice(&["--pod", c]);
     }

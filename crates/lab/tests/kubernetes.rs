@@ -12,7 +12,7 @@ use common::{create_web, eventually, expose_web, text, web_pods, Lab};
 #[test]
 fn up_with_kubernetes_runs_the_demo_through_the_api_server() {
     let lab = Lab::new();
-    let up = lab.run(&["up"]);
+    let up = lab.run(&["up", "--hollow-nodes"]);
     let out = text(&up);
     assert!(up.status.success(), "{out}");
     for want in [
@@ -53,7 +53,12 @@ fn up_with_kubernetes_runs_the_demo_through_the_api_server() {
 #[test]
 fn identities_in_etcd_beside_the_api_server() {
     let lab = Lab::new();
-    let up = lab.run(&["up", "--set", "identity-allocation-mode=kvstore"]);
+    let up = lab.run(&[
+        "up",
+        "--hollow-nodes",
+        "--set",
+        "identity-allocation-mode=kvstore",
+    ]);
     let out = text(&up);
     assert!(up.status.success(), "{out}");
     assert!(
@@ -74,7 +79,7 @@ fn identities_in_etcd_beside_the_api_server() {
 #[test]
 fn kubelets_run_a_deployment_its_service_balances_and_replace_a_deleted_pod() {
     let lab = Lab::new();
-    let up = lab.run(&["up", "--pod", "client"]);
+    let up = lab.run(&["up", "--hollow-nodes", "--pod", "client"]);
     assert!(up.status.success(), "{}", text(&up));
 
     let nodes = lab.ok(&["kubectl", "get", "nodes", "--no-headers"]);
@@ -202,7 +207,7 @@ fn readiness(lab: &Lab) -> String {
 #[test]
 fn nodes_start_tainted_until_the_operator_sees_their_agent_ready() {
     let lab = Lab::new();
-    let up = lab.run(&["up", "--nodes", "2"]);
+    let up = lab.run(&["up", "--hollow-nodes", "--nodes", "2"]);
     assert!(up.status.success(), "{}", text(&up));
     // the kubelets registered the nodes tainted; each runs the DaemonSet's
     // agent pod Ready as its probes say, so the operator took the taint

@@ -81,7 +81,7 @@ fn stream_through(lab: &Lab, sink_ip: &str, secs: u32, during: impl FnOnce()) {
 #[test]
 fn agents_and_the_api_server_restart_under_traffic_without_loss() {
     let lab = Lab::new();
-    let up = lab.run(&["up"]);
+    let up = lab.run(&["up", "--hollow-nodes"]);
     assert!(up.status.success(), "{}", text(&up));
     let file = lab.dir.path().join("pods.json");
     std::fs::write(&file, PODS).unwrap();

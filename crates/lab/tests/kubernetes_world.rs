@@ -89,7 +89,7 @@ spec:
 #[test]
 fn network_policy_ip_blocks_and_the_world_entity_hold() {
     let lab = Lab::new();
-    let up = lab.run(&["up", "--nodes", "2"]);
+    let up = lab.run(&["up", "--hollow-nodes", "--nodes", "2"]);
     assert!(up.status.success(), "{}", text(&up));
 
     eventually("pod-a reaches the outside as node1", 30, || {

@@ -49,7 +49,7 @@ fn routes(lab: &Lab, n: usize, ip: &str) -> String {
 #[test]
 fn native_routing_reaches_pods_across_nodes_with_identity_policy() {
     let lab = Lab::new();
-    let up = lab.run(&["up", "--set", "routing-mode=native"]);
+    let up = lab.run(&["up", "--hollow-nodes", "--set", "routing-mode=native"]);
     assert!(up.status.success(), "{}", text(&up));
 
     let status = lab.ok(&["exec", "node1", "--", "cilium", "status"]);

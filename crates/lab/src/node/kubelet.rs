@@ -1,0 +1,81 @@
+//! The node's kubelet: its configuration file and flags. What a kubeadm
+//! node has, with what this machine kind needs:
+//! - `oomScoreAdj: 0`: kubelet may not lower its own score (no
+//!   CAP_SYS_RESOURCE);
+//! - `cgroupRoot: /` of the node's cgroup namespace, with the cgroupfs
+//!   driver (no systemd runs here);
+//! - the agent-not-ready taint at registration, as Cilium asks of nodes, so
+//!   no pod lands before the agent runs; the operator removes it;
+//! - image garbage collection and disk-pressure eviction kept off: nothing
+//!   can be pulled again here, and the machine's disk is shared by every
+//!   node;
+//! - its own resolv.conf, as the machine's resolver is unreachable.
+
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+/// Where the node keeps kubelet's files (the node's own /var).
+pub const CONFIG: &str = "/var/lib/kubelet/config.yaml";
+pub const RESOLV_CONF: &str = "/etc/kubernetes/resolv.conf";
+
+/// The KubeletConfiguration of a lab node.
+pub fn config(node_ip: Ipv4Addr, client_ca: &Path) -> String {
+    format!(
+        r#"apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: {node_ip}
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: {ca}
+authorization:
+  mode: Webhook
+containerRuntimeEndpoint: {endpoint}
+cgroupDriver: cgroupfs
+cgroupRoot: /
+cgroupsPerQOS: true
+failCgroupV1: false
+failSwapOn: false
+oomScoreAdj: 0
+protectKernelDefaults: false
+resolvConf: {resolv}
+clusterDomain: cluster.local
+registerWithTaints:
+- key: node.cilium.io/agent-not-ready
+  value: "true"
+  effect: NoSchedule
+evictionHard:
+  memory.available: 50Mi
+  nodefs.available: "1%"
+  nodefs.inodesFree: "1%"
+  imagefs.available: "1%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+volumePluginDir: /var/lib/kubelet/volumeplugins
+serializeImagePulls: false
+shutdownGracePeriod: 0s
+rotateCertificates: false
+"#,
+        ca = client_ca.display(),
+        endpoint = super::containerd::ENDPOINT,
+        resolv = RESOLV_CONF,
+    )
+}
+
+/// kubelet's flags beside its config file.
+pub fn args(node: &str, node_ip: Ipv4Addr, kubeconfig: &Path) -> Vec<String> {
+    vec![
+        format!("--config={CONFIG}"),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--hostname-override={node}"),
+        format!("--node-ip={node_ip}"),
+        "--v=1".into(),
+    ]
+}

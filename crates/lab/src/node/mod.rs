@@ -1,0 +1,231 @@
+//! A real Kubernetes node: containerd and the real kubelet, in namespaces
+//! of their own on this machine, as a kind node is a container.
+//!
+//! Two processes hold a node. `node-holder` (host side) makes the node's
+//! cgroups, unshares a PID namespace and starts the node's init in it,
+//! inside those cgroups and a fresh cgroup namespace; it writes the init's
+//! pid as the holder pid (its namespaces are the node's) and removes the
+//! cgroups once the init is gone. The init (`node-init`, PID 1 of the node)
+//! makes the node's network, UTS and mount namespaces and its filesystem
+//! (`filesystem`), plugs into the underlay, starts containerd, imports the
+//! lab's images, starts kubelet, and supervises both (restarting either
+//! that dies, reaping orphaned shims) until SIGTERM. When it exits, the
+//! kernel ends every process left in the node.
+
+pub mod cgroups;
+mod containerd;
+mod filesystem;
+mod kubelet;
+
+use crate::holder::{self, Daemon};
+use crate::layout::{self, Holder};
+use anyhow::{bail, Context};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+use topology::NodeDir;
+
+static INIT: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward_term(sig: libc::c_int) {
+    let pid = INIT.load(Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe; the node's init is our child.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// `node-holder` of a real node: the host side, until its init exits.
+pub fn run_holder(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> {
+    let cgroups = cgroups::NodeCgroups::plan(&layout::node_cgroup_name(index))?;
+    cgroups.create()?;
+    // SAFETY: unshare affects only the children started after it.
+    if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
+        cgroups.remove();
+        return Err(std::io::Error::last_os_error()).context("unshare(CLONE_NEWPID) (run as root)");
+    }
+    let mut cmd = Command::new(layout::sibling("cilium-lab")?);
+    cmd.args(["node-init", &index.to_string(), &underlay.to_string()])
+        .stdin(Stdio::null());
+    let joined = cgroups.clone();
+    // SAFETY: only write(2) and unshare(2) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            joined.join()?;
+            if libc::unshare(libc::CLONE_NEWCGROUP) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut init = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            cgroups.remove();
+            return Err(e).context("starting the node's init");
+        }
+    };
+    INIT.store(init.id() as i32, Ordering::SeqCst);
+    // SAFETY: a handler that only forwards the signal.
+    unsafe {
+        libc::signal(
+            libc::SIGTERM,
+            forward_term as *const () as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGINT,
+            forward_term as *const () as libc::sighandler_t,
+        );
+    }
+    layout::write_atomic(&l.holder_pid_file(), init.id().to_string().as_bytes())?;
+    let status = init.wait().context("waiting for the node's init")?;
+    cgroups.remove();
+    if !status.success() {
+        bail!("the node's init exited: {status}");
+    }
+    Ok(())
+}
+
+/// `node-init`: PID 1 of node `index`.
+pub fn run_init(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> {
+    let node = topology::node_name(index);
+    let node_ip = topology::node_ip(index);
+    let bins = kubeplane::bins::NodeBinaries::find()?;
+    let lab_bin = layout::bin_dir()?;
+    let hierarchies = cgroups::parse_mountinfo(
+        &std::fs::read_to_string("/proc/self/mountinfo").context("reading mountinfo")?,
+    );
+    // SAFETY: this process has one thread here.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWUTS) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("unshare (run as root)");
+    }
+    // SAFETY: a valid buffer and length.
+    if unsafe { libc::sethostname(node.as_ptr().cast(), node.len()) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("setting the node's hostname");
+    }
+    // while /proc is still the machine's, where the underlay's pid is
+    holder::ip(&["link", "set", "lo", "up"])?;
+    holder::plug_into_underlay(underlay, &node, node_ip)
+        .context("plugging the node into the underlay")?;
+    filesystem::build(&filesystem::Backing { dir: l.dir.clone() }, &hierarchies)?;
+    prepare_files(&bins, node_ip)?;
+
+    let path = format!(
+        "{}:{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        kubeplane::bins::node_bin_dir().display(),
+        lab_bin.display()
+    );
+    let containerd = {
+        let (bins, path) = (&bins, &path);
+        Daemon::new(
+            "containerd",
+            move || {
+                Command::new(&bins.containerd)
+                    .args(["--config", containerd::CONFIG])
+                    .env("PATH", path)
+                    .stdin(Stdio::null())
+                    .stdout(holder::append_log(l, "containerd")?)
+                    .stderr(holder::append_log(l, "containerd")?)
+                    .spawn()
+                    .context("starting containerd")
+            },
+            false,
+        )
+        .before_stop(move || remove_pods(bins, path))
+    };
+    let mut containerd = containerd;
+    containerd.ensure_started()?;
+    containerd::wait_ready(&bins.ctr, Duration::from_secs(30))?;
+    for archive in crate::images::archives()? {
+        containerd::import(&bins.ctr, &archive)?;
+    }
+    let kubeconfig = crate::kube::node_kubeconfig(&node);
+    let kubelet = {
+        let (bins, path, node, kubeconfig) = (&bins, &path, &node, &kubeconfig);
+        Daemon::new(
+            "kubelet",
+            move || {
+                Command::new(&bins.kubelet)
+                    .args(kubelet::args(node, node_ip, kubeconfig))
+                    .env("PATH", path)
+                    .stdin(Stdio::null())
+                    .stdout(holder::append_log(l, "kubelet")?)
+                    .stderr(holder::append_log(l, "kubelet")?)
+                    .spawn()
+                    .context("starting kubelet")
+            },
+            false,
+        )
+    };
+    // kubelet goes first when the node stops, then the pods, then containerd
+    holder::supervise_as_init(l, vec![kubelet, containerd], kubelet_healthy)
+}
+
+/// The files containerd and kubelet read, in the node's own /etc and /var.
+fn prepare_files(
+    bins: &kubeplane::bins::NodeBinaries,
+    node_ip: std::net::Ipv4Addr,
+) -> anyhow::Result<()> {
+    let cp = crate::kube::control_plane(false)?;
+    let files = [
+        (containerd::CONFIG, containerd::config()),
+        (kubelet::CONFIG, kubelet::config(node_ip, &cp.pki.ca_cert())),
+        (
+            kubelet::RESOLV_CONF,
+            "# the lab's pods have no resolver beyond the cluster's own\n".to_owned(),
+        ),
+    ];
+    for (path, body) in files {
+        layout::write_atomic(std::path::Path::new(path), body.as_bytes())?;
+    }
+    // containerd's CRI brings every sandbox's loopback up with the
+    // reference plugin, which a node's CNI package provides
+    let bin = std::path::Path::new("/opt/cni/bin");
+    std::fs::create_dir_all(bin).context("creating /opt/cni/bin")?;
+    let loopback = bins.cni_plugins_dir.join("loopback");
+    std::fs::copy(&loopback, bin.join("loopback"))
+        .with_context(|| format!("copying {}", loopback.display()))?;
+    Ok(())
+}
+
+/// Stops and removes every pod sandbox (CNI DEL for each), so no shim
+/// outlives containerd.
+fn remove_pods(bins: &kubeplane::bins::NodeBinaries, path: &str) {
+    let out = Command::new(&bins.crictl)
+        .args([
+            "--runtime-endpoint",
+            containerd::ENDPOINT,
+            "--timeout",
+            "20s",
+            "rmp",
+            "--all",
+            "--force",
+        ])
+        .env("PATH", path)
+        .output();
+    match out {
+        Ok(o) if !o.status.success() => eprintln!(
+            "node: removing the pods: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => eprintln!("node: running crictl: {e}"),
+        Ok(_) => {}
+    }
+}
+
+/// kubelet's own health endpoint answers.
+fn kubelet_healthy() -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(
+        &(std::net::Ipv4Addr::LOCALHOST, 10248).into(),
+        Duration::from_millis(200),
+    ) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut reply = String::new();
+    s.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").is_ok()
+        && s.read_to_string(&mut reply).is_ok()
+        && reply.ends_with("ok")
+}
