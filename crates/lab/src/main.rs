@@ -466,7 +466,7 @@ fn start_control_plane(switch: i32) -> anyhow::Result<i32> {
 
 /// The demo's Service: a ClusterIP selecting the second pod
 /// (`role=server`), port 80 to the pod's 80.
-fn demo_service() -> String {
+pub(crate) fn demo_service() -> String {
     format!(
         r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"demo","namespace":"default"}},
   "spec":{{"clusterIP":"{ip}","selector":{{"role":"server"}},"ports":[{{"name":"http","port":80,"targetPort":80}}]}}}}"#,
@@ -526,7 +526,7 @@ fn kube_pods(
 
 /// The demo's policy: pod-b (app=demo on node2 too) takes TCP 80 and 8080
 /// from app=demo pods; ping is no longer let in.
-const DEMO_POLICY: &str = r#"apiVersion: cilium.io/v2
+pub(crate) const DEMO_POLICY: &str = r#"apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy
 metadata:
   name: demo-tcp-only
@@ -812,7 +812,7 @@ fn main() -> ExitCode {
             if *without_kubernetes || *hollow_nodes {
                 up(usize::from(*nodes), pods, settings, !*without_kubernetes)
             } else {
-                real::up(usize::from(*nodes), settings)
+                real::up(usize::from(*nodes), pods, settings)
             }
         }
         Cmd::Kubectl { args } => kubectl(args),

@@ -6,7 +6,7 @@
 
 use crate::layout;
 use crate::{boot, install, kube};
-use anyhow::bail;
+use anyhow::{bail, Context};
 
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,7 @@ pub fn running() -> bool {
     marker().exists()
 }
 
-pub fn up(nodes: usize, settings: &[(String, String)]) -> anyhow::Result<()> {
+pub fn up(nodes: usize, pods: &[String], settings: &[(String, String)]) -> anyhow::Result<()> {
     let t0 = Instant::now();
     // before anything starts: a missing build is said at once
     kubeplane::bins::NodeBinaries::find()?;
@@ -96,5 +96,132 @@ pub fn up(nodes: usize, settings: &[(String, String)]) -> anyhow::Result<()> {
         ])?
     );
     println!("\n==> cluster up in {:?}", t0.elapsed());
+    demo(nodes, pods)
+}
+
+/// The demo's server: agnhost netexec answering HTTP on port 80
+/// (`/hostname`, `/clientip`, ...).
+const AGNHOST: &str = images::AGNHOST_REFERENCE;
+
+/// Pod `name` on `node` running netexec, with `labels`.
+fn netexec_pod(name: &str, node: &str, labels: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [{
+                "name": "netexec",
+                "image": AGNHOST,
+                "args": ["netexec", "--http-port=80"],
+                "ports": [{"containerPort": 80}],
+            }],
+        },
+    })
+}
+
+/// `kubectl exec <pod> -- curl <url>`: the answer, or why there is none.
+fn curl(pod: &str, url: &str) -> anyhow::Result<String> {
+    kube::run_args(&["exec", pod, "--", "curl", "-sS", "--max-time", "2", url])
+        .map(|body| body.trim().to_owned())
+}
+
+/// Retries `f` for up to `secs` (a new endpoint's or Service's state
+/// reaches the other node within moments).
+fn within<T>(secs: u64, mut f: impl FnMut() -> anyhow::Result<T>) -> anyhow::Result<T> {
+    let t = Instant::now();
+    loop {
+        match f() {
+            Ok(v) => return Ok(v),
+            Err(e) if t.elapsed() > Duration::from_secs(secs) => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(300)),
+        }
+    }
+}
+
+/// `cilium <args>` on `node` (as `cilium-lab exec <node> -- cilium`); its
+/// output.
+fn node_cilium(node: &str, args: &[&str]) -> anyhow::Result<String> {
+    let out = std::process::Command::new(layout::sibling("cilium-lab")?)
+        .args(["exec", node, "--", "cilium"])
+        .args(args)
+        .output()
+        .context("running cilium-lab exec")?;
+    if !out.status.success() {
+        bail!("cilium {} on {node}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Pods on two nodes talking directly and through a Service, then a
+/// policy letting only `app=demo` in, shown from a pod it refuses; the
+/// agents' view at the end.
+fn demo(nodes: usize, names: &[String]) -> anyhow::Result<()> {
+    let names: Vec<String> = if names.len() >= 2 {
+        names.to_vec()
+    } else {
+        vec!["pod-a".into(), "pod-b".into()]
+    };
+    let node_of = |i: usize| topology::node_name(i % nodes + 1);
+    let mut pods: Vec<serde_json::Value> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let mut labels = serde_json::json!({"app": "demo"});
+            if i == 1 {
+                labels["role"] = "server".into();
+            }
+            netexec_pod(name, &node_of(i), labels)
+        })
+        .collect();
+    let outsider = "outsider";
+    pods.push(netexec_pod(outsider, &node_of(0), serde_json::json!({"app": "other"})));
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": pods});
+    let t = Instant::now();
+    print!("\n{}", kube::apply("creating the demo pods", &list.to_string())?);
+    let mut ips = Vec::new();
+    for (i, name) in names.iter().chain([&outsider.to_owned()]).enumerate() {
+        let ip = kube::wait_running(name, Duration::from_secs(120))?;
+        println!(
+            "==> pod {name} on {}: {ip} (sandbox and CNI ADD by containerd, Running after {:?})",
+            node_of(if i < names.len() { i } else { 0 }),
+            t.elapsed()
+        );
+        ips.push(ip);
+    }
+    let (a, b, server) = (&names[0], &names[1], ips[1]);
+    let direct = format!("http://{server}/hostname");
+    println!("\n$ kubectl exec {a} -- curl {direct}");
+    println!("{}", within(30, || curl(a, &direct))?);
+
+    println!("\n==> a Service selecting {b} (role=server); the endpointslice controller fills it from the pod's Ready status");
+    print!("{}", kube::apply("creating the demo Service", &crate::demo_service())?);
+    let vip = format!("http://{}/hostname", layout::DEMO_SERVICE_IP);
+    println!("$ kubectl exec {a} -- curl {vip}");
+    println!("{}", within(30, || curl(a, &vip))?);
+
+    println!("\n==> the policy: {b} takes TCP 80 and 8080 from app=demo pods only");
+    print!("{}", kube::apply("creating the demo policy", crate::DEMO_POLICY)?);
+    within(30, || match curl(outsider, &direct) {
+        Ok(body) => bail!("{outsider} still got {body:?}"),
+        Err(_) => Ok(()),
+    })?;
+    println!("$ kubectl exec {outsider} -- curl {direct}\n(no answer: dropped by policy)");
+    println!("$ kubectl exec {a} -- curl {direct}");
+    println!("{}", curl(a, &direct)?);
+
+    for (what, args) in [
+        ("cilium status", &["status"][..]),
+        ("cilium endpoint list", &["endpoint", "list"]),
+    ] {
+        println!("\n$ cilium-lab exec node1 -- {what}");
+        print!("{}", node_cilium("node1", args)?);
+    }
+    println!("\n$ kubectl get ciliumnodes,ciliumendpoints -A");
+    print!("{}", kube::run_args(&["get", "ciliumnodes,ciliumendpoints", "-A"])?);
+    println!(
+        "\n==> the lab stays up: `cilium-lab exec {a} -- curl {direct}`, `cilium-lab exec node1 -- cilium status`, `cilium-lab kubectl get pods -A -o wide`, `cilium-lab down`"
+    );
     Ok(())
 }
