@@ -38,27 +38,7 @@ fn terminate(child: &mut std::process::Child) -> anyhow::Result<()> {
 }
 
 fn mount(src: &str, target: &str, fstype: &str, flags: libc::c_ulong) -> anyhow::Result<()> {
-    let c = |s: &str| std::ffi::CString::new(s).expect("no NUL");
-    let (src_c, target_c, fs_c) = (c(src), c(target), c(fstype));
-    // SAFETY: valid C strings.
-    let rc = unsafe {
-        libc::mount(
-            src_c.as_ptr(),
-            target_c.as_ptr(),
-            if fstype.is_empty() {
-                std::ptr::null()
-            } else {
-                fs_c.as_ptr()
-            },
-            flags,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("mounting {fstype} on {target}"));
-    }
-    Ok(())
+    crate::node::filesystem::mount(src, std::path::Path::new(target), fstype, flags, "")
 }
 
 pub(crate) fn ip(args: &[&str]) -> anyhow::Result<()> {
@@ -128,22 +108,7 @@ fn remove_node_cgroup(index: usize) {
     // SAFETY: a valid C string; our own mount namespace.
     unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
     let own = std::path::Path::new(HOST_CGROUP).join(layout::node_cgroup_name(index));
-    for _ in 0..50 {
-        match std::fs::remove_dir(&own) {
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                std::thread::sleep(Duration::from_millis(100))
-            }
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                eprintln!("holder: removing cgroup {}: {e}", own.display());
-                return;
-            }
-            _ => return,
-        }
-    }
-    eprintln!(
-        "holder: cgroup {} still has processes; left in place",
-        own.display()
-    );
+    crate::node::cgroups::remove_dir(&own, Duration::from_secs(5));
 }
 
 /// Builds the outside host: a network namespace plugged into the

@@ -70,6 +70,13 @@ enum Cmd {
         #[arg(long, conflicts_with = "without_kubernetes")]
         hollow_nodes: bool,
     },
+    /// Build the images the nodes run (OCI archives for `ctr -n k8s.io
+    /// images import`), rewriting only what changed; prints each archive
+    Images {
+        /// Where to write them
+        #[arg(long, default_value_os_t = images::cache_dir())]
+        out: std::path::PathBuf,
+    },
     /// kubectl as the cluster admin
     Kubectl {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -464,6 +471,16 @@ fn start_control_plane(switch: i32) -> anyhow::Result<i32> {
     )
 }
 
+/// The labels of the demo's pod `i`: all `app=demo`, the second (the
+/// Service's backend) `role=server` too.
+pub(crate) fn demo_labels(i: usize) -> serde_json::Value {
+    let mut labels = serde_json::json!({"app": "demo"});
+    if i == 1 {
+        labels["role"] = "server".into();
+    }
+    labels
+}
+
 /// The demo's Service: a ClusterIP selecting the second pod
 /// (`role=server`), port 80 to the pod's 80.
 pub(crate) fn demo_service() -> String {
@@ -486,10 +503,7 @@ fn kube_pods(
         .iter()
         .enumerate()
         .map(|(i, name)| {
-            let mut labels = serde_json::json!({"app": "demo"});
-            if i == 1 {
-                labels["role"] = "server".into();
-            }
+            let labels = demo_labels(i);
             serde_json::json!({
                 "apiVersion": "v1",
                 "kind": "Pod",
@@ -713,6 +727,9 @@ fn exec(target: &str, command: &[String]) -> anyhow::Result<()> {
 }
 
 fn stop_agent(node: &str) -> anyhow::Result<()> {
+    if real::running() {
+        bail!("on real nodes the agent is the DaemonSet's pod: `cilium-lab kubectl -n kube-system delete pod -l k8s-app=cilium --field-selector spec.nodeName={node}` (the DaemonSet makes it again)");
+    }
     let (l, holder) = running_node(node)?;
     // SAFETY: signalling a holder the lab started.
     unsafe { libc::kill(holder, libc::SIGUSR1) };
@@ -742,6 +759,8 @@ fn connect(
         layout::enter_node(holder)?;
     } else if pod == layout::OUTSIDE {
         enter_outside()?;
+    } else if real::running() {
+        bail!("pods of real nodes are containers: `cilium-lab exec {pod} -- curl http://{target}/` (agnhost) or `-- nc`");
     } else {
         enter_pod(pod)?;
     }
@@ -815,6 +834,17 @@ fn main() -> ExitCode {
                 real::up(usize::from(*nodes), pods, settings)
             }
         }
+        Cmd::Images { out } => images::build_into(out).map(|built| {
+            for b in built {
+                println!(
+                    "{}\t{}\t{}{}",
+                    b.reference,
+                    b.manifest_digest,
+                    b.path.display(),
+                    if b.rebuilt { "" } else { "\t(up to date)" }
+                );
+            }
+        }),
         Cmd::Kubectl { args } => kubectl(args),
         Cmd::StopAgent { node } => stop_agent(node),
         Cmd::Down => down(),

@@ -149,7 +149,11 @@ fn node_cilium(node: &str, args: &[&str]) -> anyhow::Result<String> {
         .output()
         .context("running cilium-lab exec")?;
     if !out.status.success() {
-        bail!("cilium {} on {node}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "cilium {} on {node}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -167,19 +171,20 @@ fn demo(nodes: usize, names: &[String]) -> anyhow::Result<()> {
     let mut pods: Vec<serde_json::Value> = names
         .iter()
         .enumerate()
-        .map(|(i, name)| {
-            let mut labels = serde_json::json!({"app": "demo"});
-            if i == 1 {
-                labels["role"] = "server".into();
-            }
-            netexec_pod(name, &node_of(i), labels)
-        })
+        .map(|(i, name)| netexec_pod(name, &node_of(i), crate::demo_labels(i)))
         .collect();
     let outsider = "outsider";
-    pods.push(netexec_pod(outsider, &node_of(0), serde_json::json!({"app": "other"})));
+    pods.push(netexec_pod(
+        outsider,
+        &node_of(0),
+        serde_json::json!({"app": "other"}),
+    ));
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": pods});
     let t = Instant::now();
-    print!("\n{}", kube::apply("creating the demo pods", &list.to_string())?);
+    print!(
+        "\n{}",
+        kube::apply("creating the demo pods", &list.to_string())?
+    );
     let mut ips = Vec::new();
     for (i, name) in names.iter().chain([&outsider.to_owned()]).enumerate() {
         let ip = kube::wait_running(name, Duration::from_secs(120))?;
@@ -196,13 +201,19 @@ fn demo(nodes: usize, names: &[String]) -> anyhow::Result<()> {
     println!("{}", within(30, || curl(a, &direct))?);
 
     println!("\n==> a Service selecting {b} (role=server); the endpointslice controller fills it from the pod's Ready status");
-    print!("{}", kube::apply("creating the demo Service", &crate::demo_service())?);
+    print!(
+        "{}",
+        kube::apply("creating the demo Service", &crate::demo_service())?
+    );
     let vip = format!("http://{}/hostname", layout::DEMO_SERVICE_IP);
     println!("$ kubectl exec {a} -- curl {vip}");
     println!("{}", within(30, || curl(a, &vip))?);
 
     println!("\n==> the policy: {b} takes TCP 80 and 8080 from app=demo pods only");
-    print!("{}", kube::apply("creating the demo policy", crate::DEMO_POLICY)?);
+    print!(
+        "{}",
+        kube::apply("creating the demo policy", crate::DEMO_POLICY)?
+    );
     within(30, || match curl(outsider, &direct) {
         Ok(body) => bail!("{outsider} still got {body:?}"),
         Err(_) => Ok(()),
@@ -219,7 +230,10 @@ fn demo(nodes: usize, names: &[String]) -> anyhow::Result<()> {
         print!("{}", node_cilium("node1", args)?);
     }
     println!("\n$ kubectl get ciliumnodes,ciliumendpoints -A");
-    print!("{}", kube::run_args(&["get", "ciliumnodes,ciliumendpoints", "-A"])?);
+    print!(
+        "{}",
+        kube::run_args(&["get", "ciliumnodes,ciliumendpoints", "-A"])?
+    );
     println!(
         "\n==> the lab stays up: `cilium-lab exec {a} -- curl {direct}`, `cilium-lab exec node1 -- cilium status`, `cilium-lab kubectl get pods -A -o wide`, `cilium-lab down`"
     );

@@ -43,6 +43,11 @@ fn kubectl(lab: &Lab, args: &[&str]) -> String {
     lab.ok(&all)
 }
 
+/// `kubectl get -n kube-system <what> -o <output>`.
+fn kube_system_get(lab: &Lab, what: &str, output: &str) -> String {
+    kubectl(lab, &["get", "-n", "kube-system", what, "-o", output])
+}
+
 #[test]
 fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
     let lab = Lab::new();
@@ -67,30 +72,16 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
         assert!(line.contains(" True"), "{nodes}");
         assert!(!line.contains("agent-not-ready"), "{nodes}");
     }
-    let ds = kubectl(
+    let ds = kube_system_get(
         &lab,
-        &[
-            "get",
-            "ds",
-            "cilium",
-            "-n",
-            "kube-system",
-            "-o",
-            "jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}",
-        ],
+        "ds/cilium",
+        "jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}",
     );
     assert_eq!(ds, "2/2");
-    let op = kubectl(
+    let op = kube_system_get(
         &lab,
-        &[
-            "get",
-            "deploy",
-            "cilium-operator",
-            "-n",
-            "kube-system",
-            "-o",
-            r#"jsonpath={.status.conditions[?(@.type=="Available")].status}"#,
-        ],
+        "deploy/cilium-operator",
+        r#"jsonpath={.status.conditions[?(@.type=="Available")].status}"#,
     );
     assert_eq!(op, "True");
     let runtime = kubectl(&lab, &["get", "nodes", "-o", "jsonpath={.items[0].status.nodeInfo.containerRuntimeVersion} {.items[0].status.nodeInfo.kubeletVersion}"]);
@@ -98,17 +89,10 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
     assert!(runtime.ends_with("v1.34.4"), "{runtime}");
 
     // the agent as kubelet runs it: init containers in the seeds' order, logs
-    let inits = kubectl(
+    let inits = kube_system_get(
         &lab,
-        &[
-            "get",
-            "ds",
-            "cilium",
-            "-n",
-            "kube-system",
-            "-o",
-            "jsonpath={.spec.template.spec.initContainers[*].name}",
-        ],
+        "ds/cilium",
+        "jsonpath={.spec.template.spec.initContainers[*].name}",
     );
     assert_eq!(inits, "config mount-cgroup apply-sysctl-overwrites mount-bpf-fs clean-cilium-state install-cni-binaries");
     let agent = kubectl(
@@ -138,10 +122,15 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
 
     // the demo: pods on both nodes, across them, through a Service, under a policy
     let answers = up.matches("\npod-b\n").count();
-    assert_eq!(answers, 3, "direct, through the Service, and under the policy: {up}");
+    assert_eq!(
+        answers, 3,
+        "direct, through the Service, and under the policy: {up}"
+    );
     assert!(up.contains("(no answer: dropped by policy)"), "{up}");
     lab.assert_policy_denied("node2", "INGRESS");
-    let exec = lab.ok(&["exec", "pod-a", "--", "ip", "-4", "-o", "addr", "show", "eth0"]);
+    let exec = lab.ok(&[
+        "exec", "pod-a", "--", "ip", "-4", "-o", "addr", "show", "eth0",
+    ]);
     assert!(exec.contains("inet 10."), "{exec}");
     let logs = kubectl(&lab, &["logs", "pod-b"]);
     assert!(logs.contains("GET /hostname"), "{logs}");

@@ -168,20 +168,28 @@ fn remove_tree(dir: &Path) {
             }
         }
     }
-    for _ in 0..100 {
+    remove_dir(dir, Duration::from_secs(10));
+}
+
+/// Removes a cgroup's directory, waiting up to `patience` for the
+/// processes in it to be gone (EBUSY until then).
+pub fn remove_dir(dir: &Path, patience: Duration) {
+    let t = std::time::Instant::now();
+    loop {
         match std::fs::remove_dir(dir) {
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && t.elapsed() < patience => {
                 std::thread::sleep(Duration::from_millis(100))
             }
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => break,
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                eprintln!("node: removing cgroup {}: {e}", dir.display());
+                eprintln!("removing cgroup {}: {e}", dir.display());
                 return;
             }
             _ => return,
         }
     }
     eprintln!(
-        "node: cgroup {} still has processes; left in place",
+        "cgroup {} still has processes; left in place",
         dir.display()
     );
 }

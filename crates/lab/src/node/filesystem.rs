@@ -69,7 +69,8 @@ fn c(s: &Path) -> anyhow::Result<CString> {
     CString::new(s.as_os_str().as_encoded_bytes()).context("a path with NUL")
 }
 
-fn mount(
+/// mount(2); `data` empty for none.
+pub(crate) fn mount(
     src: &str,
     target: &Path,
     fstype: &str,

@@ -14,7 +14,7 @@
 
 pub mod cgroups;
 mod containerd;
-mod filesystem;
+pub(crate) mod filesystem;
 mod kubelet;
 
 use crate::holder::{self, Daemon};
