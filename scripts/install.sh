@@ -53,3 +53,10 @@ if command -v go >/dev/null; then
     node_bin=$(./scripts/build-node.sh)
     echo "built: node binaries $(basename "$(dirname "$node_bin")") in $node_bin"
 fi
+
+# The images the lab's nodes run (and a user imports into their own
+# containerd), as OCI archives in ~/.cache/cilium-rs/images/; rewritten
+# only when what goes into them changed.
+if [ -n "${node_bin:-}" ]; then
+    ./target/release/cilium-lab images | sed 's/^/built: image /'
+fi
