@@ -111,7 +111,7 @@ fn run(what: &str, args: &[&str]) -> anyhow::Result<String> {
 /// credentials (the kubelet stand-in registers its Node); returns the
 /// agents' kubeconfig (the ServiceAccount's token).
 pub fn prepare(nodes: usize) -> anyhow::Result<PathBuf> {
-    apply("applying the CRDs", CRDS)?;
+    prepare_nodes(nodes)?;
     run(
         "waiting for the CRDs",
         &[
@@ -125,9 +125,6 @@ pub fn prepare(nodes: usize) -> anyhow::Result<PathBuf> {
     apply("applying the agent's ServiceAccount and RBAC", CILIUM)?;
     apply("applying the operator's ServiceAccount and RBAC", OPERATOR)?;
     let cp = control_plane(false)?;
-    for i in 1..=nodes {
-        node_credentials(&cp, &topology::node_name(i))?;
-    }
     // The controller manager makes each namespace's `default`
     // ServiceAccount; until it has, admission refuses pods there.
     let t = Instant::now();
@@ -232,8 +229,8 @@ pub fn agent_kubeconfig() -> anyhow::Result<PathBuf> {
     Ok(control_plane(false)?.kubeconfig("cilium"))
 }
 
-/// Puts the lab's keys (`boot::config_map_keys`) into `kube-system/cilium-config` in place of what it
-/// holds, so the nodes' `cilium build-config` reads them from the API
+/// Puts the lab's keys (`boot::config_map_keys`) into
+/// `kube-system/cilium-config` in place of what it holds, so the nodes' `cilium build-config` reads them from the API
 /// server.
 pub fn publish_config_map() -> anyhow::Result<()> {
     let data: serde_json::Map<String, serde_json::Value> = crate::boot::config_map_keys()?

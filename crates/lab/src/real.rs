@@ -4,10 +4,9 @@
 //! (`install`), so kubelet runs the DaemonSet's init containers and the
 //! agent, the operator's Deployment, and every pod through cilium-cni.
 
-use crate::layout;
+use crate::layout::{self, Holder};
 use crate::{boot, install, kube};
 use anyhow::{bail, Context};
-
 use std::time::{Duration, Instant};
 
 /// Marks a lab of real nodes, for the commands that run after `up`.
@@ -22,6 +21,13 @@ pub fn running() -> bool {
 
 pub fn up(nodes: usize, pods: &[String], settings: &[(String, String)]) -> anyhow::Result<()> {
     let t0 = Instant::now();
+    if layout::machine_dir(layout::UNDERLAY)
+        .running_holder()
+        .is_some()
+        || !layout::running_nodes().is_empty()
+    {
+        bail!("the lab is already up; run `cilium-lab down` first");
+    }
     // before anything starts: a missing build is said at once
     kubeplane::bins::NodeBinaries::find()?;
     kube::control_plane(true)?;
