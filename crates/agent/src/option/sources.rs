@@ -166,7 +166,8 @@ mod tests {
 
     #[test]
     fn flags_beat_env_beat_config_dir() {
-        let dir = tempfile_dir();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         std::fs::write(dir.join("mtu"), "1400\n").unwrap();
         std::fs::write(dir.join("cluster-name"), "from-dir").unwrap();
         std::fs::write(dir.join("debug"), "true").unwrap();
@@ -201,7 +202,8 @@ mod tests {
         let e = load(&args(&["--bpf-root"]), none).unwrap_err();
         assert_eq!(e, ConfigError::MissingValue("bpf-root".into()));
 
-        let dir = tempfile_dir();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         std::fs::write(dir.join("enable-ipv44"), "true").unwrap();
         let e = load(&args(&["--config-dir", dir.to_str().unwrap()]), none).unwrap_err();
         assert!(
@@ -233,16 +235,5 @@ mod tests {
             load(&args(&["--debug=false"]), none).unwrap().get("debug"),
             "false"
         );
-    }
-
-    fn tempfile_dir() -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "cilium-cfg-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
     }
 }
