@@ -207,6 +207,24 @@ pub fn wait_nodes_ready(nodes: usize, timeout: Duration) -> anyhow::Result<()> {
     })
 }
 
+/// Waits until a kube-system Deployment is Available (its minimum of
+/// ready replicas: on one node only one operator replica can run, as
+/// their anti-affinity wants them on different nodes).
+pub fn wait_available(what: &str, timeout: Duration) -> anyhow::Result<()> {
+    run(
+        &format!("waiting for {what} to be Available"),
+        &[
+            "wait",
+            "-n",
+            "kube-system",
+            "--for=condition=Available",
+            what,
+            &format!("--timeout={}s", timeout.as_secs()),
+        ],
+    )
+    .map(drop)
+}
+
 /// `kubectl rollout status` of a workload in kube-system.
 pub fn wait_rollout(what: &str, timeout: Duration) -> anyhow::Result<()> {
     run(

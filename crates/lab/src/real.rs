@@ -83,7 +83,7 @@ pub fn up(nodes: usize, pods: &[String], settings: &[(String, String)]) -> anyho
     let list = install::manifests(api, &config, &missing)?;
     kube::apply("applying deploy/kubernetes", &list.to_string())?;
     kube::wait_rollout("daemonset/cilium", Duration::from_secs(180))?;
-    kube::wait_rollout("deployment/cilium-operator", Duration::from_secs(120))?;
+    kube::wait_available("deployment/cilium-operator", Duration::from_secs(120))?;
     kube::wait_nodes_ready(nodes, Duration::from_secs(120))?;
     println!(
         "==> Cilium installed from deploy/kubernetes: DaemonSet cilium and Deployment cilium-operator available, every node Ready ({:?})",
