@@ -116,25 +116,22 @@ pub fn run_init(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> 
         kubeplane::bins::node_bin_dir().display(),
         lab_bin.display()
     );
-    let containerd = {
+    let mut containerd = {
         let (bins, path) = (&bins, &path);
         Daemon::new(
             "containerd",
             move || {
-                Command::new(&bins.containerd)
-                    .args(["--config", containerd::CONFIG])
-                    .env("PATH", path)
-                    .stdin(Stdio::null())
-                    .stdout(holder::append_log(l, "containerd")?)
-                    .stderr(holder::append_log(l, "containerd")?)
-                    .spawn()
-                    .context("starting containerd")
+                spawn_logged(
+                    l,
+                    "containerd",
+                    Command::new(&bins.containerd).args(["--config", containerd::CONFIG]),
+                    path,
+                )
             },
             false,
         )
         .before_stop(move || remove_pods(bins, path))
     };
-    let mut containerd = containerd;
     containerd.ensure_started()?;
     containerd::wait_ready(&bins.ctr, Duration::from_secs(30))?;
     for archive in crate::images::archives()? {
@@ -146,20 +143,34 @@ pub fn run_init(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> 
         Daemon::new(
             "kubelet",
             move || {
-                Command::new(&bins.kubelet)
-                    .args(kubelet::args(node, node_ip, kubeconfig))
-                    .env("PATH", path)
-                    .stdin(Stdio::null())
-                    .stdout(holder::append_log(l, "kubelet")?)
-                    .stderr(holder::append_log(l, "kubelet")?)
-                    .spawn()
-                    .context("starting kubelet")
+                spawn_logged(
+                    l,
+                    "kubelet",
+                    Command::new(&bins.kubelet).args(kubelet::args(node, node_ip, kubeconfig)),
+                    path,
+                )
             },
             false,
         )
     };
     // kubelet goes first when the node stops, then the pods, then containerd
     holder::supervise_as_init(l, vec![kubelet, containerd], kubelet_healthy)
+}
+
+/// Starts one of the node's daemons with `path` as its PATH, its output
+/// appended to `<node dir>/<name>.log`.
+fn spawn_logged(
+    l: &NodeDir,
+    name: &str,
+    cmd: &mut Command,
+    path: &str,
+) -> anyhow::Result<std::process::Child> {
+    cmd.env("PATH", path)
+        .stdin(Stdio::null())
+        .stdout(holder::append_log(l, name)?)
+        .stderr(holder::append_log(l, name)?)
+        .spawn()
+        .with_context(|| format!("starting {name}"))
 }
 
 /// The files containerd and kubelet read, in the node's own /etc and /var.
