@@ -8,6 +8,12 @@
 # step. Downloads are cached (Debian packages, crates); the root never is:
 # it is made anew on every run and removed afterwards.
 #
+# What the root built is not thrown away where this machine has not built it
+# yet (a clean clone, as in CI): the source sits at the same path in the
+# root as here, so cargo's target dir and the Kubernetes and node binary
+# caches move over afterwards and the install that follows finds them
+# built instead of building everything a second time.
+#
 # As root. Usage: scripts/fresh-root-check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,17 +69,19 @@ printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 chmod +x "$root/usr/sbin/policy-rc.d"
 
 # The source tree as a clean clone has it: tracked and untracked files that
-# git does not ignore, no target/.
-mkdir -p "$root/src"
-git ls-files -z --cached --others --exclude-standard | tar -C "$src" --null -T - -cf - | tar -C "$root/src" -xf -
+# git does not ignore, and git's own dir (the build records the revision),
+# no target/; at this machine's path, so what the root builds is valid here.
+mkdir -p "$root$src"
+{ git ls-files -z --cached --others --exclude-standard; find .git -print0; } |
+    tar -C "$src" --null --no-recursion -T - -cf - | tar -C "$root$src" -xf -
 
-mkdir -p "$root$sysroot" "$root/root/.cargo/registry"
+mkdir -p "$root$sysroot" "$root$cargo_home/registry"
 [ -n "$goroot" ] && mkdir -p "$root$goroot" "$root/root/go/pkg/mod" "$root/root/.cache/go-build"
 path=$sysroot/bin${goroot:+:$goroot/bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 t0=$SECONDS
 unshare --mount --propagation private bash -euo pipefail -c '
-    root=$1 sysroot=$2 goroot=$3 cargo_home=$4 cache=$5 path=$6 gomodcache=$7 gocache=$8
+    root=$1 sysroot=$2 goroot=$3 cargo_home=$4 cache=$5 path=$6 gomodcache=$7 gocache=$8 src=$9
     ro_bind() { mount --bind "$1" "$2"; mount -o remount,bind,ro "$2"; }
     ro_bind "$sysroot" "$root$sysroot"
     if [ -n "$goroot" ]; then
@@ -83,16 +91,19 @@ unshare --mount --propagation private bash -euo pipefail -c '
         mount --bind "$gocache" "$root/root/.cache/go-build"
     fi
     mkdir -p "$cargo_home/registry"
-    mount --bind "$cargo_home/registry" "$root/root/.cargo/registry"
+    mount --bind "$cargo_home/registry" "$root$cargo_home/registry"
     mount --bind "$cache/apt-archives" "$root/var/cache/apt/archives"
     mount -t proc proc "$root/proc"
     mount --rbind /dev "$root/dev"
     mount -t tmpfs tmpfs "$root/tmp"
     # apt keeps the .debs it fetched in the cached archives dir
     echo "Binary::apt::APT::Keep-Downloaded-Packages \"true\";" >"$root/etc/apt/apt.conf.d/99keep"
-    chroot "$root" /usr/bin/env -i HOME=/root PATH="$path" CARGO_HOME=/root/.cargo \
-        CI="${CI:-}" TERM=dumb bash -c "cd /src && ./scripts/install.sh"
-' fresh-root "$root" "$sysroot" "$goroot" "$cargo_home" "$cache" "$path" "$gomodcache" "$gocache" || {
+    # git: the README clones with it, so a user has it
+    chroot "$root" /usr/bin/env -i PATH="$path" DEBIAN_FRONTEND=noninteractive bash -c \
+        "apt-get update -qq && apt-get install -y -qq --no-install-recommends git >/dev/null"
+    chroot "$root" /usr/bin/env -i HOME=/root PATH="$path" CARGO_HOME="$cargo_home" \
+        CI="${CI:-}" TERM=dumb bash -c "cd \"\$1\" && ./scripts/install.sh" install "$src"
+' fresh-root "$root" "$sysroot" "$goroot" "$cargo_home" "$cache" "$path" "$gomodcache" "$gocache" "$src" || {
     echo "fresh root: ./scripts/install.sh failed on a fresh Debian 12 (a package missing from it?)" >&2
     exit 1
 }
@@ -100,11 +111,11 @@ echo "fresh root: install.sh done in $((SECONDS - t0)) s"
 
 missing=()
 for bin in cilium cilium-agent cilium-cni cilium-lab cilium-mount cilium-sysctlfix; do
-    [ -x "$root/src/target/release/$bin" ] || missing+=("binary $bin")
+    [ -x "$root$src/target/release/$bin" ] || missing+=("binary $bin")
 done
 for obj in bpf/bpf_*.c; do
     name=$(basename "$obj" .c)
-    compgen -G "$root/src/target/release/build/datapath-*/out/$name.o" >/dev/null || missing+=("BPF object $name.o")
+    compgen -G "$root$src/target/release/build/datapath-*/out/$name.o" >/dev/null || missing+=("BPF object $name.o")
 done
 if [ -n "$goroot" ]; then
     k8s_version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' tools/k8s/go.mod)
@@ -129,3 +140,19 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
 fi
 echo "fresh root: every binary, BPF object${goroot:+, Kubernetes and node binary} built from a fresh Debian 12"
+
+# Keep what this machine lacks: the install that comes next then has the
+# workspace, Kubernetes and the node's binaries built (one filesystem, so a
+# rename).
+host_cache=$HOME/.cache/cilium-rs
+keep() {
+    if [ -e "$1" ] && [ ! -e "$2" ]; then
+        mkdir -p "$(dirname "$2")"
+        mv "$1" "$2" && echo "fresh root: kept ${2}"
+    fi
+}
+keep "$root$src/target" "$src/target"
+if [ -n "$goroot" ]; then
+    keep "$root/root/.cache/cilium-rs/k8s/$k8s_version" "${CILIUM_RS_K8S_CACHE:-$host_cache/k8s}/$k8s_version"
+    keep "$(dirname "$node_bin")" "${CILIUM_RS_NODE_CACHE:-$host_cache/node}/$(basename "$(dirname "$node_bin")")"
+fi

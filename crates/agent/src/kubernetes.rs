@@ -12,6 +12,13 @@ use std::time::{Duration, Instant};
 const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 /// How long a start waits for the API server (Cilium gives up after a minute).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long after the API server answers again (or first) a refused watch
+/// is retried at every probe rather than after its backoff: a server just
+/// (re)started refuses watches (403) until its RBAC caches fill, which on
+/// a loaded machine takes longer than a doubling backoff's first waits, and
+/// the watch would then sit out up to 30 s more, reported failing while
+/// nothing is wrong.
+const SETTLING: Duration = Duration::from_secs(120);
 
 #[derive(Debug, thiserror::Error)]
 pub enum KubernetesError {
@@ -116,6 +123,7 @@ impl Kubernetes {
     pub fn probe(self: &Arc<Self>, tasks: &Tasks) {
         let this = Arc::clone(self);
         tasks.spawn("kubernetes-probe", async move {
+            let mut answering_since = Some(Instant::now());
             loop {
                 tokio::time::sleep(PROBE_INTERVAL).await;
                 let probed = match k8s::version_line(&this.client).await {
@@ -130,10 +138,17 @@ impl Kubernetes {
                     &mut *this.probed.lock().expect("k8s status lock"),
                     probed,
                 );
-                // watches waiting out the outage retry now
-                if answers && was.0 != State::Ok {
+                if !answers {
+                    answering_since = None;
+                    continue;
+                }
+                // watches waiting out the outage retry now, and those the
+                // settling server still refuses at every probe
+                let settling = answering_since.is_some_and(|t| t.elapsed() < SETTLING);
+                if was.0 != State::Ok || (settling && this.health.any_failing()) {
                     this.health.server_back();
                 }
+                answering_since.get_or_insert_with(Instant::now);
             }
         });
     }

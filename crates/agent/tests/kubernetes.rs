@@ -66,11 +66,23 @@ fn status_names_the_api_server_and_its_loss() {
 
     testsupport::kube::start_apiserver(node.sandbox_mut(), &cp);
     // A restarted API server refuses watches (403) until its RBAC caches
-    // fill; a refused watch waits out client-go's backoff (up to 30 s)
-    // before it tries again, so Ok may come a whole backoff later.
-    wait_for("Kubernetes: Ok again", 90, || {
-        kubernetes_line(&node).ends_with(&want)
-    });
+    // fill; the agent retries refused watches at every probe meanwhile.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let out = node.cilium(&["status", "--verbose"]);
+        let status = String::from_utf8_lossy(&out.stdout);
+        if status
+            .lines()
+            .any(|l| l.starts_with("Kubernetes:") && l.ends_with(&want))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Kubernetes not Ok again 90 s after the API server came back:\n{status}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 fn verdict(node: &Node, src: &str, dst: &str, port: u16) -> String {

@@ -72,6 +72,12 @@ impl WatchHealth {
         }
     }
 
+    /// Whether some watch's last attempt failed.
+    pub fn any_failing(&self) -> bool {
+        let all = self.states.lock().expect("watch health lock");
+        all.values().any(|s| matches!(s, WatchState::Failing(_)))
+    }
+
     /// Every watch and where it is.
     pub fn all(&self) -> Vec<(String, WatchState)> {
         let all = self.states.lock().expect("watch health lock");
