@@ -14,7 +14,9 @@
 //! - the node-lifecycle targets (see `lifecycle`);
 //! - pods to the outside host, BPF against iptables masquerading (see
 //!   `masquerade`);
-//! - the Kubernetes targets against the REST API (see `kubernetes`).
+//! - the Kubernetes targets against the REST API (see `kubernetes`);
+//! - real kubelet and containerd nodes, Cilium against Debian's bridge
+//!   plugin (see `real_node`).
 //!
 //! Everything runs in private network + mount namespaces.
 
@@ -25,6 +27,7 @@ mod masquerade;
 mod operator;
 mod overlay;
 mod policy;
+mod real_node;
 mod routing;
 mod services;
 
@@ -47,6 +50,8 @@ const K8S_ROUNDS: usize = 20;
 const K8S_SCALE: usize = 1000;
 /// Nodes joining at once in the operator's rounds (issue 19: 1 and 50).
 const OPERATOR_SIZES: [usize; 2] = [1, 50];
+/// Pods made one after another on a real node (issue 30: 50).
+const REAL_NODE_PODS: usize = 50;
 
 pub(crate) fn run(cmd: &mut Command) -> anyhow::Result<String> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
@@ -329,6 +334,10 @@ fn main() -> anyhow::Result<()> {
         let secs = args.get(2).map_or(Ok(5), |s| s.parse())?;
         return services::run_bench(secs);
     }
+    if args.get(1).map(String::as_str) == Some("real-node") {
+        let pods = args.get(2).map_or(Ok(50), |s| s.parse())?;
+        return real_node::run_bench(pods);
+    }
     if args.get(1).map(String::as_str) == Some("lifecycle") {
         return lifecycle::run_bench();
     }
@@ -401,7 +410,8 @@ fn main() -> anyhow::Result<()> {
     match kubernetes::available() {
         Ok(()) => {
             kubernetes::run_bench(K8S_ROUNDS, K8S_SCALE)?;
-            operator::run_bench(&OPERATOR_SIZES)
+            operator::run_bench(&OPERATOR_SIZES)?;
+            real_node::run_bench(REAL_NODE_PODS)
         }
         Err(e) => {
             println!("Kubernetes targets: skipped ({e})");

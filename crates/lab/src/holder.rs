@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 use topology::NodeDir;
 
 static STOP: AtomicBool = AtomicBool::new(false);
-/// SIGUSR1: stop the daemon and do not start it again.
+/// SIGUSR1: stop the pausable daemons and do not start them again...
 static PAUSE: AtomicBool = AtomicBool::new(false);
+/// ... until SIGUSR2.
+static RESUME: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_term(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
@@ -22,6 +24,16 @@ extern "C" fn on_term(_: libc::c_int) {
 
 extern "C" fn on_pause(_: libc::c_int) {
     PAUSE.store(true, Ordering::SeqCst);
+}
+
+extern "C" fn on_resume(_: libc::c_int) {
+    RESUME.store(true, Ordering::SeqCst);
+}
+
+/// The file a holder writes once its pausable daemons are stopped on
+/// request, and removes once they run again.
+pub(crate) fn paused_file(l: &NodeDir) -> std::path::PathBuf {
+    l.dir.join("paused")
 }
 
 /// SIGTERM, then SIGKILL after 10 s.
@@ -379,11 +391,13 @@ pub(crate) struct Daemon<'a> {
     child: Option<std::process::Child>,
     /// When it may be started again after it died.
     restart_at: Instant,
-    /// Whether SIGUSR1 (`cilium-lab stop-agent`) stops it for good.
+    /// Whether SIGUSR1 (`cilium-lab stop-agent`, `stop-runtime`) stops it
+    /// until SIGUSR2.
     pausable: bool,
     paused: bool,
-    /// What must happen before it is stopped (containerd: its pods go first).
-    before_stop: Option<Box<dyn FnMut() + 'a>>,
+    /// What must happen before it stops with its machine (containerd: its
+    /// pods go first); not when it is paused.
+    before_shutdown: Option<Box<dyn FnMut() + 'a>>,
 }
 
 impl<'a> Daemon<'a> {
@@ -399,13 +413,13 @@ impl<'a> Daemon<'a> {
             restart_at: Instant::now(),
             pausable,
             paused: false,
-            before_stop: None,
+            before_shutdown: None,
         }
     }
 
-    /// Runs `f` each time before it is stopped.
-    pub(crate) fn before_stop(mut self, f: impl FnMut() + 'a) -> Self {
-        self.before_stop = Some(Box::new(f));
+    /// Runs `f` before it stops with its machine.
+    pub(crate) fn before_shutdown(mut self, f: impl FnMut() + 'a) -> Self {
+        self.before_shutdown = Some(Box::new(f));
         self
     }
 
@@ -434,12 +448,16 @@ impl<'a> Daemon<'a> {
         Ok(())
     }
 
-    fn stop(&mut self) -> anyhow::Result<()> {
+    fn shut_down(&mut self) -> anyhow::Result<()> {
         if self.child.is_some() {
-            if let Some(f) = &mut self.before_stop {
+            if let Some(f) = &mut self.before_shutdown {
                 f();
             }
         }
+        self.stop()
+    }
+
+    fn stop(&mut self) -> anyhow::Result<()> {
         match self.child.take() {
             Some(mut child) => terminate(&mut child),
             None => Ok(()),
@@ -505,21 +523,34 @@ fn supervise_loop(
         libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
         libc::signal(libc::SIGINT, on_term as *const () as libc::sighandler_t);
         libc::signal(libc::SIGUSR1, on_pause as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGUSR2, on_resume as *const () as libc::sighandler_t);
     }
     let mut announced = false;
     let started = Instant::now();
     let mut run = || -> anyhow::Result<()> {
         while !STOP.load(Ordering::SeqCst) {
-            if PAUSE.load(Ordering::SeqCst) {
+            if PAUSE.swap(false, Ordering::SeqCst) {
                 for d in daemons.iter_mut().filter(|d| d.pausable && !d.paused) {
                     d.stop()?;
                     d.paused = true;
                     eprintln!("holder: {} stopped on request", d.name);
                 }
+                layout::write_atomic(&paused_file(l), b"paused")?;
+            }
+            if RESUME.swap(false, Ordering::SeqCst) {
+                // last first: what the others need (containerd) before them
+                for d in daemons.iter_mut().rev().filter(|d| d.paused) {
+                    d.paused = false;
+                    d.ensure_started()?;
+                    eprintln!("holder: {} started again on request", d.name);
+                }
             }
             for d in daemons.iter_mut() {
                 d.reap()?;
                 d.ensure_started()?;
+            }
+            if daemons.iter().all(|d| !d.paused) && paused_file(l).exists() {
+                let _ = std::fs::remove_file(paused_file(l));
             }
             if init {
                 reap_orphans(&daemons);
@@ -536,7 +567,7 @@ fn supervise_loop(
     let result = run();
     // in order: the kubelet goes before the agent its CNI calls need
     for d in &mut daemons {
-        d.stop()?;
+        d.shut_down()?;
     }
     result
 }

@@ -193,18 +193,27 @@ pub fn wait_nodes_registered(nodes: usize, timeout: Duration) -> anyhow::Result<
 
 /// Waits until `nodes` Nodes are Ready.
 pub fn wait_nodes_ready(nodes: usize, timeout: Duration) -> anyhow::Result<()> {
-    wait_until("waiting for every node to be Ready", timeout, || {
-        let out = run(
-            "listing nodes",
-            &[
-                "get",
-                "nodes",
-                "-o",
-                r#"jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
-            ],
-        )?;
-        Ok(out.lines().filter(|l| l.trim() == "True").count() >= nodes)
-    })
+    wait_until(
+        "waiting for every node to be Ready and untainted",
+        timeout,
+        || {
+            let out = run(
+                "listing nodes",
+                &[
+                    "get",
+                    "nodes",
+                    "-o",
+                    r#"jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status} {.spec.taints[*].key}{"\n"}{end}"#,
+                ],
+            )?;
+            // Cilium's taint is gone once the node's agent runs
+            let ready = out
+                .lines()
+                .filter(|l| l.starts_with("True") && !l.contains(crate::AGENT_NOT_READY_TAINT))
+                .count();
+            Ok(ready >= nodes)
+        },
+    )
 }
 
 /// Waits until a kube-system Deployment is Available (its minimum of

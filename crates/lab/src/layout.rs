@@ -146,10 +146,32 @@ pub fn bin_dir() -> anyhow::Result<PathBuf> {
 /// Moves this (single-threaded) process into the node's mount and network
 /// namespaces, where its bpffs, /run/cilium and pods are visible.
 pub fn enter_node(holder: i32) -> anyhow::Result<()> {
-    // both opened first: a real node's mount namespace has a /proc of its
+    enter(
+        holder,
+        &[("mnt", libc::CLONE_NEWNS), ("net", libc::CLONE_NEWNET)],
+    )
+}
+
+/// `enter_node`, and a real node's PID and UTS namespaces: the children
+/// this process starts after are processes of the node (a tool that reads
+/// /proc/self, as crictl does, finds itself in the node's /proc).
+pub fn enter_real_node(holder: i32) -> anyhow::Result<()> {
+    enter(
+        holder,
+        &[
+            ("pid", libc::CLONE_NEWPID),
+            ("uts", libc::CLONE_NEWUTS),
+            ("mnt", libc::CLONE_NEWNS),
+            ("net", libc::CLONE_NEWNET),
+        ],
+    )
+}
+
+fn enter(holder: i32, namespaces: &[(&str, libc::c_int)]) -> anyhow::Result<()> {
+    // all opened first: a real node's mount namespace has a /proc of its
     // own PID namespace, where the holder's pid is not
     let mut opened = Vec::new();
-    for (ns, flag) in [("mnt", libc::CLONE_NEWNS), ("net", libc::CLONE_NEWNET)] {
+    for &(ns, flag) in namespaces {
         let path = format!("/proc/{holder}/ns/{ns}");
         let f = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
         opened.push((path, f, flag));

@@ -69,6 +69,9 @@ enum Cmd {
         /// hollow nodes); the agent boots as the DaemonSet would boot it
         #[arg(long, conflicts_with = "without_kubernetes")]
         hollow_nodes: bool,
+        /// The pods' network on real nodes
+        #[arg(long, value_enum, default_value_t = real::PodNetwork::Cilium, conflicts_with_all = ["without_kubernetes", "hollow_nodes"])]
+        cni: real::PodNetwork,
     },
     /// Build the images the nodes run (OCI archives for `ctr -n k8s.io
     /// images import`), rewriting only what changed; prints each archive
@@ -84,6 +87,12 @@ enum Cmd {
     },
     /// Stop a node's agent and keep it stopped (as when its pod is deleted)
     StopAgent { node: String },
+    /// Stop a real node's kubelet and containerd, leaving its pods running
+    /// (`systemctl stop kubelet containerd`), until `start-runtime`
+    StopRuntime { node: String },
+    /// Start a real node's kubelet and containerd again after
+    /// `stop-runtime` (a node restart without a reboot)
+    StartRuntime { node: String },
     /// Delete the pods and stop the nodes and etcd
     Down,
     /// Run a command in a pod's network namespace (or in a node: node1,
@@ -540,6 +549,10 @@ fn kube_pods(
 
 /// The demo's policy: pod-b (app=demo on node2 too) takes TCP 80 and 8080
 /// from app=demo pods; ping is no longer let in.
+/// Cilium's not-ready taint (`agent-not-ready-taint-key`), which nodes
+/// register with and the operator removes once their agent runs.
+pub(crate) const AGENT_NOT_READY_TAINT: &str = "node.cilium.io/agent-not-ready";
+
 pub(crate) const DEMO_POLICY: &str = r#"apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy
 metadata:
@@ -696,13 +709,27 @@ fn enter_outside() -> anyhow::Result<()> {
 }
 
 fn exec(target: &str, command: &[String]) -> anyhow::Result<()> {
-    // before entering: a real node's /proc does not show this process
-    let path = format!(
+    // before entering: a real node's /proc does not show this process;
+    // on a real node, its own tools (crictl, ctr) too
+    let mut path = format!(
         "{}:{}",
         layout::bin_dir()?.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    if topology::node_index(target).is_some() {
+    if real::running() {
+        path = format!("{}:{path}", kubeplane::bins::node_bin_dir().display());
+    }
+    if topology::node_index(target).is_some() && real::running() {
+        // a process of the node: its PID namespace takes children only
+        let (_, holder) = running_node(target)?;
+        layout::enter_real_node(holder)?;
+        let status = Command::new(&command[0])
+            .args(&command[1..])
+            .env("PATH", path)
+            .status()
+            .with_context(|| format!("running {}", command[0]))?;
+        std::process::exit(exit_code(status));
+    } else if topology::node_index(target).is_some() {
         let (_, holder) = running_node(target)?;
         layout::enter_node(holder)?;
     } else if target == layout::OUTSIDE {
@@ -726,6 +753,16 @@ fn exec(target: &str, command: &[String]) -> anyhow::Result<()> {
     Err(err).with_context(|| format!("running {}", command[0]))
 }
 
+/// The exit code a shell gives for `status`: its own, or 128 + the signal
+/// that ended it.
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
+
 fn stop_agent(node: &str) -> anyhow::Result<()> {
     if real::running() {
         bail!("on real nodes the agent is the DaemonSet's pod: `cilium-lab kubectl -n kube-system delete pod -l k8s-app=cilium --field-selector spec.nodeName={node}` (the DaemonSet makes it again)");
@@ -742,6 +779,36 @@ fn stop_agent(node: &str) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(50));
     }
     println!("==> the agent of {node} is stopped; its programs keep forwarding");
+    Ok(())
+}
+
+/// Stops (`stop`) or starts again a real node's kubelet and containerd:
+/// its init stops them on SIGUSR1 and starts them on SIGUSR2, and says so
+/// with its paused file.
+fn pause_runtime(node: &str, stop: bool) -> anyhow::Result<()> {
+    if !real::running() {
+        bail!("only a real node runs kubelet and containerd (this lab's nodes are hollow or run no Kubernetes)");
+    }
+    let (l, holder) = running_node(node)?;
+    let (signal, what) = if stop {
+        (libc::SIGUSR1, "stopped")
+    } else {
+        (libc::SIGUSR2, "started")
+    };
+    // SAFETY: signalling the node's init, which the lab started.
+    unsafe { libc::kill(holder, signal) };
+    let paused = holder::paused_file(&l);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while paused.exists() != stop {
+        if Instant::now() > deadline {
+            bail!(
+                "kubelet and containerd of {node} were not {what} within 30 s (see {})",
+                l.log("holder").display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!("==> kubelet and containerd of {node} {what}; its pods keep running");
     Ok(())
 }
 
@@ -827,11 +894,12 @@ fn main() -> ExitCode {
             settings,
             without_kubernetes,
             hollow_nodes,
+            cni,
         } => {
             if *without_kubernetes || *hollow_nodes {
                 up(usize::from(*nodes), pods, settings, !*without_kubernetes)
             } else {
-                real::up(usize::from(*nodes), pods, settings)
+                real::up(usize::from(*nodes), pods, settings, *cni)
             }
         }
         Cmd::Images { out } => images::build_into(out).map(|built| {
@@ -847,6 +915,8 @@ fn main() -> ExitCode {
         }),
         Cmd::Kubectl { args } => kubectl(args),
         Cmd::StopAgent { node } => stop_agent(node),
+        Cmd::StopRuntime { node } => pause_runtime(node, true),
+        Cmd::StartRuntime { node } => pause_runtime(node, false),
         Cmd::Down => down(),
         Cmd::Exec { pod, command } => exec(pod, command),
         Cmd::Connect {

@@ -9,7 +9,8 @@ use crate::{boot, install, kube};
 use anyhow::{bail, Context};
 use std::time::{Duration, Instant};
 
-/// Marks a lab of real nodes, for the commands that run after `up`.
+/// Marks a lab of real nodes, for the commands that run after `up`; it
+/// holds the pods' network.
 fn marker() -> std::path::PathBuf {
     layout::root().join("real-nodes")
 }
@@ -19,7 +20,31 @@ pub fn running() -> bool {
     marker().exists()
 }
 
-pub fn up(nodes: usize, pods: &[String], settings: &[(String, String)]) -> anyhow::Result<()> {
+/// What the pods of real nodes are wired with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PodNetwork {
+    /// Cilium, installed from deploy/kubernetes
+    Cilium,
+    /// Debian's reference `bridge` plugin with host-local addresses and no
+    /// Cilium: the baseline the benchmarks measure against (pods reach
+    /// pods of their own node only; no Services, no policy)
+    Bridge,
+}
+
+/// The running lab's pod network (Cilium unless it was made otherwise).
+pub fn pod_network() -> PodNetwork {
+    match std::fs::read_to_string(marker()).as_deref() {
+        Ok("bridge") => PodNetwork::Bridge,
+        _ => PodNetwork::Cilium,
+    }
+}
+
+pub fn up(
+    nodes: usize,
+    pods: &[String],
+    settings: &[(String, String)],
+    network: PodNetwork,
+) -> anyhow::Result<()> {
     let t0 = Instant::now();
     if layout::machine_dir(layout::UNDERLAY)
         .running_holder()
@@ -41,7 +66,11 @@ pub fn up(nodes: usize, pods: &[String], settings: &[(String, String)]) -> anyho
     let t = Instant::now();
     let built = crate::images::build()?;
     println!("==> images: {} ({:?})", built.join(", "), t.elapsed());
-    layout::write_atomic(&marker(), b"")?;
+    let name = match network {
+        PodNetwork::Cilium => "cilium",
+        PodNetwork::Bridge => "bridge",
+    };
+    layout::write_atomic(&marker(), name.as_bytes())?;
     boot::write_config_map(settings, true)?;
     let switch = crate::start_underlay()?;
     let t = Instant::now();
@@ -54,6 +83,7 @@ pub fn up(nodes: usize, pods: &[String], settings: &[(String, String)]) -> anyho
         kube::API_PORT,
         t.elapsed()
     );
+    let mut kubelets_started = Instant::now();
     for index in 1..=nodes {
         let t = Instant::now();
         let name = topology::node_name(index);
@@ -65,10 +95,25 @@ pub fn up(nodes: usize, pods: &[String], settings: &[(String, String)]) -> anyho
             topology::node_ip(index),
             t.elapsed()
         );
+        kubelets_started = Instant::now();
     }
     let t = Instant::now();
     kube::wait_nodes_registered(nodes, Duration::from_secs(60))?;
-    println!("==> {nodes} node(s) registered, tainted node.cilium.io/agent-not-ready until their agent runs ({:?})", t.elapsed());
+    if network == PodNetwork::Bridge {
+        println!("==> {nodes} node(s) registered ({:?})", t.elapsed());
+        kube::wait_nodes_ready(nodes, Duration::from_secs(120))?;
+        println!(
+            "==> every node Ready {:?} after the last kubelet started",
+            kubelets_started.elapsed()
+        );
+        println!("\n==> cluster up in {:?}: pods on Debian's bridge plugin, no Cilium (a baseline: pods reach their own node's pods only)", t0.elapsed());
+        return Ok(());
+    }
+    println!(
+        "==> {nodes} node(s) registered, tainted {} until their agent runs ({:?})",
+        crate::AGENT_NOT_READY_TAINT,
+        t.elapsed()
+    );
 
     let t = Instant::now();
     let config = boot::config_map_keys()?;
@@ -83,8 +128,16 @@ pub fn up(nodes: usize, pods: &[String], settings: &[(String, String)]) -> anyho
     let list = install::manifests(api, &config, &missing)?;
     kube::apply("applying deploy/kubernetes", &list.to_string())?;
     kube::wait_rollout("daemonset/cilium", Duration::from_secs(180))?;
-    kube::wait_available("deployment/cilium-operator", Duration::from_secs(120))?;
+    println!(
+        "==> DaemonSet cilium: every agent Ready {:?} after the apply",
+        t.elapsed()
+    );
     kube::wait_nodes_ready(nodes, Duration::from_secs(120))?;
+    println!(
+        "==> every node Ready and untainted {:?} after the last kubelet started",
+        kubelets_started.elapsed()
+    );
+    kube::wait_available("deployment/cilium-operator", Duration::from_secs(120))?;
     println!(
         "==> Cilium installed from deploy/kubernetes: DaemonSet cilium and Deployment cilium-operator available, every node Ready ({:?})",
         t.elapsed()

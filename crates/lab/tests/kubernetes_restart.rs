@@ -7,9 +7,6 @@
 mod common;
 
 use common::{eventually, pid_in, text, Lab};
-use std::io::BufRead;
-use std::process::Stdio;
-use std::time::Duration;
 
 /// The streams' two ends, placed by the scheduler on the two nodes.
 const PODS: &str = r#"{"apiVersion":"v1","kind":"List","items":[
@@ -36,46 +33,11 @@ fn apiserver_pid(lab: &Lab) -> i32 {
         .expect("the lab's kube-apiserver")
 }
 
-/// Runs the streams from source to sink for `secs`, doing `during` 1.5 s
-/// in; asserts no UDP datagram was lost and the TCP stream held.
+/// The streams from source to sink through `during`.
 fn stream_through(lab: &Lab, sink_ip: &str, secs: u32, during: impl FnOnce()) {
-    let script = lab.dir.path().join("traffic.py");
-    std::fs::write(&script, testsupport::traffic::STREAM_PY).unwrap();
-    let script = script.to_str().unwrap();
-    let mut recv = lab
-        .cmd(&["exec", "sink", "--", "python3", script, "recv"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(recv.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    let send = lab
-        .cmd(&[
-            "exec",
-            "source",
-            "--",
-            "python3",
-            script,
-            "send",
-            sink_ip,
-            "10000",
-            &secs.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    during();
-    let sent = text(&send.wait_with_output().unwrap());
-    let mut got = String::new();
-    std::io::Read::read_to_string(&mut out, &mut got).unwrap();
-    let _ = recv.wait();
-    assert!(!sent.contains("tcp failed"), "the TCP stream broke: {sent}");
-    let udp: Vec<&str> = got.split_whitespace().collect();
-    assert_eq!(udp.first(), Some(&"udp"), "{got}");
-    assert_eq!(udp[1], udp[2], "UDP datagrams lost: {got} ({sent})");
+    let sink = lab.cmd(&["exec", "sink", "--"]);
+    let source = lab.cmd(&["exec", "source", "--"]);
+    common::stream_through(lab, sink, source, sink_ip, secs, during);
 }
 
 #[test]

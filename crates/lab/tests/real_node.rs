@@ -95,20 +95,7 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
         "jsonpath={.spec.template.spec.initContainers[*].name}",
     );
     assert_eq!(inits, "config mount-cgroup apply-sysctl-overwrites mount-bpf-fs clean-cilium-state install-cni-binaries");
-    let agent = kubectl(
-        &lab,
-        &[
-            "get",
-            "pods",
-            "-n",
-            "kube-system",
-            "-l",
-            "k8s-app=cilium",
-            "--field-selector=spec.nodeName=node1",
-            "-o",
-            "jsonpath={.items[0].metadata.name}",
-        ],
-    );
+    let agent = common::agent_pod(&lab, "node1");
     let logs = kubectl(
         &lab,
         &["logs", "-n", "kube-system", &agent, "-c", "cilium-agent"],

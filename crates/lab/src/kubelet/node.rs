@@ -15,8 +15,6 @@ use std::time::{Duration, Instant};
 use topology::NodeDir;
 
 const STATUS_EVERY: Duration = Duration::from_secs(10);
-/// Cilium's not-ready taint (`agent-not-ready-taint-key`).
-const AGENT_NOT_READY: &str = "node.cilium.io/agent-not-ready";
 const LEASE_EVERY: Duration = Duration::from_secs(10);
 const LEASE_SECONDS: i32 = 40;
 
@@ -108,7 +106,7 @@ impl Machine {
             // kubelet's --register-with-taints, as Cilium's docs ask: no
             // pod is scheduled here before the operator saw the agent up
             "spec": {
-                "taints": [{"key": AGENT_NOT_READY, "value": "true", "effect": "NoSchedule"}],
+                "taints": [{"key": crate::AGENT_NOT_READY_TAINT, "value": "true", "effect": "NoSchedule"}],
             },
         })
     }

@@ -18,8 +18,17 @@ use std::path::Path;
 pub const CONFIG: &str = "/var/lib/kubelet/config.yaml";
 pub const RESOLV_CONF: &str = "/etc/kubernetes/resolv.conf";
 
-/// The KubeletConfiguration of a lab node.
-pub fn config(node_ip: Ipv4Addr, client_ca: &Path) -> String {
+/// The KubeletConfiguration of a lab node; `tainted`: registered with
+/// Cilium's agent-not-ready taint.
+pub fn config(node_ip: Ipv4Addr, client_ca: &Path, tainted: bool) -> String {
+    let taints = if tainted {
+        format!(
+            "registerWithTaints:\n- key: {}\n  value: \"true\"\n  effect: NoSchedule\n",
+            crate::AGENT_NOT_READY_TAINT
+        )
+    } else {
+        String::new()
+    };
     format!(
         r#"apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -47,11 +56,7 @@ oomScoreAdj: 0
 protectKernelDefaults: false
 resolvConf: {resolv}
 clusterDomain: cluster.local
-registerWithTaints:
-- key: node.cilium.io/agent-not-ready
-  value: "true"
-  effect: NoSchedule
-evictionHard:
+{taints}evictionHard:
   memory.available: 50Mi
   nodefs.available: "1%"
   nodefs.inodesFree: "1%"

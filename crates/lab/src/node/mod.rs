@@ -19,6 +19,7 @@ mod kubelet;
 
 use crate::holder::{self, Daemon};
 use crate::layout::{self, Holder};
+use crate::real::PodNetwork;
 use anyhow::{bail, Context};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -109,7 +110,11 @@ pub fn run_init(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> 
     holder::plug_into_underlay(underlay, &node, node_ip)
         .context("plugging the node into the underlay")?;
     filesystem::build(&filesystem::Backing { dir: l.dir.clone() }, &hierarchies)?;
-    prepare_files(&bins, node_ip)?;
+    let network = crate::real::pod_network();
+    prepare_files(&bins, node_ip, network == PodNetwork::Cilium)?;
+    if network == PodNetwork::Bridge {
+        bridge_network(&bins, index)?;
+    }
 
     let path = format!(
         "{}:{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -128,9 +133,9 @@ pub fn run_init(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> 
                     path,
                 )
             },
-            false,
+            true,
         )
-        .before_stop(move || remove_pods(bins, path))
+        .before_shutdown(move || remove_pods(bins, path))
     };
     containerd.ensure_started()?;
     containerd::wait_ready(&bins.ctr, Duration::from_secs(30))?;
@@ -150,7 +155,7 @@ pub fn run_init(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> 
                     path,
                 )
             },
-            false,
+            true,
         )
     };
     // kubelet goes first when the node stops, then the pods, then containerd
@@ -177,11 +182,25 @@ fn spawn_logged(
 fn prepare_files(
     bins: &kubeplane::bins::NodeBinaries,
     node_ip: std::net::Ipv4Addr,
+    tainted: bool,
 ) -> anyhow::Result<()> {
     let cp = crate::kube::control_plane(false)?;
     let files = [
         (containerd::CONFIG, containerd::config()),
-        (kubelet::CONFIG, kubelet::config(node_ip, &cp.pki.ca_cert())),
+        (
+            kubelet::CONFIG,
+            kubelet::config(node_ip, &cp.pki.ca_cert(), tainted),
+        ),
+        // crictl on the node (`cilium-lab exec node1 -- crictl ps`)
+        // talks to this containerd without naming it
+        (
+            "/etc/crictl.yaml",
+            format!(
+                "runtime-endpoint: {}\nimage-endpoint: {}\n",
+                containerd::ENDPOINT,
+                containerd::ENDPOINT
+            ),
+        ),
         (
             kubelet::RESOLV_CONF,
             "# the lab's pods have no resolver beyond the cluster's own\n".to_owned(),
@@ -192,12 +211,49 @@ fn prepare_files(
     }
     // containerd's CRI brings every sandbox's loopback up with the
     // reference plugin, which a node's CNI package provides
+    install_cni_plugins(bins, &["loopback"])
+}
+
+/// Copies Debian's reference CNI plugins into the node's /opt/cni/bin.
+fn install_cni_plugins(
+    bins: &kubeplane::bins::NodeBinaries,
+    plugins: &[&str],
+) -> anyhow::Result<()> {
     let bin = std::path::Path::new("/opt/cni/bin");
     std::fs::create_dir_all(bin).context("creating /opt/cni/bin")?;
-    let loopback = bins.cni_plugins_dir.join("loopback");
-    std::fs::copy(&loopback, bin.join("loopback"))
-        .with_context(|| format!("copying {}", loopback.display()))?;
+    for plugin in plugins {
+        let from = bins.cni_plugins_dir.join(plugin);
+        std::fs::copy(&from, bin.join(plugin))
+            .with_context(|| format!("copying {}", from.display()))?;
+    }
     Ok(())
+}
+
+/// The baseline's pod network instead of Cilium: Debian's reference
+/// `bridge` plugin (a Linux bridge, the node's gateway on it) with
+/// `host-local` addresses from the node's pod CIDR; kubelet finds its
+/// configuration and the node turns Ready.
+fn bridge_network(bins: &kubeplane::bins::NodeBinaries, index: usize) -> anyhow::Result<()> {
+    install_cni_plugins(bins, &["bridge", "host-local"])?;
+    let conflist = serde_json::json!({
+        "cniVersion": "1.0.0",
+        "name": "bridge",
+        "plugins": [{
+            "type": "bridge",
+            "bridge": "cni0",
+            "isGateway": true,
+            "ipMasq": false,
+            "ipam": {
+                "type": "host-local",
+                "ranges": [[{"subnet": topology::pod_cidr(index)}]],
+                "dataDir": "/var/lib/cni/networks",
+            },
+        }],
+    });
+    layout::write_atomic(
+        std::path::Path::new("/etc/cni/net.d/10-bridge.conflist"),
+        serde_json::to_string_pretty(&conflist)?.as_bytes(),
+    )
 }
 
 /// Stops and removes every pod sandbox (CNI DEL for each), so no shim

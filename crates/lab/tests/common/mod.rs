@@ -1,8 +1,9 @@
 //! A lab of the test's own (its own CILIUM_LAB_DIR), taken down at drop.
 #![allow(dead_code)]
 
+use std::io::BufRead;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const LAB: &str = env!("CARGO_BIN_EXE_cilium-lab");
@@ -186,4 +187,75 @@ pub fn expose_web(lab: &Lab, extra: &[&str]) {
     ];
     args.extend_from_slice(extra);
     lab.ok(&args);
+}
+
+/// Runs a 10k packets/s UDP stream and an established TCP stream from
+/// `source` to `sink` (commands that run a program inside each pod's
+/// network namespace) for `secs`, doing `during` 1.5 s in; asserts no UDP
+/// datagram was lost and the TCP stream held.
+pub fn stream_through(
+    lab: &Lab,
+    mut sink: Command,
+    mut source: Command,
+    sink_ip: &str,
+    secs: u32,
+    during: impl FnOnce(),
+) {
+    let script = lab.dir.path().join("traffic.py");
+    std::fs::write(&script, testsupport::traffic::STREAM_PY).unwrap();
+    let mut recv = sink
+        .arg("python3")
+        .arg(&script)
+        .arg("recv")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(recv.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let send = source
+        .arg("python3")
+        .arg(&script)
+        .args(["send", sink_ip, "10000", &secs.to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let t = Instant::now();
+    during();
+    assert!(
+        t.elapsed() + Duration::from_secs(2) < Duration::from_secs(u64::from(secs)),
+        "what ran under the stream outlasted it ({:?})",
+        t.elapsed()
+    );
+    let sent = text(&send.wait_with_output().unwrap());
+    let mut got = String::new();
+    std::io::Read::read_to_string(&mut out, &mut got).unwrap();
+    let _ = recv.wait();
+    assert!(!sent.contains("tcp failed"), "the TCP stream broke: {sent}");
+    let udp: Vec<&str> = got.split_whitespace().collect();
+    assert_eq!(udp.first(), Some(&"udp"), "{got}");
+    assert_eq!(udp[1], udp[2], "UDP datagrams lost: {got} ({sent})");
+}
+
+/// The name of `node`'s agent pod (not one being deleted) on real nodes.
+pub fn agent_pod(lab: &Lab, node: &str) -> String {
+    let out = lab.ok(&[
+        "kubectl",
+        "get",
+        "pods",
+        "-n",
+        "kube-system",
+        "-l",
+        "k8s-app=cilium",
+        &format!("--field-selector=spec.nodeName={node}"),
+        "-o",
+        r#"jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}"#,
+    ]);
+    out.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() == 1)
+        .map(|f| f[0].to_owned())
+        .unwrap_or_else(|| panic!("no agent pod on {node}: {out}"))
 }
