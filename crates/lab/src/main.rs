@@ -165,6 +165,14 @@ fn not_up() -> anyhow::Error {
 /// Starts a holder (`args` of cilium-lab) detached from our terminal and
 /// waits for its ready file.
 fn start_holder(l: &NodeDir, args: &[String], what: &str, daemon_log: &str) -> anyhow::Result<i32> {
+    let pid = spawn_holder(l, args, what)?;
+    wait_holder_ready(l, pid, what, daemon_log)?;
+    Ok(pid)
+}
+
+/// Starts a holder (`args` of cilium-lab) detached from our terminal; its
+/// pid.
+fn spawn_holder(l: &NodeDir, args: &[String], what: &str) -> anyhow::Result<i32> {
     std::fs::create_dir_all(&l.dir).with_context(|| format!("creating {}", l.dir.display()))?;
     let _ = std::fs::remove_file(l.ready_file());
     let log = std::fs::File::create(l.log("holder"))?;
@@ -181,7 +189,16 @@ fn start_holder(l: &NodeDir, args: &[String], what: &str, daemon_log: &str) -> a
         });
     }
     let child = cmd.spawn().with_context(|| format!("starting {what}"))?;
+    // The child is the holder; it outlives us on purpose.
     let pid = child.id() as i32;
+    std::mem::forget(child);
+    Ok(pid)
+}
+
+/// Waits for the ready file of the holder `pid`; stops it and says why
+/// (its log and the tail of `daemon_log`'s) when it dies or a minute
+/// passes first.
+fn wait_holder_ready(l: &NodeDir, pid: i32, what: &str, daemon_log: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !l.ready_file().exists() {
         if !layout::alive(pid) || Instant::now() > deadline {
@@ -197,9 +214,7 @@ fn start_holder(l: &NodeDir, args: &[String], what: &str, daemon_log: &str) -> a
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    // The child is the holder; it outlives us on purpose.
-    std::mem::forget(child);
-    Ok(pid)
+    Ok(())
 }
 
 /// A `--set` value without a key before its `=`, as written.

@@ -83,20 +83,25 @@ pub fn up(
         kube::API_PORT,
         t.elapsed()
     );
-    let mut kubelets_started = Instant::now();
+    // the nodes start side by side (containerd, the image imports and
+    // kubelet of each); their holders are spawned first, then waited for
+    let t = Instant::now();
+    let mut holders = Vec::new();
     for index in 1..=nodes {
-        let t = Instant::now();
         let name = topology::node_name(index);
         let l = layout::machine_dir(&name);
         let args = ["node-holder".to_string(), index.to_string()];
-        let holder = crate::start_holder(&l, &args, &name, "kubelet")?;
+        holders.push((index, crate::spawn_holder(&l, &args, &name)?, l, name));
+    }
+    for (index, holder, l, name) in &holders {
+        crate::wait_holder_ready(l, *holder, name, "kubelet")?;
         println!(
-            "==> {name}: {}, containerd and kubelet up, images imported, in {:?} (pid {holder})",
-            topology::node_ip(index),
+            "==> {name}: {}, containerd and kubelet up, images imported, {:?} after the nodes started (pid {holder})",
+            topology::node_ip(*index),
             t.elapsed()
         );
-        kubelets_started = Instant::now();
     }
+    let kubelets_started = Instant::now();
     let t = Instant::now();
     kube::wait_nodes_registered(nodes, Duration::from_secs(60))?;
     if network == PodNetwork::Bridge {

@@ -188,13 +188,24 @@ impl Stream {
             c.args(["-t", &pid.to_string(), "-n"]);
             c
         };
+        let mut took = std::time::Duration::ZERO;
+        let timed = || {
+            let t = std::time::Instant::now();
+            during();
+            took = t.elapsed();
+        };
         stream_through(
             lab,
             in_pod(self.sink),
             in_pod(self.source),
             &self.sink_ip,
             secs,
-            during,
+            timed,
+        );
+        // what it went through must have ended inside the stream
+        assert!(
+            took.as_secs() + 3 < u64::from(secs),
+            "what ran under the stream outlasted it ({took:?})"
         );
     }
 }

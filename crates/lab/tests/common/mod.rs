@@ -222,13 +222,7 @@ pub fn stream_through(
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    let t = Instant::now();
     during();
-    assert!(
-        t.elapsed() + Duration::from_secs(2) < Duration::from_secs(u64::from(secs)),
-        "what ran under the stream outlasted it ({:?})",
-        t.elapsed()
-    );
     let sent = text(&send.wait_with_output().unwrap());
     let mut got = String::new();
     std::io::Read::read_to_string(&mut out, &mut got).unwrap();
