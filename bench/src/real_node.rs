@@ -187,9 +187,11 @@ fn pod_starts(lab: &Lab, count: usize) -> anyhow::Result<Vec<f64>> {
     result
 }
 
-/// The agent container's RSS from its memory cgroup (`total_rss` of
-/// cgroup v1's memory.stat, `anon` of v2's), in MB.
-fn agent_cgroup_rss_mb(lab: &Lab) -> anyhow::Result<f64> {
+/// The agent container's resident memory from its memory cgroup, in MB:
+/// anonymous and mapped file pages (cgroup v1's `total_rss` +
+/// `total_mapped_file`, v2's `anon` + `file_mapped`), as a process's RSS
+/// counts them; and the host pid of its process.
+fn agent_cgroup_rss_mb(lab: &Lab) -> anyhow::Result<(f64, u32)> {
     let id = lab.kubectl(&[
         "get",
         "pods",
@@ -216,14 +218,23 @@ fn agent_cgroup_rss_mb(lab: &Lab) -> anyhow::Result<f64> {
         let Ok(stat) = std::fs::read_to_string(format!("{dir}/memory.stat")) else {
             continue;
         };
-        for key in ["total_rss", "anon"] {
-            if let Some(bytes) = stat
-                .lines()
+        let value = |key: &str| -> Option<f64> {
+            stat.lines()
                 .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
-            {
-                return Ok(bytes.trim().parse::<f64>()? / (1024.0 * 1024.0));
-            }
-        }
+                .and_then(|v| v.trim().parse().ok())
+        };
+        let bytes = match (value("total_rss"), value("anon")) {
+            (Some(rss), _) => rss + value("total_mapped_file").unwrap_or(0.0),
+            (None, Some(anon)) => anon + value("file_mapped").unwrap_or(0.0),
+            _ => continue,
+        };
+        let procs = std::fs::read_to_string(format!("{dir}/cgroup.procs"))?;
+        let pid = procs
+            .split_whitespace()
+            .next()
+            .context("the agent's cgroup has no process")?
+            .parse()?;
+        return Ok((bytes / (1024.0 * 1024.0), pid));
     }
     bail!("no memory cgroup of the agent's container {id}")
 }
@@ -233,10 +244,11 @@ pub fn run_bench(pods: usize) -> anyhow::Result<()> {
     let (mut ours, memory) = {
         let lab = Lab::up(1, "cilium")?;
         let took = pod_starts(&lab, pods)?;
-        let agent = agent_cgroup_rss_mb(&lab)?;
+        let (agent, pid) = agent_cgroup_rss_mb(&lab)?;
+        let agent_process = crate::rss_mb(pid)?;
         let kubelet = crate::rss_mb(lab.node_process("kubelet")?)?;
         let containerd = crate::rss_mb(lab.node_process("containerd")?)?;
-        (took, (agent, kubelet, containerd))
+        (took, (agent, agent_process, kubelet, containerd))
     };
     let mut bridge = {
         let lab = Lab::up(1, "bridge")?;
@@ -252,7 +264,7 @@ pub fn run_bench(pods: usize) -> anyhow::Result<()> {
     );
 
     println!(
-        "real nodes: node boot (the last kubelet's start until every node is Ready and untainted):"
+        "real nodes: node boot (the last kubelet's start until every node is Ready and untainted; with Cilium this holds its install, applied once every node registered):"
     );
     for nodes in [2, 3] {
         let (boot, install) = {
@@ -269,9 +281,9 @@ pub fn run_bench(pods: usize) -> anyhow::Result<()> {
         );
     }
 
-    let (agent, kubelet, containerd) = memory;
+    let (agent, agent_process, kubelet, containerd) = memory;
     println!("real nodes: memory on a node with {pods} pods made:");
-    println!("  cilium-agent (its container's cgroup RSS) {agent:7.1} MB");
+    println!("  cilium-agent (its container's cgroup RSS) {agent:7.1} MB   (its process's RSS {agent_process:.1} MB)");
     println!(
         "  kubelet (process RSS)                     {kubelet:7.1} MB   agent/kubelet {:.2}x",
         agent / kubelet

@@ -801,10 +801,10 @@ fn stop_agent(node: &str) -> anyhow::Result<()> {
 /// its init stops them on SIGUSR1 and starts them on SIGUSR2, and says so
 /// with its paused file.
 fn pause_runtime(node: &str, stop: bool) -> anyhow::Result<()> {
+    let (l, holder) = running_node(node)?;
     if !real::running() {
         bail!("only a real node runs kubelet and containerd (this lab's nodes are hollow or run no Kubernetes)");
     }
-    let (l, holder) = running_node(node)?;
     let (signal, what) = if stop {
         (libc::SIGUSR1, "stopped")
     } else {

@@ -126,4 +126,20 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
     assert!(down.contains("node1 stopped"), "{down}");
     let left = leftovers(&lab);
     assert!(left.is_empty(), "left behind: {left:#?}");
+
+    // commands that need real nodes say what is wrong without them
+    let stop = lab.run(&["stop-runtime", "node1"]);
+    assert!(!stop.status.success());
+    assert!(
+        common::text(&stop).contains("the lab is not up"),
+        "{}",
+        common::text(&stop)
+    );
+    let both = lab.run(&["up", "--hollow-nodes", "--cni", "bridge"]);
+    assert!(!both.status.success());
+    assert!(
+        common::text(&both).contains("--cni"),
+        "{}",
+        common::text(&both)
+    );
 }
