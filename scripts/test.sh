@@ -16,9 +16,12 @@ status=${PIPESTATUS[0]}
 # The control plane's tests must need no root (crates/controlplane builds
 # without the kernel crates, its tests use fakes): run them again as an
 # unprivileged user, so a test that starts to need root fails here.
+# Its executables are those the run above built: asked of the same
+# workspace build (`-p controlplane` alone unifies other features and
+# would build its dependencies again).
 if [ "$status" -eq 0 ]; then
-    bins=$(cargo test --release -p controlplane --locked --no-run --message-format=json 2>/dev/null |
-        grep -o '"executable":"[^"]*"' | cut -d'"' -f4)
+    bins=$(cargo test --release --workspace --locked --all-targets --no-run --message-format=json 2>/dev/null |
+        grep '/crates/controlplane#' | grep -o '"executable":"[^"]*"' | cut -d'"' -f4)
     for bin in $bins; do
         echo "     Running unprivileged ${bin}" | tee -a "$log"
         setpriv --reuid=65534 --regid=65534 --clear-groups "$bin" 2>&1 | tee -a "$log"
