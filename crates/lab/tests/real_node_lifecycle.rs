@@ -417,20 +417,23 @@ fn a_real_node_lives_through_restarts_and_cleans_up() {
         .map(|c| capability_bit(c.as_str().unwrap()))
         .fold(0u64, |all, bit| all | 1 << bit);
     let agent = agent_pod(&lab, "node1");
-    let status = kubectl(
-        &lab,
-        &[
-            "exec",
-            "-n",
-            "kube-system",
-            &agent,
-            "-c",
-            "cilium-agent",
-            "--",
-            "cat",
-            "/proc/1/status",
-        ],
-    );
+    let in_agent = |file: &str| {
+        kubectl(
+            &lab,
+            &[
+                "exec",
+                "-n",
+                "kube-system",
+                &agent,
+                "-c",
+                "cilium-agent",
+                "--",
+                "cat",
+                file,
+            ],
+        )
+    };
+    let status = in_agent("/proc/1/status");
     let cap_eff = status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
@@ -446,9 +449,8 @@ fn a_real_node_lives_through_restarts_and_cleans_up() {
         .map(|c| c["name"].as_str().unwrap())
         .collect();
     assert_eq!(privileged, ["mount-bpf-fs"]);
-    let mountinfo = |args: &[&str]| -> Vec<(String, String)> {
+    let mountinfo = |out: String| -> Vec<(String, String)> {
         // "... <mount point> <options> ... - <fstype> <source> ..."
-        let out = lab.ok(args);
         out.lines()
             .filter_map(|l| {
                 let point = l.split_whitespace().nth(4)?;
@@ -457,18 +459,7 @@ fn a_real_node_lives_through_restarts_and_cleans_up() {
             })
             .collect()
     };
-    let in_agent = mountinfo(&[
-        "kubectl",
-        "exec",
-        "-n",
-        "kube-system",
-        &agent,
-        "-c",
-        "cilium-agent",
-        "--",
-        "cat",
-        "/proc/self/mountinfo",
-    ]);
+    let agent_mounts = mountinfo(in_agent("/proc/self/mountinfo"));
     // as the kernel names them: /var/run and /lib are symlinks in the image
     for (point, fstype) in [
         ("/sys/fs/bpf", Some("bpf")),
@@ -480,14 +471,14 @@ fn a_real_node_lives_through_restarts_and_cleans_up() {
         ("/run/xtables.lock", None),
     ] {
         assert!(
-            in_agent
+            agent_mounts
                 .iter()
                 .any(|(p, t)| p == point && fstype.is_none_or(|f| f == t)),
-            "{point} ({fstype:?}) not mounted in the agent container: {in_agent:?}"
+            "{point} ({fstype:?}) not mounted in the agent container: {agent_mounts:?}"
         );
     }
     // what the init containers mounted on the node itself
-    let on_node = mountinfo(&["exec", "node1", "--", "cat", "/proc/self/mountinfo"]);
+    let on_node = mountinfo(lab.ok(&["exec", "node1", "--", "cat", "/proc/self/mountinfo"]));
     for (point, fstype) in [("/sys/fs/bpf", "bpf"), ("/run/cilium/cgroupv2", "cgroup2")] {
         assert!(
             on_node.iter().any(|(p, t)| p == point && t == fstype),
