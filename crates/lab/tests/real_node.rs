@@ -122,6 +122,50 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
     let logs = kubectl(&lab, &["logs", "pod-b"]);
     assert!(logs.contains("GET /hostname"), "{logs}");
 
+    // kubectl cp into a pod, and port-forward to one (kubectl runs in the
+    // underlay's namespace, where its forwarded port listens)
+    let file = lab.dir.path().join("cp.txt");
+    std::fs::write(&file, "copied\n").unwrap();
+    kubectl(
+        &lab,
+        &["cp", file.to_str().unwrap(), "default/pod-a:/tmp/cp.txt"],
+    );
+    let copied = lab.ok(&["exec", "pod-a", "--", "cat", "/tmp/cp.txt"]);
+    assert_eq!(copied.trim(), "copied");
+    let mut forward = lab
+        .cmd(&["kubectl", "port-forward", "pod/pod-b", "18080:80"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // kept open: kubectl writes a line per connection, and dies of a
+    // closed pipe
+    let mut said = std::io::BufReader::new(forward.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut said, &mut line).unwrap();
+    assert!(line.contains("Forwarding from 127.0.0.1:18080"), "{line}");
+    let underlay = common::pid_in(&lab.dir.path().join("underlay/holder.pid")).unwrap();
+    // as kubectl's own e2e tests do, try again for a moment
+    common::eventually("an answer through port-forward", 20, || {
+        let out = std::process::Command::new("nsenter")
+            .args([
+                "-t",
+                &underlay.to_string(),
+                "-n",
+                "curl",
+                "-sS",
+                "--max-time",
+                "5",
+            ])
+            .arg("http://127.0.0.1:18080/hostname")
+            .output()
+            .unwrap();
+        let text = common::text(&out);
+        (text.trim() == "pod-b").then_some(()).ok_or(text)
+    });
+    let _ = forward.kill();
+    let _ = forward.wait();
+    drop(said);
+
     let down = lab.ok(&["down"]);
     assert!(down.contains("node1 stopped"), "{down}");
     let left = leftovers(&lab);

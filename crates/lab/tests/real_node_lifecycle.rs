@@ -18,7 +18,7 @@
 
 mod common;
 
-use common::{agent_pod, eventually, stream_through, text, Lab};
+use common::{agent_pod, agent_pod_now, eventually, stream_through, text, Lab};
 use std::collections::BTreeSet;
 use std::process::Command;
 
@@ -285,7 +285,7 @@ fn a_real_node_lives_through_restarts_and_cleans_up() {
         &["delete", "pod", "-n", "kube-system", &old, "--wait=false"],
     );
     eventually("a new agent pod on node2", 60, || {
-        let new = agent_pod(&lab, "node2");
+        let new = agent_pod_now(&lab, "node2")?;
         (new != old).then_some(()).ok_or(new)
     });
     wait_agents_ready(&lab);

@@ -235,6 +235,12 @@ pub fn stream_through(
 
 /// The name of `node`'s agent pod (not one being deleted) on real nodes.
 pub fn agent_pod(lab: &Lab, node: &str) -> String {
+    agent_pod_now(lab, node).unwrap_or_else(|listed| panic!("no agent pod on {node}: {listed}"))
+}
+
+/// `agent_pod`, or what was listed when there is none (between a deleted
+/// agent pod and its replacement).
+pub fn agent_pod_now(lab: &Lab, node: &str) -> Result<String, String> {
     let out = lab.ok(&[
         "kubectl",
         "get",
@@ -251,5 +257,5 @@ pub fn agent_pod(lab: &Lab, node: &str) -> String {
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
         .find(|f| f.len() == 1)
         .map(|f| f[0].to_owned())
-        .unwrap_or_else(|| panic!("no agent pod on {node}: {out}"))
+        .ok_or(out)
 }
