@@ -123,7 +123,8 @@ impl Kubernetes {
     pub fn probe(self: &Arc<Self>, tasks: &Tasks) {
         let this = Arc::clone(self);
         tasks.spawn("kubernetes-probe", async move {
-            let mut answering_since = Some(Instant::now());
+            // since when the server answers (the agent connected to it)
+            let mut answering_since = Instant::now();
             loop {
                 tokio::time::sleep(PROBE_INTERVAL).await;
                 let probed = match k8s::version_line(&this.client).await {
@@ -139,16 +140,18 @@ impl Kubernetes {
                     probed,
                 );
                 if !answers {
-                    answering_since = None;
                     continue;
+                }
+                let back = was.0 != State::Ok;
+                if back {
+                    answering_since = Instant::now();
                 }
                 // watches waiting out the outage retry now, and those the
                 // settling server still refuses at every probe
-                let settling = answering_since.is_some_and(|t| t.elapsed() < SETTLING);
-                if was.0 != State::Ok || (settling && this.health.any_failing()) {
+                let settling = answering_since.elapsed() < SETTLING;
+                if back || (settling && this.health.any_failing()) {
                     this.health.server_back();
                 }
-                answering_since.get_or_insert_with(Instant::now);
             }
         });
     }

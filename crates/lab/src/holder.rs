@@ -544,13 +544,11 @@ fn supervise_loop(
                     d.ensure_started()?;
                     eprintln!("holder: {} started again on request", d.name);
                 }
+                let _ = std::fs::remove_file(paused_file(l));
             }
             for d in daemons.iter_mut() {
                 d.reap()?;
                 d.ensure_started()?;
-            }
-            if daemons.iter().all(|d| !d.paused) && paused_file(l).exists() {
-                let _ = std::fs::remove_file(paused_file(l));
             }
             if init {
                 reap_orphans(&daemons);

@@ -562,12 +562,12 @@ fn kube_pods(
     Ok(placed)
 }
 
-/// The demo's policy: pod-b (app=demo on node2 too) takes TCP 80 and 8080
-/// from app=demo pods; ping is no longer let in.
 /// Cilium's not-ready taint (`agent-not-ready-taint-key`), which nodes
 /// register with and the operator removes once their agent runs.
 pub(crate) const AGENT_NOT_READY_TAINT: &str = "node.cilium.io/agent-not-ready";
 
+/// The demo's policy: pod-b (app=demo on node2 too) takes TCP 80 and 8080
+/// from app=demo pods; ping is no longer let in.
 pub(crate) const DEMO_POLICY: &str = r#"apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy
 metadata:
@@ -731,10 +731,12 @@ fn exec(target: &str, command: &[String]) -> anyhow::Result<()> {
         layout::bin_dir()?.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    if real::running() {
+    let real = real::running();
+    let node = topology::node_index(target).is_some();
+    if real {
         path = format!("{}:{path}", kubeplane::bins::node_bin_dir().display());
     }
-    if topology::node_index(target).is_some() && real::running() {
+    if node && real {
         // a process of the node: its PID namespace takes children only
         let (_, holder) = running_node(target)?;
         layout::enter_real_node(holder)?;
@@ -744,12 +746,12 @@ fn exec(target: &str, command: &[String]) -> anyhow::Result<()> {
             .status()
             .with_context(|| format!("running {}", command[0]))?;
         std::process::exit(exit_code(status));
-    } else if topology::node_index(target).is_some() {
+    } else if node {
         let (_, holder) = running_node(target)?;
         layout::enter_node(holder)?;
     } else if target == layout::OUTSIDE {
         enter_outside()?;
-    } else if real::running() {
+    } else if real {
         // a pod of a real node is a container: kubectl exec into it
         let (namespace, name) = target.split_once('/').unwrap_or(("default", target));
         let mut args: Vec<String> = ["exec", "-n", namespace, name, "--"]

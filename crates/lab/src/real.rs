@@ -31,12 +31,11 @@ pub enum PodNetwork {
     Bridge,
 }
 
-/// The running lab's pod network (Cilium unless it was made otherwise).
+/// The running lab's pod network, as `up` wrote it by its `--cni` name
+/// (Cilium unless it was made otherwise).
 pub fn pod_network() -> PodNetwork {
-    match std::fs::read_to_string(marker()).as_deref() {
-        Ok("bridge") => PodNetwork::Bridge,
-        _ => PodNetwork::Cilium,
-    }
+    let written = std::fs::read_to_string(marker()).unwrap_or_default();
+    clap::ValueEnum::from_str(written.trim(), false).unwrap_or(PodNetwork::Cilium)
 }
 
 pub fn up(
@@ -66,11 +65,8 @@ pub fn up(
     let t = Instant::now();
     let built = crate::images::build()?;
     println!("==> images: {} ({:?})", built.join(", "), t.elapsed());
-    let name = match network {
-        PodNetwork::Cilium => "cilium",
-        PodNetwork::Bridge => "bridge",
-    };
-    layout::write_atomic(&marker(), name.as_bytes())?;
+    let name = clap::ValueEnum::to_possible_value(&network).expect("every network is named");
+    layout::write_atomic(&marker(), name.get_name().as_bytes())?;
     boot::write_config_map(settings, true)?;
     let switch = crate::start_underlay()?;
     let t = Instant::now();

@@ -37,15 +37,9 @@ fn leftovers(lab: &Lab) -> Vec<String> {
     found
 }
 
-fn kubectl(lab: &Lab, args: &[&str]) -> String {
-    let mut all = vec!["kubectl"];
-    all.extend_from_slice(args);
-    lab.ok(&all)
-}
-
 /// `kubectl get -n kube-system <what> -o <output>`.
 fn kube_system_get(lab: &Lab, what: &str, output: &str) -> String {
-    kubectl(lab, &["get", "-n", "kube-system", what, "-o", output])
+    lab.kubectl(&["get", "-n", "kube-system", what, "-o", output])
 }
 
 #[test]
@@ -58,9 +52,7 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
     );
 
     // every node Ready, without the agent-not-ready taint; ds and deploy available
-    let nodes = kubectl(
-        &lab,
-        &[
+    let nodes = lab.kubectl(&[
             "get",
             "nodes",
             "-o",
@@ -84,7 +76,7 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
         r#"jsonpath={.status.conditions[?(@.type=="Available")].status}"#,
     );
     assert_eq!(op, "True");
-    let runtime = kubectl(&lab, &["get", "nodes", "-o", "jsonpath={.items[0].status.nodeInfo.containerRuntimeVersion} {.items[0].status.nodeInfo.kubeletVersion}"]);
+    let runtime = lab.kubectl(&["get", "nodes", "-o", "jsonpath={.items[0].status.nodeInfo.containerRuntimeVersion} {.items[0].status.nodeInfo.kubeletVersion}"]);
     assert!(runtime.starts_with("containerd://2.2."), "{runtime}");
     assert!(runtime.ends_with("v1.34.4"), "{runtime}");
 
@@ -96,10 +88,7 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
     );
     assert_eq!(inits, "config mount-cgroup apply-sysctl-overwrites mount-bpf-fs clean-cilium-state install-cni-binaries");
     let agent = common::agent_pod(&lab, "node1");
-    let logs = kubectl(
-        &lab,
-        &["logs", "-n", "kube-system", &agent, "-c", "cilium-agent"],
-    );
+    let logs = lab.kubectl(&["logs", "-n", "kube-system", &agent, "-c", "cilium-agent"]);
     assert!(logs.contains("subsys="), "{logs}");
     let status = lab.ok(&["exec", "node1", "--", "cilium", "status"]);
     assert!(
@@ -119,17 +108,14 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
         "exec", "pod-a", "--", "ip", "-4", "-o", "addr", "show", "eth0",
     ]);
     assert!(exec.contains("inet 10."), "{exec}");
-    let logs = kubectl(&lab, &["logs", "pod-b"]);
+    let logs = lab.kubectl(&["logs", "pod-b"]);
     assert!(logs.contains("GET /hostname"), "{logs}");
 
     // kubectl cp into a pod, and port-forward to one (kubectl runs in the
     // underlay's namespace, where its forwarded port listens)
     let file = lab.dir.path().join("cp.txt");
     std::fs::write(&file, "copied\n").unwrap();
-    kubectl(
-        &lab,
-        &["cp", file.to_str().unwrap(), "default/pod-a:/tmp/cp.txt"],
-    );
+    lab.kubectl(&["cp", file.to_str().unwrap(), "default/pod-a:/tmp/cp.txt"]);
     let copied = lab.ok(&["exec", "pod-a", "--", "cat", "/tmp/cp.txt"]);
     assert_eq!(copied.trim(), "copied");
     let mut forward = lab

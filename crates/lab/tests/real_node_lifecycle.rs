@@ -24,12 +24,6 @@ use std::process::Command;
 
 const AGNHOST: &str = "registry.k8s.io/e2e-test-images/agnhost:2.56";
 
-fn kubectl(lab: &Lab, args: &[&str]) -> String {
-    let mut all = vec!["kubectl"];
-    all.extend_from_slice(args);
-    lab.ok(&all)
-}
-
 /// Applies pods running agnhost with `args` on the given nodes.
 fn create_pods(lab: &Lab, pods: &[(&str, &str, &[&str])], app: &str) {
     let items: Vec<serde_json::Value> = pods
@@ -49,29 +43,26 @@ fn create_pods(lab: &Lab, pods: &[(&str, &str, &[&str])], app: &str) {
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
     let file = lab.dir.path().join(format!("{app}.json"));
     std::fs::write(&file, list.to_string()).unwrap();
-    kubectl(lab, &["apply", "-f", file.to_str().unwrap()]);
+    lab.kubectl(&["apply", "-f", file.to_str().unwrap()]);
     let mut wait = vec![
         "wait".to_owned(),
         "--for=condition=Ready".into(),
         "--timeout=90s".into(),
     ];
     wait.extend(pods.iter().map(|p| format!("pod/{}", p.0)));
-    kubectl(lab, &wait.iter().map(String::as_str).collect::<Vec<_>>());
+    lab.kubectl(&wait.iter().map(String::as_str).collect::<Vec<_>>());
 }
 
 fn pod_field(lab: &Lab, namespace: &str, pod: &str, jsonpath: &str) -> String {
-    kubectl(
-        lab,
-        &[
-            "get",
-            "pod",
-            "-n",
-            namespace,
-            pod,
-            "-o",
-            &format!("jsonpath={jsonpath}"),
-        ],
-    )
+    lab.kubectl(&[
+        "get",
+        "pod",
+        "-n",
+        namespace,
+        pod,
+        "-o",
+        &format!("jsonpath={jsonpath}"),
+    ])
 }
 
 /// The host pid of a process of `pod`'s first container: the one whose
@@ -109,17 +100,14 @@ fn agent_process(lab: &Lab, n: usize) -> i32 {
 }
 
 fn wait_agents_ready(lab: &Lab) {
-    kubectl(
-        lab,
-        &[
-            "rollout",
-            "status",
-            "-n",
-            "kube-system",
-            "ds/cilium",
-            "--timeout=120s",
-        ],
-    );
+    lab.kubectl(&[
+        "rollout",
+        "status",
+        "-n",
+        "kube-system",
+        "ds/cilium",
+        "--timeout=120s",
+    ]);
     for node in ["node1", "node2"] {
         eventually(&format!("{node}'s agent answering"), 60, || {
             let out = lab.run(&["exec", node, "--", "cilium", "status", "--brief"]);
@@ -231,10 +219,7 @@ fn a_real_node_lives_through_restarts_and_cleans_up() {
 
     // a rolling restart of every agent, under the streams
     stream.through(&lab, 40, || {
-        kubectl(
-            &lab,
-            &["rollout", "restart", "-n", "kube-system", "ds/cilium"],
-        );
+        lab.kubectl(&["rollout", "restart", "-n", "kube-system", "ds/cilium"]);
         wait_agents_ready(&lab);
     });
     let after = [endpoints(&lab, "node1"), endpoints(&lab, "node2")];
@@ -245,19 +230,16 @@ fn a_real_node_lives_through_restarts_and_cleans_up() {
         "late",
     );
     let late_ip = pod_field(&lab, "default", "late", "{.status.podIP}");
-    let reply = kubectl(
-        &lab,
-        &[
-            "exec",
-            "sink",
-            "--",
-            "curl",
-            "-s",
-            "--max-time",
-            "5",
-            &format!("http://{late_ip}:8080/hostname"),
-        ],
-    );
+    let reply = lab.kubectl(&[
+        "exec",
+        "sink",
+        "--",
+        "curl",
+        "-s",
+        "--max-time",
+        "5",
+        &format!("http://{late_ip}:8080/hostname"),
+    ]);
     assert_eq!(reply.trim(), "late");
 
     // the agent's process killed: kubelet starts its container again
@@ -280,10 +262,7 @@ fn a_real_node_lives_through_restarts_and_cleans_up() {
     // an agent pod deleted: the DaemonSet's new one restores the endpoints
     let old = agent_pod(&lab, "node2");
     let node2 = endpoints(&lab, "node2");
-    kubectl(
-        &lab,
-        &["delete", "pod", "-n", "kube-system", &old, "--wait=false"],
-    );
+    lab.kubectl(&["delete", "pod", "-n", "kube-system", &old, "--wait=false"]);
     eventually("a new agent pod on node2", 60, || {
         let new = agent_pod_now(&lab, "node2")?;
         (new != old).then_some(()).ok_or(new)
@@ -325,17 +304,14 @@ fn a_real_node_lives_through_restarts_and_cleans_up() {
         .expect("gone2's netns path")
         .to_owned();
     lab.ok(&["stop-runtime", "node1"]);
-    kubectl(
-        &lab,
-        &[
-            "delete",
-            "pod",
-            "gone1",
-            "gone2",
-            "--force",
-            "--grace-period=0",
-        ],
-    );
+    lab.kubectl(&[
+        "delete",
+        "pod",
+        "gone1",
+        "gone2",
+        "--force",
+        "--grace-period=0",
+    ]);
     // gone2 as after a reboot: its processes and its netns gone
     for pid in pids_whose_cgroup_names(&format!("pod{gone2_uid}")) {
         // SAFETY: processes of this test's lab.
@@ -373,26 +349,20 @@ fn a_real_node_lives_through_restarts_and_cleans_up() {
 
     // 50 pods made and deleted leave nothing behind
     let clean = [wanted, node_state(&lab, "node2")];
-    kubectl(
-        &lab,
-        &[
-            "create",
-            "deployment",
-            "many",
-            &format!("--image={AGNHOST}"),
-            "--replicas=50",
-            "--",
-            "/agnhost",
-            "pause",
-        ],
-    );
-    kubectl(
-        &lab,
-        &["rollout", "status", "deployment/many", "--timeout=180s"],
-    );
-    kubectl(&lab, &["delete", "deployment", "many"]);
+    lab.kubectl(&[
+        "create",
+        "deployment",
+        "many",
+        &format!("--image={AGNHOST}"),
+        "--replicas=50",
+        "--",
+        "/agnhost",
+        "pause",
+    ]);
+    lab.kubectl(&["rollout", "status", "deployment/many", "--timeout=180s"]);
+    lab.kubectl(&["delete", "deployment", "many"]);
     eventually("the 50 pods gone", 120, || {
-        let left = kubectl(&lab, &["get", "pods", "-l", "app=many", "-o", "name"]);
+        let left = lab.kubectl(&["get", "pods", "-l", "app=many", "-o", "name"]);
         left.trim().is_empty().then_some(()).ok_or(left)
     });
     eventually("nodes as before the 50 pods", 60, || {
@@ -403,10 +373,15 @@ fn a_real_node_lives_through_restarts_and_cleans_up() {
     });
 
     // the agent's securityContext as the DaemonSet writes it
-    let ds: serde_json::Value = serde_json::from_str(&kubectl(
-        &lab,
-        &["get", "ds", "-n", "kube-system", "cilium", "-o", "json"],
-    ))
+    let ds: serde_json::Value = serde_json::from_str(&lab.kubectl(&[
+        "get",
+        "ds",
+        "-n",
+        "kube-system",
+        "cilium",
+        "-o",
+        "json",
+    ]))
     .unwrap();
     let spec = &ds["spec"]["template"]["spec"];
     let agent_spec = &spec["containers"][0];
@@ -418,20 +393,17 @@ fn a_real_node_lives_through_restarts_and_cleans_up() {
         .fold(0u64, |all, bit| all | 1 << bit);
     let agent = agent_pod(&lab, "node1");
     let in_agent = |file: &str| {
-        kubectl(
-            &lab,
-            &[
-                "exec",
-                "-n",
-                "kube-system",
-                &agent,
-                "-c",
-                "cilium-agent",
-                "--",
-                "cat",
-                file,
-            ],
-        )
+        lab.kubectl(&[
+            "exec",
+            "-n",
+            "kube-system",
+            &agent,
+            "-c",
+            "cilium-agent",
+            "--",
+            "cat",
+            file,
+        ])
     };
     let status = in_agent("/proc/1/status");
     let cap_eff = status

@@ -36,6 +36,13 @@ impl Lab {
         text(&out)
     }
 
+    /// `cilium-lab kubectl <args>`, insisting on success; its output.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let mut all = vec!["kubectl"];
+        all.extend_from_slice(args);
+        self.ok(&all)
+    }
+
     /// Writes `yaml` into the lab dir as `name` and imports it on `node`
     /// (`cilium policy import`; kvstore labs share it with every node).
     pub fn import_policy(&self, node: &str, name: &str, yaml: &str) {
