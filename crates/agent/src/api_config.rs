@@ -19,18 +19,77 @@ pub struct ConfigApi {
     pub config: Arc<DaemonConfig>,
     pub runtime: Mutex<RuntimeOptions>,
     pub policies: Arc<Policies>,
+    /// Whose configuration `/endpoint/{id}/config` shows.
+    pub endpoints: Arc<controlplane::endpoint::Endpoints>,
 }
+
+/// The options an endpoint has of the agent's (Cilium's endpoint
+/// options; the agent-wide ones stay out).
+const ENDPOINT_OPTIONS: &[&str] = &[
+    "ConntrackAccounting",
+    "Debug",
+    "DebugLB",
+    "DebugPolicy",
+    "DropNotification",
+    "MonitorAggregationLevel",
+    "PolicyAuditMode",
+    "PolicyVerdictNotification",
+    "SourceIPVerification",
+    "TraceNotification",
+];
 
 type Shared = State<Arc<ConfigApi>>;
 
-/// `GET` and `PATCH /v1/config`.
+/// `GET` and `PATCH /v1/config`; `GET /v1/endpoint/{id}/config`.
 pub fn routes(api: Arc<ConfigApi>) -> Router {
     Router::new()
         .route(
             "/v1/config",
             axum::routing::get(get_config).patch(patch_config),
         )
+        .route(
+            "/v1/endpoint/{id}/config",
+            axum::routing::get(get_endpoint_config).patch(patch_endpoint_config),
+        )
         .with_state(api)
+}
+
+/// An endpoint's EndpointConfigurationStatus: the agent's endpoint
+/// options, which every endpoint follows (ours has no per-endpoint ones).
+async fn get_endpoint_config(
+    State(d): Shared,
+    axum::extract::Path(raw): axum::extract::Path<String>,
+) -> Response {
+    let found = controlplane::endpoint::parse_id(&raw)
+        .map(|r| d.endpoints.find(&r).into_iter().next())
+        .map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()));
+    let ep = match found {
+        Ok(Some(ep)) => ep,
+        Ok(None) => return error(StatusCode::NOT_FOUND, "endpoint not found"),
+        Err(resp) => return resp,
+    };
+    let runtime = d.runtime.lock().expect("runtime options lock").clone();
+    let options: std::collections::BTreeMap<&str, String> = ENDPOINT_OPTIONS
+        .iter()
+        .filter_map(|name| Some((*name, runtime.options.get(*name)?.clone())))
+        .collect();
+    Json(serde_json::json!({
+        "realized": {
+            "options": options,
+            "label-configuration": { "user": ep.labels },
+        },
+        "immutable": {},
+    }))
+    .into_response()
+}
+
+/// Per-endpoint options are not kept apart from the agent's: refused,
+/// saying where to change them.
+async fn patch_endpoint_config(axum::extract::Path(raw): axum::extract::Path<String>) -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        format!("endpoint {raw}: options are the agent's for every endpoint; change them with `cilium config <option>=<value>`"),
+    )
 }
 
 fn configuration(d: &ConfigApi) -> DaemonConfiguration {
@@ -57,7 +116,20 @@ fn configuration(d: &ConfigApi) -> DaemonConfiguration {
                 .iter()
                 .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
                 .collect(),
+            kvstore_configuration: kvstore_configuration(c),
         },
+    }
+}
+
+/// The kvstore as Cilium's clients connect to it: `etcd` at the agent's
+/// endpoints; nothing in CRD mode.
+fn kvstore_configuration(c: &DaemonConfig) -> api::models::KvstoreConfiguration {
+    let Some(kv) = &c.kvstore else {
+        return Default::default();
+    };
+    api::models::KvstoreConfiguration {
+        kind: "etcd".into(),
+        options: [("etcd.address".to_owned(), kv.endpoints.join(","))].into(),
     }
 }
 

@@ -49,6 +49,47 @@ async fn healthz(State(d): Shared, Path(raw): Path<String>) -> Response {
     }
 }
 
+/// `GET /endpoint/{id}/log`: its status log, newest first.
+async fn log(State(d): Shared, Path(raw): Path<String>) -> Response {
+    match lookup(&d, &raw) {
+        Ok(ep) => Json(ep.status.log).into_response(),
+        Err(resp) => resp,
+    }
+}
+
+/// `GET /endpoint/{id}/labels`: its LabelConfiguration (the labels it was
+/// given, and those its identity is made of).
+async fn labels(State(d): Shared, Path(raw): Path<String>) -> Response {
+    match lookup(&d, &raw) {
+        Ok(ep) => Json(serde_json::json!({
+            "spec": ep.status.labels.realized,
+            "status": ep.status.labels,
+        }))
+        .into_response(),
+        Err(resp) => resp,
+    }
+}
+
+/// `GET /cgroup-dump-metadata`: the pods of this node's endpoints with
+/// their addresses. Their containers' cgroups are the runtime's and not
+/// tracked here, so each pod lists none.
+async fn cgroup_metadata(State(d): Shared) -> Response {
+    let pods: Vec<_> = d
+        .list()
+        .iter()
+        .filter(|ep| !ep.k8s_pod_name.is_empty())
+        .map(|ep| {
+            serde_json::json!({
+                "name": ep.k8s_pod_name,
+                "namespace": ep.k8s_namespace,
+                "ips": [ep.ipv4.to_string()],
+                "containers": [],
+            })
+        })
+        .collect();
+    Json(serde_json::json!({ "pod-metadatas": pods })).into_response()
+}
+
 async fn put(State(d): Shared, Path(raw): Path<String>, body: Bytes) -> Response {
     let id = match parse_ref(&raw) {
         Ok(EndpointRef::Local(id)) => id,
@@ -116,12 +157,16 @@ async fn delete_batch(State(d): Shared, body: Bytes) -> Response {
     }
 }
 
-/// `/v1/endpoint`, `/v1/endpoint/{id}` and its `healthz`.
+/// `/v1/endpoint`, `/v1/endpoint/{id}` and its `healthz`, `log` and
+/// `labels`; the pods' cgroup metadata.
 pub fn routes(endpoints: Arc<Endpoints>) -> axum::Router {
     use axum::routing::get;
     axum::Router::new()
         .route("/v1/endpoint", get(list).delete(delete_batch))
         .route("/v1/endpoint/{id}", get(self::get).put(put).delete(delete))
         .route("/v1/endpoint/{id}/healthz", get(healthz))
+        .route("/v1/endpoint/{id}/log", get(log))
+        .route("/v1/endpoint/{id}/labels", get(labels))
+        .route("/v1/cgroup-dump-metadata", get(cgroup_metadata))
         .with_state(endpoints)
 }

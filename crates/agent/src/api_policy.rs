@@ -213,7 +213,9 @@ async fn selectors(State(d): Shared) -> Response {
                 "selector": s.selector,
                 "identities": s.identities,
                 "users": s.users,
-                "labels": s.policies,
+                "labels": s.labels.iter().map(|l| serde_json::json!({
+                    "key": l.key, "value": l.value, "source": l.source,
+                })).collect::<Vec<_>>(),
             })
         })
         .collect();

@@ -344,6 +344,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             config: Arc::clone(&config),
             runtime: Mutex::new(runtime),
             policies: Arc::clone(&cp.policies),
+            endpoints: Arc::clone(&cp.endpoints),
         })),
         crate::api_debuginfo::routes(Arc::new(crate::api_debuginfo::Sources {
             status: Arc::clone(&status),
@@ -359,9 +360,14 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         crate::api_map::routes(Arc::new(crate::api_map::MapApi {
             bpf_root: config.bpf_root.clone(),
             ipcache: Arc::clone(&cp.ipcache),
+            endpoints: Arc::clone(&cp.endpoints),
         })),
         crate::api_nodes::routes(Arc::clone(&cp.nodes)),
-        crate::api_identity::routes(Arc::clone(&cp.identities)),
+        crate::api_identity::routes(Arc::new(crate::api_identity::IdentityApi {
+            identities: Arc::clone(&cp.identities),
+            endpoints: Arc::clone(&cp.endpoints),
+        })),
+        crate::api_features_off::routes(),
         crate::api_service::routes(Arc::clone(&cp.services)),
         crate::api_policy::routes(Arc::new(crate::api_policy::PolicyApi {
             bpf_root: config.bpf_root.clone(),
@@ -373,6 +379,14 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         })),
         crate::metrics::routes(Arc::clone(&metrics)),
         crate::api_endpoint::routes(Arc::clone(&cp.endpoints)),
+        crate::statedb::routes(Arc::new(crate::statedb::StateDb::new(
+            crate::statedb::Sources {
+                status: Arc::clone(&status),
+                endpoints: Arc::clone(&cp.endpoints),
+                netlink: nl.clone(),
+                started: std::time::SystemTime::now(),
+            },
+        ))),
     ]);
     tracing::info!(subsys = "daemon", bootstrapTime = ?t0.elapsed(), "Daemon initialization completed");
     monitor.agent(

@@ -11,6 +11,7 @@
 pub mod api_config;
 pub mod api_debuginfo;
 pub mod api_endpoint;
+pub mod api_features_off;
 pub mod api_identity;
 pub mod api_ipam;
 pub mod api_map;
@@ -41,4 +42,5 @@ pub mod monitor;
 pub mod option;
 pub mod pidfile;
 pub mod policy_trace;
+pub mod statedb;
 pub mod status;

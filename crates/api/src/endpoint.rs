@@ -215,6 +215,16 @@ pub struct EndpointNetworking {
     pub mac: String,
 }
 
+/// `EndpointStatusChange`: one entry of an endpoint's status log.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EndpointStatusChange {
+    /// `OK` or `Failed`
+    pub code: String,
+    pub message: String,
+    pub state: String,
+    pub timestamp: String,
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub struct EndpointHealth {
@@ -258,6 +268,9 @@ pub struct EndpointStatus {
     pub policy: EndpointPolicy,
     #[serde(default)]
     pub health: EndpointHealth,
+    /// Newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log: Vec<EndpointStatusChange>,
     pub state: String,
 }
 

@@ -66,6 +66,18 @@ pub struct DaemonConfigurationStatus {
     pub immutable: BTreeMap<String, String>,
     #[serde(rename = "daemonConfigurationMap")]
     pub daemon_configuration_map: BTreeMap<String, serde_json::Value>,
+    /// Always sent, empty without a kvstore (clients read it unchecked).
+    #[serde(rename = "kvstoreConfiguration", default)]
+    pub kvstore_configuration: KvstoreConfiguration,
+}
+
+/// `KVstoreConfiguration`: the kvstore's type (`etcd`) and its options.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct KvstoreConfiguration {
+    #[serde(rename = "type", default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, String>,
 }
 
 /// `GET /v1/config`.
@@ -124,8 +136,10 @@ pub struct BpfMapEntry {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub struct BpfMap {
     pub path: String,
+    /// The agent's userspace view of the map; null when it keeps none
+    /// ("Cache is disabled").
     #[serde(default)]
-    pub cache: Vec<BpfMapEntry>,
+    pub cache: Option<Vec<BpfMapEntry>>,
 }
 
 /// `GET /map` (`BPFMapList`).

@@ -17,6 +17,9 @@ pub enum Command {
         /// Dump all policy maps
         #[arg(long)]
         all: bool,
+        /// Do not resolve IDs
+        #[arg(short = 'n', long)]
+        numeric: bool,
         #[command(flatten)]
         args: ListArgs,
     },
@@ -61,6 +64,7 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
     let Command::Get {
         endpoint,
         all,
+        numeric,
         args,
     } = cmd;
     let ids = match (endpoint, all) {
@@ -68,7 +72,11 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         (None, true) => endpoints(ctx)?,
         _ => anyhow::bail!("give an endpoint ID or --all"),
     };
-    let labels = identity_labels(ctx);
+    let labels = if *numeric {
+        Default::default()
+    } else {
+        identity_labels(ctx)
+    };
     let mut json = serde_json::Map::new();
     for id in ids {
         let map = PolicyMap::pinned(&ctx.bpf_root, id)
@@ -78,7 +86,11 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         let mut rows = vec![row![
             "POLICY",
             "DIRECTION",
-            "LABELS (source:key[=value])",
+            if *numeric {
+                "IDENTITY"
+            } else {
+                "LABELS (source:key[=value])"
+            },
             "PORT/PROTO",
             "PROXY PORT",
             "AUTH TYPE",
@@ -102,10 +114,11 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
             } else {
                 format!("{}/{}", k.dport.get(), proto_name(k.protocol))
             };
-            let ls = labels
-                .get(&k.sec_label)
-                .cloned()
-                .unwrap_or_else(|| vec![format!("identity {}", k.sec_label)]);
+            let ls = match labels.get(&k.sec_label) {
+                Some(ls) => ls.clone(),
+                None if *numeric => vec![k.sec_label.to_string()],
+                None => vec![format!("identity {}", k.sec_label)],
+            };
             for (i, l) in ls.iter().enumerate() {
                 if i == 0 {
                     rows.push(row![

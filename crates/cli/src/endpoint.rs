@@ -1,4 +1,4 @@
-//! `cilium endpoint list|get`.
+//! `cilium endpoint list|get|health|log|config|labels`.
 
 use crate::table::{print, print_json, ListArgs, Output};
 use crate::{row, Ctx};
@@ -17,6 +17,112 @@ pub enum Command {
         #[arg(short = 'o', long = "output", value_enum)]
         output: Option<Output>,
     },
+    /// View endpoint health
+    Health {
+        /// Endpoint ID
+        id: String,
+        #[command(flatten)]
+        args: ListArgs,
+    },
+    /// View endpoint status log
+    Log {
+        /// Endpoint ID
+        id: String,
+        #[command(flatten)]
+        args: ListArgs,
+    },
+    /// View endpoint configuration
+    Config {
+        /// Endpoint ID
+        id: String,
+        #[command(flatten)]
+        args: ListArgs,
+    },
+    /// Show the labels of an endpoint
+    Labels {
+        /// Endpoint ID
+        id: String,
+    },
+}
+
+/// `GET /endpoint/{id}/<what>` as JSON.
+fn sub(client: &api::client::Client, id: &str, what: &str) -> anyhow::Result<serde_json::Value> {
+    Ok(client.get_json(
+        &format!("/endpoint/{}/{what}", api::client::escape(id)),
+        &[],
+    )?)
+}
+
+/// Cilium's `Key : Value` lines of an options map, sorted.
+fn dump_options(opts: &serde_json::Value) {
+    let Some(map) = opts.as_object() else {
+        return;
+    };
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    for k in keys {
+        let v = map[k]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| map[k].to_string());
+        println!("{k:<34}: {v}");
+    }
+}
+
+fn endpoint_detail(ctx: &Ctx, cmd: &Command) -> anyhow::Result<()> {
+    let client = ctx.client()?;
+    match cmd {
+        Command::Health { id, args } => {
+            let h = sub(&client, id, "healthz")?;
+            if args.output.is_some() {
+                return print_json(&h);
+            }
+            let field = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
+            println!("Overall Health:   {}", field("overallHealth"));
+            println!("BPF Health:       {}", field("bpf"));
+            println!("Policy Health:    {}", field("policy"));
+            let connected = if h["connected"].as_bool().unwrap_or(false) {
+                "yes"
+            } else {
+                "no"
+            };
+            println!("Connected:        {connected}");
+        }
+        Command::Log { id, args } => {
+            let log = sub(&client, id, "log")?;
+            if args.output.is_some() {
+                return print_json(&log);
+            }
+            let mut rows = vec![row!["Timestamp", "Status", "State", "Message"]];
+            for e in log.as_array().into_iter().flatten() {
+                let f = |k: &str| e[k].as_str().unwrap_or_default().to_owned();
+                rows.push(row![f("timestamp"), f("code"), f("state"), f("message")]);
+            }
+            print(&rows);
+        }
+        Command::Config { id, args } => {
+            let cfg = sub(&client, id, "config")?;
+            if args.output.is_some() {
+                return print_json(&cfg);
+            }
+            dump_options(&cfg["immutable"]);
+            dump_options(&cfg["realized"]["options"]);
+        }
+        Command::Labels { id } => {
+            let l = sub(&client, id, "labels")?;
+            let status = &l["status"];
+            let mut rows = Vec::new();
+            for v in status["security-relevant"].as_array().into_iter().flatten() {
+                rows.push(row![v.as_str().unwrap_or_default(), "Enabled"]);
+            }
+            for v in status["disabled"].as_array().into_iter().flatten() {
+                rows.push(row![v.as_str().unwrap_or_default(), "Disabled"]);
+            }
+            print(&rows);
+        }
+        Command::List(_) | Command::Get { .. } => unreachable!("handled by run"),
+    }
+    Ok(())
 }
 
 fn enforcement(policy_enabled: &str, dir: &str) -> &'static str {
@@ -85,6 +191,7 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
                 client.get_json(&format!("/endpoint/{}", api::client::escape(id)), &[])?;
             print_json(&vec![ep])?;
         }
+        other => endpoint_detail(ctx, other)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -29,6 +29,9 @@ pub enum Command {
     Selectors {
         #[arg(short = 'o', long)]
         output: Option<String>,
+        /// Show the full labels
+        #[arg(short = 'v', long)]
+        verbose: bool,
     },
     /// Wait for all endpoints to have updated to a given policy revision
     Wait(WaitArgs),
@@ -213,12 +216,13 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         }
         Command::Trace(a) => return trace(&client, a),
         Command::Wait(a) => return wait(&client, a),
-        Command::Selectors { output } => {
-            let list: Vec<serde_json::Value> = client.get_json("/policy/selectors", &[])?;
+        Command::Selectors { output, verbose } => {
+            let mut list: Vec<serde_json::Value> = client.get_json("/policy/selectors", &[])?;
             if output.is_some() {
                 print_json(&list)?;
                 return Ok(ExitCode::SUCCESS);
             }
+            list.sort_by(|a, b| a["selector"].as_str().cmp(&b["selector"].as_str()));
             let mut rows = vec![crate::row!["SELECTOR", "LABELS", "USERS", "IDENTITIES"]];
             for s in &list {
                 let ids: Vec<String> = s["identities"]
@@ -227,17 +231,19 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
                     .flatten()
                     .map(|i| i.to_string())
                     .collect();
-                let labels: Vec<String> = s["labels"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|l| l.as_str().map(str::to_owned))
-                    .collect();
+                let labels = selector_labels(&s["labels"]);
+                let shown = if *verbose {
+                    let mut all: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+                    all.sort();
+                    all.join(", ")
+                } else {
+                    policy_name(&labels)
+                };
                 let first = ids.first().cloned().unwrap_or_default();
                 rows.push(crate::row![
                     s["selector"].as_str().unwrap_or_default(),
-                    labels.join(","),
-                    s["users"],
+                    shown,
+                    s["users"].as_u64().unwrap_or(0),
                     first
                 ]);
                 for id in ids.iter().skip(1) {
@@ -259,4 +265,34 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A selector's labels as the API sends them: `{key, value, source}`.
+fn selector_labels(v: &serde_json::Value) -> Vec<policy::labels::Label> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|l| {
+            let field = |k: &str| l[k].as_str().unwrap_or_default().to_owned();
+            policy::labels::Label::new(&field("source"), &field("key"), &field("value"))
+        })
+        .collect()
+}
+
+/// `namespace/name` of the policy the labels name, as Cilium's selectors
+/// column shows it; empty for a policy that is not namespaced.
+fn policy_name(labels: &[policy::labels::Label]) -> String {
+    let get = |key: &str| {
+        labels
+            .iter()
+            .find(|l| l.source == policy::labels::SOURCE_K8S && l.key == key)
+            .map(|l| l.value.as_str())
+    };
+    match get("io.cilium.k8s.policy.namespace") {
+        Some(ns) => format!(
+            "{ns}/{}",
+            get("io.cilium.k8s.policy.name").unwrap_or_default()
+        ),
+        None => String::new(),
+    }
 }

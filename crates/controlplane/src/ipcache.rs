@@ -2,6 +2,7 @@
 //! node hosts it, and who said so. Every change is written through to
 //! cilium_ipcache.
 
+use crate::map_events::Action;
 use crate::ports::{IpcacheMap, KernelError};
 use abi::ipcache::RemoteEndpointInfo;
 use std::collections::BTreeMap;
@@ -69,6 +70,7 @@ impl Entry {
 pub struct IpCache {
     map: Arc<dyn IpcacheMap>,
     entries: Mutex<BTreeMap<(Ipv4Addr, u8), Entry>>,
+    events: crate::map_events::MapEvents,
 }
 
 impl IpCache {
@@ -76,6 +78,7 @@ impl IpCache {
         Self {
             map,
             entries: Mutex::default(),
+            events: Default::default(),
         }
     }
 
@@ -88,7 +91,15 @@ impl IpCache {
                 return Ok(false);
             }
         }
-        self.map.write(ip, len, &entry.value())?;
+        let value = entry.value();
+        let written = self.map.write(ip, len, &value);
+        self.events.record(
+            Action::Update,
+            format!("{ip}/{len}"),
+            value.to_string(),
+            written.as_ref().err().map(|e| e.to_string()),
+        );
+        written?;
         entries.insert((ip, len), entry);
         Ok(true)
     }
@@ -99,7 +110,14 @@ impl IpCache {
         if entries.get(&(ip, len)).is_some_and(|e| e.source != source) {
             return Ok(());
         }
-        self.map.delete(ip, len)?;
+        let deleted = self.map.delete(ip, len);
+        self.events.record(
+            Action::Delete,
+            format!("{ip}/{len}"),
+            String::new(),
+            deleted.as_ref().err().map(|e| e.to_string()),
+        );
+        deleted?;
         entries.remove(&(ip, len));
         Ok(())
     }
@@ -110,6 +128,11 @@ impl IpCache {
             .expect("ipcache lock")
             .get(&(ip, len))
             .cloned()
+    }
+
+    /// The recent writes and deletes of cilium_ipcache.
+    pub fn events(&self) -> Vec<crate::map_events::MapEvent> {
+        self.events.list()
     }
 
     pub fn list(&self) -> Vec<((Ipv4Addr, u8), Entry)> {

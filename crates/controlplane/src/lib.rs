@@ -14,6 +14,7 @@ pub mod ipcache;
 pub mod ipsync;
 pub mod kvwriter;
 pub mod labels;
+pub mod map_events;
 pub mod node;
 pub mod nodes;
 pub mod plane;

@@ -8,6 +8,7 @@
 pub mod direct;
 mod error;
 pub mod host;
+pub mod inventory;
 pub mod iptables;
 pub mod link;
 pub mod netns;

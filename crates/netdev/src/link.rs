@@ -85,15 +85,19 @@ impl Netlink {
     }
 
     pub async fn links(&self) -> Result<Vec<Link>, Error> {
-        let msgs: Vec<LinkMessage> = self
-            .handle
+        let msgs = self.link_messages().await?;
+        Ok(msgs.iter().map(Link::from_message).collect())
+    }
+
+    /// Every link as the kernel describes it.
+    pub(crate) async fn link_messages(&self) -> Result<Vec<LinkMessage>, Error> {
+        self.handle
             .link()
             .get()
             .execute()
             .try_collect()
             .await
-            .map_err(Error::nl("list", "links"))?;
-        Ok(msgs.iter().map(Link::from_message).collect())
+            .map_err(Error::nl("list", "links"))
     }
 
     pub async fn set_up(&self, index: u32) -> Result<(), Error> {

@@ -11,10 +11,35 @@
 //! mount, and the CNI plugin, which runs on the node, keeps /proc.
 
 use crate::Error;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
+use std::time::SystemTime;
 
 static PROCFS: OnceLock<PathBuf> = OnceLock::new();
+
+/// Every sysctl this process set, with the value and when: the agent
+/// reports them (`cilium-dbg statedb sysctl`) as Cilium's sysctl table
+/// does, so what it changed on the node can be read back.
+static WRITTEN: Mutex<BTreeMap<String, Written>> = Mutex::new(BTreeMap::new());
+
+/// A sysctl as this process last set it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    pub key: String,
+    pub value: String,
+    pub at: SystemTime,
+}
+
+/// The sysctls this process has set, by key.
+pub fn written() -> Vec<Written> {
+    WRITTEN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .cloned()
+        .collect()
+}
 
 /// Sets the procfs sysctls are read and written through; the first call
 /// counts.
@@ -31,7 +56,24 @@ fn path(key: &str) -> PathBuf {
         .join(key.replace('.', "/"))
 }
 
+/// Sets a sysctl of the node's network namespace, and records it.
 pub fn write(key: &str, value: &str) -> Result<(), Error> {
+    write_in_pod_netns(key, value)?;
+    let key = key.replace('/', ".");
+    WRITTEN.lock().unwrap_or_else(|e| e.into_inner()).insert(
+        key.clone(),
+        Written {
+            key,
+            value: value.to_owned(),
+            at: SystemTime::now(),
+        },
+    );
+    Ok(())
+}
+
+/// Sets a sysctl of a pod's network namespace (the caller's thread is in
+/// it): not one of the node's, so not recorded.
+pub fn write_in_pod_netns(key: &str, value: &str) -> Result<(), Error> {
     std::fs::write(path(key), value).map_err(|source| Error::Sysctl {
         key: key.to_owned(),
         source,

@@ -213,7 +213,9 @@ pub struct SelectorUse {
     pub selector: String,
     pub identities: Vec<u32>,
     pub users: usize,
-    pub policies: Vec<String>,
+    /// The labels of the first rule that names it (its policy's name,
+    /// namespace and kind), as Cilium's selector cache keeps them.
+    pub labels: Vec<crate::labels::Label>,
 }
 
 fn peer_text(peer: &Peer) -> String {
@@ -242,25 +244,6 @@ fn peer_text(peer: &Peer) -> String {
 pub fn selectors(rules: &[Rule], identities: &[Identity]) -> Vec<SelectorUse> {
     let mut out: std::collections::BTreeMap<String, SelectorUse> = Default::default();
     for r in rules {
-        let name = r
-            .labels
-            .get(crate::labels::SOURCE_K8S, "io.cilium.k8s.policy.name")
-            .map(|n| {
-                match r
-                    .labels
-                    .get(crate::labels::SOURCE_K8S, "io.cilium.k8s.policy.namespace")
-                {
-                    Some(ns) => format!("{ns}/{n}"),
-                    None => n.to_owned(),
-                }
-            })
-            .unwrap_or_else(|| {
-                r.labels
-                    .iter()
-                    .map(|l| l.to_string())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            });
         let lists = [&r.ingress, &r.ingress_deny, &r.egress, &r.egress_deny];
         for pr in lists.into_iter().flatten().flatten() {
             for peer in &pr.peers {
@@ -269,12 +252,9 @@ pub fn selectors(rules: &[Rule], identities: &[Identity]) -> Vec<SelectorUse> {
                     selector: text,
                     identities: peer_identities(peer, identities),
                     users: 0,
-                    policies: Vec::new(),
+                    labels: r.labels.iter().cloned().collect(),
                 });
                 entry.users += 1;
-                if !entry.policies.contains(&name) {
-                    entry.policies.push(name.clone());
-                }
             }
         }
     }

@@ -182,13 +182,13 @@ impl HealthEndpoint {
         let ns = NetNs::open(&p.netns)?;
         // IPv4 only, as Cilium's: no router solicitations for the datapath
         // to drop as an unsupported protocol
-        ns.run(|| netdev::sysctl::write("net/ipv6/conf/default/disable_ipv6", "1"))??;
+        ns.run(|| netdev::sysctl::write_in_pod_netns("net.ipv6.conf.default.disable_ipv6", "1"))??;
         let host_nl = Netlink::connect()?;
         let pod_nl = Netlink::connect_in(&ns)?;
         let veth =
             netdev::veth::create_pod_veth(&host_nl, &pod_nl, &ns, HOST_IFNAME, PEER_IFNAME, p.mtu)
                 .await?;
-        netdev::sysctl::write(&format!("net/ipv4/conf/{HOST_IFNAME}/rp_filter"), "0")?;
+        netdev::sysctl::write(&format!("net.ipv4.conf.{HOST_IFNAME}.rp_filter"), "0")?;
         pod_nl.ensure_ipv4_addr(veth.pod_index, p.ip, 32).await?;
         let to_router = netdev::link::Route::new(veth.pod_index, p.router_ip, 32);
         pod_nl.replace_route(&to_router).await?;

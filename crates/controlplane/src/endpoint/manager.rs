@@ -304,6 +304,10 @@ impl Endpoints {
             self.deps.identities.release(&before);
             return Err(e);
         }
+        ep.log.ok(
+            ep.state,
+            format!("Identity changed from {old_identity} to {identity}: labels updated"),
+        );
         tracing::info!(
             subsys = "endpoint",
             endpointID = id,
@@ -368,8 +372,14 @@ impl Endpoints {
                 Ok(r) => {
                     ep.policy = r;
                     n += 1;
+                    ep.log.ok(
+                        ep.state,
+                        format!("Successfully regenerated endpoint policy (reason: {reason}, revision {})", snapshot.revision),
+                    );
                 }
                 Err(e) => {
+                    ep.log
+                        .failed(ep.state, format!("Policy regeneration failed: {e}"));
                     tracing::warn!(subsys = "policy", endpointID = ep.id, error = %e, "Unable to regenerate endpoint policy")
                 }
             }
@@ -483,8 +493,35 @@ impl Endpoints {
         quick: bool,
         restoring: bool,
     ) -> Result<(), EndpointError> {
-        let dp = &self.deps.datapath;
         ep.state = EndpointState::Regenerating;
+        let reason = if restoring {
+            "restoring"
+        } else {
+            "endpoint created"
+        };
+        ep.log
+            .ok(ep.state, format!("Regenerating endpoint: {reason}"));
+        let result = self.realize_steps(ep, quick, restoring);
+        match &result {
+            Ok(()) => ep
+                .log
+                .ok(ep.state, "Successfully regenerated endpoint program"),
+            Err(e) => {
+                ep.state = EndpointState::NotReady;
+                ep.log
+                    .failed(ep.state, format!("Endpoint regeneration failed: {e}"))
+            }
+        }
+        result
+    }
+
+    fn realize_steps(
+        &self,
+        ep: &mut Endpoint,
+        quick: bool,
+        restoring: bool,
+    ) -> Result<(), EndpointError> {
+        let dp = &self.deps.datapath;
         dp.attach(ep.id, &ep.ifname, quick)
             .map_err(failed("attaching programs"))?;
         // its policy map before the datapath can see the endpoint; a restored
@@ -636,6 +673,7 @@ fn from_request(
             .is_some_and(|c| c.external_ipam),
         state: EndpointState::WaitingForIdentity,
         policy: Default::default(),
+        log: Default::default(),
     };
     for other in table.values() {
         let clash = if other.id == ep.id {

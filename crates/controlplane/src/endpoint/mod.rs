@@ -3,11 +3,13 @@
 //! `<state dir>/<ID>/` so a restarted agent takes it back.
 
 mod id;
+mod log;
 mod manager;
 mod publisher;
 mod state;
 
 pub use id::{parse as parse_id, EndpointRef, IdError};
+pub use log::StatusLog;
 pub use manager::{labels_of, Deps, EndpointError, Endpoints};
 pub use publisher::Publisher;
 pub use state::StateError;
@@ -74,6 +76,9 @@ pub struct Endpoint {
     /// What its policy map was last made from.
     #[serde(skip)]
     pub policy: crate::policies::Realized,
+    /// What happened to it since this agent took it.
+    #[serde(skip)]
+    pub log: StatusLog,
 }
 
 fn restoring() -> EndpointState {
@@ -153,6 +158,7 @@ impl Endpoint {
                     connected: true,
                     overall_health: "OK".into(),
                 },
+                log: self.log.to_api(),
                 state: self.state.to_string(),
             },
         }
