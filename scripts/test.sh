@@ -6,7 +6,16 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+tools_log=$(mktemp)
+trap 'rm -f "$log" "$tools_log"' EXIT
+# Cilium 1.16's own clients, which a lab test runs against our agent, take
+# minutes to build the first time: built at low priority beside the tests
+# (most of which wait on sleeps and timers), and the test that needs them
+# waits for this build (the script holds a lock) instead of starting one.
+if command -v go >/dev/null; then
+    nice -n 19 ./scripts/build-cilium-tools.sh >"$tools_log" 2>&1 &
+    tools_pid=$!
+fi
 # --all-targets builds the binaries the end-to-end tests drive and skips
 # doc-tests (there are none worth running); --no-fail-fast runs every
 # target after one fails, so the summary below is the whole suite's.
@@ -27,6 +36,12 @@ if [ "$status" -eq 0 ]; then
         setpriv --reuid=65534 --regid=65534 --clear-groups "$bin" 2>&1 | tee -a "$log"
         [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     done
+fi
+
+# the clients' build ended long ago in a full run; a run cut short waits
+# for it rather than leaving it behind
+if [ -n "${tools_pid:-}" ]; then
+    wait "$tools_pid" || sed 's/^/cilium clients build: /' "$tools_log"
 fi
 
 # Each target prints one "Running" line and, unless its binary died (a

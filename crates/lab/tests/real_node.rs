@@ -2,10 +2,12 @@
 //! Cilium from deploy/kubernetes (the DaemonSet's init containers and agent,
 //! the operator's Deployment) and the cluster's pods from the images we
 //! build; the demo's pods on two nodes talk, through a Service too, its
-//! policy holds, `kubectl exec` and `kubectl logs` work, and `down` leaves
-//! nothing.
+//! policy holds, `kubectl exec` and `kubectl logs` work, Cilium 1.16's own
+//! cilium-dbg and cilium-health read the node's agent (tests/upstream), and
+//! `down` leaves nothing.
 
 mod common;
+mod upstream;
 
 use common::Lab;
 
@@ -151,6 +153,8 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
     let _ = forward.kill();
     let _ = forward.wait();
     drop(said);
+
+    upstream::cilium_1_16_clients_read_everything(&lab);
 
     let down = lab.ok(&["down"]);
     assert!(down.contains("node1 stopped"), "{down}");

@@ -1,0 +1,558 @@
+//! Cilium v1.16.0's own `cilium-dbg` and `cilium-health` (built from the
+//! Go module by scripts/build-cilium-tools.sh) against a real node's agent:
+//! every subcommand in `cilium-dbg --help`'s tree is run, or named here as
+//! one that changes state, so a command nobody thought about fails the
+//! test. Those that read state exit 0 without an error, a 404 or a decode
+//! error; those of features we do not run fail as 1.16's do with the
+//! feature off; and no pinned map changes while they run.
+
+use crate::common::{self, Lab};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+/// What a command must do.
+enum Expect {
+    /// Exit 0, nothing that reads as an error.
+    Reads,
+    /// A feature we do not run, or a thing that does not exist: 1.16's
+    /// exit code and words for it.
+    Fails { code: i32, says: &'static str },
+    /// What 1.16 answers and we do not yet (issue 31's open part): how it
+    /// fails now, so the day it works the test says to move it to Reads.
+    NotYet { says: &'static str },
+}
+use Expect::{Fails, NotYet, Reads};
+
+/// Every run: the leaf command, its arguments (`{ep}`, `{ip}`, `{svc}`,
+/// `{rev}` and `{policy}` stand for a pod's endpoint ID and address, a
+/// service ID, the policy revision and a policy file), and what it must do.
+const RUNS: &[(&str, &str, Expect)] = &[
+    ("status", "", Reads),
+    ("status", "--verbose", Reads),
+    (
+        "status",
+        "--all-controllers --all-health --all-redirects --all-clusters --all-addresses --all-nodes",
+        Reads,
+    ),
+    ("status", "--brief", Reads),
+    ("version", "", Reads),
+    ("config", "", Reads),
+    ("config get", "debug", Reads),
+    ("debuginfo", "", Reads),
+    ("loadinfo", "", Reads),
+    ("metrics list", "", Reads),
+    ("encrypt status", "", Reads),
+    ("endpoint list", "", Reads),
+    ("endpoint get", "{ep}", Reads),
+    ("endpoint health", "{ep}", Reads),
+    ("endpoint log", "{ep}", Reads),
+    ("endpoint config", "{ep}", Reads),
+    ("endpoint labels", "{ep}", Reads),
+    ("identity list", "", Reads),
+    ("identity list", "--endpoints", Reads),
+    ("identity get", "1", Reads),
+    ("ip list", "", Reads),
+    ("node list", "", Reads),
+    (
+        "nodeid list",
+        "",
+        NotYet {
+            says: "GetNodeIds (status 404)",
+        },
+    ),
+    ("service list", "", Reads),
+    ("service get", "{svc}", Reads),
+    ("lrp list", "", Reads),
+    ("cgroups list", "", Reads),
+    ("recorder list", "", Reads),
+    (
+        "recorder get",
+        "1",
+        Fails {
+            code: 1,
+            says: "getRecorderIdNotFound",
+        },
+    ),
+    ("fqdn cache list", "", Reads),
+    ("fqdn names", "", Reads),
+    ("policy get", "", Reads),
+    ("policy selectors", "", Reads),
+    ("policy selectors", "-v", Reads),
+    ("policy wait", "{rev}", Reads),
+    ("policy validate", "{policy}", Reads),
+    ("map list", "", Reads),
+    ("map list", "--verbose", Reads),
+    ("map get", "cilium_ipcache", Reads),
+    ("map get", "cilium_lxc", Reads),
+    ("map get", "cilium_tunnel_map", Reads),
+    ("map events", "cilium_ipcache", Reads),
+    ("monitor", "", Reads),
+    ("statedb dump", "", Reads),
+    ("statedb health", "", Reads),
+    ("statedb devices", "", Reads),
+    ("statedb routes", "", Reads),
+    ("statedb node-addresses", "", Reads),
+    ("statedb sysctl", "", Reads),
+    ("statedb ipsets", "", Reads),
+    ("statedb l2-announce", "", Reads),
+    ("statedb bandwidth-qdiscs", "", Reads),
+    ("statedb bandwidth-edts", "", Reads),
+    ("statedb nat-stats", "", Reads),
+    ("bpf config list", "", Reads),
+    ("bpf ct list", "global", Reads),
+    ("bpf endpoint list", "", Reads),
+    ("bpf fs show", "", Reads),
+    ("bpf ipcache list", "", Reads),
+    ("bpf ipcache get", "{ip}", Reads),
+    ("bpf ipmasq list", "", Reads),
+    ("bpf lb list", "", Reads),
+    ("bpf lb maglev list", "", Reads),
+    (
+        "bpf lb maglev get",
+        "{svc}",
+        Fails {
+            code: 1,
+            says: "No entry found for service",
+        },
+    ),
+    ("bpf metrics list", "", Reads),
+    ("bpf nat list", "", Reads),
+    ("bpf policy get", "{ep}", Reads),
+    ("bpf policy get", "--all", Reads),
+    ("bpf policy list", "", Reads),
+    ("bpf tunnel list", "", Reads),
+    (
+        "bpf auth list",
+        "",
+        NotYet {
+            says: "Cannot find auth bpf map",
+        },
+    ),
+    (
+        "bpf nodeid list",
+        "",
+        NotYet {
+            says: "Cannot find node bpf map",
+        },
+    ),
+    (
+        "bpf sha list",
+        "",
+        NotYet {
+            says: "failed to list template directory",
+        },
+    ),
+    // features off, as 1.16 has them off
+    (
+        "bgp peers",
+        "",
+        Fails {
+            code: 0,
+            says: "BGP Control Plane is disabled",
+        },
+    ),
+    (
+        "bgp routes",
+        "",
+        Fails {
+            code: 0,
+            says: "BGP Control Plane is disabled",
+        },
+    ),
+    (
+        "bgp route-policies",
+        "",
+        Fails {
+            code: 0,
+            says: "BGP Control Plane is disabled",
+        },
+    ),
+    (
+        "prefilter list",
+        "",
+        Fails {
+            code: 1,
+            says: "prefilter is not enabled in daemon",
+        },
+    ),
+    (
+        "bpf bandwidth list",
+        "",
+        Fails {
+            code: 1,
+            says: "cilium_throttle: no such file",
+        },
+    ),
+    (
+        "bpf vtep list",
+        "",
+        Fails {
+            code: 1,
+            says: "cilium_vtep_map: no such file",
+        },
+    ),
+    (
+        "bpf recorder list",
+        "",
+        Fails {
+            code: 1,
+            says: "cilium_capture4_rules: no such file",
+        },
+    ),
+    (
+        "bpf egress list",
+        "",
+        Fails {
+            code: 0,
+            says: "Cannot find egress gateway bpf maps",
+        },
+    ),
+    (
+        "bpf srv6 policy",
+        "",
+        Fails {
+            code: 0,
+            says: "Cannot find SRv6 policy maps",
+        },
+    ),
+    (
+        "bpf srv6 sid",
+        "",
+        Fails {
+            code: 0,
+            says: "Cannot find SRv6 SID map",
+        },
+    ),
+    (
+        "bpf srv6 vrf",
+        "",
+        Fails {
+            code: 0,
+            says: "Cannot find SRv6 VRF mapping maps",
+        },
+    ),
+    (
+        "bpf multicast group list",
+        "",
+        Fails {
+            code: 1,
+            says: "multicast not enabled",
+        },
+    ),
+    (
+        "bpf multicast subscriber list",
+        "all",
+        Fails {
+            code: 1,
+            says: "multicast not enabled",
+        },
+    ),
+    // CRD mode: no kvstore, no clustermesh
+    (
+        "kvstore get",
+        "--recursive cilium",
+        Fails {
+            code: 1,
+            says: "unknown key-value store type \"\"",
+        },
+    ),
+    (
+        "troubleshoot kvstore",
+        "",
+        Fails {
+            code: 0,
+            says: "This is expected when Cilium is running in CRD mode",
+        },
+    ),
+    (
+        "troubleshoot clustermesh",
+        "",
+        Fails {
+            code: 1,
+            says: "Unable to retrieve cluster configurations",
+        },
+    ),
+];
+
+/// Commands not run, and why: they change state, or (preflight) are
+/// migrations run against the API server with credentials a node's
+/// shell does not have.
+const CHANGES_STATE: &[&str] = &[
+    "bpf auth flush",
+    "bpf ct flush",
+    "bpf endpoint delete",
+    "bpf multicast group add",
+    "bpf multicast group delete",
+    "bpf multicast subscriber add",
+    "bpf multicast subscriber delete",
+    "bpf nat flush",
+    "bpf policy add",
+    "bpf policy delete",
+    "bpf vtep delete",
+    "bpf vtep update",
+    "build-config",
+    "encrypt flush",
+    "endpoint disconnect",
+    "fqdn cache clean",
+    "kvstore delete",
+    "kvstore set",
+    "policy delete",
+    "policy import",
+    "post-uninstall-cleanup",
+    "prefilter delete",
+    "prefilter update",
+    "preflight fqdn-poller",
+    "preflight migrate-identity",
+    "preflight validate-cnp",
+    "recorder delete",
+    "recorder update",
+    "service delete",
+    "service update",
+];
+
+/// `bpf sha get` reads a template named by `bpf sha list`: run with it.
+const SHA_GET: &str = "bpf sha get";
+
+/// Words of a client that failed to read what it asked for.
+const BAD: &[&str] = &[
+    "Error:",
+    "404",
+    "Decode error",
+    "cannot unmarshal",
+    "panic:",
+    "Was impossible",
+    "not found",
+    "Cannot find",
+    "unexpected argument",
+];
+
+fn tools() -> PathBuf {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/build-cilium-tools.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        script.display(),
+        common::text(&out)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The leaves of cilium-dbg's command tree, as `--help` lists them.
+fn leaves(lab: &Lab, dbg: &str, prefix: &str) -> Vec<String> {
+    let mut args = vec!["exec", "node1", "--", dbg];
+    args.extend(prefix.split_whitespace());
+    args.push("--help");
+    let help = lab.ok(&args);
+    let subs: Vec<String> = help
+        .split("Available Commands:")
+        .nth(1)
+        .map(|rest| {
+            rest.lines()
+                .skip(1)
+                .take_while(|l| !l.trim().is_empty())
+                .filter_map(|l| l.split_whitespace().next())
+                .filter(|s| *s != "help" && *s != "completion")
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    if subs.is_empty() {
+        return vec![prefix.trim().to_owned()];
+    }
+    subs.iter()
+        .flat_map(|s| leaves(lab, dbg, &format!("{prefix} {s}")))
+        .collect()
+}
+
+/// Inode and mtime of every pin under the node's bpffs (directories
+/// change as the agent pins; the pins themselves must not).
+fn pins(lab: &Lab) -> BTreeMap<String, String> {
+    let out = lab.ok(&[
+        "exec",
+        "node1",
+        "--",
+        "find",
+        "/sys/fs/bpf",
+        "!",
+        "-type",
+        "d",
+        "-printf",
+        "%p %i %T@\n",
+    ]);
+    out.lines()
+        .filter_map(|l| {
+            l.split_once(' ')
+                .map(|(p, rest)| (p.to_owned(), rest.to_owned()))
+        })
+        .collect()
+}
+
+/// Runs `cilium-dbg <line>` on node1; its exit code and output.
+fn run(lab: &Lab, dbg: &str, line: &str) -> (i32, String) {
+    let mut args = vec!["exec", "node1", "--", "timeout", "20", dbg];
+    args.extend(line.split_whitespace());
+    let out = lab.run(&args);
+    (out.status.code().unwrap_or(-1), common::text(&out))
+}
+
+/// One value of `cilium-dbg <cmd> -o json` at a JSON pointer.
+fn json_value(lab: &Lab, dbg: &str, cmd: &str, pointer: &str) -> String {
+    let (code, out) = run(lab, dbg, &format!("{cmd} -o json"));
+    assert_eq!(code, 0, "{cmd}: {out}");
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{cmd}: {e}: {out}"));
+    match v.pointer(pointer) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => panic!("{cmd}: no {pointer} in {out}"),
+    }
+}
+
+pub fn cilium_1_16_clients_read_everything(lab: &Lab) {
+    let bin = tools();
+    let dbg = bin.join("cilium-dbg").display().to_string();
+    let health = bin.join("cilium-health").display().to_string();
+
+    // every leaf is either run or named as changing state
+    let known: BTreeSet<&str> = RUNS
+        .iter()
+        .map(|(c, _, _)| *c)
+        .chain(CHANGES_STATE.iter().copied())
+        .chain([SHA_GET])
+        .collect();
+    let tree = leaves(lab, &dbg, "");
+    let unclassified: Vec<&String> = tree
+        .iter()
+        .filter(|l| !known.contains(l.as_str()))
+        .collect();
+    assert!(
+        unclassified.is_empty(),
+        "cilium-dbg commands this test does not know: {unclassified:?}"
+    );
+
+    let eps: serde_json::Value =
+        serde_json::from_str(&run(lab, &dbg, "endpoint list -o json").1).unwrap();
+    let pod = eps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| {
+            e.pointer("/status/external-identifiers/k8s-pod-name")
+                .is_some_and(|n| !n.as_str().unwrap_or("").is_empty())
+        })
+        .expect("a pod's endpoint on node1");
+    let ep = pod["id"].to_string();
+    let ip = pod
+        .pointer("/status/networking/addressing/0/ipv4")
+        .and_then(|v| v.as_str())
+        .expect("the pod's address")
+        .to_owned();
+    let svc = json_value(lab, &dbg, "service list", "/0/spec/id");
+    let rev = json_value(lab, &dbg, "policy get", "/revision");
+    // what `policy validate` reads: rules as JSON, as `policy import` takes them
+    let policy = lab.dir.path().join("validate.json");
+    std::fs::write(
+        &policy,
+        r#"[{"endpointSelector": {}, "ingress": [{"fromEndpoints": [{}]}]}]"#,
+    )
+    .unwrap();
+
+    let before = pins(lab);
+    let mut failures = Vec::new();
+    let mut runs: Vec<(String, &Expect)> = RUNS
+        .iter()
+        .map(|(cmd, args, expect)| {
+            let args = args
+                .replace("{ep}", &ep)
+                .replace("{ip}", &ip)
+                .replace("{svc}", &svc)
+                .replace("{rev}", &rev)
+                .replace("{policy}", &policy.display().to_string());
+            (format!("{cmd} {args}"), expect)
+        })
+        .collect();
+    let sha = run(lab, &dbg, "bpf sha list -o json").1;
+    let first_sha = serde_json::from_str::<BTreeMap<String, serde_json::Value>>(&sha)
+        .ok()
+        .and_then(|m| m.keys().next().cloned());
+    // no template yet (NotYet above): then there is nothing to get
+    if let Some(sha) = first_sha {
+        runs.push((format!("{SHA_GET} {sha}"), &Reads));
+    }
+    for (line, expect) in &runs {
+        // the monitor streams until stopped: a few seconds of it
+        let line = line.trim();
+        let (code, out) = if line == "monitor" {
+            let o = lab.run(&[
+                "exec",
+                "node1",
+                "--",
+                "timeout",
+                "3",
+                dbg.as_str(),
+                "monitor",
+            ]);
+            let (code, out) = (o.status.code().unwrap_or(-1), common::text(&o));
+            (if code == 124 { 0 } else { code }, out)
+        } else {
+            run(lab, &dbg, line)
+        };
+        match expect {
+            Reads => {
+                let bad: Vec<&&str> = BAD.iter().filter(|b| out.contains(**b)).collect();
+                if code != 0 || !bad.is_empty() {
+                    failures.push(format!("cilium-dbg {line}: exit {code}, {bad:?}:\n{out}"));
+                }
+            }
+            Fails { code: want, says } => {
+                if code != *want || !out.contains(says) {
+                    failures.push(format!("cilium-dbg {line}: want exit {want} saying {says:?}, got exit {code}:\n{out}"));
+                }
+            }
+            NotYet { says } => {
+                if !out.contains(says) {
+                    failures.push(format!("cilium-dbg {line} no longer says {says:?}: move it to Reads if it works now (exit {code}):\n{out}"));
+                }
+            }
+        }
+    }
+    for line in [
+        "status",
+        "status --verbose",
+        "status --probe",
+        "status --succinct",
+        "get",
+        "ping",
+    ] {
+        let mut args = vec!["exec", "node1", "--", "timeout", "30", health.as_str()];
+        args.extend(line.split_whitespace());
+        let out = lab.run(&args);
+        let text = common::text(&out);
+        let bad: Vec<&&str> = BAD.iter().filter(|b| text.contains(**b)).collect();
+        if !out.status.success() || !bad.is_empty() {
+            failures.push(format!(
+                "cilium-health {line}: {:?}, {bad:?}:\n{text}",
+                out.status
+            ));
+        }
+    }
+    let after = pins(lab);
+    for (pin, was) in &before {
+        match after.get(pin) {
+            Some(now) if now == was => {}
+            now => failures.push(format!("pin {pin} changed: {was} -> {now:?}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} runs failed:\n{}",
+        failures.len(),
+        runs.len() + 6,
+        failures.join("\n\n")
+    );
+}

@@ -1,0 +1,11 @@
+// Cilium v1.16.0's own clients, cilium-dbg and cilium-health, which the tests
+// run against our agent (scripts/build-cilium-tools.sh builds them).
+
+//go:build tools
+
+package tools
+
+import (
+	_ "github.com/cilium/cilium/cilium-dbg"
+	_ "github.com/cilium/cilium/cilium-health"
+)
