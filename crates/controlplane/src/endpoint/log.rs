@@ -7,9 +7,10 @@ use std::collections::VecDeque;
 use std::time::SystemTime;
 
 /// How many entries an endpoint keeps; older ones go. Fewer than
-/// Cilium's 256: regenerations come with every policy change, and a
-/// user reading the log wants the recent ones.
-pub const MAX_ENTRIES: usize = 64;
+/// Cilium's 256 (memory: every endpoint has one), and a repeat of the
+/// newest entry only moves its time, so a run of identical
+/// regenerations takes one entry.
+pub const MAX_ENTRIES: usize = 32;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StatusLog(VecDeque<EndpointStatusChange>);
@@ -24,6 +25,13 @@ impl StatusLog {
     }
 
     fn push(&mut self, code: &str, state: EndpointState, message: String) {
+        let now = crate::timefmt::rfc3339(SystemTime::now());
+        if let Some(last) = self.0.back_mut() {
+            if last.code == code && last.state == state.as_str() && last.message == message {
+                last.timestamp = now;
+                return;
+            }
+        }
         if self.0.len() == MAX_ENTRIES {
             self.0.pop_front();
         }
@@ -31,7 +39,7 @@ impl StatusLog {
             code: code.into(),
             message,
             state: state.as_str().into(),
-            timestamp: crate::timefmt::rfc3339(SystemTime::now()),
+            timestamp: now,
         });
     }
 
@@ -49,6 +57,8 @@ mod tests {
     fn keeps_the_newest_entries_newest_first() {
         let mut log = StatusLog::default();
         for i in 0..MAX_ENTRIES + 3 {
+            log.ok(EndpointState::Ready, format!("entry {i}"));
+            // a repeat takes no room of its own
             log.ok(EndpointState::Ready, format!("entry {i}"));
         }
         log.failed(EndpointState::NotReady, "last");

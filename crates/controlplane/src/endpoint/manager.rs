@@ -374,7 +374,7 @@ impl Endpoints {
                     n += 1;
                     ep.log.ok(
                         ep.state,
-                        format!("Successfully regenerated endpoint policy (reason: {reason}, revision {})", snapshot.revision),
+                        format!("Successfully regenerated endpoint policy (reason: {reason})"),
                     );
                 }
                 Err(e) => {
