@@ -4,7 +4,7 @@
 
 module cilium-rs/tools/cilium
 
-go 1.26.8
+go 1.22.0
 
 require github.com/cilium/cilium v1.16.0
 

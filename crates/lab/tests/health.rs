@@ -4,6 +4,9 @@
 //! and `2/3 reachable`, then recovers; node3's health endpoint's lxc
 //! entry removed fails only the endpoint path; and node3's health endpoint
 //! keeps its address, ID and identity across a kill -9 of its agent.
+//! The cut is seen by the periodic rounds; the recoveries after it are
+//! asked for with `cilium-health status --probe` (a round now, as Cilium's
+//! PUT /status/probe), so the test does not wait out 60 s intervals.
 
 mod common;
 
@@ -43,6 +46,20 @@ fn path_ok(node: &serde_json::Value, path: &str) -> bool {
 fn wait_reachable(lab: &Lab, node: &str, want: &str, secs: u64) -> String {
     let line = format!("{want} reachable");
     eventually(&format!("{node}: {line}"), secs, || {
+        let s = status(lab, node);
+        s.lines()
+            .any(|l| l.starts_with("Cluster health:") && l.contains(&line))
+            .then(|| s.clone())
+            .ok_or(s)
+    })
+}
+
+/// Runs a probe round on `node` now, then waits until its `cilium status`
+/// reports `want` reachable, probing again while it does not.
+fn probe_until_reachable(lab: &Lab, node: &str, want: &str) -> String {
+    let line = format!("{want} reachable");
+    eventually(&format!("{node}: {line} after a probe"), 60, || {
+        lab.ok(&["exec", node, "--", "cilium-health", "status", "--probe"]);
         let s = status(lab, node);
         s.lines()
             .any(|l| l.starts_with("Cluster health:") && l.contains(&line))
@@ -108,24 +125,21 @@ fn node_and_endpoint_paths_fail_and_recover_and_the_health_endpoint_survives_res
 
     lab.ok(&["exec", "node3", "--", "ip", "link", "set", "eth0", "up"]);
     for node in ["node1", "node2"] {
-        wait_reachable(&lab, node, "3/3", TWO_INTERVALS);
+        probe_until_reachable(&lab, node, "3/3");
     }
 
     // node3's datapath drops its health endpoint: only that path fails
     lab.ok(&[
         "exec", "node3", "--", "cilium", "bpf", "endpoint", "delete", &ip,
     ]);
-    let r = eventually(
-        "node1 sees node3's endpoint path fail",
-        TWO_INTERVALS,
-        || {
-            let r = report(&lab, "node1");
-            let node3 = node_in(&r, "node3");
-            (!path_ok(node3, "health-endpoint"))
-                .then(|| r.clone())
-                .ok_or(format!("{r:#}"))
-        },
-    );
+    let r = eventually("node1 sees node3's endpoint path fail", 60, || {
+        lab.ok(&["exec", "node1", "--", "cilium-health", "status", "--probe"]);
+        let r = report(&lab, "node1");
+        let node3 = node_in(&r, "node3");
+        (!path_ok(node3, "health-endpoint"))
+            .then(|| r.clone())
+            .ok_or(format!("{r:#}"))
+    });
     let node3 = node_in(&r, "node3");
     assert!(path_ok(node3, "host"), "the node path still answers: {r:#}");
     let s = wait_reachable(&lab, "node1", "2/3", 5);
@@ -147,6 +161,6 @@ fn node_and_endpoint_paths_fail_and_recover_and_the_health_endpoint_survives_res
     lab.wait_agent_back(3, pid);
     assert_eq!(health_endpoint(&lab), (id, ip, identity));
     for node in ["node1", "node2", "node3"] {
-        wait_reachable(&lab, node, "3/3", TWO_INTERVALS);
+        probe_until_reachable(&lab, node, "3/3");
     }
 }
