@@ -60,12 +60,8 @@ async fn get_endpoint_config(
     State(d): Shared,
     axum::extract::Path(raw): axum::extract::Path<String>,
 ) -> Response {
-    let found = controlplane::endpoint::parse_id(&raw)
-        .map(|r| d.endpoints.find(&r).into_iter().next())
-        .map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()));
-    let ep = match found {
-        Ok(Some(ep)) => ep,
-        Ok(None) => return error(StatusCode::NOT_FOUND, "endpoint not found"),
+    let ep = match crate::api_endpoint::lookup(&d.endpoints, &raw) {
+        Ok(ep) => ep,
         Err(resp) => return resp,
     };
     let runtime = d.runtime.lock().expect("runtime options lock").clone();
@@ -76,7 +72,7 @@ async fn get_endpoint_config(
     Json(serde_json::json!({
         "realized": {
             "options": options,
-            "label-configuration": { "user": ep.labels },
+            "label-configuration": ep.status.labels.realized,
         },
         "immutable": {},
     }))

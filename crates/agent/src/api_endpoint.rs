@@ -26,8 +26,9 @@ async fn list(State(d): Shared) -> Response {
     Json(eps.iter().map(|e| e.to_api()).collect::<Vec<_>>()).into_response()
 }
 
-/// The first endpoint an ID names, as the API shows it.
-fn lookup(d: &Endpoints, raw: &str) -> Result<api::endpoint::Endpoint, Response> {
+/// The first endpoint an ID names, as the API shows it; the API's 400 or
+/// 404 answer when there is none.
+pub(crate) fn lookup(d: &Endpoints, raw: &str) -> Result<api::endpoint::Endpoint, Response> {
     let r = parse_ref(raw)?;
     d.find(&r)
         .first()

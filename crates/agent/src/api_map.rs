@@ -36,8 +36,6 @@ pub fn routes(api: Arc<MapApi>) -> axum::Router {
         .with_state(api)
 }
 
-const LXC: &str = "cilium_lxc";
-
 fn globals(d: &MapApi) -> std::path::PathBuf {
     d.bpf_root.join(abi::maps::GLOBALS_DIR)
 }
@@ -74,7 +72,7 @@ fn cache(d: &MapApi, name: &str) -> Option<Vec<BpfMapEntry>> {
                 .collect(),
         ),
         // as Cilium's lxcmap prints an EndpointKey and EndpointInfo
-        LXC => Some(
+        abi::maps::LXC => Some(
             d.endpoints
                 .list()
                 .into_iter()
