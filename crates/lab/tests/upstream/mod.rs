@@ -316,7 +316,9 @@ const SHA_GET: &str = "bpf sha get";
 /// Words of a client that failed to read what it asked for.
 const BAD: &[&str] = &[
     "Error:",
-    "404",
+    // go-swagger's shape for a 404 answer ("[GET /path][404] ..."); a bare
+    // "404" also matches counters and timestamps in healthy output
+    "][404]",
     "Decode error",
     "cannot unmarshal",
     "panic:",
