@@ -37,6 +37,8 @@
 #define NAT_MAP_SIZE		524288
 #define LB_REVERSE_SK_MAP_SIZE	262144
 #define FRAG_MAP_SIZE		8192	/* bpf-fragments-map-max */
+#define NODE_MAP_SIZE		16384	/* bpf-node-map-max */
+#define AUTH_MAP_SIZE		524288	/* bpf-auth-map-max */
 /* Maglev lookup table size (bpf-lb-maglev-table-size): compiled in, as in
  * Cilium, since it is the inner map's value size. */
 #define LB_MAGLEV_LUT_SIZE	16381
@@ -109,6 +111,38 @@ struct remote_endpoint_info {
 	__u16 pad;
 	__u8 key;		/* encryption key index */
 	__u8 flags;		/* bit0 skip tunnel */
+};
+
+/* ---- cilium_node_map(_v2): node IP -> node ID ----
+ * Every IP of every other node gets the node's ID (1..65535; this node is
+ * 0). 1.16's programs read the v2 map; the v1 map mirrors its writes for
+ * tools and agents before 1.16. */
+struct node_key {
+	__u16 pad1;
+	__u8 pad2;
+	__u8 family;
+	union v4v6_addr addr;
+} __attribute__((packed));
+
+struct node_value_v2 {
+	__u16 id;
+	__u8 spi;	/* IPsec key index; 0 without encryption */
+	__u8 pad;
+};
+
+/* ---- cilium_auth_map: (local, remote identity, node, auth type) ->
+ * expiry of a mutual authentication. Created as 1.16 creates it; empty
+ * while no policy asks for authentication. ---- */
+struct auth_key {
+	__u32 local_sec_label;
+	__u32 remote_sec_label;
+	__u16 remote_node_id;
+	__u8 auth_type;
+	__u8 pad;
+};
+
+struct auth_info {
+	__u64 expiration;	/* wall clock in utime units (ns >> 9) */
 };
 
 /* ---- cilium_tunnel_map: tunnel_key -> tunnel_value ---- */
@@ -613,6 +647,10 @@ ABI_SIZE(struct ipcache_key, 24);
 ABI_SIZE(struct remote_endpoint_info, 12);
 ABI_SIZE(struct tunnel_key, 20);
 ABI_SIZE(struct tunnel_value, 20);
+ABI_SIZE(struct node_key, 20);
+ABI_SIZE(struct node_value_v2, 4);
+ABI_SIZE(struct auth_key, 12);
+ABI_SIZE(struct auth_info, 8);
 ABI_SIZE(struct ipv4_ct_tuple, 14);
 ABI_SIZE(struct ct_entry, 56);
 ABI_SIZE(struct policy_key, 12);

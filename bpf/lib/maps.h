@@ -36,6 +36,36 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_tunnel_map SEC(".maps");
 
+/* No program of ours reads the node and auth maps yet; they are defined
+ * here so every object pins them as 1.16 does (its tools and its agent
+ * expect them), and the agent keeps node IDs in them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct node_key);
+	__type(value, __u16);
+	__uint(max_entries, NODE_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_node_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct node_key);
+	__type(value, struct node_value_v2);
+	__uint(max_entries, NODE_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_node_map_v2 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct auth_key);
+	__type(value, struct auth_info);
+	__uint(max_entries, AUTH_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_auth_map SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, struct lb4_key);

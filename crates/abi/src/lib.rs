@@ -5,6 +5,7 @@
 //! size and offset checks against the C layout, so a drift between the two
 //! sides fails the build instead of corrupting a map.
 
+pub mod auth;
 mod bytes;
 pub mod ct;
 pub mod drop;
@@ -16,6 +17,7 @@ pub mod ipcache;
 pub mod lb;
 pub mod maps;
 pub mod metrics;
+pub mod node;
 pub mod order;
 pub mod policy;
 pub mod ratelimit;

@@ -27,6 +27,11 @@ pub const RATELIMIT_METRICS: &str = "cilium_rs_ratelimit_metrics";
 /// Each endpoint's `cilium_policy_<EPID>` by endpoint ID (ours).
 pub const POLICY_MAPS: &str = "cilium_rs_policy_maps";
 pub const IPV4_FRAG_DATAGRAMS: &str = "cilium_ipv4_frag_datagrams";
+/// Node IP to node ID, as before 1.16 (value: the ID alone).
+pub const NODE: &str = "cilium_node_map";
+/// Node IP to node ID and IPsec SPI: what 1.16's programs read.
+pub const NODE_V2: &str = "cilium_node_map_v2";
+pub const AUTH: &str = "cilium_auth_map";
 
 /// Maps of our own pinned under another name by earlier versions, as
 /// (old, new): names a 1.16 tool would take for its own. A restarting agent
@@ -52,6 +57,10 @@ pub const NAT_MAP_SIZE: u32 = 524288;
 pub const LB_REVERSE_SK_MAP_SIZE: u32 = 262144;
 /// bpf-fragments-map-max default.
 pub const FRAG_MAP_SIZE: u32 = 8192;
+/// bpf-node-map-max default.
+pub const NODE_MAP_SIZE: u32 = 16384;
+/// bpf-auth-map-max default.
+pub const AUTH_MAP_SIZE: u32 = 524288;
 
 /// Directory below the bpffs root where global maps are pinned.
 pub const GLOBALS_DIR: &str = "tc/globals";

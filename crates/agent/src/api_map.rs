@@ -124,7 +124,7 @@ fn event_line(e: &MapEvent) -> String {
         "key": e.key,
         "value": e.value,
         "last-error": e.error.as_deref().unwrap_or("<nil>"),
-        "timestamp": controlplane::timefmt::rfc3339_millis(e.timestamp),
+        "timestamp": api::timefmt::rfc3339_millis(e.timestamp),
     })
     .to_string();
     line.push('\n');

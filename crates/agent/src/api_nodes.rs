@@ -1,7 +1,9 @@
-//! `/cluster/nodes`: this node and the others it knows.
+//! `/cluster/nodes`: this node and the others it knows; `/node/ids`: the
+//! IDs it gave the others.
 
 use axum::extract::State;
 use axum::{Json, Router};
+use controlplane::node_ids::NodeIds;
 use controlplane::nodes::Nodes;
 use std::sync::Arc;
 
@@ -23,9 +25,26 @@ async fn cluster_nodes(State(nodes): State<Arc<Nodes>>) -> Json<api::models::Clu
     })
 }
 
-/// `GET /v1/cluster/nodes`.
-pub fn routes(nodes: Arc<Nodes>) -> Router {
+async fn node_ids(State(ids): State<Arc<NodeIds>>) -> Json<Vec<api::models::NodeId>> {
+    Json(
+        ids.list()
+            .into_iter()
+            .map(|(id, ips)| api::models::NodeId {
+                id: i64::from(id),
+                ips: ips.iter().map(ToString::to_string).collect(),
+            })
+            .collect(),
+    )
+}
+
+/// `GET /v1/cluster/nodes` and `GET /v1/node/ids`.
+pub fn routes(nodes: Arc<Nodes>, ids: Arc<NodeIds>) -> Router {
     Router::new()
         .route("/v1/cluster/nodes", axum::routing::get(cluster_nodes))
         .with_state(nodes)
+        .merge(
+            Router::new()
+                .route("/v1/node/ids", axum::routing::get(node_ids))
+                .with_state(ids),
+        )
 }

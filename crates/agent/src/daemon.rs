@@ -127,6 +127,13 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         maps = dp.map_names().len(),
         "BPF maps ready"
     );
+    let template = datapath::templates::install(&config.state_dir).with_context(|| {
+        format!(
+            "writing the datapath template under {}",
+            config.state_dir.display()
+        )
+    })?;
+    tracing::debug!(subsys = "datapath", template = %template, "Datapath template ready");
 
     let nl = netdev::Netlink::connect().context("opening netlink")?;
     let host = netdev::host::ensure_host_devices(&nl, config.router_ip, config.mtu)
@@ -218,6 +225,9 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             bpf_root: config.bpf_root.clone(),
         }),
         node_routes,
+        node_ids: Arc::new(crate::kernel::NodeIdWriter {
+            bpf_root: config.bpf_root.clone(),
+        }),
         events: monitor.clone(),
     };
     let pod_cache = kubernetes
@@ -362,7 +372,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             ipcache: Arc::clone(&cp.ipcache),
             endpoints: Arc::clone(&cp.endpoints),
         })),
-        crate::api_nodes::routes(Arc::clone(&cp.nodes)),
+        crate::api_nodes::routes(Arc::clone(&cp.nodes), Arc::clone(&cp.node_ids)),
         crate::api_identity::routes(Arc::new(crate::api_identity::IdentityApi {
             identities: Arc::clone(&cp.identities),
             endpoints: Arc::clone(&cp.endpoints),

@@ -4,13 +4,14 @@
 
 use abi::endpoint::{EndpointInfo, EndpointKey};
 use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
+use abi::node::{NodeKey, NodeValueV2};
 use abi::tunnel::{TunnelKey, TunnelValue};
 use controlplane::ports::{
-    EndpointDatapath, IpcacheMap, KernelError, LbMaps, NodeRoutes, PortFuture,
+    EndpointDatapath, IpcacheMap, KernelError, LbMaps, NodeIdMap, NodeRoutes, PortFuture,
 };
 use datapath::attach::AttachMode;
-use datapath::maps::{Ipcache, Lb4Backends, Lxc, Tunnel};
-use std::net::Ipv4Addr;
+use datapath::maps::{Ipcache, Lb4Backends, Lxc, NodeMap, NodeMapV2, Tunnel};
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -38,6 +39,46 @@ impl IpcacheMap for IpcacheWriter {
     }
 }
 
+/// cilium_node_map_v2, mirrored into cilium_node_map as 1.16 does.
+pub struct NodeIdWriter {
+    pub bpf_root: PathBuf,
+}
+
+impl NodeIdMap for NodeIdWriter {
+    fn write(&self, ip: IpAddr, id: u16) -> Result<(), KernelError> {
+        let key = NodeKey::new(ip);
+        let value = NodeValueV2 {
+            id,
+            ..Default::default()
+        };
+        NodeMapV2::open(&self.bpf_root)
+            .and_then(|m| m.put(&key, &value))
+            .and_then(|()| NodeMap::open(&self.bpf_root))
+            .and_then(|m| m.put(&key, &id))
+            .map_err(kernel)
+    }
+
+    fn delete(&self, ip: IpAddr) -> Result<(), KernelError> {
+        let key = NodeKey::new(ip);
+        NodeMap::open(&self.bpf_root)
+            .and_then(|m| m.remove(&key))
+            .and_then(|_| NodeMapV2::open(&self.bpf_root))
+            .and_then(|m| m.remove(&key))
+            .map(drop)
+            .map_err(kernel)
+    }
+
+    fn entries(&self) -> Result<Vec<(IpAddr, u16)>, KernelError> {
+        let entries = NodeMapV2::open(&self.bpf_root)
+            .and_then(|m| m.entries())
+            .map_err(kernel)?;
+        Ok(entries
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.addr()?, v.id)))
+            .collect())
+    }
+}
+
 /// Endpoint programs (the loader), cilium_lxc and the policy maps.
 pub struct Endpoints {
     pub bpf_root: PathBuf,
@@ -56,6 +97,10 @@ impl Endpoints {
 }
 
 impl EndpointDatapath for Endpoints {
+    fn template_id(&self) -> Option<String> {
+        Some(datapath::templates::id())
+    }
+
     fn ifindex(&self, ifname: &str) -> Option<u32> {
         let c = std::ffi::CString::new(ifname).ok()?;
         // SAFETY: a valid C string; returns 0 when there is no such interface.

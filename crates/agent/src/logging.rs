@@ -57,7 +57,7 @@ where
         let mut fields = Fields::default();
         event.record(&mut fields);
         let level = event.metadata().level().as_str().to_ascii_lowercase();
-        let time = controlplane::timefmt::rfc3339(std::time::SystemTime::now());
+        let time = api::timefmt::rfc3339(std::time::SystemTime::now());
         writeln!(
             w,
             "time={time} level={level} msg={:?}{}",

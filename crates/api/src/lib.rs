@@ -13,6 +13,7 @@ pub mod models;
 pub mod monitor;
 pub mod service;
 pub mod status;
+pub mod timefmt;
 
 pub use client::{Client, ClientError};
 

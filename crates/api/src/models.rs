@@ -119,6 +119,14 @@ pub struct ClusterNodeStatus {
     pub nodes_added: Vec<NodeElement>,
 }
 
+/// `NodeID` of `GET /node/ids`: an ID and the node addresses mapped to it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct NodeId {
+    pub id: i64,
+    #[serde(default)]
+    pub ips: Vec<String>,
+}
+
 /// One entry of a map's userspace cache (`BPFMapEntry`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]

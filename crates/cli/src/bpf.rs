@@ -105,6 +105,12 @@ pub enum Command {
     /// IPv4 fragment tracking (cilium_ipv4_frag_datagrams)
     #[command(subcommand)]
     Frag(ListOnly),
+    /// Manage the node IDs (cilium_node_map_v2)
+    #[command(subcommand)]
+    Nodeid(ListOnly),
+    /// Manage authenticated connections between identities (cilium_auth_map)
+    #[command(subcommand)]
+    Auth(ListOnly),
 }
 
 fn open<M: GlobalMap>(ctx: &Ctx) -> anyhow::Result<M> {
@@ -537,6 +543,8 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         }
         Command::Policy(cmd) => crate::bpf_policy::run(ctx, cmd),
         Command::Frag(ListOnly::List(a)) => frag_list(ctx, a),
+        Command::Nodeid(ListOnly::List(a)) => crate::nodeid::bpf_list(ctx, a),
+        Command::Auth(ListOnly::List(a)) => crate::nodeid::bpf_auth_list(ctx, a),
     }
 }
 

@@ -14,6 +14,7 @@ mod map;
 mod metrics;
 mod monitor;
 mod node;
+mod nodeid;
 mod observe;
 mod policy;
 mod service;
@@ -83,6 +84,9 @@ enum Command {
     /// Manage cluster nodes
     #[command(subcommand)]
     Node(node::Command),
+    /// List node IDs and associated information
+    #[command(subcommand)]
+    Nodeid(nodeid::Command),
     /// Manage security policies
     #[command(subcommand)]
     Policy(policy::Command),
@@ -149,6 +153,7 @@ fn main() -> ExitCode {
         Command::Monitor(args) => monitor::run(&ctx, &args),
         Command::Observe(args) => observe::run(&ctx, &args),
         Command::Node(cmd) => node::run(&ctx, &cmd),
+        Command::Nodeid(cmd) => nodeid::run(&ctx, &cmd),
         Command::Policy(cmd) => policy::run(&ctx, &cmd),
         Command::Service(cmd) => service::run(&ctx, &cmd),
     };

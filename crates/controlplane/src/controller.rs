@@ -25,7 +25,7 @@ impl Controllers {
     fn record<E: std::fmt::Display>(&self, name: &str, result: &Result<(), E>) {
         let mut map = self.inner.lock().expect("controller lock");
         let st = map.entry(name.to_owned()).or_default();
-        let now = Some(crate::timefmt::rfc3339(SystemTime::now()));
+        let now = Some(api::timefmt::rfc3339(SystemTime::now()));
         match result {
             Ok(()) => {
                 st.success_count += 1;

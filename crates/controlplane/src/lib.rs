@@ -16,6 +16,7 @@ pub mod kvwriter;
 pub mod labels;
 pub mod map_events;
 pub mod node;
+pub mod node_ids;
 pub mod nodes;
 pub mod plane;
 pub mod policies;
@@ -24,7 +25,6 @@ pub mod regeneration;
 pub mod remote_nodes;
 pub mod services;
 pub mod tasks;
-pub mod timefmt;
 
 pub use events::AgentNotify;
 pub use plane::{ControlPlane, Ports, Settings, StartError};

@@ -11,9 +11,10 @@ use crate::ipam::{Ipam, IpamError};
 use crate::ipcache::IpCache;
 use crate::ipsync::RemoteEndpoints;
 use crate::kvwriter::KvWriter;
+use crate::node_ids::NodeIds;
 use crate::nodes::{Node, Nodes};
 use crate::policies::Policies;
-use crate::ports::{EndpointDatapath, Events, IpcacheMap, LbMaps, NodeRoutes};
+use crate::ports::{EndpointDatapath, Events, IpcacheMap, LbMaps, NodeIdMap, NodeRoutes};
 use crate::regeneration::Regeneration;
 use crate::remote_nodes::RemoteNodes;
 use crate::services::Services;
@@ -39,6 +40,7 @@ pub struct Ports {
     /// native routing; None when the network routes pods by itself
     /// (native routing without auto-direct-node-routes).
     pub node_routes: Option<Arc<dyn NodeRoutes>>,
+    pub node_ids: Arc<dyn NodeIdMap>,
     pub events: Arc<dyn Events>,
 }
 
@@ -88,6 +90,7 @@ pub struct ControlPlane {
     pub endpoints: Arc<Endpoints>,
     pub services: Arc<Services>,
     pub nodes: Arc<Nodes>,
+    pub node_ids: Arc<NodeIds>,
     pub regeneration: Regeneration,
     events: Arc<dyn Events>,
     kvstore: Option<kvstore::Kvstore>,
@@ -180,9 +183,15 @@ impl ControlPlane {
             // with a kvstore, the initial list is the desired state
             services.sweep();
         }
+        let node_ids = Arc::new(NodeIds::new(ports.node_ids));
+        node_ids.restore();
         let nodes = Arc::new(Nodes::new(
             node,
-            RemoteNodes::new(Arc::clone(&ipcache), ports.node_routes),
+            RemoteNodes::new(
+                Arc::clone(&ipcache),
+                Arc::clone(&node_ids),
+                ports.node_routes,
+            ),
         ));
         Ok(Self {
             ipam,
@@ -192,6 +201,7 @@ impl ControlPlane {
             endpoints,
             services,
             nodes,
+            node_ids,
             regeneration,
             events: ports.events,
             kvstore: s.kvstore,

@@ -7,7 +7,7 @@ use crate::events::AgentNotify;
 use abi::endpoint::EndpointInfo;
 use abi::ipcache::RemoteEndpointInfo;
 use std::future::Future;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::pin::Pin;
 
 /// A kernel operation that failed, with the implementation's own error.
@@ -51,6 +51,11 @@ pub trait EndpointDatapath: Send + Sync {
     fn prepare_policy(&self, id: u16);
     fn write_endpoint(&self, ip: Ipv4Addr, info: &EndpointInfo) -> Result<(), KernelError>;
     fn remove_endpoint(&self, ip: Ipv4Addr);
+    /// The program template endpoints run (Cilium's datapath SHA), named
+    /// in each endpoint's state directory; None when there is none.
+    fn template_id(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The load balancer's maps.
@@ -74,6 +79,15 @@ pub trait NodeRoutes: Send + Sync {
         node_ip: Ipv4Addr,
     ) -> PortFuture<'_, Result<(), KernelError>>;
     fn withdraw(&self, cidr: (Ipv4Addr, u8), node_ip: Ipv4Addr) -> PortFuture<'_, ()>;
+}
+
+/// cilium_node_map_v2 and its v1 mirror: other nodes' addresses to the
+/// IDs this agent gave them.
+pub trait NodeIdMap: Send + Sync {
+    fn write(&self, ip: IpAddr, id: u16) -> Result<(), KernelError>;
+    fn delete(&self, ip: IpAddr) -> Result<(), KernelError>;
+    /// What the map holds (a previous run's IDs, kept across a restart).
+    fn entries(&self) -> Result<Vec<(IpAddr, u16)>, KernelError>;
 }
 
 /// What `cilium monitor` learns from the control plane.

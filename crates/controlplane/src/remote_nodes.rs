@@ -1,6 +1,6 @@
 //! What another node's existence means for this node's datapath (Cilium's
-//! linuxNodeHandler): its addresses in the ipcache as remote-node (its
-//! health endpoint's as health), and its
+//! linuxNodeHandler): a node ID for its addresses, its addresses in the
+//! ipcache as remote-node (its health endpoint's as health), and its
 //! pod CIDR routed, either into cilium_host and the tunnel map (tunnel
 //! mode, where cil_from_host sends the node's own traffic through the
 //! overlay) or via its node address (native routing with
@@ -8,8 +8,9 @@
 
 use crate::ipcache::{Entry, IpCache, Source};
 use crate::node::Node;
+use crate::node_ids::NodeIds;
 use crate::ports::{KernelError, NodeRoutes};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 /// The facts about a node this agent acts on.
@@ -31,20 +32,52 @@ fn facts(node: &Node) -> Facts {
     }
 }
 
+/// Every address a node publishes: each maps to its node ID.
+fn addresses(node: &Node) -> Vec<IpAddr> {
+    let mut ips: Vec<IpAddr> = node
+        .addresses
+        .iter()
+        .filter_map(|a| a.ip.parse().ok())
+        .collect();
+    ips.sort();
+    ips.dedup();
+    ips
+}
+
 pub struct RemoteNodes {
     ipcache: Arc<IpCache>,
+    ids: Arc<NodeIds>,
     /// Routes to other nodes' pods; None in native routing without
     /// auto-direct-node-routes, where they are the network's business.
     routes: Option<Arc<dyn NodeRoutes>>,
 }
 
 impl RemoteNodes {
-    pub fn new(ipcache: Arc<IpCache>, routes: Option<Arc<dyn NodeRoutes>>) -> Self {
-        Self { ipcache, routes }
+    pub fn new(
+        ipcache: Arc<IpCache>,
+        ids: Arc<NodeIds>,
+        routes: Option<Arc<dyn NodeRoutes>>,
+    ) -> Self {
+        Self {
+            ipcache,
+            ids,
+            routes,
+        }
     }
 
     /// A node appeared or changed; `old` is what was known before.
     pub async fn upsert(&self, old: Option<&Node>, new: &Node) {
+        let ips = addresses(new);
+        if let Some(old) = old {
+            let gone: Vec<IpAddr> = addresses(old)
+                .into_iter()
+                .filter(|ip| !ips.contains(ip))
+                .collect();
+            self.ids.release(&gone);
+        }
+        if let Err(e) = self.ids.assign(&ips) {
+            tracing::error!(subsys = "linux-datapath", node = %new.name, error = %e, "Failed to allocate ID for node");
+        }
         let want = facts(new);
         if let Some(old) = old {
             let had = facts(old);
@@ -60,6 +93,7 @@ impl RemoteNodes {
 
     pub async fn remove(&self, node: &Node) {
         self.withdraw(&facts(node)).await;
+        self.ids.release(&addresses(node));
     }
 
     async fn install(&self, f: &Facts) -> Result<(), KernelError> {

@@ -79,6 +79,7 @@ fn plane_with(
         endpoints: kernel.clone(),
         lb: kernel.clone(),
         node_routes: Some(kernel.clone()),
+        node_ids: kernel.clone(),
         events: kernel.clone(),
     };
     let mut settings = Settings {

@@ -197,6 +197,7 @@ async fn the_control_plane_gives_endpoints_identities_from_the_objects() {
         endpoints: kernel.clone(),
         lb: kernel.clone(),
         node_routes: None,
+        node_ids: kernel.clone(),
         events: kernel.clone(),
     };
     let settings = Settings {

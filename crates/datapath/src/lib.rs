@@ -15,6 +15,7 @@ pub mod objects;
 pub mod policymap;
 pub mod socketlb;
 mod sys;
+pub mod templates;
 pub mod testrun;
 pub mod typed;
 

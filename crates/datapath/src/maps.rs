@@ -14,6 +14,7 @@
 
 use crate::typed::{Map, PerCpuMap};
 use crate::{Error, MapMeta};
+use abi::auth::{AuthInfo, AuthKey};
 use abi::ct::{CtEntry, Ipv4CtTuple};
 use abi::endpoint::{EndpointInfo, EndpointKey};
 use abi::frag::{Ipv4FragId, Ipv4FragL4Ports};
@@ -22,6 +23,7 @@ use abi::lb::{
     Ipv4NatEntry, Ipv4RevnatEntry, Ipv4RevnatTuple, Lb4Backend, Lb4Key, Lb4ReverseNat, Lb4Service,
 };
 use abi::metrics::{MetricsKey, MetricsValue};
+use abi::node::{NodeKey, NodeValueV2};
 use abi::ratelimit::{RatelimitKey, RatelimitMetricsKey, RatelimitMetricsValue, RatelimitValue};
 use abi::runtime_config as rc;
 use abi::tunnel::{TunnelKey, TunnelValue};
@@ -179,6 +181,18 @@ global_map!(
 global_map!(
     /// `cilium_ipv4_frag_datagrams`: L4 ports of fragmented datagrams.
     Ipv4FragDatagrams = abi::maps::IPV4_FRAG_DATAGRAMS, Map<Ipv4FragId, Ipv4FragL4Ports>, deref
+);
+global_map!(
+    /// `cilium_node_map_v2`: other nodes' IPs to their node IDs and SPIs.
+    NodeMapV2 = abi::maps::NODE_V2, Map<NodeKey, NodeValueV2>, deref
+);
+global_map!(
+    /// `cilium_node_map`: the same without SPIs, as tools before 1.16 read it.
+    NodeMap = abi::maps::NODE, Map<NodeKey, u16>, deref
+);
+global_map!(
+    /// `cilium_auth_map`: completed mutual authentications.
+    AuthMap = abi::maps::AUTH, Map<AuthKey, AuthInfo>, deref
 );
 global_map!(
     /// `cilium_rs_ratelimit`: the events rate limit's token buckets.

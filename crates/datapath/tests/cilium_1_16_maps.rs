@@ -107,6 +107,12 @@ const TABLE: &[Row] = &[
     row("cilium_events", PERF_EVENT_ARRAY, 4, 4, POSSIBLE_CPUS, 0),
     // pkg/maps/policymap/policymap.go InitCallMaps: ProgramArray, CallKey, CallValue, ^uint16(0)
     row("cilium_call_policy", PROG_ARRAY, 4, 4, 65535, 0),
+    // pkg/maps/nodemap/node_map.go newMap: Hash, NodeKey, u16, bpf-node-map-max 16384
+    row("cilium_node_map", HASH, 20, 2, 16384, NO_PREALLOC),
+    // pkg/maps/nodemap/node_map_v2.go newMapV2: Hash, NodeKey, NodeValueV2, bpf-node-map-max
+    row("cilium_node_map_v2", HASH, 20, 4, 16384, NO_PREALLOC),
+    // pkg/maps/authmap/auth_map.go newMap: Hash, AuthKey, AuthInfo, bpf-auth-map-max 512Ki
+    row("cilium_auth_map", HASH, 12, 8, 524288, NO_PREALLOC),
     // pkg/maps/policymap/policymap.go newMap: LPMTrie, PolicyKey, PolicyEntry, bpf-policy-map-max
     row("cilium_policy_*", LPM_TRIE, 12, 24, 16384, NO_PREALLOC),
 ];

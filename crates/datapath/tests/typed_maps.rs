@@ -3,9 +3,9 @@
 
 use abi::endpoint::{EndpointInfo, EndpointKey};
 use datapath::maps::{
-    CallPolicy, Ct4Global, CtAny4Global, Events, Ipcache, Ipv4FragDatagrams, Lb4Backends,
-    Lb4Maglev, Lb4RevNat, Lb4ReverseSk, Lb4Services, LbAffinityMatch, Lxc, Metrics, PolicyMaps,
-    Ratelimit, RatelimitMetrics, RuntimeConfig, Snat4External, Tunnel,
+    AuthMap, CallPolicy, Ct4Global, CtAny4Global, Events, Ipcache, Ipv4FragDatagrams, Lb4Backends,
+    Lb4Maglev, Lb4RevNat, Lb4ReverseSk, Lb4Services, LbAffinityMatch, Lxc, Metrics, NodeMap,
+    NodeMapV2, PolicyMaps, Ratelimit, RatelimitMetrics, RuntimeConfig, Snat4External, Tunnel,
 };
 use datapath::{Datapath, Error, GlobalMap, MapMeta, MapSizes, PinnedMap};
 use std::net::Ipv4Addr;
@@ -147,6 +147,9 @@ fn every_handle_opens_on_the_datapaths_pins() {
     opens::<PolicyMaps>(&root);
     opens::<Events>(&root);
     opens::<RuntimeConfig>(&root);
+    opens::<NodeMap>(&root);
+    opens::<NodeMapV2>(&root);
+    opens::<AuthMap>(&root);
     assert_eq!(Ct4Global::open(&root).unwrap().max_entries(), 1024);
 
     // typed access round-trips; the setters write what the datapath reads

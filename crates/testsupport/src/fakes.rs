@@ -10,11 +10,11 @@ use abi::ipcache::RemoteEndpointInfo;
 use abi::lb::{Lb4Backend, Lb4Key, Lb4Service, LbAffinityMatch};
 use abi::order::Be16;
 use controlplane::ports::{
-    EndpointDatapath, Events, IpcacheMap, KernelError, LbMaps, NodeRoutes, PortFuture,
+    EndpointDatapath, Events, IpcacheMap, KernelError, LbMaps, NodeIdMap, NodeRoutes, PortFuture,
 };
 use controlplane::AgentNotify;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Mutex, MutexGuard};
 
 /// What the fake datapath holds.
@@ -36,6 +36,8 @@ pub struct Held {
     pub affinity: Vec<LbAffinityMatch>,
     /// Other nodes' pod CIDRs and the node each is tunnelled to.
     pub tunnel: BTreeMap<(Ipv4Addr, u8), Ipv4Addr>,
+    /// cilium_node_map_v2: other nodes' addresses to their IDs.
+    pub node_ids: BTreeMap<IpAddr, u16>,
     /// What `cilium monitor` was told.
     pub events: Vec<(AgentNotify, serde_json::Value)>,
     pub pod_names: BTreeMap<Ipv4Addr, String>,
@@ -245,6 +247,28 @@ impl NodeRoutes for FakeKernel {
         Box::pin(async move {
             self.held().tunnel.remove(&cidr);
         })
+    }
+}
+
+impl NodeIdMap for FakeKernel {
+    fn write(&self, ip: IpAddr, id: u16) -> Result<(), KernelError> {
+        self.check("node_ids")?;
+        self.held().node_ids.insert(ip, id);
+        Ok(())
+    }
+
+    fn delete(&self, ip: IpAddr) -> Result<(), KernelError> {
+        self.held().node_ids.remove(&ip);
+        Ok(())
+    }
+
+    fn entries(&self) -> Result<Vec<(IpAddr, u16)>, KernelError> {
+        Ok(self
+            .held()
+            .node_ids
+            .iter()
+            .map(|(ip, id)| (*ip, *id))
+            .collect())
     }
 }
 

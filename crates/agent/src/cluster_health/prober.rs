@@ -151,7 +151,7 @@ impl Prober {
             })
             .collect();
         let response = HealthStatusResponse {
-            timestamp: controlplane::timefmt::rfc3339(started),
+            timestamp: api::timefmt::rfc3339(started),
             local: Some(SelfStatus {
                 name: targets[0].name.clone(),
             }),

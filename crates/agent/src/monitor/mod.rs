@@ -71,7 +71,7 @@ impl Default for Hub {
 }
 
 fn now() -> String {
-    controlplane::timefmt::rfc3339_millis(std::time::SystemTime::now())
+    api::timefmt::rfc3339_millis(std::time::SystemTime::now())
 }
 
 impl Hub {

@@ -123,7 +123,7 @@ fn controller(c: &ControllerStatus) -> Status<'static> {
 /// connection) was last seen well: a stable time, so a row's revision
 /// changes only with its state.
 pub(super) fn rows(status: &AgentStatus, endpoints: &Endpoints, since: SystemTime) -> Vec<Row> {
-    let now = controlplane::timefmt::rfc3339(since);
+    let now = api::timefmt::rfc3339(since);
     let mut out: Vec<Status> = status
         .controllers
         .snapshot()
@@ -176,7 +176,7 @@ pub(super) fn rows(status: &AgentStatus, endpoints: &Endpoints, since: SystemTim
         .iter()
         .map(|w| w.at)
         .max()
-        .map_or_else(|| ZERO_TIME.into(), controlplane::timefmt::rfc3339);
+        .map_or_else(|| ZERO_TIME.into(), api::timefmt::rfc3339);
     out.push(Status {
         module: vec!["datapath", "sysctl"],
         component: vec!["job-reconcile".into()],

@@ -218,7 +218,7 @@ fn sysctls() -> Vec<Row> {
                 "Warn": "",
                 "Status": {
                     "Kind": "Done",
-                    "UpdatedAt": controlplane::timefmt::rfc3339(w.at),
+                    "UpdatedAt": api::timefmt::rfc3339(w.at),
                     "Error": "",
                 },
             }),

@@ -25,7 +25,7 @@ impl StatusLog {
     }
 
     fn push(&mut self, code: &str, state: EndpointState, message: String) {
-        let now = crate::timefmt::rfc3339(SystemTime::now());
+        let now = api::timefmt::rfc3339(SystemTime::now());
         if let Some(last) = self.0.back_mut() {
             if last.code == code && last.state == state.as_str() && last.message == message {
                 last.timestamp = now;

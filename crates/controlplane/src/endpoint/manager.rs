@@ -67,6 +67,8 @@ pub struct Deps {
 pub struct Endpoints {
     deps: Deps,
     state_dir: PathBuf,
+    /// The datapath template every endpoint runs (`template.txt`).
+    template: Option<String>,
     by_id: Mutex<BTreeMap<u16, Endpoint>>,
     /// Bumped when an endpoint comes or goes, for those who mirror the
     /// table elsewhere (CiliumEndpoints).
@@ -100,6 +102,7 @@ pub fn labels_of(req: &EndpointChangeRequest) -> Vec<String> {
 impl Endpoints {
     pub fn new(deps: Deps, state_dir: PathBuf) -> Self {
         Self {
+            template: deps.datapath.template_id(),
             deps,
             state_dir,
             by_id: Mutex::default(),
@@ -220,7 +223,7 @@ impl Endpoints {
         self.claim_ip(&ep)?;
         let quick = self.deps.datapath.attaches_in_two_steps();
         if let Err(e) = self.realize(&mut ep, quick, false).and_then(|()| {
-            state::write(&self.state_dir, &ep)
+            state::write(&self.state_dir, &ep, self.template.as_deref())
                 .map_err(|e| EndpointError::Failed(format!("writing endpoint state: {e}")))
         }) {
             self.unrealize(&ep);
@@ -331,7 +334,7 @@ impl Endpoints {
                 .map_err(failed("realizing policy"))?;
         }
         self.write_identity_entries(ep)?;
-        state::write(&self.state_dir, ep)
+        state::write(&self.state_dir, ep, self.template.as_deref())
             .map_err(|e| EndpointError::Failed(format!("writing endpoint state: {e}")))
     }
 
@@ -445,6 +448,10 @@ impl Endpoints {
             match claimed.and_then(|()| self.realize(&mut ep, false, true)) {
                 Ok(()) => {
                     tracing::info!(subsys = "endpoint", endpointID = ep.id, ipv4 = %ep.ipv4, "Restored endpoint");
+                    // this run's template (the last run's may be gone)
+                    if let Err(e) = state::write(&self.state_dir, &ep, self.template.as_deref()) {
+                        tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to write endpoint state");
+                    }
                     table.insert(ep.id, ep);
                     restored += 1;
                 }

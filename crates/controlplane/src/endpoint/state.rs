@@ -1,4 +1,5 @@
-//! `<state dir>/<ID>/ep_config.json`, written as Cilium regenerates: into
+//! `<state dir>/<ID>/ep_config.json` (and `template.txt`, naming the
+//! datapath template the endpoint runs), written as Cilium regenerates: into
 //! `<ID>_next`, then swapped into place, so a crash never leaves a
 //! half-written endpoint directory behind. No fsync: surviving a killed
 //! agent needs only the page cache, and the state is for one boot.
@@ -8,12 +9,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub const EP_CONFIG: &str = "ep_config.json";
+pub const TEMPLATE_ID: &str = "template.txt";
 
 pub fn dir(state_dir: &Path, id: u16) -> PathBuf {
     state_dir.join(id.to_string())
 }
 
-pub fn write(state_dir: &Path, ep: &Endpoint) -> std::io::Result<()> {
+pub fn write(state_dir: &Path, ep: &Endpoint, template: Option<&str>) -> std::io::Result<()> {
     let final_dir = dir(state_dir, ep.id);
     let next = state_dir.join(format!("{}_next", ep.id));
     let stale = state_dir.join(format!("{}_stale", ep.id));
@@ -21,6 +23,9 @@ pub fn write(state_dir: &Path, ep: &Endpoint) -> std::io::Result<()> {
     std::fs::create_dir_all(&next)?;
     let mut f = std::fs::File::create(next.join(EP_CONFIG))?;
     f.write_all(&serde_json::to_vec_pretty(ep).expect("endpoint serializes"))?;
+    if let Some(template) = template {
+        std::fs::write(next.join(TEMPLATE_ID), template)?;
+    }
     let _ = std::fs::remove_dir_all(&stale);
     if final_dir.exists() {
         std::fs::rename(&final_dir, &stale)?;

@@ -17,11 +17,8 @@ enum Expect {
     /// A feature we do not run, or a thing that does not exist: 1.16's
     /// exit code and words for it.
     Fails { code: i32, says: &'static str },
-    /// What 1.16 answers and we do not yet (issue 31's open part): how it
-    /// fails now, so the day it works the test says to move it to Reads.
-    NotYet { says: &'static str },
 }
-use Expect::{Fails, NotYet, Reads};
+use Expect::{Fails, Reads};
 
 /// Every run: the leaf command, its arguments (`{ep}`, `{ip}`, `{svc}`,
 /// `{rev}` and `{policy}` stand for a pod's endpoint ID and address, a
@@ -53,13 +50,7 @@ const RUNS: &[(&str, &str, Expect)] = &[
     ("identity get", "1", Reads),
     ("ip list", "", Reads),
     ("node list", "", Reads),
-    (
-        "nodeid list",
-        "",
-        NotYet {
-            says: "GetNodeIds (status 404)",
-        },
-    ),
+    ("nodeid list", "", Reads),
     ("service list", "", Reads),
     ("service get", "{svc}", Reads),
     ("lrp list", "", Reads),
@@ -121,27 +112,9 @@ const RUNS: &[(&str, &str, Expect)] = &[
     ("bpf policy get", "--all", Reads),
     ("bpf policy list", "", Reads),
     ("bpf tunnel list", "", Reads),
-    (
-        "bpf auth list",
-        "",
-        NotYet {
-            says: "Cannot find auth bpf map",
-        },
-    ),
-    (
-        "bpf nodeid list",
-        "",
-        NotYet {
-            says: "Cannot find node bpf map",
-        },
-    ),
-    (
-        "bpf sha list",
-        "",
-        NotYet {
-            says: "failed to list template directory",
-        },
-    ),
+    ("bpf auth list", "", Reads),
+    ("bpf nodeid list", "", Reads),
+    ("bpf sha list", "", Reads),
     // features off, as 1.16 has them off
     (
         "bgp peers",
@@ -481,11 +454,9 @@ pub fn cilium_1_16_clients_read_everything(lab: &Lab) {
     let sha = run(lab, &dbg, "bpf sha list -o json").1;
     let first_sha = serde_json::from_str::<BTreeMap<String, serde_json::Value>>(&sha)
         .ok()
-        .and_then(|m| m.keys().next().cloned());
-    // no template yet (NotYet above): then there is nothing to get
-    if let Some(sha) = first_sha {
-        runs.push((format!("{SHA_GET} {sha}"), &Reads));
-    }
+        .and_then(|m| m.keys().next().cloned())
+        .unwrap_or_else(|| panic!("bpf sha list -o json names no template: {sha}"));
+    runs.push((format!("{SHA_GET} {first_sha}"), &Reads));
     for (line, expect) in &runs {
         // the monitor streams until stopped: a few seconds of it
         let line = line.trim();
@@ -514,11 +485,6 @@ pub fn cilium_1_16_clients_read_everything(lab: &Lab) {
             Fails { code: want, says } => {
                 if code != *want || !out.contains(says) {
                     failures.push(format!("cilium-dbg {line}: want exit {want} saying {says:?}, got exit {code}:\n{out}"));
-                }
-            }
-            NotYet { says } => {
-                if !out.contains(says) {
-                    failures.push(format!("cilium-dbg {line} no longer says {says:?}: move it to Reads if it works now (exit {code}):\n{out}"));
                 }
             }
         }
