@@ -14,12 +14,20 @@ fn size<M: GlobalMap>(bpf_root: &std::path::Path) -> Option<u32> {
     M::open(bpf_root).ok().map(|m| m.max_entries())
 }
 
+/// 1.16's names and order (daemon/cmd/status.go), for the maps we pin.
 const MAP_TABLE: &[(&str, MapSize)] = &[
-    ("Endpoints", size::<maps::Lxc>),
-    ("IP cache", size::<maps::Ipcache>),
-    ("Metrics", size::<maps::Metrics>),
+    ("Auth", size::<maps::AuthMap>),
     ("Non-TCP connection tracking", size::<maps::CtAny4Global>),
     ("TCP connection tracking", size::<maps::Ct4Global>),
+    ("Endpoint policy", size::<maps::Lxc>),
+    ("IP cache", size::<maps::Ipcache>),
+    ("IPv4 fragmentation", size::<maps::Ipv4FragDatagrams>),
+    ("IPv4 service", size::<maps::Lb4Services>),
+    ("IPv4 service backend", size::<maps::Lb4Backends>),
+    ("IPv4 service reverse NAT", size::<maps::Lb4RevNat>),
+    ("Metrics", size::<maps::Metrics>),
+    ("NAT", size::<maps::Snat4External>),
+    ("Sock reverse NAT", size::<maps::Lb4ReverseSk>),
     ("Tunnel", size::<maps::Tunnel>),
 ];
 
