@@ -255,6 +255,15 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             .map(|c| c as Arc<dyn controlplane::endpoint::PodLabels>),
     };
     let cp = ControlPlane::new(ports, settings, &tasks)?;
+    let host_endpoint = cp
+        .endpoints
+        .ensure_host(&host.host.name, &abi::endpoint::format_mac(&host.host.mac))
+        .context("creating the host endpoint")?;
+    tracing::debug!(
+        subsys = "daemon",
+        endpointID = host_endpoint,
+        "Host endpoint ready"
+    );
     if let Some(kv) = &kv {
         // registered once the control plane has given it a health address
         let node = cp.nodes.local();

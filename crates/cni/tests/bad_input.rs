@@ -19,10 +19,10 @@ fn assert_error(out: &CniOutput, code: u64, needle: &str) {
 fn assert_nothing_leaked(node: &Node) {
     let eps = node.cilium_ok(&["endpoint", "list", "-o", "json"]);
     let eps: serde_json::Value = serde_json::from_str(&eps).unwrap();
-    let health_only = eps
+    let node_only = eps
         .as_array()
-        .is_some_and(|eps| eps.len() == 1 && is_health_endpoint(&eps[0]));
-    assert!(health_only, "only the health endpoint: {eps:#}");
+        .is_some_and(|eps| eps.len() == 2 && eps.iter().all(is_node_endpoint));
+    assert!(node_only, "only the health and the host endpoint: {eps:#}");
     assert_eq!(
         node.lxc_links(),
         ["lxc_health"],

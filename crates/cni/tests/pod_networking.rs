@@ -6,14 +6,14 @@ mod common;
 
 use common::*;
 
-/// (ID, address, state) of every pod's endpoint (not the health endpoint's).
+/// (ID, address, state) of every pod's endpoint (not the node's own).
 fn endpoints(node: &Node) -> Vec<(u64, String, String)> {
     let out = node.cilium_ok(&["endpoint", "list", "-o", "json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     v.as_array()
         .unwrap()
         .iter()
-        .filter(|e| !is_health_endpoint(e))
+        .filter(|e| !is_node_endpoint(e))
         .map(|e| {
             (
                 e["id"].as_u64().unwrap(),

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{connect_in, exchange, is_health_endpoint, wait_for, Cluster, LineServer};
+use common::{connect_in, exchange, is_node_endpoint, wait_for, Cluster, LineServer};
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::Duration;
@@ -289,7 +289,7 @@ fn policies_are_enforced_across_nodes_and_explained_by_drop_reasons() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|e| !is_health_endpoint(e))
+        .find(|e| !is_node_endpoint(e))
         .expect("db's endpoint")["id"]
         .as_u64()
         .unwrap()

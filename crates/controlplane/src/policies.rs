@@ -666,6 +666,13 @@ impl Snapshot {
         let ep_labels = Labels::parse(labels.iter().map(String::as_str));
         policy::resolve(&self.rules, &ep_labels, &self.identities, self.mode)
     }
+
+    /// The host endpoint's policy: allow-all both ways, since host
+    /// policies are not enforced (1.16 without the host firewall).
+    pub fn resolve_host(&self) -> policy::EndpointPolicy {
+        let labels = Labels::parse([crate::endpoint::HOST_LABEL]);
+        policy::resolve(&[], &labels, &[], Enforcement::Never)
+    }
 }
 
 /// The cluster's policies in the kvstore, as a source of [`Policies::follow`].

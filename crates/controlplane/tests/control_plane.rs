@@ -319,6 +319,77 @@ async fn a_restart_takes_endpoints_back_and_removes_those_whose_pod_went_away() 
     assert_eq!(again.identity, web.identity);
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn the_host_endpoint_allows_all_keeps_its_id_and_cannot_be_deleted() {
+    let (dir, kernel) = (
+        tempfile::tempdir().unwrap(),
+        Arc::new(FakeKernel::default()),
+    );
+    kernel.add_interface("cilium_host");
+    let host = {
+        let tasks = Tasks::default();
+        let cp = plane_with(&kernel, dir.path(), &tasks, |s| {
+            s.enforcement = policy::Enforcement::Always;
+        });
+        let id = cp
+            .endpoints
+            .ensure_host("cilium_host", "02:00:00:00:00:0a")
+            .unwrap();
+        assert_eq!(
+            cp.endpoints
+                .ensure_host("cilium_host", "02:00:00:00:00:0a")
+                .unwrap(),
+            id
+        );
+        let ep = cp
+            .endpoints
+            .list()
+            .into_iter()
+            .find(|e| e.id == id)
+            .unwrap();
+        assert!(ep.is_host());
+        assert_eq!(ep.identity, abi::identity::HOST);
+        assert_eq!(ep.state, EndpointState::Ready);
+        let api = ep.to_api();
+        assert_eq!(api.status.networking.unwrap().addressing[0].ipv4, "");
+        // host policies are not enforced, whatever the mode: all in
+        assert!(admits(&kernel, id, abi::identity::WORLD, 22));
+        assert_eq!(ep.policy.policy_enabled(), "none");
+        {
+            let held = kernel.held();
+            assert!(
+                held.lxc.is_empty() && held.attached.is_empty(),
+                "no pod entries"
+            );
+        }
+        let refused = cp.endpoints.delete(&EndpointRef::Local(id));
+        assert!(refused.is_err(), "{refused:?}");
+        // a pod gets another ID
+        let web = add(&cp, &kernel, "web", "web", "10.1.0.5").await;
+        assert_ne!(web.id, id);
+        tasks.shutdown(Duration::from_secs(5)).await;
+        id
+    };
+    // restored, with its ID
+    let tasks = Tasks::default();
+    let cp = plane(&kernel, dir.path(), None, &tasks);
+    assert_eq!(
+        cp.endpoints
+            .ensure_host("cilium_host", "02:00:00:00:00:0a")
+            .unwrap(),
+        host
+    );
+    let hosts: Vec<u16> = cp
+        .endpoints
+        .list()
+        .iter()
+        .filter(|e| e.is_host())
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(hosts, [host]);
+    assert!(admits(&kernel, host, abi::identity::WORLD, 22));
+}
+
 /// Whether endpoint `ep`'s policy map lets `from` in on TCP `port`.
 fn admits(kernel: &FakeKernel, ep: u16, from: u32, port: u16) -> bool {
     kernel
@@ -545,6 +616,20 @@ async fn nodes_joining_and_leaving_are_routed_and_unrouted() {
         let source = cp.ipcache.get(ip("198.18.0.12"), 32).map(|e| e.source);
         assert_eq!(source, Some(Source::Kvstore), "learned from the cluster");
         assert_eq!(cp.nodes.list().len(), 1);
+        // node2's addresses carry its node ID
+        let ids: Vec<(std::net::IpAddr, u16)> = kernel
+            .held()
+            .node_ids
+            .iter()
+            .map(|(a, id)| (*a, *id))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("10.2.0.1".parse().unwrap(), 1),
+                ("198.18.0.12".parse().unwrap(), 1)
+            ]
+        );
         // this node's own key is not another node
         let me = kvstore::keys::node(CLUSTER, "node1");
         kv.put(&me, &serde_json::to_vec(cp.nodes.local()).unwrap())
@@ -557,6 +642,7 @@ async fn nodes_joining_and_leaving_are_routed_and_unrouted() {
         assert!(!held.ipcache.contains_key(&(ip("198.18.0.12"), 32)));
         assert!(!held.ipcache.contains_key(&(ip("10.2.0.1"), 32)));
         assert!(!held.ipcache.contains_key(&(ip("10.2.0.9"), 32)));
+        assert!(held.node_ids.is_empty(), "node2's ID is freed");
     }
     assert!(cp.nodes.list().is_empty());
 }

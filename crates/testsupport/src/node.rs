@@ -405,6 +405,12 @@ pub fn is_health_endpoint(ep: &serde_json::Value) -> bool {
     ep["status"]["identity"]["labels"][0] == "reserved:health"
 }
 
+/// Whether an endpoint of `cilium endpoint list -o json` is the node's own
+/// (the health or the host endpoint), not a pod's.
+pub fn is_node_endpoint(ep: &serde_json::Value) -> bool {
+    is_health_endpoint(ep) || ep["status"]["identity"]["labels"][0] == "reserved:host"
+}
+
 impl Drop for Node {
     fn drop(&mut self) {
         if let Some(mut child) = self.agent.take() {

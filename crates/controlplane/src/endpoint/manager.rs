@@ -261,6 +261,11 @@ impl Endpoints {
         if ids.is_empty() {
             return Err(EndpointError::NotFound);
         }
+        if let Some(host) = ids.iter().find(|id| table[id].is_host()) {
+            return Err(EndpointError::Invalid(format!(
+                "endpoint {host} is the host endpoint: it lives as long as the agent"
+            )));
+        }
         for id in &ids {
             let ep = table.remove(id).expect("found above");
             self.teardown(&ep, true);
@@ -344,7 +349,7 @@ impl Endpoints {
     fn teardown(&self, ep: &Endpoint, holds_identity: bool) {
         self.unrealize(ep);
         self.release_ip(ep);
-        if holds_identity {
+        if holds_identity && !ep.is_host() {
             self.deps.identities.release(&ep.labels);
         }
         if let Err(e) = state::remove(&self.state_dir, ep.id) {
@@ -398,7 +403,11 @@ impl Endpoints {
         labels: &[String],
         snapshot: &crate::policies::Snapshot,
     ) -> Result<Realized, crate::policies::PolicyError> {
-        let resolved = snapshot.resolve(labels);
+        let resolved = if super::is_host(labels) {
+            snapshot.resolve_host()
+        } else {
+            snapshot.resolve(labels)
+        };
         self.deps
             .datapath
             .write_policy(id, &resolved.state)
@@ -417,6 +426,68 @@ impl Endpoints {
         if let Some(id) = self.free_id() {
             self.deps.datapath.prepare_policy(id);
         }
+    }
+
+    /// Creates Cilium's host endpoint for `ifname` (cilium_host) unless a
+    /// restored one exists; returns its ID. It has identity reserved:host
+    /// and no address of its own, and owns only its policy map: the
+    /// node's programs are the daemon's.
+    pub fn ensure_host(&self, ifname: &str, mac: &str) -> Result<u16, EndpointError> {
+        let mut table = self.table();
+        if let Some(ep) = table.values().find(|e| e.is_host()) {
+            return Ok(ep.id);
+        }
+        let ifindex =
+            self.deps.datapath.ifindex(ifname).ok_or_else(|| {
+                EndpointError::Invalid(format!("interface {ifname} does not exist"))
+            })?;
+        let id =
+            free_id(&table).ok_or_else(|| EndpointError::Failed("no free endpoint ID".into()))?;
+        let mut ep = Endpoint {
+            id,
+            container_id: String::new(),
+            container_interface_name: String::new(),
+            ifname: ifname.to_owned(),
+            ifindex,
+            mac: mac.to_owned(),
+            host_mac: mac.to_owned(),
+            ipv4: Ipv4Addr::UNSPECIFIED,
+            k8s_namespace: String::new(),
+            k8s_pod_name: String::new(),
+            k8s_uid: String::new(),
+            labels: vec![super::HOST_LABEL.to_owned()],
+            identity: abi::identity::HOST,
+            external_ipam: true,
+            state: EndpointState::WaitingForIdentity,
+            policy: Default::default(),
+            log: Default::default(),
+        };
+        self.realize(&mut ep, false, false)?;
+        if let Err(e) = state::write(&self.state_dir, &ep, self.template.as_deref()) {
+            self.unrealize(&ep);
+            return Err(EndpointError::Failed(format!(
+                "writing endpoint state: {e}"
+            )));
+        }
+        tracing::info!(
+            subsys = "endpoint",
+            endpointID = id,
+            "Host endpoint created"
+        );
+        table.insert(id, ep);
+        drop(table);
+        self.bump();
+        Ok(id)
+    }
+
+    /// The host endpoint's policy map: allow-all (see `Snapshot::resolve_host`).
+    fn realize_host(&self, ep: &mut Endpoint) -> Result<(), EndpointError> {
+        let snapshot = self.deps.policies.snapshot();
+        ep.policy = self
+            .write_policy(ep.id, &ep.labels, &snapshot)
+            .map_err(failed("realizing policy"))?;
+        ep.state = EndpointState::Ready;
+        Ok(())
     }
 
     /// Takes back the endpoints a previous run left in the state dir. An
@@ -442,7 +513,7 @@ impl Endpoints {
             ep.ifindex = ifindex;
             let claimed = self.claim_ip(&ep);
             let holds_identity = claimed.is_ok();
-            if holds_identity {
+            if holds_identity && !ep.is_host() {
                 ep.identity = self.deps.identities.adopt(&ep.labels, ep.identity);
             }
             match claimed.and_then(|()| self.realize(&mut ep, false, true)) {
@@ -528,6 +599,9 @@ impl Endpoints {
         quick: bool,
         restoring: bool,
     ) -> Result<(), EndpointError> {
+        if ep.is_host() {
+            return self.realize_host(ep);
+        }
         let dp = &self.deps.datapath;
         dp.attach(ep.id, &ep.ifname, quick)
             .map_err(failed("attaching programs"))?;
@@ -552,6 +626,10 @@ impl Endpoints {
     /// The entries that carry an endpoint's identity: its cilium_lxc
     /// entry, its ipcache entry and what the cluster is told.
     fn write_identity_entries(&self, ep: &Endpoint) -> Result<(), EndpointError> {
+        if ep.is_host() {
+            // the node's addresses carry reserved:host already (hostips)
+            return Ok(());
+        }
         let info = EndpointInfo::pod(
             ep.ifindex,
             ep.id,
@@ -574,6 +652,11 @@ impl Endpoints {
     /// Best-effort inverse of `realize`.
     fn unrealize(&self, ep: &Endpoint) {
         let dp = &self.deps.datapath;
+        if ep.is_host() {
+            // cilium_host's programs are the daemon's, not the endpoint's
+            dp.remove_policy(ep.id);
+            return;
+        }
         dp.remove_endpoint(ep.ipv4);
         let _ = self.deps.ipcache.remove(ep.ipv4, 32, Source::Local);
         self.deps.publisher.withdraw(ep.ipv4);

@@ -38,6 +38,8 @@ pub trait PodLabels: Send + Sync {
 
 /// The label of the health endpoint, whose identity is `reserved:health` (4).
 pub const HEALTH_LABEL: &str = "reserved:health";
+/// The host endpoint's only label (Cilium adds the node's labels).
+pub const HOST_LABEL: &str = "reserved:host";
 
 /// Lowest and highest endpoint IDs (Cilium's idallocator range).
 pub const MIN_ID: u16 = 1;
@@ -81,6 +83,11 @@ pub struct Endpoint {
     pub log: StatusLog,
 }
 
+/// Whether `labels` are the host endpoint's.
+pub fn is_host(labels: &[String]) -> bool {
+    labels.iter().any(|l| l == HOST_LABEL)
+}
+
 fn restoring() -> EndpointState {
     EndpointState::Restoring
 }
@@ -89,6 +96,12 @@ impl Endpoint {
     /// Whether this is the node's health endpoint.
     pub fn is_health(&self) -> bool {
         self.labels.iter().any(|l| l == HEALTH_LABEL)
+    }
+
+    /// Whether this is Cilium's host endpoint (cilium_host): identity
+    /// reserved:host, no address of its own, not a pod's.
+    pub fn is_host(&self) -> bool {
+        is_host(&self.labels)
     }
 
     /// The IPAM owner of the endpoint's address: `<namespace>/<pod>`.
@@ -138,7 +151,12 @@ impl Endpoint {
                 },
                 networking: Some(EndpointNetworking {
                     addressing: vec![api::ipam::AddressPair {
-                        ipv4: self.ipv4.to_string(),
+                        // the host endpoint has none, as in 1.16
+                        ipv4: if self.ipv4.is_unspecified() {
+                            String::new()
+                        } else {
+                            self.ipv4.to_string()
+                        },
                         ..Default::default()
                     }],
                     host_mac: self.host_mac.clone(),

@@ -20,9 +20,10 @@ enum Expect {
 }
 use Expect::{Fails, Reads};
 
-/// Every run: the leaf command, its arguments (`{ep}`, `{ip}`, `{svc}`,
-/// `{rev}` and `{policy}` stand for a pod's endpoint ID and address, a
-/// service ID, the policy revision and a policy file), and what it must do.
+/// Every run: the leaf command, its arguments (`{ep}`, `{ip}`, `{host}`,
+/// `{svc}`, `{rev}` and `{policy}` stand for a pod's endpoint ID and
+/// address, the host endpoint's ID, a service ID, the policy revision and
+/// a policy file), and what it must do.
 const RUNS: &[(&str, &str, Expect)] = &[
     ("status", "", Reads),
     ("status", "--verbose", Reads),
@@ -41,6 +42,7 @@ const RUNS: &[(&str, &str, Expect)] = &[
     ("encrypt status", "", Reads),
     ("endpoint list", "", Reads),
     ("endpoint get", "{ep}", Reads),
+    ("endpoint get", "{host}", Reads),
     ("endpoint health", "{ep}", Reads),
     ("endpoint log", "{ep}", Reads),
     ("endpoint config", "{ep}", Reads),
@@ -109,6 +111,7 @@ const RUNS: &[(&str, &str, Expect)] = &[
     ("bpf metrics list", "", Reads),
     ("bpf nat list", "", Reads),
     ("bpf policy get", "{ep}", Reads),
+    ("bpf policy get", "{host}", Reads),
     ("bpf policy get", "--all", Reads),
     ("bpf policy list", "", Reads),
     ("bpf tunnel list", "", Reads),
@@ -422,6 +425,14 @@ pub fn cilium_1_16_clients_read_everything(lab: &Lab) {
         })
         .expect("a pod's endpoint on node1");
     let ep = pod["id"].to_string();
+    // Cilium's host endpoint, which 1.16 lists beside the pods
+    let host = eps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e.pointer("/status/identity/labels/0") == Some(&"reserved:host".into()))
+        .expect("the host endpoint on node1")["id"]
+        .to_string();
     let ip = pod
         .pointer("/status/networking/addressing/0/ipv4")
         .and_then(|v| v.as_str())
@@ -444,6 +455,7 @@ pub fn cilium_1_16_clients_read_everything(lab: &Lab) {
         .map(|(cmd, args, expect)| {
             let args = args
                 .replace("{ep}", &ep)
+                .replace("{host}", &host)
                 .replace("{ip}", &ip)
                 .replace("{svc}", &svc)
                 .replace("{rev}", &rev)
