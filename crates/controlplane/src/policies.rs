@@ -670,8 +670,9 @@ impl Snapshot {
     /// The host endpoint's policy: allow-all both ways, since host
     /// policies are not enforced (1.16 without the host firewall).
     pub fn resolve_host(&self) -> policy::EndpointPolicy {
-        let labels = Labels::parse([crate::endpoint::HOST_LABEL]);
-        policy::resolve(&[], &labels, &[], Enforcement::Never)
+        // no rule is consulted, so no labels are needed
+        let none: [&str; 0] = [];
+        policy::resolve(&[], &Labels::parse(none), &[], Enforcement::Never)
     }
 }
 
