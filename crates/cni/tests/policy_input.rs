@@ -73,7 +73,8 @@ fn bad_policies_are_refused_by_field_and_change_nothing() {
     ]);
     assert!(!ahead.status.success());
     assert!(
-        String::from_utf8_lossy(&ahead.stderr).contains("4 endpoints still not ready"),
+        // three pods, the health and the host endpoint
+        String::from_utf8_lossy(&ahead.stderr).contains("5 endpoints still not ready"),
         "{}",
         String::from_utf8_lossy(&ahead.stderr)
     );
