@@ -290,6 +290,13 @@ async fn a_restart_takes_endpoints_back_and_removes_those_whose_pod_went_away() 
     };
     // the db pod was deleted while the agent was down
     kernel.remove_interface("lxcdb");
+    // and web's state names a template of another build
+    let template = dir.path().join(web.id.to_string()).join("template.txt");
+    assert_eq!(
+        std::fs::read_to_string(&template).unwrap(),
+        testsupport::fakes::TEMPLATE
+    );
+    std::fs::write(&template, "old").unwrap();
     let tasks = Tasks::default();
     let cp = plane(&kernel, dir.path(), None, &tasks);
     let eps = cp.endpoints.list();
@@ -314,6 +321,10 @@ async fn a_restart_takes_endpoints_back_and_removes_those_whose_pod_went_away() 
         assert!(!ipam.allocations().contains_key(&db.ipv4));
     }
     assert!(!dir.path().join(db.id.to_string()).exists());
+    assert_eq!(
+        std::fs::read_to_string(&template).unwrap(),
+        testsupport::fakes::TEMPLATE
+    );
     // the restored endpoint holds its identity: a new pod with its labels shares it
     let again = add(&cp, &kernel, "web2", "web", "10.1.0.7").await;
     assert_eq!(again.identity, web.identity);

@@ -125,7 +125,14 @@ impl IpcacheMap for FakeKernel {
     }
 }
 
+/// The program template every fake endpoint runs.
+pub const TEMPLATE: &str = "fa4e";
+
 impl EndpointDatapath for FakeKernel {
+    fn template_id(&self) -> Option<String> {
+        Some(TEMPLATE.into())
+    }
+
     fn ifindex(&self, ifname: &str) -> Option<u32> {
         self.held().interfaces.get(ifname).copied()
     }

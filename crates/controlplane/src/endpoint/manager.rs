@@ -520,8 +520,10 @@ impl Endpoints {
                 Ok(()) => {
                     tracing::info!(subsys = "endpoint", endpointID = ep.id, ipv4 = %ep.ipv4, "Restored endpoint");
                     // this run's template (the last run's may be gone)
-                    if let Err(e) = state::write(&self.state_dir, &ep, self.template.as_deref()) {
-                        tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to write endpoint state");
+                    if let Some(template) = &self.template {
+                        if let Err(e) = state::refresh_template(&self.state_dir, ep.id, template) {
+                            tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to write endpoint state");
+                        }
                     }
                     table.insert(ep.id, ep);
                     restored += 1;

@@ -35,6 +35,19 @@ pub fn write(state_dir: &Path, ep: &Endpoint, template: Option<&str>) -> std::io
     Ok(())
 }
 
+/// Points a restored endpoint at this run's template, touching nothing
+/// when it already names it (a restart after an upgrade is the only
+/// writer: restoring hundreds of endpoints stays free of writes).
+pub fn refresh_template(state_dir: &Path, id: u16, template: &str) -> std::io::Result<()> {
+    let path = dir(state_dir, id).join(TEMPLATE_ID);
+    if std::fs::read(&path).is_ok_and(|had| had == template.as_bytes()) {
+        return Ok(());
+    }
+    let tmp = dir(state_dir, id).join(format!("{TEMPLATE_ID}.tmp"));
+    std::fs::write(&tmp, template)?;
+    std::fs::rename(&tmp, &path)
+}
+
 pub fn remove(state_dir: &Path, id: u16) -> std::io::Result<()> {
     match std::fs::remove_dir_all(dir(state_dir, id)) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
