@@ -1,15 +1,19 @@
 //! `cilium`: status, configuration and BPF map inspection for the agent.
 
+mod bgp;
 mod bpf;
 mod bpf_policy;
 mod build_config;
+mod cgroups;
 mod cleanup;
 mod config;
 mod endpoint;
 mod explain;
+mod fqdn;
 mod health_report;
 mod identity;
 mod ip;
+mod lrp;
 mod map;
 mod metrics;
 mod monitor;
@@ -17,6 +21,8 @@ mod node;
 mod nodeid;
 mod observe;
 mod policy;
+mod prefilter;
+mod recorder;
 mod service;
 mod status;
 mod table;
@@ -96,6 +102,24 @@ enum Command {
     /// Direct access to local BPF maps
     #[command(subcommand)]
     Bpf(bpf::Command),
+    /// Access to BGP control plane
+    #[command(subcommand)]
+    Bgp(bgp::Command),
+    /// Cgroup metadata
+    #[command(subcommand)]
+    Cgroups(cgroups::Command),
+    /// Manage fqdn proxy
+    #[command(subcommand)]
+    Fqdn(fqdn::Command),
+    /// Manage local redirect policies
+    #[command(subcommand)]
+    Lrp(lrp::Command),
+    /// Manage XDP CIDR filters
+    #[command(subcommand)]
+    Prefilter(prefilter::Command),
+    /// Introspect or mangle pcap recorder
+    #[command(subcommand)]
+    Recorder(recorder::Command),
 }
 
 pub struct Ctx {
@@ -144,6 +168,12 @@ fn main() -> ExitCode {
         Command::Cleanup(args) => cleanup::run(&ctx, &args),
         Command::Config(args) => config::run(&ctx, &args),
         Command::Bpf(cmd) => bpf::run(&ctx, &cmd),
+        Command::Bgp(cmd) => bgp::run(&ctx, &cmd),
+        Command::Cgroups(cmd) => cgroups::run(&ctx, &cmd),
+        Command::Fqdn(cmd) => fqdn::run(&ctx, &cmd),
+        Command::Lrp(cmd) => lrp::run(&ctx, &cmd),
+        Command::Prefilter(cmd) => prefilter::run(&ctx, &cmd),
+        Command::Recorder(cmd) => recorder::run(&ctx, &cmd),
         Command::Endpoint(cmd) => endpoint::run(&ctx, &cmd),
         Command::Explain(args) => explain::run(&ctx, &args),
         Command::Identity(cmd) => identity::run(&ctx, &cmd),
