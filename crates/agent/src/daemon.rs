@@ -220,6 +220,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             bpf_root: config.bpf_root.clone(),
             datapath: Arc::new(Mutex::new(dp)),
             mode: attach_mode,
+            template,
         }),
         lb: Arc::new(crate::kernel::LoadBalancer {
             bpf_root: config.bpf_root.clone(),

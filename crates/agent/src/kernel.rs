@@ -84,6 +84,8 @@ pub struct Endpoints {
     pub bpf_root: PathBuf,
     pub datapath: Arc<Mutex<datapath::Datapath>>,
     pub mode: AttachMode,
+    /// The installed program template (`datapath::templates::install`).
+    pub template: String,
 }
 
 impl Endpoints {
@@ -98,7 +100,7 @@ impl Endpoints {
 
 impl EndpointDatapath for Endpoints {
     fn template_id(&self) -> Option<String> {
-        Some(datapath::templates::id())
+        Some(self.template.clone())
     }
 
     fn ifindex(&self, ifname: &str) -> Option<u32> {

@@ -39,6 +39,19 @@ pub fn escape(s: &str) -> String {
         .replace(' ', "%20")
 }
 
+/// `path` with the query `pairs` (values escaped); `path` alone when
+/// there are none.
+pub fn with_query(path: &str, pairs: &[(&str, &str)]) -> String {
+    if pairs.is_empty() {
+        return path.to_owned();
+    }
+    let query: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={}", escape(v)))
+        .collect();
+    format!("{path}?{}", query.join("&"))
+}
+
 /// A response that was read in full.
 #[derive(Debug)]
 pub struct Response {

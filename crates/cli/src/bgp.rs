@@ -68,7 +68,7 @@ fn vrouter(words: &[String]) -> anyhow::Result<(Option<i64>, &[String])> {
 
 /// The query of `bgp routes` from its words, printing 1.16's notes on
 /// what it defaults to (unless the output is JSON).
-fn routes_query(words: &[String], quiet: bool) -> anyhow::Result<Vec<(String, String)>> {
+fn routes_query(words: &[String], quiet: bool) -> anyhow::Result<Vec<(&'static str, String)>> {
     let note = |what: &str| {
         if !quiet {
             println!("(Defaulting to `{what}`, please see help for more options)\n");
@@ -104,13 +104,13 @@ fn routes_query(words: &[String], quiet: bool) -> anyhow::Result<Vec<(String, St
         Some(s) => anyhow::bail!("invalid argument: unknown SAFI {s}\n"),
     };
     let mut query = vec![
-        ("afi".to_owned(), afi.to_owned()),
-        ("safi".to_owned(), safi.to_owned()),
-        ("table_type".to_owned(), table.to_owned()),
+        ("afi", afi.to_owned()),
+        ("safi", safi.to_owned()),
+        ("table_type", table.to_owned()),
     ];
     let (asn, rest) = vrouter(words.get(3..).unwrap_or_default())?;
     if let Some(asn) = asn {
-        query.push(("router_asn".into(), asn.to_string()));
+        query.push(("router_asn", asn.to_string()));
     }
     if table == "adj-rib-out" && !rest.is_empty() {
         let peer = match rest {
@@ -123,21 +123,15 @@ fn routes_query(words: &[String], quiet: bool) -> anyhow::Result<Vec<(String, St
         let ip: std::net::IpAddr = peer.parse().map_err(|e| {
             anyhow::anyhow!("failed to parse peer address: invalid peer IP address: {e}\n")
         })?;
-        query.push(("neighbor".into(), ip.to_string()));
+        query.push(("neighbor", ip.to_string()));
     }
     Ok(query)
 }
 
-fn query_string(query: &[(String, String)]) -> String {
-    let pairs: Vec<String> = query
-        .iter()
-        .map(|(k, v)| format!("{k}={}", api::client::escape(v)))
-        .collect();
-    if pairs.is_empty() {
-        String::new()
-    } else {
-        format!("?{}", pairs.join("&"))
-    }
+/// The API path with the query of `pairs`.
+fn path_with(path: &str, pairs: &[(&'static str, String)]) -> String {
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    api::client::with_query(path, &pairs)
 }
 
 pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
@@ -146,19 +140,19 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::Routes { words, list } => {
             let query = routes_query(words, list.output.is_some())?;
             (
-                format!("/bgp/routes{}", query_string(&query)),
+                path_with("/bgp/routes", &query),
                 list,
                 "failed retrieving routes",
             )
         }
         Command::RoutePolicies { words, list } => {
             let (asn, _) = vrouter(words)?;
-            let query: Vec<(String, String)> = asn
-                .map(|a| ("router_asn".into(), a.to_string()))
+            let query: Vec<(&'static str, String)> = asn
+                .map(|a| ("router_asn", a.to_string()))
                 .into_iter()
                 .collect();
             (
-                format!("/bgp/route-policies{}", query_string(&query)),
+                path_with("/bgp/route-policies", &query),
                 list,
                 "cannot get route policies list",
             )
@@ -198,7 +192,7 @@ fn print_peers(peers: &[serde_json::Value]) {
             s("peer-address"),
             n("peer-port"),
             s("session-state"),
-            go_duration(uptime)
+            api::duration::go_duration(uptime)
         ));
         for (i, f) in p["families"].as_array().into_iter().flatten().enumerate() {
             if i > 0 {
@@ -214,16 +208,6 @@ fn print_peers(peers: &[serde_json::Value]) {
         }
     }
     print!("{}", tabwrite(&text, 5, 3));
-}
-
-/// Go's `time.Duration.String()` of whole seconds: `0s`, `45s`, `1m5s`, `2h0m3s`.
-fn go_duration(d: std::time::Duration) -> String {
-    let s = d.as_secs();
-    match (s / 3600, s / 60 % 60, s % 60) {
-        (0, 0, sec) => format!("{sec}s"),
-        (0, m, sec) => format!("{m}m{sec}s"),
-        (h, m, sec) => format!("{h}h{m}m{sec}s"),
-    }
 }
 
 #[cfg(test)]
@@ -242,11 +226,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            query_string(&q),
+            path_with("", &q),
             "?afi=ipv6&safi=unicast&table_type=adj-rib-out&router_asn=65001&neighbor=10.0.0.1"
         );
         assert_eq!(
-            query_string(&routes_query(&[], true).unwrap()),
+            path_with("", &routes_query(&[], true).unwrap()),
             "?afi=ipv4&safi=unicast&table_type=loc-rib"
         );
         for bad in [
@@ -257,13 +241,5 @@ mod tests {
         ] {
             assert!(routes_query(&words(bad), true).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn durations_read_as_go_prints_them() {
-        let d = std::time::Duration::from_secs;
-        assert_eq!(go_duration(d(0)), "0s");
-        assert_eq!(go_duration(d(65)), "1m5s");
-        assert_eq!(go_duration(d(7203)), "2h0m3s");
     }
 }

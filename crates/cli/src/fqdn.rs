@@ -48,19 +48,17 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
             source,
             args,
         }) => {
-            let mut path = if endpoint.is_empty() {
+            let base = if endpoint.is_empty() {
                 "/fqdn/cache".to_owned()
             } else {
                 format!("/fqdn/cache/{}", api::client::escape(endpoint))
             };
-            let query: Vec<String> = [("matchpattern", matchpattern), ("source", source)]
-                .iter()
+            let query: Vec<(&str, &str)> = [("matchpattern", matchpattern), ("source", source)]
+                .into_iter()
                 .filter(|(_, v)| !v.is_empty())
-                .map(|(k, v)| format!("{k}={}", api::client::escape(v)))
+                .map(|(k, v)| (k, v.as_str()))
                 .collect();
-            if !query.is_empty() {
-                path = format!("{path}?{}", query.join("&"));
-            }
+            let path = api::client::with_query(&base, &query);
             let lookups: Vec<serde_json::Value> = match client.get_json(&path, &[]) {
                 Ok(l) => l,
                 Err(e) if e.status() == Some(404) => Vec::new(),

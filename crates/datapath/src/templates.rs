@@ -11,8 +11,6 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 pub const TEMPLATES_DIR: &str = "templates";
-/// Each endpoint directory's pointer to its template.
-pub const TEMPLATE_ID_FILE: &str = "template.txt";
 pub const HEADER_FILE: &str = "ep_config.h";
 
 /// The template's name: the SHA-256 of the embedded bpf_lxc.o, in hex.
