@@ -301,6 +301,12 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             let endpoints = Arc::clone(&cp.endpoints);
             crate::k8s_pods::follow(cache, endpoints, k, &config.node_name, &tasks);
         }
+        crate::k8s_nodes::follow_own_labels(
+            Arc::clone(&cp.endpoints),
+            k,
+            &config.node_name,
+            &tasks,
+        );
         crate::k8s_endpoints::mirror(Arc::clone(&cp.endpoints), k, node_ip, &tasks);
         let learner = cp.remote_endpoints(controlplane::ipcache::Source::CustomResource);
         crate::k8s_endpoints::follow_remote(learner, k, &tasks);

@@ -3,6 +3,7 @@
 //! manager's source, so other nodes are routed to as they appear.
 
 use crate::kubernetes::Kubernetes;
+use controlplane::endpoint::{EndpointError, Endpoints};
 use controlplane::node::{IpNet, Node, NodeAddress};
 use controlplane::nodes::Nodes;
 use controlplane::tasks::Tasks;
@@ -13,7 +14,7 @@ use k8s::kube::{Api, ResourceExt};
 use k8s::ResourceSource;
 use std::sync::Arc;
 use std::time::Duration;
-use watch::Source;
+use watch::{Change, Source};
 
 fn resource() -> ApiResource {
     k8s::cilium::nodes()
@@ -296,6 +297,37 @@ pub fn follow(nodes: Arc<Nodes>, kubernetes: &Kubernetes, tasks: &Tasks) {
         .watched("cilium/v2::CiliumNode", source)
         .decode(|_, obj: &DynamicObject| decode(obj));
     nodes.follow(source, tasks);
+}
+
+/// Follows this node's Node object into the host endpoint's labels
+/// (1.16 lists the host endpoint with its node's labels). Not one of the
+/// APIs status lists: 1.16 does not name it there either.
+pub fn follow_own_labels(
+    endpoints: Arc<Endpoints>,
+    kubernetes: &Kubernetes,
+    node: &str,
+    tasks: &Tasks,
+) {
+    let this_node = watcher::Config::default().fields(&format!("metadata.name={node}"));
+    let source = ResourceSource::new("Node", Api::<K8sNode>::all(kubernetes.client()), this_node)
+        .decode(|_, n: &K8sNode| Ok::<_, std::convert::Infallible>(n.labels().clone()));
+    let handler = move |change: Change<String, std::collections::BTreeMap<String, String>>| {
+        let endpoints = Arc::clone(&endpoints);
+        async move {
+            let Change::Upsert { new, .. } = change else {
+                return Ok(());
+            };
+            let labels = controlplane::labels::host_endpoint_labels(&new);
+            match endpoints.set_host_labels(labels) {
+                Ok(_) | Err(EndpointError::NotFound) => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    tasks.spawn(
+        "k8s-node-labels",
+        watch::Store::new("node").run(source, handler),
+    );
 }
 
 #[cfg(test)]

@@ -108,6 +108,25 @@ pub fn pod_identity_labels(
         .collect()
 }
 
+/// The host endpoint's labels for a node labeled `node_labels`: those the
+/// default filter keeps, as `k8s:key[=value]`, and reserved:host, sorted.
+pub fn host_endpoint_labels(node_labels: &BTreeMap<String, String>) -> Vec<String> {
+    let mut out: Vec<String> = node_labels
+        .iter()
+        .map(|(k, v)| {
+            if v.is_empty() {
+                format!("k8s:{k}")
+            } else {
+                format!("k8s:{k}={v}")
+            }
+        })
+        .filter(|l| relevant(l))
+        .chain(std::iter::once(crate::endpoint::HOST_LABEL.to_owned()))
+        .collect();
+    out.sort();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +136,26 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn a_node_gives_the_host_endpoint_its_role_labels_not_its_name() {
+        let node = map(&[
+            ("kubernetes.io/hostname", "node1"),
+            ("beta.kubernetes.io/arch", "amd64"),
+            ("node-role.kubernetes.io/control-plane", ""),
+            ("topology.kubernetes.io/zone", "a"),
+            ("rack", "r1"),
+        ]);
+        assert_eq!(
+            host_endpoint_labels(&node),
+            [
+                "k8s:node-role.kubernetes.io/control-plane",
+                "k8s:rack=r1",
+                "k8s:topology.kubernetes.io/zone=a",
+                "reserved:host"
+            ]
+        );
     }
 
     #[test]

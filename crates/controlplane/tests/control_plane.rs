@@ -331,7 +331,7 @@ async fn a_restart_takes_endpoints_back_and_removes_those_whose_pod_went_away() 
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn the_host_endpoint_allows_all_keeps_its_id_and_cannot_be_deleted() {
+async fn the_host_endpoint_allows_all_keeps_its_id_and_labels_and_cannot_be_deleted() {
     let (dir, kernel) = (
         tempfile::tempdir().unwrap(),
         Arc::new(FakeKernel::default()),
@@ -375,6 +375,20 @@ async fn the_host_endpoint_allows_all_keeps_its_id_and_cannot_be_deleted() {
         }
         let refused = cp.endpoints.delete(&EndpointRef::Local(id));
         assert!(refused.is_err(), "{refused:?}");
+        // its node's labels join reserved:host; the identity stays
+        let labels = vec!["k8s:rack=r1".to_owned(), "reserved:host".to_owned()];
+        assert!(cp.endpoints.set_host_labels(labels.clone()).unwrap());
+        assert!(!cp.endpoints.set_host_labels(labels.clone()).unwrap());
+        let not_host = cp.endpoints.set_host_labels(vec!["k8s:rack=r1".into()]);
+        assert!(not_host.is_err(), "{not_host:?}");
+        let ep = cp
+            .endpoints
+            .list()
+            .into_iter()
+            .find(|e| e.id == id)
+            .unwrap();
+        assert_eq!((ep.labels, ep.identity), (labels, abi::identity::HOST));
+        assert!(admits(&kernel, id, abi::identity::WORLD, 22));
         // a pod gets another ID
         let web = add(&cp, &kernel, "web", "web", "10.1.0.5").await;
         assert_ne!(web.id, id);
@@ -399,6 +413,13 @@ async fn the_host_endpoint_allows_all_keeps_its_id_and_cannot_be_deleted() {
         .collect();
     assert_eq!(hosts, [host]);
     assert!(admits(&kernel, host, abi::identity::WORLD, 22));
+    let restored = cp
+        .endpoints
+        .list()
+        .into_iter()
+        .find(|e| e.id == host)
+        .unwrap();
+    assert_eq!(restored.labels, ["k8s:rack=r1", "reserved:host"]);
 }
 
 /// Whether endpoint `ep`'s policy map lets `from` in on TCP `port`.

@@ -480,6 +480,38 @@ impl Endpoints {
         Ok(id)
     }
 
+    /// Gives the host endpoint `labels` (reserved:host and its node's
+    /// labels, as 1.16 shows them). Its identity stays reserved:host, so
+    /// nothing in the kernel changes: only its state and what the API
+    /// lists. Returns whether anything changed.
+    pub fn set_host_labels(&self, labels: Vec<String>) -> Result<bool, EndpointError> {
+        if !super::is_host(&labels) {
+            return Err(EndpointError::Invalid(format!(
+                "host endpoint labels {labels:?} lack {}",
+                super::HOST_LABEL
+            )));
+        }
+        let mut table = self.table();
+        let Some(ep) = table.values_mut().find(|e| e.is_host()) else {
+            return Err(EndpointError::NotFound);
+        };
+        if ep.labels == labels {
+            return Ok(false);
+        }
+        let old = std::mem::replace(&mut ep.labels, labels);
+        if let Err(e) = state::write(&self.state_dir, ep, self.template.as_deref()) {
+            ep.labels = old;
+            return Err(EndpointError::Failed(format!(
+                "writing endpoint state: {e}"
+            )));
+        }
+        ep.log.ok(ep.state, "Node labels updated".to_owned());
+        tracing::info!(subsys = "endpoint", endpointID = ep.id, labels = ?ep.labels, "Host endpoint labels updated");
+        drop(table);
+        self.bump();
+        Ok(true)
+    }
+
     /// The host endpoint's policy map: allow-all (see `Snapshot::resolve_host`).
     fn realize_host(&self, ep: &mut Endpoint) -> Result<(), EndpointError> {
         let snapshot = self.deps.policies.snapshot();
