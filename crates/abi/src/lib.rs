@@ -22,6 +22,7 @@ pub mod order;
 pub mod policy;
 pub mod ratelimit;
 pub mod runtime_config;
+pub mod state_dir;
 pub mod tunnel;
 
 pub use bytes::Plain;

@@ -33,6 +33,21 @@ pub const NODE: &str = "cilium_node_map";
 pub const NODE_V2: &str = "cilium_node_map_v2";
 pub const AUTH: &str = "cilium_auth_map";
 
+/// Maps 1.16 creates only for features this agent does not run (the
+/// bandwidth manager, egress gateway, VTEP, pcap recorder, multicast,
+/// SRv6, ip-masq-agent): never pinned here. Named so the CLI can tell a
+/// user they are absent in 1.16's words.
+pub const THROTTLE: &str = "cilium_throttle";
+pub const EGRESS_GW_POLICY_V4: &str = "cilium_egress_gw_policy_v4";
+pub const VTEP: &str = "cilium_vtep_map";
+pub const CAPTURE4_RULES: &str = "cilium_capture4_rules";
+pub const MCAST_GROUP_OUTER_V4: &str = "cilium_mcast_group_outer_v4_map";
+pub const SRV6_POLICY_V4: &str = "cilium_srv6_policy_v4";
+pub const SRV6_SID: &str = "cilium_srv6_sid";
+pub const SRV6_VRF_V4: &str = "cilium_srv6_vrf_v4";
+pub const IPMASQ_V4: &str = "cilium_ipmasq_v4";
+pub const IPMASQ_V6: &str = "cilium_ipmasq_v6";
+
 /// Maps of our own pinned under another name by earlier versions, as
 /// (old, new): names a 1.16 tool would take for its own. A restarting agent
 /// moves such a pin to its new name when the map there has the new map's

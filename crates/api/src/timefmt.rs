@@ -15,6 +15,69 @@ pub fn rfc3339_millis(t: SystemTime) -> String {
     format!("{}.{ms:03}Z", civil(t))
 }
 
+/// Go's `20060102-150405.999-0700-MST` in UTC (what `cilium debuginfo`
+/// names its files with): milliseconds without trailing zeros.
+pub fn debuginfo_stamp(t: SystemTime) -> String {
+    let digits: String = civil(t).chars().filter(char::is_ascii_digit).collect();
+    let (date, time) = digits.split_at(8);
+    let ms = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_millis())
+        .unwrap_or(0);
+    let frac = format!("{ms:03}");
+    let frac = frac.trim_end_matches('0');
+    let frac = if frac.is_empty() {
+        String::new()
+    } else {
+        format!(".{frac}")
+    };
+    format!("{date}-{time}{frac}+0000-UTC")
+}
+
+/// Reads `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`, as Go marshals a
+/// `time.Time`.
+pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse().ok() };
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hh, mm, ss) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut rest = s.get(19..)?;
+    let mut nanos = 0u32;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits: String = frac.chars().take_while(char::is_ascii_digit).collect();
+        rest = &frac[digits.len()..];
+        let padded = format!("{digits:0<9}");
+        nanos = padded.get(..9)?.parse().ok()?;
+    }
+    let offset = match rest {
+        "Z" => 0,
+        zone => {
+            let sign = match zone.get(..1)? {
+                "+" => 1,
+                "-" => -1,
+                _ => return None,
+            };
+            let h: i64 = zone.get(1..3)?.parse().ok()?;
+            let mi: i64 = zone.get(4..6)?.parse().ok()?;
+            sign * (h * 3600 + mi * 60)
+        }
+    };
+    // days-from-civil (Howard Hinnant's algorithm)
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146097 + doe - 719468;
+    let secs = days * 86400 + hh * 3600 + mm * 60 + ss - offset;
+    let at = std::time::Duration::new(secs.unsigned_abs(), nanos);
+    if secs >= 0 {
+        UNIX_EPOCH.checked_add(at)
+    } else {
+        UNIX_EPOCH.checked_sub(at)
+    }
+}
+
 /// `YYYY-MM-DDTHH:MM:SS` in UTC.
 fn civil(t: SystemTime) -> String {
     let secs = t
@@ -53,6 +116,18 @@ mod tests {
         assert_eq!(
             super::rfc3339_millis(UNIX_EPOCH + Duration::from_millis(1_689_302_462_042)),
             "2023-07-14T02:41:02.042Z"
+        );
+        assert_eq!(
+            super::parse_rfc3339("2023-07-14T04:41:02.042+02:00"),
+            Some(UNIX_EPOCH + Duration::from_millis(1_689_302_462_042))
+        );
+        assert_eq!(
+            super::parse_rfc3339("1970-01-01T00:00:00Z"),
+            Some(UNIX_EPOCH)
+        );
+        assert_eq!(
+            super::debuginfo_stamp(UNIX_EPOCH + Duration::from_millis(1_689_302_462_040)),
+            "20230714-024102.04+0000-UTC"
         );
     }
 }

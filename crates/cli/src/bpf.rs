@@ -1,5 +1,6 @@
 //! `cilium bpf ...`: read the pinned maps directly, decoded through crates/abi.
 
+use crate::bpf_off::{Feature, MulticastCommand, SubscriberCommand};
 use crate::table::{print, print_json};
 use crate::{row, Ctx};
 use abi::ct::{CtEntry, Ipv4CtTuple, CT_FLAG_NAMES, TUPLE_F_IN, TUPLE_F_RELATED, TUPLE_F_SERVICE};
@@ -17,7 +18,23 @@ pub use crate::table::ListArgs;
 #[derive(clap::Subcommand)]
 pub enum ListOnly {
     /// List entries
+    #[command(alias = "ls")]
     List(ListArgs),
+}
+
+#[derive(clap::Subcommand)]
+pub enum IpcacheCommand {
+    /// List endpoint IPs (local and remote) and their corresponding security identities
+    #[command(alias = "ls")]
+    List(ListArgs),
+    /// Retrieve identity for an ip
+    Get { ip: Option<String> },
+}
+
+#[derive(clap::Subcommand)]
+pub enum FsCommand {
+    /// Show details of the mounted BPF filesystem
+    Show(ListArgs),
 }
 
 #[derive(clap::Subcommand)]
@@ -63,6 +80,12 @@ pub enum LbCommand {
 pub enum MaglevCommand {
     /// List Maglev lookup tables
     List(ListArgs),
+    /// Get Maglev lookup table for given service by ID
+    Get {
+        service_id: Option<String>,
+        #[command(flatten)]
+        args: ListArgs,
+    },
 }
 
 #[derive(clap::Subcommand)]
@@ -80,7 +103,7 @@ pub enum Command {
     Endpoint(EndpointCommand),
     /// IP cache (cilium_ipcache)
     #[command(subcommand)]
-    Ipcache(ListOnly),
+    Ipcache(IpcacheCommand),
     /// Connection tracking tables
     #[command(subcommand)]
     Ct(CtCommand),
@@ -111,6 +134,33 @@ pub enum Command {
     /// Manage authenticated connections between identities (cilium_auth_map)
     #[command(subcommand)]
     Auth(ListOnly),
+    /// Manage the templates of compiled BPF programs
+    #[command(subcommand, alias = "template")]
+    Sha(crate::bpf_sha::Command),
+    /// BPF filesystem mount
+    #[command(subcommand)]
+    Fs(FsCommand),
+    /// ip-masq-agent CIDRs (cilium_ipmasq_v4)
+    #[command(subcommand)]
+    Ipmasq(ListOnly),
+    /// BPF datapath bandwidth settings (cilium_throttle)
+    #[command(subcommand)]
+    Bandwidth(crate::bpf_off::ListCommand),
+    /// Egress gateway policies (cilium_egress_gw_policy_v4)
+    #[command(subcommand)]
+    Egress(crate::bpf_off::ListCommand),
+    /// VTEP mappings (cilium_vtep_map)
+    #[command(subcommand)]
+    Vtep(crate::bpf_off::ListCommand),
+    /// PCAP recorder (cilium_capture4_rules)
+    #[command(subcommand)]
+    Recorder(crate::bpf_off::ListCommand),
+    /// Multicast groups and subscribers
+    #[command(subcommand)]
+    Multicast(crate::bpf_off::MulticastCommand),
+    /// SRv6 routing
+    #[command(subcommand)]
+    Srv6(crate::bpf_off::Srv6Command),
 }
 
 fn open<M: GlobalMap>(ctx: &Ctx) -> anyhow::Result<M> {
@@ -233,6 +283,147 @@ fn ipcache(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
         pairs.push((format!("{ip}/{len}"), v.to_string()));
     }
     kv_listing(args, row!["IP PREFIX/ADDRESS", "IDENTITY"], pairs)
+}
+
+const IP_FORMS: &str =
+    "IP address must be in dotted decimal (192.168.1.1) or IPv6 (feab::f02b) form";
+
+/// `cilium bpf ipcache get <ip>`: the entry with the longest prefix that
+/// holds the address, as 1.16's lookup answers (exit 1 when none does).
+fn ipcache_get(ctx: &Ctx, ip: Option<&str>) -> anyhow::Result<ExitCode> {
+    let path = ["bpf", "ipcache", "get"];
+    let ip_text = match ip {
+        None | Some("") => {
+            return Ok(crate::usage_error(
+                &path,
+                &format!("No ip provided. {IP_FORMS}"),
+            ))
+        }
+        Some(s) => s,
+    };
+    let Ok(addr) = ip_text.parse::<std::net::IpAddr>() else {
+        return Ok(crate::usage_error(
+            &path,
+            &format!("Invalid ip address. {IP_FORMS}"),
+        ));
+    };
+    let entries = open::<Ipcache>(ctx)
+        .and_then(|m| Ok(m.entries()?))
+        .map_err(|e| anyhow::anyhow!("unable to dump IPCache: {e}\n"))?;
+    if entries.is_empty() {
+        eprintln!("No entries found.");
+        return Ok(ExitCode::FAILURE);
+    }
+    let std::net::IpAddr::V4(addr) = addr else {
+        println!("{ip_text} does not map to any identity");
+        return Ok(ExitCode::FAILURE);
+    };
+    let best = entries
+        .iter()
+        .filter_map(|(k, v)| Some((k.ipv4_prefix()?, v)))
+        .filter(|((net, len), _)| {
+            let mask = u32::MAX.checked_shl(32 - u32::from(*len)).unwrap_or(0);
+            u32::from(*net) & mask == u32::from(addr) & mask
+        })
+        .max_by_key(|((_, len), _)| *len);
+    match best {
+        Some((_, v)) => {
+            println!("{ip_text} maps to identity {v}");
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            println!("{ip_text} does not map to any identity");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// `cilium bpf lb maglev get <service id>`: one service's table.
+fn maglev_get(ctx: &Ctx, id: Option<&str>, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let path = ["bpf", "lb", "maglev", "get"];
+    let text = match id {
+        None => return Ok(crate::usage_error(&path, "Missing service id argument")),
+        Some("") => return Ok(crate::usage_error(&path, "Empty service id argument")),
+        Some(t) => t,
+    };
+    let id: u16 = text.parse().map_err(|e: std::num::ParseIntError| {
+        let why = match e.kind() {
+            std::num::IntErrorKind::PosOverflow => "value out of range",
+            _ => "invalid syntax",
+        };
+        anyhow::anyhow!("Unable to parse {text}: strconv.ParseUint: parsing {text:?}: {why}")
+    })?;
+    let pins = ctx.bpf_root.join(abi::maps::GLOBALS_DIR);
+    // a node without Maglev has no table map: no service has a table then
+    let tables = if pins.join(abi::maps::LB4_MAGLEV).exists() {
+        datapath::lbmap::maglev_tables(&pins)?
+    } else {
+        Vec::new()
+    };
+    let Some((_, lut)) = tables.into_iter().find(|(svc, _)| *svc == id) else {
+        anyhow::bail!("No entry found for service {id}");
+    };
+    let slots: Vec<String> = lut.backend_ids.iter().map(u32::to_string).collect();
+    let data = std::collections::BTreeMap::from([(
+        format!("[{id}]/v4"),
+        vec![format!("[{}]", slots.join(" "))],
+    )]);
+    if args.output.is_some() {
+        print_json(&data)?;
+    } else {
+        crate::table::print_keyed("SVC ID", "LOOKUP TABLE", &data);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cilium bpf ipmasq list`: the ip-masq-agent's CIDRs. This agent does
+/// not run the ip-masq-agent, so cilium_ipmasq_v4 is never pinned; 1.16
+/// skips a map that is not there.
+fn ipmasq_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let pins = ctx.bpf_root.join(abi::maps::GLOBALS_DIR);
+    for name in [abi::maps::IPMASQ_V4, abi::maps::IPMASQ_V6] {
+        if pins.join(name).exists() {
+            anyhow::bail!("{name} is pinned, but this agent never creates it");
+        }
+    }
+    if args.output.is_some() {
+        print_json(&Vec::<()>::new())?;
+    } else {
+        eprintln!("No entries found.");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cilium bpf fs show`: the first BPF filesystem in this process's mount
+/// table, as 1.16 describes it.
+fn fs_show(args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| {
+        anyhow::anyhow!("Unable to find the mount failed to open mount information at /proc/self/mountinfo: {e}")
+    })?;
+    let Some(m) = table
+        .lines()
+        .filter_map(crate::mountinfo::parse)
+        .find(|m| m.filesystem_type == "bpf")
+    else {
+        anyhow::bail!("No BPF filesystems are mounted");
+    };
+    if args.output.is_some() {
+        print_json(&m)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let text = format!(
+        "MountID:\t{}\nParentID:\t{}\nMounted State:\ttrue\nMountPoint:\t{}\nMountOptions:\t{}\nOptionFields:\t[{}]\nFilesystemType:\t{}\nMountSource:\t{}\nSuperOptions:\t{}\n",
+        m.mount_id,
+        m.parent_id,
+        m.mount_point,
+        m.mount_options,
+        m.optional_fields.as_deref().unwrap_or_default().join(" "),
+        m.filesystem_type,
+        m.mount_source,
+        m.super_options
+    );
+    print!("{}", crate::table::tabwrite(&text, 2, 3));
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Cilium's `bpf lb maglev list`: each service's table (keyed
@@ -518,7 +709,8 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
     match cmd {
         Command::Endpoint(EndpointCommand::List(a)) => endpoints(ctx, a),
         Command::Endpoint(EndpointCommand::Delete { ips }) => delete_endpoints(ctx, ips),
-        Command::Ipcache(ListOnly::List(a)) => ipcache(ctx, a),
+        Command::Ipcache(IpcacheCommand::List(a)) => ipcache(ctx, a),
+        Command::Ipcache(IpcacheCommand::Get { ip }) => ipcache_get(ctx, ip.as_deref()),
         Command::Ct(CtCommand::List { kind, args, .. }) if kind == "global" => ct(ctx, args),
         Command::Ct(CtCommand::List {
             kind, identifier, ..
@@ -536,6 +728,9 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::Config(ListOnly::List(a)) => runtime_config(ctx, a),
         Command::Lb(LbCommand::List(a)) => lb_list(ctx, a),
         Command::Lb(LbCommand::Maglev(MaglevCommand::List(a))) => maglev_list(ctx, a),
+        Command::Lb(LbCommand::Maglev(MaglevCommand::Get { service_id, args })) => {
+            maglev_get(ctx, service_id.as_deref(), args)
+        }
         Command::Nat(NatCommand::List(a)) => nat_list(ctx, a),
         Command::Nat(NatCommand::Flush) => {
             flush::<Snat4External>(ctx)?;
@@ -545,6 +740,20 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::Frag(ListOnly::List(a)) => frag_list(ctx, a),
         Command::Nodeid(ListOnly::List(a)) => crate::nodeid::bpf_list(ctx, a),
         Command::Auth(ListOnly::List(a)) => crate::nodeid::bpf_auth_list(ctx, a),
+        Command::Sha(cmd) => crate::bpf_sha::run(ctx, cmd),
+        Command::Fs(FsCommand::Show(a)) => fs_show(a),
+        Command::Ipmasq(ListOnly::List(a)) => ipmasq_list(ctx, a),
+        Command::Bandwidth(_) => crate::bpf_off::run(ctx, Feature::Bandwidth),
+        Command::Egress(_) => crate::bpf_off::run(ctx, Feature::Egress),
+        Command::Vtep(_) => crate::bpf_off::run(ctx, Feature::Vtep),
+        Command::Recorder(_) => crate::bpf_off::run(ctx, Feature::Recorder),
+        Command::Multicast(MulticastCommand::Group(_)) => {
+            crate::bpf_off::run(ctx, Feature::Multicast)
+        }
+        Command::Multicast(MulticastCommand::Subscriber(SubscriberCommand::List {
+            args, ..
+        })) => crate::bpf_off::run(ctx, Feature::MulticastSubscribers(args.clone())),
+        Command::Srv6(cmd) => crate::bpf_off::run(ctx, cmd.into()),
     }
 }
 

@@ -23,6 +23,9 @@ pub enum Command {
         #[command(flatten)]
         args: ListArgs,
     },
+    /// List contents of every policy BPF map
+    #[command(alias = "ls")]
+    List(ListArgs),
 }
 
 fn proto_name(p: u8) -> String {
@@ -61,24 +64,47 @@ fn identity_labels(ctx: &Ctx) -> BTreeMap<u32, Vec<String>> {
 }
 
 pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
-    let Command::Get {
-        endpoint,
-        all,
-        numeric,
-        args,
-    } = cmd;
-    let ids = match (endpoint, all) {
-        (Some(id), false) => vec![*id],
-        (None, true) => endpoints(ctx)?,
-        _ => anyhow::bail!("give an endpoint ID or --all"),
-    };
-    let labels = if *numeric {
+    match cmd {
+        Command::Get {
+            endpoint,
+            all,
+            numeric,
+            args,
+        } => {
+            let ids = match (endpoint, all) {
+                (Some(id), false) => vec![*id],
+                (None, true) => endpoints(ctx)?,
+                _ => anyhow::bail!("give an endpoint ID or --all"),
+            };
+            dump(ctx, &ids, *numeric, args, *all)
+        }
+        Command::List(args) => {
+            let ids = endpoints(ctx)?;
+            if ids.is_empty() {
+                println!("no maps found");
+                return Ok(ExitCode::SUCCESS);
+            }
+            dump(ctx, &ids, false, args, true)
+        }
+    }
+}
+
+/// The maps of `ids`, each headed by its endpoint and path when `headed`
+/// (`--all` and `list`).
+fn dump(
+    ctx: &Ctx,
+    ids: &[u16],
+    numeric: bool,
+    args: &ListArgs,
+    headed: bool,
+) -> anyhow::Result<ExitCode> {
+    let labels = if numeric {
         Default::default()
     } else {
         identity_labels(ctx)
     };
     let mut json = serde_json::Map::new();
-    for id in ids {
+    for &id in ids {
         let map = PolicyMap::pinned(&ctx.bpf_root, id)
             .map_err(|e| anyhow::anyhow!("endpoint {id} has no policy map: {e}"))?;
         let mut entries = map.entries()?;
@@ -86,7 +112,7 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         let mut rows = vec![row![
             "POLICY",
             "DIRECTION",
-            if *numeric {
+            if numeric {
                 "IDENTITY"
             } else {
                 "LABELS (source:key[=value])"
@@ -116,7 +142,7 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
             };
             let ls = match labels.get(&k.sec_label) {
                 Some(ls) => ls.clone(),
-                None if *numeric => vec![k.sec_label.to_string()],
+                None if numeric => vec![k.sec_label.to_string()],
                 None => vec![format!("identity {}", k.sec_label)],
             };
             for (i, l) in ls.iter().enumerate() {
@@ -150,7 +176,7 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         if args.output.is_some() {
             json.insert(id.to_string(), list.into());
         } else {
-            if *all {
+            if headed {
                 println!("Endpoint ID: {id}");
                 println!(
                     "Path: {}",
@@ -159,7 +185,7 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
                 println!();
             }
             print(&rows);
-            if *all {
+            if headed {
                 println!();
             }
         }

@@ -59,14 +59,6 @@ struct Plan {
     devices: Vec<(u32, String)>,
 }
 
-fn block_on<T>(f: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting a runtime")?
-        .block_on(f)
-}
-
 impl Args {
     /// `--bpf-state` alone keeps devices and files; no flag means all.
     fn bpf_only(&self) -> bool {
@@ -77,7 +69,7 @@ impl Args {
     }
 
     fn plan(&self) -> anyhow::Result<Plan> {
-        let devices = block_on(async {
+        let devices = crate::block_on(async {
             let nl = netdev::Netlink::connect()?;
             Ok(nl
                 .links()
@@ -158,7 +150,7 @@ fn remove_bpf_state(bpf_root: &Path, devices: &[(u32, String)]) {
 }
 
 fn remove_all_state(args: &Args, devices: &[(u32, String)]) -> anyhow::Result<()> {
-    block_on(async {
+    crate::block_on(async {
         let nl = netdev::Netlink::connect()?;
         for (index, name) in devices {
             if let Err(e) = nl.delete_link(*index).await {

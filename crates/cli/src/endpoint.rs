@@ -133,6 +133,52 @@ fn enforcement(policy_enabled: &str, dir: &str) -> &'static str {
     }
 }
 
+/// `endpoint list`'s table (also a section of `debuginfo`).
+pub fn list_rows(eps: &[Endpoint]) -> Vec<Vec<String>> {
+    let mut rows = vec![
+        row![
+            "ENDPOINT",
+            "POLICY (ingress)",
+            "POLICY (egress)",
+            "IDENTITY",
+            "LABELS (source:key[=value])",
+            "IPv6",
+            "IPv4",
+            "STATUS"
+        ],
+        row!["", "ENFORCEMENT", "ENFORCEMENT", "", "", "", "", ""],
+    ];
+    for ep in eps {
+        let st = &ep.status;
+        let policy = &st.policy.realized.policy_enabled;
+        let identity = st
+            .identity
+            .as_ref()
+            .map_or(String::new(), |i| i.id.to_string());
+        let labels = st
+            .identity
+            .as_ref()
+            .map(|i| i.labels.clone())
+            .unwrap_or_default();
+        let net = st.networking.clone().unwrap_or_default();
+        let addr = net.addressing.first().cloned().unwrap_or_default();
+        rows.push(row![
+            ep.id,
+            enforcement(policy, "ingress"),
+            enforcement(policy, "egress"),
+            identity,
+            labels.first().cloned().unwrap_or_default(),
+            addr.ipv6,
+            addr.ipv4,
+            st.state
+        ]);
+        for extra in labels.iter().skip(1) {
+            rows.push(row!["", "", "", "", extra, "", "", ""]);
+        }
+    }
+    rows
+}
+
 pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
     let client = ctx.client()?;
     match cmd {
@@ -143,48 +189,7 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
                 print_json(&eps)?;
                 return Ok(ExitCode::SUCCESS);
             }
-            let mut rows = vec![
-                row![
-                    "ENDPOINT",
-                    "POLICY (ingress)",
-                    "POLICY (egress)",
-                    "IDENTITY",
-                    "LABELS (source:key[=value])",
-                    "IPv6",
-                    "IPv4",
-                    "STATUS"
-                ],
-                row!["", "ENFORCEMENT", "ENFORCEMENT", "", "", "", "", ""],
-            ];
-            for ep in &eps {
-                let st = &ep.status;
-                let policy = &st.policy.realized.policy_enabled;
-                let identity = st
-                    .identity
-                    .as_ref()
-                    .map_or(String::new(), |i| i.id.to_string());
-                let labels = st
-                    .identity
-                    .as_ref()
-                    .map(|i| i.labels.clone())
-                    .unwrap_or_default();
-                let net = st.networking.clone().unwrap_or_default();
-                let addr = net.addressing.first().cloned().unwrap_or_default();
-                rows.push(row![
-                    ep.id,
-                    enforcement(policy, "ingress"),
-                    enforcement(policy, "egress"),
-                    identity,
-                    labels.first().cloned().unwrap_or_default(),
-                    addr.ipv6,
-                    addr.ipv4,
-                    st.state
-                ]);
-                for extra in labels.iter().skip(1) {
-                    rows.push(row!["", "", "", "", extra, "", "", ""]);
-                }
-            }
-            print(&rows);
+            print(&list_rows(&eps));
         }
         Command::Get { id, output: _ } => {
             let ep: Endpoint =

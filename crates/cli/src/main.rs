@@ -2,21 +2,30 @@
 
 mod bgp;
 mod bpf;
+mod bpf_off;
 mod bpf_policy;
+mod bpf_sha;
 mod build_config;
 mod cgroups;
 mod cleanup;
 mod config;
+mod debuginfo;
+mod encrypt;
 mod endpoint;
 mod explain;
 mod fqdn;
+mod gofmt;
 mod health_report;
 mod identity;
 mod ip;
+mod kvstore;
+mod loadinfo;
 mod lrp;
 mod map;
 mod metrics;
+mod modules_health;
 mod monitor;
+mod mountinfo;
 mod node;
 mod nodeid;
 mod observe;
@@ -24,8 +33,10 @@ mod policy;
 mod prefilter;
 mod recorder;
 mod service;
+mod statedb;
 mod status;
 mod table;
+mod troubleshoot;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -48,6 +59,14 @@ struct Cli {
         default_value = "/sys/fs/bpf"
     )]
     bpf_root: std::path::PathBuf,
+    /// The agent's state directory (endpoints' state, datapath templates)
+    #[arg(
+        long = "state-dir",
+        global = true,
+        env = "CILIUM_STATE_DIR",
+        default_value = abi::state_dir::DEFAULT
+    )]
+    state_dir: std::path::PathBuf,
     #[command(subcommand)]
     command: Command,
 }
@@ -96,6 +115,21 @@ enum Command {
     /// Manage security policies
     #[command(subcommand)]
     Policy(policy::Command),
+    /// Direct access to the kvstore
+    Kvstore(kvstore::Args),
+    /// Show load information
+    Loadinfo,
+    /// Inspect StateDB
+    #[command(subcommand)]
+    Statedb(statedb::Command),
+    /// Request available debugging information from agent
+    Debuginfo(debuginfo::Args),
+    /// Manage transparent encryption
+    #[command(subcommand)]
+    Encrypt(encrypt::Command),
+    /// Run troubleshooting utilities to check control-plane connectivity
+    #[command(subcommand)]
+    Troubleshoot(troubleshoot::Command),
     /// Manage services & loadbalancers
     #[command(subcommand)]
     Service(service::Command),
@@ -125,12 +159,46 @@ enum Command {
 pub struct Ctx {
     host: Option<String>,
     bpf_root: std::path::PathBuf,
+    state_dir: std::path::PathBuf,
 }
 
 impl Ctx {
     fn client(&self) -> anyhow::Result<api::Client> {
         Ok(api::Client::from_host(self.host.as_deref())?)
     }
+}
+
+/// Runs `f` to completion on a runtime of its own (the CLI is synchronous
+/// but for the few clients that are async).
+pub fn block_on<T>(f: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    use anyhow::Context;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting a runtime")?
+        .block_on(f)
+}
+
+/// The help of the subcommand at `path` (`["bpf", "sha", "get"]`), on
+/// stdout as cobra prints it.
+pub fn print_help(path: &[&str]) {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    cmd.build();
+    for name in path {
+        match cmd.find_subcommand(name) {
+            Some(sub) => cmd = sub.clone(),
+            None => break,
+        }
+    }
+    let _ = cmd.print_help();
+}
+
+/// 1.16's `Usagef`: the error, a blank line, then the command's help.
+pub fn usage_error(path: &[&str], msg: &str) -> ExitCode {
+    eprintln!("Error: {msg}\n");
+    print_help(path);
+    ExitCode::FAILURE
 }
 
 /// Parses `argv` into one subcommand's flags (for the subcommands' tests).
@@ -145,10 +213,16 @@ pub fn parse_args<A: clap::Args>(argv: &[&str]) -> A {
 }
 
 fn main() -> ExitCode {
+    // a reader that stops early (`| head`) ends us quietly, as it ends
+    // Go's cilium-dbg, instead of a panic on the broken pipe
+    // SAFETY: restoring a signal's default disposition before any thread
+    // starts
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     let ctx = Ctx {
         host: cli.host,
         bpf_root: cli.bpf_root,
+        state_dir: cli.state_dir,
     };
     let result = match cli.command {
         Command::Status(args) => status::run(&ctx, &args),
@@ -185,6 +259,12 @@ fn main() -> ExitCode {
         Command::Node(cmd) => node::run(&ctx, &cmd),
         Command::Nodeid(cmd) => nodeid::run(&ctx, &cmd),
         Command::Policy(cmd) => policy::run(&ctx, &cmd),
+        Command::Kvstore(args) => kvstore::run(&ctx, &args),
+        Command::Loadinfo => loadinfo::run(),
+        Command::Statedb(cmd) => statedb::run(&ctx, &cmd),
+        Command::Debuginfo(args) => debuginfo::run(&ctx, &args),
+        Command::Encrypt(cmd) => encrypt::run(&ctx, &cmd),
+        Command::Troubleshoot(cmd) => troubleshoot::run(&ctx, &cmd),
         Command::Service(cmd) => service::run(&ctx, &cmd),
     };
     match result {

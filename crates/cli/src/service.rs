@@ -159,8 +159,9 @@ fn update(ctx: &Ctx, a: &UpdateArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `ID  Frontend  Service Type  Backend`, one backend per row.
-fn print_services(services: &[Service]) {
+/// `ID  Frontend  Service Type  Backend`, one backend per row (also a
+/// section of `debuginfo`).
+pub fn list_rows(services: &[Service]) -> Vec<Vec<String>> {
     let mut rows = vec![row!["ID", "Frontend", "Service Type", "Backend"]];
     for svc in services {
         let s = &svc.status.realized;
@@ -181,7 +182,7 @@ fn print_services(services: &[Service]) {
             }
         }
     }
-    print(&rows);
+    rows
 }
 
 pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
@@ -193,7 +194,7 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
             if args.output.is_some() {
                 print_json(&services)?;
             } else {
-                print_services(&services);
+                print(&list_rows(&services));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -202,7 +203,7 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
             if args.output.is_some() {
                 print_json(&svc)?;
             } else {
-                print_services(&[svc]);
+                print(&list_rows(&[svc]));
             }
             Ok(ExitCode::SUCCESS)
         }

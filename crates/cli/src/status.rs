@@ -32,7 +32,7 @@ fn cluster_health(s: &StatusResponse, agent_socket: &std::path::Path) -> Cluster
 
 /// The `Cluster health:` lines, their first column as wide as the other
 /// status lines' (one tabwriter writes all of them in Cilium).
-fn cluster_health_lines(h: &ClusterHealth, verbose: bool) -> String {
+fn cluster_health_lines(h: &ClusterHealth, verbose: bool, modules: &str) -> String {
     let section = match h {
         ClusterHealth::Disabled => "Cluster health:\t\tProbe disabled\n".to_owned(),
         ClusterHealth::Unreachable => {
@@ -50,7 +50,7 @@ fn cluster_health_lines(h: &ClusterHealth, verbose: bool) -> String {
     };
     // a line standing for the labels above, dropped after aligning
     let sentinel = format!("{}\t\n", "-".repeat(LABEL_WIDTH - 3));
-    let aligned = crate::table::tabwrite(&format!("{sentinel}{section}"), 2, 3);
+    let aligned = crate::table::tabwrite(&format!("{sentinel}{section}{modules}"), 2, 3);
     aligned
         .split_once('\n')
         .map(|(_, rest)| rest.to_owned())
@@ -65,15 +65,54 @@ pub struct Args {
     /// Only print a one-line status message
     #[arg(long)]
     brief: bool,
-    /// Equivalent to --all-controllers plus BPF map and clock details
+    /// Equivalent to --all-addresses --all-controllers --all-nodes --all-redirects --all-clusters --all-health
     #[arg(long)]
     verbose: bool,
+    /// Show all allocated addresses, not just count
+    #[arg(long = "all-addresses")]
+    all_addresses: bool,
     /// Show all controllers, not just failing
     #[arg(long = "all-controllers")]
     all_controllers: bool,
+    /// Show all nodes, not just localhost (as in 1.16, no line depends on it)
+    #[arg(long = "all-nodes")]
+    all_nodes: bool,
+    /// Show all redirects (there are none: this agent runs no L7 proxy)
+    #[arg(long = "all-redirects")]
+    all_redirects: bool,
+    /// Show all clusters (there are none: this agent runs no ClusterMesh)
+    #[arg(long = "all-clusters")]
+    all_clusters: bool,
+    /// Show all health status, not just failing
+    #[arg(long = "all-health")]
+    all_health: bool,
+    /// Sets the timeout to use when querying for health
+    #[arg(long, default_value = "30s", value_parser = parse_timeout)]
+    timeout: std::time::Duration,
     /// json
     #[arg(short = 'o', long = "output", value_enum)]
     output: Option<Output>,
+}
+
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    api::duration::parse_go_duration(s).ok_or_else(|| format!("invalid duration {s:?}"))
+}
+
+/// Which details the status block shows (1.16's `StatusDetails`).
+#[derive(Clone, Copy, Default)]
+pub struct Details {
+    pub all_addresses: bool,
+    pub all_controllers: bool,
+    /// BPF maps, clock source and Kubernetes API sync details
+    pub verbose: bool,
+}
+
+impl Details {
+    pub const ALL: Details = Details {
+        all_addresses: true,
+        all_controllers: true,
+        verbose: true,
+    };
 }
 
 fn ok_state(s: &StatusResponse) -> bool {
@@ -214,10 +253,14 @@ fn masquerading(m: &Masquerading, kpr: Option<&KubeProxyReplacement>) -> String 
 /// The non-verbose block, one `Label:` per line, values aligned at column 25.
 pub fn format(
     s: &StatusResponse,
-    verbose: bool,
-    all_controllers: bool,
-    health: &ClusterHealth,
+    details: Details,
+    health: Option<(&ClusterHealth, &str)>,
 ) -> String {
+    let Details {
+        all_addresses,
+        all_controllers,
+        verbose,
+    } = details;
     let mut lines: Vec<(String, String)> = Vec::new();
     let mut push = |k: &str, v: String| lines.push((format!("{k}:"), v));
     if let Some(k) = &s.kvstore {
@@ -286,7 +329,7 @@ pub fn format(
     match &s.ipam {
         Some(ipam) => {
             push("IPAM", ipam.status.clone());
-            if verbose {
+            if all_addresses {
                 let list: String = ipam
                     .allocations
                     .iter()
@@ -449,7 +492,9 @@ pub fn format(
             out.push_str(&crate::table::render(&rows));
         }
     }
-    out.push_str(&cluster_health_lines(health, verbose));
+    if let Some((health, modules)) = health {
+        out.push_str(&cluster_health_lines(health, verbose, modules));
+    }
     out
 }
 
@@ -483,10 +528,27 @@ pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
         print_json(&s)?;
     } else {
         let health = cluster_health(&s, client.socket());
-        print!(
-            "{}",
-            format(&s, args.verbose, args.all_controllers, &health)
-        );
+        let details = Details {
+            all_addresses: args.all_addresses || args.verbose,
+            all_controllers: args.all_controllers || args.verbose,
+            verbose: args.verbose,
+        };
+        let all_health = args.all_health || args.verbose;
+        let modules = match &health {
+            ClusterHealth::Disabled => String::new(),
+            _ => match crate::modules_health::reports(ctx) {
+                Ok(r) if all_health => {
+                    let tree = crate::modules_health::tree(&r).replace('\n', "\n\t\t");
+                    format!("Modules Health:\n\t\t{tree}\n")
+                }
+                Ok(r) => format!("Modules Health:\t{}\n", crate::modules_health::tally(&r)),
+                Err(e) => {
+                    print!("{}", format(&s, details, Some((&health, ""))));
+                    return Err(e);
+                }
+            },
+        };
+        print!("{}", format(&s, details, Some((&health, &modules))));
     }
     Ok(if ok_state(&s) {
         ExitCode::SUCCESS

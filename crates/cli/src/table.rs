@@ -48,6 +48,38 @@ pub fn tabwrite(text: &str, minwidth: usize, padding: usize) -> String {
         .join("\n")
 }
 
+/// Tab-aligned `lines` whose columns never narrow from one call to the
+/// next (liggitt/tabwriter's RememberWidths, which `statedb --watch`
+/// prints with): `widths` carries them. Every line's last cell is left
+/// as is.
+pub fn tabwrite_remembering(
+    lines: &[String],
+    minwidth: usize,
+    padding: usize,
+    widths: &mut Vec<usize>,
+) -> String {
+    let split: Vec<Vec<&str>> = lines.iter().map(|l| l.split('\t').collect()).collect();
+    for cells in &split {
+        for (i, cell) in cells.iter().take(cells.len() - 1).enumerate() {
+            if widths.len() <= i {
+                widths.push(minwidth);
+            }
+            widths[i] = widths[i].max(cell.chars().count() + padding);
+        }
+    }
+    let mut out = String::new();
+    for cells in &split {
+        for (i, cell) in cells.iter().enumerate() {
+            out.push_str(cell);
+            if i + 1 < cells.len() {
+                out.push_str(&" ".repeat(widths[i] - cell.chars().count()));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
 fn column_blocks(
     lines: &[Vec<&str>],
     widths: &mut [Vec<usize>],
@@ -75,6 +107,23 @@ fn column_blocks(
         column_blocks(lines, widths, i, j, col + 1, (minwidth, padding));
         i = j;
     }
+}
+
+/// Cilium's `TablePrinter`: a key's first value beside it, its others on
+/// lines of their own below; keys in order (Go's map order is random).
+pub fn print_keyed(
+    first: &str,
+    second: &str,
+    data: &std::collections::BTreeMap<String, Vec<String>>,
+) {
+    let mut text = format!("{first}\t{second}\n");
+    for (key, values) in data {
+        for (i, v) in values.iter().enumerate() {
+            let k = if i == 0 { key.as_str() } else { "" };
+            text.push_str(&format!("{k}\t{v}\t\n"));
+        }
+    }
+    print!("{}", tabwrite(&text, 5, 3));
 }
 
 pub fn print(rows: &[Vec<String>]) {

@@ -10,8 +10,7 @@ use crate::objects::BPF_LXC;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-pub const TEMPLATES_DIR: &str = "templates";
-pub const HEADER_FILE: &str = "ep_config.h";
+pub use abi::state_dir::{TEMPLATES_DIR, TEMPLATE_HEADER as HEADER_FILE};
 
 /// The template's name: the SHA-256 of the embedded bpf_lxc.o, in hex.
 pub fn id() -> String {

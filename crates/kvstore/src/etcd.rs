@@ -23,11 +23,29 @@ fn etcd(op: &'static str, key: &str) -> impl FnOnce(etcd_client::Error) -> Error
     move |source| Error::Etcd { op, key, source }
 }
 
+async fn dial(endpoints: &[String], opts: ConnectOptions) -> Result<Client, Error> {
+    Client::connect(endpoints, Some(opts))
+        .await
+        .map_err(|source| Error::Connect {
+            endpoints: endpoints.to_vec(),
+            source,
+        })
+}
+
 #[derive(Default)]
 struct Session {
     lease: i64,
     /// Leased keys with their values, re-written after a lease loss.
     leased: BTreeMap<String, Vec<u8>>,
+}
+
+/// One key as etcd holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub key: String,
+    pub value: Vec<u8>,
+    pub mod_revision: i64,
+    pub lease: i64,
 }
 
 #[derive(Clone)]
@@ -44,12 +62,7 @@ impl Etcd {
             .with_connect_timeout(Duration::from_secs(5))
             .with_timeout(Duration::from_secs(10))
             .with_keep_alive(Duration::from_secs(5), Duration::from_secs(5));
-        let client = Client::connect(endpoints, Some(opts))
-            .await
-            .map_err(|source| Error::Connect {
-                endpoints: endpoints.to_vec(),
-                source,
-            })?;
+        let client = dial(endpoints, opts).await?;
         let ttl = lease_ttl.as_secs().max(2) as i64;
         let lease = client
             .clone()
@@ -68,28 +81,68 @@ impl Etcd {
         Ok(store)
     }
 
+    /// Connects without a session: for readers such as `cilium kvstore
+    /// get`, which must leave nothing behind in etcd, not even a lease.
+    /// Leased writes through it are plain writes.
+    pub async fn connect_reader(endpoints: &[String]) -> Result<Self, Error> {
+        let opts = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(5))
+            .with_timeout(Duration::from_secs(30));
+        let client = dial(endpoints, opts).await?;
+        Ok(Self {
+            client,
+            session: Arc::new(Mutex::new(Session::default())),
+        })
+    }
+
+    /// Every key under `prefix` with its revision and lease, as Cilium's
+    /// `kvstore get --recursive -o json` shows them.
+    pub async fn entries(&self, prefix: &str) -> Result<Vec<Entry>, Error> {
+        let resp = self.read(prefix, true).await?;
+        Ok(resp
+            .kvs()
+            .iter()
+            .map(|kv| Entry {
+                key: String::from_utf8_lossy(kv.key()).into_owned(),
+                value: kv.value().to_vec(),
+                mod_revision: kv.mod_revision(),
+                lease: kv.lease(),
+            })
+            .collect())
+    }
+
+    /// The cluster ID etcd answers a read of `key` with (what `cilium
+    /// troubleshoot kvstore` shows once it reaches etcd).
+    pub async fn cluster_id(&self, key: &str) -> Result<u64, Error> {
+        let resp = self.read(key, false).await?;
+        Ok(resp.header().map_or(0, |h| h.cluster_id()))
+    }
+
     pub fn lease_id(&self) -> i64 {
         self.session.lock().expect("session lock").lease
     }
 
-    pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
-        let resp = self
-            .client
+    /// One read: `key` itself, or every key under it.
+    async fn read(&self, key: &str, prefix: bool) -> Result<etcd_client::GetResponse, Error> {
+        let (op, opts) = match prefix {
+            true => ("list", Some(GetOptions::new().with_prefix())),
+            false => ("get", None),
+        };
+        self.client
             .clone()
-            .get(key, None)
+            .get(key, opts)
             .await
-            .map_err(etcd("get", key))?;
+            .map_err(etcd(op, key))
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        let resp = self.read(key, false).await?;
         Ok(resp.kvs().first().map(|kv| kv.value().to_vec()))
     }
 
     /// All keys under `prefix` and the revision they were read at.
     pub async fn list_prefix(&self, prefix: &str) -> Result<(Vec<(String, Vec<u8>)>, i64), Error> {
-        let resp = self
-            .client
-            .clone()
-            .get(prefix, Some(GetOptions::new().with_prefix()))
-            .await
-            .map_err(etcd("list", prefix))?;
+        let resp = self.read(prefix, true).await?;
         let rev = resp.header().map_or(0, |h| h.revision());
         let kvs = resp
             .kvs()

@@ -9,7 +9,7 @@ pub mod keys;
 mod memory;
 mod source;
 
-pub use etcd::Etcd;
+pub use etcd::{Entry, Etcd};
 pub use memory::{Memory, MemorySession};
 pub use source::PrefixSource;
 

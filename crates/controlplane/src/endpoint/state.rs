@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub const EP_CONFIG: &str = "ep_config.json";
-pub const TEMPLATE_ID: &str = "template.txt";
+pub use abi::state_dir::ENDPOINT_TEMPLATE as TEMPLATE_ID;
 
 pub fn dir(state_dir: &Path, id: u16) -> PathBuf {
     state_dir.join(id.to_string())

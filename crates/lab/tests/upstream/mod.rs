@@ -4,7 +4,8 @@
 //! one that changes state, so a command nobody thought about fails the
 //! test. Those that read state exit 0 without an error, a 404 or a decode
 //! error; those of features we do not run fail as 1.16's do with the
-//! feature off; and no pinned map changes while they run.
+//! feature off; our own `cilium` answers every line with cilium-dbg's exit
+//! code; and no pinned map changes while they run.
 
 use crate::common::{self, Lab};
 use std::collections::{BTreeMap, BTreeSet};
@@ -286,54 +287,6 @@ const CHANGES_STATE: &[&str] = &[
     "service update",
 ];
 
-/// Leaves of cilium-dbg's tree that our `cilium` does not have yet (issue
-/// 31's open part): each must still fail, so the day one works the test
-/// says to take it off this list and compare it with 1.16's.
-const OURS_LACK: &[&str] = &[
-    "bpf bandwidth list",
-    "bpf egress list",
-    "bpf fs show",
-    "bpf ipcache get",
-    "bpf ipmasq list",
-    "bpf lb maglev get",
-    "bpf policy list",
-    "bpf multicast group list",
-    "bpf multicast subscriber list",
-    "bpf recorder list",
-    "bpf sha get",
-    "bpf sha list",
-    "bpf srv6 policy",
-    "bpf srv6 sid",
-    "bpf srv6 vrf",
-    "bpf vtep list",
-    "config get",
-    "debuginfo",
-    "encrypt status",
-    "kvstore get",
-    "loadinfo",
-    "policy validate",
-    "statedb bandwidth-edts",
-    "statedb bandwidth-qdiscs",
-    "statedb devices",
-    "statedb dump",
-    "statedb health",
-    "statedb ipsets",
-    "statedb l2-announce",
-    "statedb nat-stats",
-    "statedb node-addresses",
-    "statedb routes",
-    "statedb sysctl",
-    "troubleshoot clustermesh",
-    "troubleshoot kvstore",
-];
-
-/// Lines our `cilium` has the leaf of but not yet every flag: the status
-/// flags of features it does not show (per-module health, proxy redirects,
-/// clusters, every address, every node).
-const OURS_DIFFER: &[&str] = &[
-    "status --all-controllers --all-health --all-redirects --all-clusters --all-addresses --all-nodes",
-];
-
 /// `bpf sha get` reads a template named by `bpf sha list`: run with it.
 const SHA_GET: &str = "bpf sha get";
 
@@ -517,7 +470,7 @@ pub fn cilium_1_16_clients_read_everything(lab: &Lab) {
         .and_then(|m| m.keys().next().cloned())
         .unwrap_or_else(|| panic!("bpf sha list -o json names no template: {sha}"));
     runs.push((SHA_GET, format!("{SHA_GET} {first_sha}"), &Reads));
-    for (leaf, line, expect) in &runs {
+    for (_, line, expect) in &runs {
         // the monitor streams until stopped: a few seconds of it
         let line = line.trim();
         let (code, out) = if line == "monitor" {
@@ -552,13 +505,7 @@ pub fn cilium_1_16_clients_read_everything(lab: &Lab) {
         // streams: its own tests cover it)
         if line != "monitor" {
             let (ours, our_out) = run(lab, "cilium", line);
-            if OURS_LACK.contains(leaf) || OURS_DIFFER.contains(&line) {
-                if ours == 0 {
-                    failures.push(format!(
-                        "cilium {line} works now: take it off OURS_LACK or OURS_DIFFER"
-                    ));
-                }
-            } else if ours != code {
+            if ours != code {
                 failures.push(format!(
                     "cilium {line}: exit {ours} where cilium-dbg exits {code}:\n{our_out}"
                 ));
