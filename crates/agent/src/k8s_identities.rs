@@ -22,80 +22,11 @@ use k8s::kube::runtime::watcher;
 use k8s::kube::Api;
 use k8s::kube::ResourceExt;
 use k8s::ResourceSource;
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use watch::{Mirror, Source};
 
-/// The key of the labels map (`security-labels`).
-const SECURITY_LABELS: &str = "security-labels";
-/// Label keys under this prefix are not copied to metadata labels: their
-/// values are users' and may not be valid there (Cilium skips them too).
-const NAMESPACE_LABELS: &str = "io.cilium.k8s.namespace.labels.";
-/// The longest metadata label value (and name part of a key) Kubernetes takes.
-const MAX_LABEL: usize = 63;
-
 fn resource() -> ApiResource {
     k8s::cilium::identities()
-}
-
-/// `source:key=value` labels as `security-labels`: `source:key` → value.
-fn security_labels(labels: &[String]) -> BTreeMap<String, String> {
-    labels
-        .iter()
-        .map(|l| match l.split_once('=') {
-            Some((k, v)) => (k.to_owned(), v.to_owned()),
-            None => (l.clone(), String::new()),
-        })
-        .collect()
-}
-
-fn valid_label_value(v: &str) -> bool {
-    v.len() <= MAX_LABEL
-        && v.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && v.chars().next().is_none_or(|c| c.is_ascii_alphanumeric())
-        && v.chars().last().is_none_or(|c| c.is_ascii_alphanumeric())
-}
-
-/// The metadata labels Cilium 1.16 sets: the `k8s:` labels without that
-/// prefix, except the namespace's own labels; ones Kubernetes would
-/// refuse are left out rather than failing the identity.
-fn metadata_labels(labels: &[String]) -> BTreeMap<String, String> {
-    security_labels(labels)
-        .into_iter()
-        .filter_map(|(k, v)| Some((k.strip_prefix("k8s:")?.to_owned(), v)))
-        .filter(|(k, v)| {
-            let name = k.rsplit('/').next().unwrap_or(k);
-            !k.starts_with(NAMESPACE_LABELS)
-                && !name.is_empty()
-                && valid_label_value(name)
-                && valid_label_value(v)
-        })
-        .collect()
-}
-
-/// Identity `id` with `labels` as a CiliumIdentity.
-fn object(id: u32, labels: &[String]) -> DynamicObject {
-    let mut obj = DynamicObject::new(&id.to_string(), &resource());
-    obj.metadata.labels = Some(metadata_labels(labels));
-    obj.data = serde_json::json!({ SECURITY_LABELS: security_labels(labels) });
-    obj
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("CiliumIdentity has no security-labels map")]
-pub struct NoLabels;
-
-/// The labels of a CiliumIdentity, as `source:key=value` strings.
-fn labels_of(obj: &DynamicObject) -> Result<Vec<String>, NoLabels> {
-    let map = obj.data[SECURITY_LABELS].as_object().ok_or(NoLabels)?;
-    Ok(map
-        .iter()
-        .map(|(k, v)| match v.as_str().unwrap_or_default() {
-            "" => k.clone(),
-            v => format!("{k}={v}"),
-        })
-        .collect())
 }
 
 /// Each identity object by name, the whole object when the operator
@@ -173,7 +104,10 @@ impl CiliumIdentities {
     async fn create(&self, id: u32, labels: &[String]) -> Result<Option<Vec<String>>, StoreError> {
         match self
             .api
-            .create(&PostParams::default(), &object(id, labels))
+            .create(
+                &PostParams::default(),
+                &k8s::cilium::identity_object(id, labels),
+            )
             .await
         {
             Ok(_) => {
@@ -190,7 +124,10 @@ impl CiliumIdentities {
         // taken: read what it holds (the agent may list, not get)
         let by_name = ListParams::default().fields(&format!("metadata.name={id}"));
         let found = self.api.list(&by_name).await.map_err(StoreError::new)?;
-        Ok(found.items.first().and_then(|o| labels_of(o).ok()))
+        Ok(found
+            .items
+            .first()
+            .and_then(|o| k8s::cilium::identity_labels(o).ok()))
     }
 }
 
@@ -231,7 +168,7 @@ fn decoded(
     objects: impl Source<Key = String, Value = DynamicObject>,
 ) -> impl Source<Key = String, Value = String> {
     objects.decode(|_, obj: &DynamicObject| {
-        labels_of(obj).map(|l| controlplane::identity::labels_key(&l))
+        k8s::cilium::identity_labels(obj).map(|l| controlplane::identity::labels_key(&l))
     })
 }
 
@@ -248,40 +185,4 @@ pub fn follow(
     let objects = kubernetes.watched("cilium/v2::CiliumIdentity", objects(kubernetes.client()));
     identities.follow_source(store.noted(objects), tasks);
     identities.keep_alive(sync, tasks);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_identity_is_written_as_cilium_writes_it_and_read_back() {
-        let labels: Vec<String> = [
-            "k8s:app=web",
-            "k8s:io.kubernetes.pod.namespace=default",
-            "k8s:io.cilium.k8s.namespace.labels.kubernetes.io/metadata.name=default",
-            "k8s:io.cilium.k8s.policy.cluster=default",
-            "unspec:flag",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let obj = object(300, &labels);
-        assert_eq!(obj.metadata.name.as_deref(), Some("300"));
-        let meta = obj.metadata.labels.clone().unwrap();
-        assert_eq!(meta["io.kubernetes.pod.namespace"], "default");
-        assert_eq!(meta["app"], "web");
-        assert_eq!(
-            meta.len(),
-            3,
-            "no namespace labels, no other sources: {meta:?}"
-        );
-        assert_eq!(obj.data["security-labels"]["k8s:app"], "web");
-        assert_eq!(obj.data["security-labels"]["unspec:flag"], "");
-        let back = labels_of(&obj).unwrap();
-        assert_eq!(
-            controlplane::identity::labels_key(&back),
-            controlplane::identity::labels_key(&labels)
-        );
-    }
 }

@@ -1,6 +1,6 @@
 //! `cilium bpf ...`: read the pinned maps directly, decoded through crates/abi.
 
-use crate::bpf_off::{Feature, MulticastCommand, SubscriberCommand};
+use crate::bpf_off::{Feature, GroupCommand, MulticastCommand, SubscriberCommand, VtepCommand};
 use crate::table::{print, print_json};
 use crate::{row, Ctx};
 use abi::ct::{CtEntry, Ipv4CtTuple, CT_FLAG_NAMES, TUPLE_F_IN, TUPLE_F_RELATED, TUPLE_F_SERVICE};
@@ -20,6 +20,15 @@ pub enum ListOnly {
     /// List entries
     #[command(alias = "ls")]
     List(ListArgs),
+}
+
+#[derive(clap::Subcommand)]
+pub enum AuthCommand {
+    /// List all authenticated connections between identities
+    #[command(alias = "ls")]
+    List(ListArgs),
+    /// Deletes all entries for authenticated connections between identities
+    Flush(ListArgs),
 }
 
 #[derive(clap::Subcommand)]
@@ -133,7 +142,7 @@ pub enum Command {
     Nodeid(ListOnly),
     /// Manage authenticated connections between identities (cilium_auth_map)
     #[command(subcommand)]
-    Auth(ListOnly),
+    Auth(AuthCommand),
     /// Manage the templates of compiled BPF programs
     #[command(subcommand, alias = "template")]
     Sha(crate::bpf_sha::Command),
@@ -151,12 +160,12 @@ pub enum Command {
     Egress(crate::bpf_off::ListCommand),
     /// VTEP mappings (cilium_vtep_map)
     #[command(subcommand)]
-    Vtep(crate::bpf_off::ListCommand),
+    Vtep(crate::bpf_off::VtepCommand),
     /// PCAP recorder (cilium_capture4_rules)
     #[command(subcommand)]
     Recorder(crate::bpf_off::ListCommand),
     /// Multicast groups and subscribers
-    #[command(subcommand)]
+    #[command(subcommand, alias = "mcast")]
     Multicast(crate::bpf_off::MulticastCommand),
     /// SRv6 routing
     #[command(subcommand)]
@@ -739,16 +748,32 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::Policy(cmd) => crate::bpf_policy::run(ctx, cmd),
         Command::Frag(ListOnly::List(a)) => frag_list(ctx, a),
         Command::Nodeid(ListOnly::List(a)) => crate::nodeid::bpf_list(ctx, a),
-        Command::Auth(ListOnly::List(a)) => crate::nodeid::bpf_auth_list(ctx, a),
+        Command::Auth(AuthCommand::List(a)) => crate::nodeid::bpf_auth_list(ctx, a),
+        Command::Auth(AuthCommand::Flush(_)) => crate::nodeid::bpf_auth_flush(ctx),
         Command::Sha(cmd) => crate::bpf_sha::run(ctx, cmd),
         Command::Fs(FsCommand::Show(a)) => fs_show(a),
         Command::Ipmasq(ListOnly::List(a)) => ipmasq_list(ctx, a),
         Command::Bandwidth(_) => crate::bpf_off::run(ctx, Feature::Bandwidth),
         Command::Egress(_) => crate::bpf_off::run(ctx, Feature::Egress),
-        Command::Vtep(_) => crate::bpf_off::run(ctx, Feature::Vtep),
+        Command::Vtep(VtepCommand::List(_)) => crate::bpf_off::run(ctx, Feature::Vtep),
+        Command::Vtep(VtepCommand::Update { args }) => {
+            crate::bpf_off::run(ctx, Feature::VtepUpdate(args.clone()))
+        }
+        Command::Vtep(VtepCommand::Delete { args }) => {
+            crate::bpf_off::run(ctx, Feature::VtepDelete(args.clone()))
+        }
         Command::Recorder(_) => crate::bpf_off::run(ctx, Feature::Recorder),
-        Command::Multicast(MulticastCommand::Group(_)) => {
+        Command::Multicast(MulticastCommand::Group(GroupCommand::List(_))) => {
             crate::bpf_off::run(ctx, Feature::Multicast)
+        }
+        Command::Multicast(MulticastCommand::Group(
+            GroupCommand::Add { args } | GroupCommand::Delete { args },
+        )) => crate::bpf_off::run(ctx, Feature::MulticastGroupChange(args.clone())),
+        Command::Multicast(MulticastCommand::Subscriber(SubscriberCommand::Add { args })) => {
+            crate::bpf_off::run(ctx, Feature::MulticastSubscriberAdd(args.clone()))
+        }
+        Command::Multicast(MulticastCommand::Subscriber(SubscriberCommand::Delete { args })) => {
+            crate::bpf_off::run(ctx, Feature::MulticastSubscriberDelete(args.clone()))
         }
         Command::Multicast(MulticastCommand::Subscriber(SubscriberCommand::List {
             args, ..

@@ -7,7 +7,6 @@
 //! exists. Every path is a flag, so it can be pointed at a lab node's.
 
 use anyhow::{bail, Context};
-use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -208,11 +207,7 @@ pub fn run(ctx: &crate::Ctx, args: &Args) -> anyhow::Result<ExitCode> {
         for item in args.describe(&ctx.bpf_root, &plan) {
             println!("- {item}");
         }
-        print!("Do you want to continue? [y/N] ");
-        std::io::stdout().flush()?;
-        let mut answer = String::new();
-        std::io::stdin().lock().read_line(&mut answer)?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+        if !crate::confirm("Do you want to continue? [y/N] ")? {
             println!("Cleanup cancelled");
             return Ok(ExitCode::FAILURE);
         }

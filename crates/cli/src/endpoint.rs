@@ -43,6 +43,87 @@ pub enum Command {
         /// Endpoint ID
         id: String,
     },
+    /// Disconnect an endpoint from the network
+    Disconnect {
+        /// Endpoint ID
+        id: Option<String>,
+    },
+}
+
+/// The reserved identity names an endpoint ID may be (1.16's
+/// `requireEndpointID`), and the prefixes of an `<prefix>:<value>` ID.
+const RESERVED_NAMES: &[&str] = &[
+    "host",
+    "world",
+    "world-ipv4",
+    "world-ipv6",
+    "unmanaged",
+    "health",
+    "init",
+    "remote-node",
+    "kube-apiserver",
+    "ingress",
+    "overlay-to-encrypt",
+];
+const ID_PREFIXES: &[&str] = &[
+    "cilium-local",
+    "cilium-global",
+    "cni-attachment-id",
+    "container-id",
+    "docker-endpoint",
+    "container-name",
+    "cep-name",
+    "pod-name",
+    "ipv4",
+    "ipv6",
+];
+
+/// `endpoint disconnect <id>`: the endpoint is deleted by the agent, as
+/// the CNI plugin's DEL would.
+fn disconnect(client: &api::client::Client, id: Option<&str>) -> anyhow::Result<ExitCode> {
+    let Some(id) = id else {
+        return Ok(crate::usage_error(
+            &["endpoint", "disconnect"],
+            "Missing endpoint id argument",
+        ));
+    };
+    if !RESERVED_NAMES.contains(&id) {
+        if let Some((prefix, _)) = id.split_once(':') {
+            if !ID_PREFIXES.contains(&prefix) {
+                anyhow::bail!(
+                    "Cannot parse endpoint id \"{id}\": unknown endpoint ID prefix \"{prefix}\""
+                );
+            }
+        }
+    }
+    let path = format!("/endpoint/{}", api::client::escape(id));
+    match client.call("DELETE", &path, &[], None) {
+        Ok(_) => {
+            println!("Endpoint {id} successfully disconnected");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let swagger = |code: u16, op: &str| {
+                format!("[DELETE /endpoint/{{id}}][{code}] deleteEndpointId{op} ")
+            };
+            let why = match &e {
+                api::ClientError::Api {
+                    status: 400,
+                    message,
+                } => {
+                    format!("{} {message}", swagger(400, "Invalid"))
+                }
+                api::ClientError::Api { status: 403, .. } => swagger(403, "Forbidden"),
+                api::ClientError::Api { status: 404, .. } => swagger(404, "NotFound"),
+                api::ClientError::Api { status: 429, .. } => swagger(429, "TooManyRequests"),
+                api::ClientError::Api { status, .. } => {
+                    format!("[DELETE /endpoint/{{id}}] DeleteEndpointID (status {status}): {{}}")
+                }
+                other => other.to_string(),
+            };
+            anyhow::bail!("Cannot disconnect endpoint {id}: {why}\n")
+        }
+    }
 }
 
 /// `GET /endpoint/{id}/<what>` as JSON.
@@ -120,7 +201,9 @@ fn endpoint_detail(ctx: &Ctx, cmd: &Command) -> anyhow::Result<()> {
             }
             print(&rows);
         }
-        Command::List(_) | Command::Get { .. } => unreachable!("handled by run"),
+        Command::List(_) | Command::Get { .. } | Command::Disconnect { .. } => {
+            unreachable!("handled by run")
+        }
     }
     Ok(())
 }
@@ -196,6 +279,7 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
                 client.get_json(&format!("/endpoint/{}", api::client::escape(id)), &[])?;
             print_json(&vec![ep])?;
         }
+        Command::Disconnect { id } => return disconnect(&client, id.as_deref()),
         other => endpoint_detail(ctx, other)?,
     }
     Ok(ExitCode::SUCCESS)

@@ -1,6 +1,6 @@
-//! `cilium kvstore get`: read the kvstore the agent uses, with the
-//! agent's own kvstore configuration unless told another. Only reads: the
-//! client takes no lease and writes nothing.
+//! `cilium kvstore get|set|delete`: the kvstore the agent uses, with the
+//! agent's own kvstore configuration unless told another. The client takes
+//! no lease: `get` leaves nothing behind, `set` writes a plain key.
 
 use crate::table::{print_json, Output};
 use crate::Ctx;
@@ -12,6 +12,13 @@ use std::process::ExitCode;
 pub struct Args {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    store: StoreFlags,
+}
+
+/// Which kvstore, when not the agent's.
+#[derive(clap::Args)]
+pub struct StoreFlags {
     /// Key-Value Store type
     #[arg(long, global = true, default_value = "")]
     kvstore: String,
@@ -30,6 +37,24 @@ enum Command {
         recursive: bool,
         #[arg(short = 'o', long = "output", value_enum)]
         output: Option<Output>,
+    },
+    /// Set a key and value
+    Set {
+        /// Key
+        #[arg(long, default_value = "")]
+        key: String,
+        /// Value
+        #[arg(long, default_value = "")]
+        value: String,
+        /// Ignored, as 1.16 ignores them (the key is --key)
+        ignored: Vec<String>,
+    },
+    /// Delete a key
+    Delete {
+        key: Option<String>,
+        /// Recursive lookup
+        #[arg(long)]
+        recursive: bool,
     },
 }
 
@@ -52,9 +77,12 @@ struct Value {
 }
 
 /// The store's type and options: the flags', completed from the agent's.
-fn configuration(ctx: &Ctx, args: &Args) -> anyhow::Result<(String, BTreeMap<String, String>)> {
-    let mut kind = args.kvstore.clone();
-    let mut opts: BTreeMap<String, String> = args.kvstore_opt.iter().cloned().collect();
+fn configuration(
+    ctx: &Ctx,
+    flags: &StoreFlags,
+) -> anyhow::Result<(String, BTreeMap<String, String>)> {
+    let mut kind = flags.kvstore.clone();
+    let mut opts: BTreeMap<String, String> = flags.kvstore_opt.iter().cloned().collect();
     if kind.is_empty() || opts.is_empty() {
         let cfg: api::models::DaemonConfiguration = ctx
             .client()?
@@ -91,23 +119,57 @@ fn endpoints(opts: &BTreeMap<String, String>) -> anyhow::Result<Vec<String>> {
     anyhow::bail!("Unable to setup kvstore: invalid kvstore configuration, see log for details")
 }
 
-pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
-    let Command::Get {
-        key,
-        recursive,
-        output,
-    } = &args.command;
-    let key = key.clone().unwrap_or_default();
-    let (kind, opts) = configuration(ctx, args)?;
+/// The store the configuration names, connected without a session.
+pub async fn connect(ctx: &Ctx, flags: &StoreFlags) -> anyhow::Result<kvstore::Etcd> {
+    let (kind, opts) = configuration(ctx, flags)?;
     if kind != "etcd" {
         anyhow::bail!(
             "Unable to setup kvstore: unknown key-value store type {kind:?}. See cilium.link/err-kvstore for details"
         );
     }
-    let endpoints = endpoints(&opts)?;
-    let recursive = *recursive;
+    Ok(kvstore::Etcd::connect_reader(&endpoints(&opts)?).await?)
+}
+
+pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
+    let (key, recursive, output) = match &args.command {
+        Command::Get {
+            key,
+            recursive,
+            output,
+        } => (key.clone().unwrap_or_default(), *recursive, *output),
+        Command::Set { key, value, .. } => {
+            if key.is_empty() {
+                anyhow::bail!("--key attribute reqiured");
+            }
+            return crate::block_on(async {
+                let etcd = connect(ctx, &args.store).await?;
+                etcd.put(key, value.as_bytes())
+                    .await
+                    .map_err(|e| anyhow::anyhow!("Unable to set key: {e}"))?;
+                Ok(ExitCode::SUCCESS)
+            });
+        }
+        Command::Delete { key, recursive } => {
+            let Some(key) = key else {
+                anyhow::bail!("Please specify a key or key prefix to delete");
+            };
+            return crate::block_on(async {
+                let etcd = connect(ctx, &args.store).await?;
+                if *recursive {
+                    etcd.delete_prefix(key)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("Unable to delete keys: {e}"))?;
+                } else {
+                    etcd.delete(key)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("Unable to delete key: {e}"))?;
+                }
+                Ok(ExitCode::SUCCESS)
+            });
+        }
+    };
     crate::block_on(async move {
-        let etcd = kvstore::Etcd::connect_reader(&endpoints).await?;
+        let etcd = connect(ctx, &args.store).await?;
         if recursive {
             let entries = etcd
                 .entries(&key)

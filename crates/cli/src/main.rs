@@ -31,6 +31,7 @@ mod nodeid;
 mod observe;
 mod policy;
 mod prefilter;
+mod preflight;
 mod recorder;
 mod service;
 mod statedb;
@@ -82,6 +83,7 @@ enum Command {
     BuildConfig(build_config::Args),
     /// Clean up CNI configurations, CNI binaries, attached BPF programs,
     /// bpffs, tc filters, routes and links
+    #[command(alias = "post-uninstall-cleanup")]
     Cleanup(cleanup::Args),
     /// Cilium configuration options
     Config(config::Args),
@@ -119,6 +121,9 @@ enum Command {
     Kvstore(kvstore::Args),
     /// Show load information
     Loadinfo,
+    /// Cilium upgrade helper
+    #[command(subcommand)]
+    Preflight(preflight::Command),
     /// Inspect StateDB
     #[command(subcommand)]
     Statedb(statedb::Command),
@@ -177,6 +182,17 @@ pub fn block_on<T>(f: impl std::future::Future<Output = anyhow::Result<T>>) -> a
         .build()
         .context("starting a runtime")?
         .block_on(f)
+}
+
+/// Asks `prompt` on stdout (as written: a newline or not) and reads the
+/// answer: only `y` (or `Y`, `yes`) goes on, as 1.16 asks.
+pub fn confirm(prompt: &str) -> std::io::Result<bool> {
+    use std::io::{BufRead, Write};
+    print!("{prompt}");
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
 /// The help of the subcommand at `path` (`["bpf", "sha", "get"]`), on
@@ -261,6 +277,7 @@ fn main() -> ExitCode {
         Command::Policy(cmd) => policy::run(&ctx, &cmd),
         Command::Kvstore(args) => kvstore::run(&ctx, &args),
         Command::Loadinfo => loadinfo::run(),
+        Command::Preflight(cmd) => preflight::run(&ctx, &cmd),
         Command::Statedb(cmd) => statedb::run(&ctx, &cmd),
         Command::Debuginfo(args) => debuginfo::run(&ctx, &args),
         Command::Encrypt(cmd) => encrypt::run(&ctx, &cmd),

@@ -1,6 +1,6 @@
 //! `cilium nodeid list`: the IDs the agent gave other nodes, and
-//! `cilium bpf nodeid list` / `cilium bpf auth list`: the maps that hold
-//! them and the authentications keyed by them, as 1.16 prints them.
+//! `cilium bpf nodeid list` / `cilium bpf auth list|flush`: the maps that
+//! hold them and the authentications keyed by them, as 1.16 prints them.
 
 use crate::table::{print_json, tabwrite, ListArgs};
 use crate::Ctx;
@@ -87,6 +87,16 @@ fn auth_type(t: u8) -> String {
         2 => "test-always-fail".into(),
         n => format!("Unknown-auth-type-{n}"),
     }
+}
+
+/// `bpf auth flush`: every authentication forgotten (there are none
+/// here: no policy asks for mutual authentication).
+pub fn bpf_auth_flush(ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    let Some(map) = open_or_note::<AuthMap>(ctx, "auth")? else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    println!("Flushed {} entries", map.clear()?);
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `bpf auth list`.

@@ -1,5 +1,6 @@
-//! `cilium recorder list|get`: pcap recorders (none here: the agent runs
-//! no recorder), in 1.16's tables.
+//! `cilium recorder list|get|update|delete`: pcap recorders (none here:
+//! the agent runs no recorder and refuses new ones as 1.16 does with
+//! `--enable-recorder` off), in 1.16's tables and words.
 
 use crate::table::{print_json, tabwrite, ListArgs};
 use crate::Ctx;
@@ -18,6 +19,122 @@ pub enum Command {
         #[command(flatten)]
         args: ListArgs,
     },
+    /// Update individual pcap recorder
+    Update(UpdateArgs),
+    /// Delete individual pcap recorder
+    Delete {
+        /// recorder id
+        id: Option<String>,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct UpdateArgs {
+    /// Identifier
+    #[arg(long, default_value_t = 0)]
+    id: u64,
+    /// Capture Length (0 is full capture)
+    #[arg(long, default_value_t = 0)]
+    caplen: u64,
+    /// List of filters ('<srcCIDR> <srcPort> <dstCIDR> <dstPort> <proto>')
+    #[arg(long, value_delimiter = ',')]
+    filters: Vec<String>,
+}
+
+/// One `--filters` entry as 1.16 scans it: five words, the protocol TCP,
+/// UDP or ANY.
+fn filter(text: &str) -> anyhow::Result<Value> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let [src, sport, dst, dport, proto, ..] = words[..] else {
+        anyhow::bail!("Cannot parse filter: EOF");
+    };
+    let proto = proto.to_uppercase();
+    if !["TCP", "UDP", "ANY"].contains(&proto.as_str()) {
+        anyhow::bail!("Cannot parse filter: %!s(<nil>)");
+    }
+    Ok(serde_json::json!({
+        "dst-port": dport, "dst-prefix": dst, "protocol": proto,
+        "src-port": sport, "src-prefix": src,
+    }))
+}
+
+fn update(client: &api::Client, a: &UpdateArgs) -> anyhow::Result<ExitCode> {
+    if a.id == 0 {
+        return Ok(crate::usage_error(
+            &["recorder", "update"],
+            "Empty recorder id argument",
+        ));
+    }
+    let id = a.id;
+    let mut spec = match client.get_json::<Value>(&format!("/recorder/{id}"), &[]) {
+        Ok(r) if r["status"]["realized"].is_object() => {
+            println!("Updating existing recorder with id '{id}'");
+            r["status"]["realized"].clone()
+        }
+        Ok(_) => anyhow::bail!("Cannot update recorder {id}: empty state"),
+        Err(_) => {
+            println!("Creating new recorder with id '{id}'");
+            serde_json::json!({ "id": id })
+        }
+    };
+    spec["capture-length"] = a.caplen.into();
+    if a.caplen == 0 {
+        spec.as_object_mut().map(|o| o.remove("capture-length"));
+    }
+    let filters = a
+        .filters
+        .iter()
+        .map(|f| filter(f))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let count = filters.len();
+    spec["filters"] = filters.into();
+    let body = spec.to_string();
+    match client.raw(
+        "PUT",
+        &format!("/recorder/{id}"),
+        &[],
+        Some(body.as_bytes()),
+    ) {
+        Ok(r) if r.status == 201 => println!("Added recorder with {count} filter"),
+        Ok(r) if r.status == 200 => println!("Updated recorder with {count} filter"),
+        Ok(r) => {
+            let msg = serde_json::from_slice::<String>(&r.body).unwrap_or_default();
+            let what = match r.status {
+                403 => "putRecorderIdForbidden ".to_owned(),
+                500 => format!("putRecorderIdFailure  {msg}"),
+                n => anyhow::bail!("Cannot add/update recorder: [PUT /recorder/{{id}}] PutRecorderID (status {n}): {{}}"),
+            };
+            anyhow::bail!(
+                "Cannot add/update recorder: [PUT /recorder/{{id}}][{}] {what}",
+                r.status
+            )
+        }
+        Err(e) => anyhow::bail!("Cannot add/update recorder: {e}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn delete(client: &api::Client, id: Option<&str>) -> anyhow::Result<ExitCode> {
+    let path = ["recorder", "delete"];
+    let text = match id {
+        None => return Ok(crate::usage_error(&path, "Missing recorder id argument")),
+        Some("") => return Ok(crate::usage_error(&path, "Empty recorder id argument")),
+        Some(t) => t,
+    };
+    let n: i64 = text
+        .parse()
+        .map_err(|_| anyhow::anyhow!("Unable to parse recorder ID: {text}"))?;
+    match client.call("DELETE", &format!("/recorder/{n}"), &[], None) {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            let why = match e.status() {
+                Some(403) => "[DELETE /recorder/{id}][403] deleteRecorderIdForbidden ".to_owned(),
+                Some(404) => "[DELETE /recorder/{id}][404] deleteRecorderIdNotFound ".to_owned(),
+                _ => e.to_string(),
+            };
+            anyhow::bail!("Cannot delete recorder '{n}': {why}\n")
+        }
+    }
 }
 
 fn recorder_rows(recorders: &[Value]) -> String {
@@ -83,6 +200,8 @@ fn mask_rows(masks: &[Value]) -> String {
 pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
     let client = ctx.client()?;
     match cmd {
+        Command::Update(a) => return update(&client, a),
+        Command::Delete { id } => return delete(&client, id.as_deref()),
         Command::List(args) => {
             let recorders: Vec<Value> = client
                 .get_json("/recorder", &[])

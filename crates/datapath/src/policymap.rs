@@ -109,6 +109,18 @@ impl PolicyMap {
     pub fn entries(&self) -> Result<Vec<(PolicyKey, PolicyEntry)>, Error> {
         self.map.entries()
     }
+
+    /// Writes one entry by hand (`cilium bpf policy add`); the agent's
+    /// next regeneration of the endpoint takes it out again.
+    pub fn put(&self, key: &PolicyKey, entry: &PolicyEntry) -> Result<(), Error> {
+        self.map.put(key, entry)
+    }
+
+    /// Removes one entry by hand (`cilium bpf policy delete`); false when
+    /// it was not there.
+    pub fn remove(&self, key: &PolicyKey) -> Result<bool, Error> {
+        self.map.remove(key)
+    }
 }
 
 fn key_bytes(k: &PolicyKey) -> [u8; 12] {

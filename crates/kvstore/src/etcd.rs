@@ -260,6 +260,25 @@ impl Etcd {
         Ok(resp.succeeded())
     }
 
+    /// Deletes every key under `prefix` (`cilium kvstore delete
+    /// --recursive`).
+    pub async fn delete_prefix(&self, prefix: &str) -> Result<(), Error> {
+        self.client
+            .clone()
+            .delete(
+                prefix,
+                Some(etcd_client::DeleteOptions::new().with_prefix()),
+            )
+            .await
+            .map_err(etcd("delete", prefix))?;
+        self.session
+            .lock()
+            .expect("session lock")
+            .leased
+            .retain(|k, _| !k.starts_with(prefix));
+        Ok(())
+    }
+
     pub async fn delete(&self, key: &str) -> Result<(), Error> {
         self.client
             .clone()

@@ -287,6 +287,38 @@ const CHANGES_STATE: &[&str] = &[
     "service update",
 ];
 
+/// Changes that leave our state as it was: features we do not run (both
+/// refuse), a flush of a map that is empty, a cache that holds nothing,
+/// and an upgrade helper without its cluster configuration. Ours and
+/// 1.16's must exit alike.
+const CHANGES_THAT_KEEP_STATE: &[&str] = &[
+    "bpf auth flush",
+    "bpf vtep update 10.9.0.0/24 198.18.0.99 aa:bb:cc:dd:ee:ff",
+    "bpf vtep update 10.9.0.0/24 198.18.0.99",
+    "bpf vtep delete 10.9.0.0/24",
+    "bpf multicast group add 229.0.0.1",
+    "bpf multicast group add 10.0.0.1",
+    "bpf multicast group delete 229.0.0.1",
+    "bpf multicast subscriber delete 229.0.0.1 198.18.0.99",
+    "prefilter update --cidr 10.9.0.0/24",
+    "prefilter delete --cidr 10.9.0.0/24",
+    "prefilter update --cidr nonsense",
+    "recorder update --id 7 --filters 10.9.0.0/24_0_10.8.0.0/24_80_TCP",
+    "recorder update",
+    "recorder delete 7",
+    "fqdn cache clean -f",
+    "endpoint disconnect nosuchprefix:1",
+    "endpoint disconnect 4000",
+    "kvstore set --value x",
+    "kvstore delete",
+    "encrypt flush --stale --spi 1",
+    "encrypt flush --spi 16",
+    "bpf policy add 1",
+    "bpf policy add 1 sideways 2",
+    "bpf policy delete 4000 ingress 2",
+    "preflight validate-cnp",
+];
+
 /// `bpf sha get` reads a template named by `bpf sha list`: run with it.
 const SHA_GET: &str = "bpf sha get";
 
@@ -510,6 +542,42 @@ pub fn cilium_1_16_clients_read_everything(lab: &Lab) {
                     "cilium {line}: exit {ours} where cilium-dbg exits {code}:\n{our_out}"
                 ));
             }
+        }
+    }
+    // every command 1.16 has, ours has; those that change nothing here
+    // answer alike
+    for leaf in CHANGES_STATE {
+        let mut args = vec!["exec", "node1", "--", "cilium"];
+        args.extend(leaf.split_whitespace());
+        args.push("--help");
+        let out = lab.run(&args);
+        if !out.status.success() {
+            failures.push(format!("cilium {leaf} --help: {}", common::text(&out)));
+        }
+    }
+    for line in CHANGES_THAT_KEEP_STATE {
+        // the recorder filter's words are one argument
+        let line = line.replace('_', " ");
+        let mut dbg_args = vec!["exec", "node1", "--", "timeout", "20", dbg.as_str()];
+        let mut ours_args = vec!["exec", "node1", "--", "timeout", "20", "cilium"];
+        let words: Vec<&str> = match line.split_once("--filters ") {
+            Some((head, filter)) => head
+                .split_whitespace()
+                .chain(["--filters", filter])
+                .collect(),
+            None => line.split_whitespace().collect(),
+        };
+        dbg_args.extend(&words);
+        ours_args.extend(&words);
+        let (theirs, ours) = (lab.run(&dbg_args), lab.run(&ours_args));
+        if theirs.status.code() != ours.status.code() {
+            failures.push(format!(
+                "{line}: cilium-dbg exits {:?}, ours {:?}:\n{}\n{}",
+                theirs.status.code(),
+                ours.status.code(),
+                common::text(&theirs),
+                common::text(&ours)
+            ));
         }
     }
     for line in [
