@@ -67,6 +67,16 @@ pub fn kubectl(args: &[String]) -> anyhow::Result<Command> {
     Ok(cmd)
 }
 
+/// `command` as the cluster admin, in the underlay (`cilium-lab admin`).
+pub fn admin(command: &[String]) -> anyhow::Result<Command> {
+    let cp = control_plane(false)?;
+    let mut inner = Command::new(&command[0]);
+    inner.args(&command[1..]);
+    let mut cmd = in_underlay(&inner)?;
+    cmd.env("KUBECONFIG", cp.admin_kubeconfig());
+    Ok(cmd)
+}
+
 fn checked(what: &str, out: Output) -> anyhow::Result<String> {
     if !out.status.success() {
         bail!("{what}: {}", String::from_utf8_lossy(&out.stderr).trim());

@@ -85,6 +85,13 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Run a command as the cluster admin where the API server is (the
+    /// underlay's network, KUBECONFIG the admin's): Kubernetes' e2e.test,
+    /// a client of one's own
+    Admin {
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// Stop a node's agent and keep it stopped (as when its pod is deleted)
     StopAgent { node: String },
     /// Stop a real node's kubelet and containerd, leaving its pods running
@@ -233,6 +240,12 @@ fn parse_setting(s: &str) -> Result<(String, String), NotKeyValue> {
 fn kubectl(args: &[String]) -> anyhow::Result<()> {
     let err = kube::kubectl(args)?.exec();
     Err(err).context("running kubectl")
+}
+
+/// `cilium-lab admin -- <command>`.
+fn admin(command: &[String]) -> anyhow::Result<()> {
+    let err = kube::admin(command)?.exec();
+    Err(err).with_context(|| format!("running {}", command[0]))
 }
 
 fn up(
@@ -931,6 +944,7 @@ fn main() -> ExitCode {
             }
         }),
         Cmd::Kubectl { args } => kubectl(args),
+        Cmd::Admin { command } => admin(command),
         Cmd::StopAgent { node } => stop_agent(node),
         Cmd::StopRuntime { node } => pause_runtime(node, true),
         Cmd::StartRuntime { node } => pause_runtime(node, false),

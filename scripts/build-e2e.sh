@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds Kubernetes' end-to-end suite (e2e.test, from k8s.io/kubernetes's
+# test/e2e at the release tools/e2e/go.mod pins, which must be the one
+# tools/k8s/go.mod pins) into a cache later runs reuse:
+# ~/.cache/cilium-rs/e2e/<version>/e2e.test (or $CILIUM_RS_E2E_CACHE).
+# Version-stamped as hack/lib/version.sh stamps it. Prints the binary's
+# path.
+set -euo pipefail
+cd "$(dirname "$0")/../tools/e2e"
+
+version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' go.mod)
+control_plane=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' ../k8s/go.mod)
+[ -n "$version" ] || { echo "error: no k8s.io/kubernetes version in tools/e2e/go.mod" >&2; exit 1; }
+if [ "$version" != "$control_plane" ]; then
+    echo "error: tools/e2e pins k8s.io/kubernetes ${version}, tools/k8s ${control_plane}: the suite must test the cluster's release" >&2
+    exit 1
+fi
+cache=${CILIUM_RS_E2E_CACHE:-${HOME}/.cache/cilium-rs/e2e}
+out="${cache}/${version}/e2e.test"
+if [ ! -x "$out" ]; then
+    command -v go >/dev/null || { echo "error: Go is needed to build e2e.test ${version} (README: prerequisites)" >&2; exit 1; }
+    minor=${version#v1.}; minor=${minor%%.*}
+    stamp=""
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        stamp+=" -X ${pkg}.gitVersion=${version} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor}"
+        stamp+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
+    done
+    mkdir -p "$(dirname "$out")"
+    echo "building e2e.test ${version} (first time: several minutes)" >&2
+    CGO_ENABLED=0 go test -c -trimpath -ldflags "-s -w${stamp}" -o "${out}.tmp" k8s.io/kubernetes/test/e2e
+    mv "${out}.tmp" "$out"
+fi
+echo "$out"
