@@ -6,6 +6,7 @@
 # Version-stamped as hack/lib/version.sh stamps it. Prints the binary's
 # path.
 set -euo pipefail
+. "$(dirname "$0")/k8s-version-stamp.sh"
 cd "$(dirname "$0")/../tools/e2e"
 
 version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' go.mod)
@@ -19,12 +20,7 @@ cache=${CILIUM_RS_E2E_CACHE:-${HOME}/.cache/cilium-rs/e2e}
 out="${cache}/${version}/e2e.test"
 if [ ! -x "$out" ]; then
     command -v go >/dev/null || { echo "error: Go is needed to build e2e.test ${version} (README: prerequisites)" >&2; exit 1; }
-    minor=${version#v1.}; minor=${minor%%.*}
-    stamp=""
-    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-        stamp+=" -X ${pkg}.gitVersion=${version} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor}"
-        stamp+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
-    done
+    stamp=$(k8s_version_stamp "$version")
     mkdir -p "$(dirname "$out")"
     echo "building e2e.test ${version} (first time: several minutes)" >&2
     CGO_ENABLED=0 go test -c -trimpath -ldflags "-s -w${stamp}" -o "${out}.tmp" k8s.io/kubernetes/test/e2e

@@ -7,6 +7,7 @@
 # $CILIUM_RS_K8S_CACHE). Prints the bin directory. Go's module and build
 # caches make a rebuild after a version bump cheap.
 set -euo pipefail
+. "$(dirname "$0")/k8s-version-stamp.sh"
 cd "$(dirname "$0")/../tools/k8s"
 
 version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' go.mod)
@@ -21,13 +22,7 @@ for t in "${tools[@]}"; do
 done
 if [ "${#missing[@]}" -gt 0 ]; then
     command -v go >/dev/null || { echo "error: Go is needed to build Kubernetes ${version} (README: prerequisites)" >&2; exit 1; }
-    # What hack/lib/version.sh stamps, so each reports its version.
-    minor=${version#v1.}; minor=${minor%%.*}
-    stamp=""
-    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-        stamp+=" -X ${pkg}.gitVersion=${version} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor}"
-        stamp+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
-    done
+    stamp=$(k8s_version_stamp "$version")
     mkdir -p "${bin}.tmp"
     # One go build for all: their packages compile once, on every core,
     # and the binaries link side by side.

@@ -352,12 +352,7 @@ async fn the_host_endpoint_allows_all_keeps_its_id_and_labels_and_cannot_be_dele
                 .unwrap(),
             id
         );
-        let ep = cp
-            .endpoints
-            .list()
-            .into_iter()
-            .find(|e| e.id == id)
-            .unwrap();
+        let ep = endpoint(&cp, id);
         assert!(ep.is_host());
         assert_eq!(ep.identity, abi::identity::HOST);
         assert_eq!(ep.state, EndpointState::Ready);
@@ -381,12 +376,7 @@ async fn the_host_endpoint_allows_all_keeps_its_id_and_labels_and_cannot_be_dele
         assert!(!cp.endpoints.set_host_labels(labels.clone()).unwrap());
         let not_host = cp.endpoints.set_host_labels(vec!["k8s:rack=r1".into()]);
         assert!(not_host.is_err(), "{not_host:?}");
-        let ep = cp
-            .endpoints
-            .list()
-            .into_iter()
-            .find(|e| e.id == id)
-            .unwrap();
+        let ep = endpoint(&cp, id);
         assert_eq!((ep.labels, ep.identity), (labels, abi::identity::HOST));
         assert!(admits(&kernel, id, abi::identity::WORLD, 22));
         // a pod gets another ID
@@ -420,6 +410,15 @@ async fn the_host_endpoint_allows_all_keeps_its_id_and_labels_and_cannot_be_dele
         .find(|e| e.id == host)
         .unwrap();
     assert_eq!(restored.labels, ["k8s:rack=r1", "reserved:host"]);
+}
+
+/// Endpoint `id` as the control plane lists it.
+fn endpoint(cp: &ControlPlane, id: u16) -> controlplane::endpoint::Endpoint {
+    cp.endpoints
+        .list()
+        .into_iter()
+        .find(|e| e.id == id)
+        .unwrap()
 }
 
 /// Whether endpoint `ep`'s policy map lets `from` in on TCP `port`.
