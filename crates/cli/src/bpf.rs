@@ -331,8 +331,7 @@ fn ipcache_get(ctx: &Ctx, ip: Option<&str>) -> anyhow::Result<ExitCode> {
         .iter()
         .filter_map(|(k, v)| Some((k.ipv4_prefix()?, v)))
         .filter(|((net, len), _)| {
-            let mask = u32::MAX.checked_shl(32 - u32::from(*len)).unwrap_or(0);
-            u32::from(*net) & mask == u32::from(addr) & mask
+            policy::rule::Cidr::new(*net, *len).contains(&policy::rule::Cidr::new(addr, 32))
         })
         .max_by_key(|((_, len), _)| *len);
     match best {

@@ -239,10 +239,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
     }
     let dir = args.output_directory.as_ref();
     for format in formats {
-        let json = serde_json::to_string_pretty(&p)?;
         if !args.file {
             match format {
-                Format::Json => println!("{json}\n"),
+                Format::Json => println!("{}\n", serde_json::to_string_pretty(&p)?),
                 Format::Markdown => println!("{}", report(&p)),
             }
             continue;
@@ -261,7 +260,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
             continue;
         }
         let data = match format {
-            Format::Json => json,
+            Format::Json => serde_json::to_string_pretty(&p)?,
             Format::Markdown => report(&p),
         };
         write_file(&path, &data)?;

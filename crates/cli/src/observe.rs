@@ -106,8 +106,7 @@ impl IpFilter {
         let Ok(ip) = ip.parse::<std::net::Ipv4Addr>() else {
             return false;
         };
-        let mask = u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0);
-        u32::from(ip) & mask == u32::from(self.net) & mask
+        policy::rule::Cidr::new(self.net, self.len).contains(&policy::rule::Cidr::new(ip, 32))
     }
 }
 

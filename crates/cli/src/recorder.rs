@@ -77,9 +77,12 @@ fn update(client: &api::Client, a: &UpdateArgs) -> anyhow::Result<ExitCode> {
             serde_json::json!({ "id": id })
         }
     };
-    spec["capture-length"] = a.caplen.into();
-    if a.caplen == 0 {
-        spec.as_object_mut().map(|o| o.remove("capture-length"));
+    // 1.16 leaves a full capture's length out
+    match spec.as_object_mut() {
+        Some(o) if a.caplen == 0 => {
+            o.remove("capture-length");
+        }
+        _ => spec["capture-length"] = a.caplen.into(),
     }
     let filters = a
         .filters

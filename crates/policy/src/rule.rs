@@ -38,10 +38,16 @@ impl Cidr {
         if len > 32 {
             return Err(CidrError::PrefixTooLong(s.to_owned()));
         }
-        Ok(Self {
+        Ok(Self::new(addr, len))
+    }
+
+    /// The prefix of `len` bits (at most 32) that holds `addr`.
+    pub fn new(addr: Ipv4Addr, len: u8) -> Self {
+        let len = len.min(32);
+        Self {
             addr: Ipv4Addr::from(u32::from(addr) & Self::mask(len)),
             len,
-        })
+        }
     }
 
     fn mask(len: u8) -> u32 {
