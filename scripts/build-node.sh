@@ -2,14 +2,16 @@
 # Builds what a real Kubernetes node runs, beyond what Debian gives (runc,
 # the CNI plugins: scripts/install.sh installs those): kubelet (from
 # scripts/build-k8s.sh), containerd, containerd-shim-runc-v2, ctr, crictl,
-# and the two binaries of the e2e tests' images, agnhost and pause. Each
-# from a Go module at a pinned release (tools/k8s, tools/containerd,
-# tools/crictl; pause.c from the k8s.io/kubernetes module), since no
+# the two binaries of the e2e tests' images, agnhost and pause, and the
+# cluster DNS server, CoreDNS. Each from a Go module at a pinned release
+# (tools/k8s, tools/containerd, tools/crictl, tools/coredns; pause.c from
+# the k8s.io/kubernetes module), since no
 # release binaries can be downloaded here, version-stamped as upstream's
 # own builds are. Into one cache dir that later runs reuse, named after
 # the versions so a bump builds anew:
 # ~/.cache/cilium-rs/node/k8s-<v>_containerd-<v>_crictl-<v>/bin (or under
-# $CILIUM_RS_NODE_CACHE). Prints the bin directory.
+# $CILIUM_RS_NODE_CACHE), CoreDNS beside it in coredns-<v>/bin. Prints the
+# first bin directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -23,6 +25,7 @@ pin() { # module go.mod: the version go.mod requires
 k8s_version=$(pin k8s.io/kubernetes tools/k8s/go.mod)
 containerd_version=$(pin github.com/containerd/containerd/v2 tools/containerd/go.mod)
 crictl_version=$(pin sigs.k8s.io/cri-tools tools/crictl/go.mod)
+coredns_version=$(pin github.com/coredns/coredns tools/coredns/go.mod)
 cache=${CILIUM_RS_NODE_CACHE:-${HOME}/.cache/cilium-rs/node}
 bin="${cache}/k8s-${k8s_version}_containerd-${containerd_version}_crictl-${crictl_version}/bin"
 tools=(kubelet agnhost pause containerd containerd-shim-runc-v2 ctr crictl)
@@ -100,5 +103,19 @@ if [ "${#missing[@]}" -gt 0 ]; then
     mkdir -p "$bin"
     mv "${bin}.tmp"/* "$bin"/
     rmdir "${bin}.tmp"
+fi
+
+# CoreDNS as its Makefile builds it (CGO off, its plugin list compiled in
+# at the tag), the image's /coredns.
+dns_bin="${cache}/coredns-${coredns_version}/bin"
+if [ ! -x "${dns_bin}/coredns" ]; then
+    command -v go >/dev/null || { echo "error: Go is needed to build CoreDNS (README: prerequisites)" >&2; exit 1; }
+    echo "building coredns (first time: a few minutes)" >&2
+    mkdir -p "$dns_bin"
+    (
+        cd "$root/tools/coredns"
+        CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${dns_bin}/coredns.tmp" github.com/coredns/coredns
+    )
+    mv "${dns_bin}/coredns.tmp" "${dns_bin}/coredns"
 fi
 echo "$bin"

@@ -129,6 +129,9 @@ if [ -n "$goroot" ]; then
     for bin in kubelet containerd containerd-shim-runc-v2 ctr crictl agnhost pause; do
         [ -x "$node_bin/$bin" ] || missing+=("node binary $bin")
     done
+    coredns_version=$(awk '$1 == "github.com/coredns/coredns" { print $2; exit }' tools/coredns/go.mod)
+    coredns_bin=$root/root/.cache/cilium-rs/node/coredns-${coredns_version}/bin
+    [ -x "$coredns_bin/coredns" ] || missing+=("CoreDNS")
 fi
 # A real node's parts from Debian: containerd's runtime and its CRI's
 # loopback CNI plugin.
@@ -155,4 +158,5 @@ keep "$root$src/target" "$src/target"
 if [ -n "$goroot" ]; then
     keep "$root/root/.cache/cilium-rs/k8s/$k8s_version" "${CILIUM_RS_K8S_CACHE:-$host_cache/k8s}/$k8s_version"
     keep "$(dirname "$node_bin")" "${CILIUM_RS_NODE_CACHE:-$host_cache/node}/$(basename "$(dirname "$node_bin")")"
+    keep "$(dirname "$coredns_bin")" "${CILIUM_RS_NODE_CACHE:-$host_cache/node}/$(basename "$(dirname "$coredns_bin")")"
 fi

@@ -48,8 +48,8 @@ if command -v go >/dev/null; then
     k8s_bin=$(./scripts/build-k8s.sh)
     echo "built: Kubernetes $(basename "$(dirname "$k8s_bin")") in $k8s_bin"
     # Then what a real node runs (kubelet, containerd and its shim, ctr,
-    # crictl) and the e2e images' agnhost and pause, from the pins in
-    # tools/; cached the same way.
+    # crictl), the e2e images' agnhost and pause and the cluster DNS's
+    # CoreDNS, from the pins in tools/; cached the same way.
     node_bin=$(./scripts/build-node.sh)
     echo "built: node binaries $(basename "$(dirname "$node_bin")") in $node_bin"
 fi

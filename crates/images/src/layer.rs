@@ -51,6 +51,8 @@ pub struct Layer {
     /// Keyed by the relative path; Path's order compares components, so a
     /// directory sorts before everything under it.
     entries: BTreeMap<PathBuf, Entry>,
+    /// File capabilities (`security.capability`) of regular files.
+    capabilities: BTreeMap<PathBuf, Vec<u8>>,
 }
 
 impl Layer {
@@ -121,6 +123,28 @@ impl Layer {
         )
     }
 
+    /// Gives the regular file at `path` the file capabilities `caps`
+    /// (capability numbers) permitted and effective, as `setcap
+    /// cap_x=+ep` does: a process that is not root gets them on exec.
+    pub fn set_file_capabilities(
+        &mut self,
+        path: impl AsRef<Path>,
+        caps: &[u32],
+    ) -> Result<(), Error> {
+        let rel = relative(path.as_ref())?;
+        match self.entries.get(&rel) {
+            Some(Entry::File { .. }) => {
+                self.capabilities.insert(rel, vfs_cap_data(caps));
+                Ok(())
+            }
+            other => Err(Error::Conflict {
+                new: "file capabilities".into(),
+                existing: other.map_or_else(|| "nothing".into(), Entry::describe),
+                path: rel,
+            }),
+        }
+    }
+
     pub fn get(&self, path: impl AsRef<Path>) -> Option<&Entry> {
         relative(path.as_ref())
             .ok()
@@ -148,16 +172,20 @@ impl Layer {
                     })?;
                     tar.symlink(name, target).map_err(|e| write_err(rel, e))?
                 }
-                Entry::File {
-                    source: Source::Bytes(b),
-                    mode,
-                } => tar.file(name, *mode, b).map_err(|e| write_err(rel, e))?,
-                Entry::File {
-                    source: Source::Host(host),
-                    mode,
-                } => {
-                    let data = std::fs::read(host).map_err(|e| Error::io("reading", host, e))?;
-                    tar.file(name, *mode, &data)
+                Entry::File { source, mode } => {
+                    let data = match source {
+                        Source::Bytes(b) => std::borrow::Cow::Borrowed(b),
+                        Source::Host(host) => std::borrow::Cow::Owned(
+                            std::fs::read(host).map_err(|e| Error::io("reading", host, e))?,
+                        ),
+                    };
+                    let xattrs: Vec<(&str, &[u8])> = self
+                        .capabilities
+                        .get(rel)
+                        .map(|c| ("security.capability", c.as_slice()))
+                        .into_iter()
+                        .collect();
+                    tar.file_with_xattrs(name, *mode, &data, &xattrs)
                         .map_err(|e| write_err(rel, e))?
                 }
             }
@@ -236,9 +264,47 @@ fn name_of(rel: &Path) -> Result<&str, Error> {
     })
 }
 
+/// `struct vfs_cap_data` revision 2 (little-endian): magic with the
+/// effective flag, then permitted and inheritable for capabilities 0-31
+/// and 32-63.
+fn vfs_cap_data(caps: &[u32]) -> Vec<u8> {
+    const VFS_CAP_REVISION_2: u32 = 0x0200_0000;
+    const VFS_CAP_FLAGS_EFFECTIVE: u32 = 0x1;
+    let mut permitted = [0u32; 2];
+    for &c in caps {
+        permitted[(c / 32) as usize % 2] |= 1 << (c % 32);
+    }
+    let mut out = (VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE)
+        .to_le_bytes()
+        .to_vec();
+    for p in permitted {
+        out.extend(p.to_le_bytes());
+        out.extend(0u32.to_le_bytes());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_capabilities_are_vfs_cap_data_for_files_only() {
+        // cap_net_bind_service=+ep, as `getfattr -n security.capability` shows it
+        assert_eq!(
+            vfs_cap_data(&[10]),
+            [1, 0, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+        );
+        let mut l = Layer::new();
+        l.file_bytes("/coredns", "elf", 0o755).unwrap();
+        l.set_file_capabilities("/coredns", &[10]).unwrap();
+        assert!(l.set_file_capabilities("/missing", &[10]).is_err());
+        l.dir("/etc", 0o755).unwrap();
+        assert!(l.set_file_capabilities("/etc", &[10]).is_err());
+        let tar = l.write_to(Vec::new()).unwrap();
+        let needle = b"SCHILY.xattr.security.capability=\x01\x00\x00\x02\x00\x04";
+        assert!(tar.windows(needle.len()).any(|w| w == needle));
+    }
 
     #[test]
     fn parents_come_before_children_whatever_the_insertion_order() {

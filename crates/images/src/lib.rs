@@ -8,7 +8,7 @@
 //! - `host_files`: files from the host's packages with their symlinks,
 //!   interpreter and shared libraries (`elf` reads what they need).
 //! - `oci`: the config, manifest and index; `archive`: the layout in a tar.
-//! - `defs`: the four images.
+//! - `defs`: the five images.
 
 pub mod archive;
 pub mod defs;
@@ -30,6 +30,18 @@ pub const PAUSE_REFERENCE: &str = "registry.k8s.io/pause:3.10.1";
 pub const AGNHOST_REFERENCE: &str = "registry.k8s.io/e2e-test-images/agnhost:2.56";
 pub const BUSYBOX_REFERENCE: &str = "docker.io/library/busybox:1.35.0";
 
+/// The cluster DNS image kubeadm names for CoreDNS `version` ("v1.12.1").
+pub fn coredns_reference(version: &str) -> String {
+    format!("registry.k8s.io/coredns/coredns:{version}")
+}
+
+/// The CoreDNS binary and the release it was built from.
+#[derive(Debug, Clone)]
+pub struct CoreDns {
+    pub binary: PathBuf,
+    pub version: String,
+}
+
 /// The agent's (and operator's) image, tagged with the workspace version:
 /// "localhost/cilium-rs/cilium:v0.1.0".
 pub fn agent_reference() -> String {
@@ -47,6 +59,8 @@ pub struct Inputs {
     pub pause: Option<PathBuf>,
     /// The agnhost binary; None leaves the agnhost image out.
     pub agnhost: Option<PathBuf>,
+    /// CoreDNS; None leaves its image out.
+    pub coredns: Option<CoreDns>,
     /// Where Debian's programs and libraries are taken from: "/".
     pub host_root: PathBuf,
 }
@@ -63,6 +77,7 @@ impl Inputs {
             deploy_image_dir: workspace.join("deploy/image"),
             pause,
             agnhost,
+            coredns: None,
             host_root: PathBuf::from("/"),
         }
     }
@@ -105,6 +120,12 @@ pub fn define_all(inputs: &Inputs) -> Result<Vec<(&'static str, Image)>, Error> 
             defs::agnhost::image(AGNHOST_REFERENCE, agnhost, root)?,
         ));
     }
+    if let Some(coredns) = &inputs.coredns {
+        images.push((
+            "coredns.tar",
+            defs::coredns::image(&coredns_reference(&coredns.version), &coredns.binary, root)?,
+        ));
+    }
     images.push((
         "busybox.tar",
         defs::busybox::image(BUSYBOX_REFERENCE, root)?,
@@ -113,7 +134,7 @@ pub fn define_all(inputs: &Inputs) -> Result<Vec<(&'static str, Image)>, Error> 
 }
 
 /// Writes every image `inputs` allow into `out_dir` (cilium.tar,
-/// pause.tar, agnhost.tar, busybox.tar), rewriting only those whose
+/// pause.tar, agnhost.tar, coredns.tar, busybox.tar), rewriting only those whose
 /// content or name changed.
 pub fn build_all(inputs: &Inputs, out_dir: &Path) -> Result<Vec<Built>, Error> {
     define_all(inputs)?

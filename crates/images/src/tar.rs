@@ -1,6 +1,8 @@
 //! The tar format, written so the same entries give the same bytes: ustar
 //! headers with mtime 0, uid and gid 0, no user or group names, and a PAX
-//! header only for a name or link target too long for ustar. Also a reader
+//! header only for a name or link target too long for ustar or a file's
+//! extended attributes (`SCHILY.xattr.<name>`, as GNU tar and containerd's
+//! unpacker spell them). Also a reader
 //! that finds one small entry without reading the others' data.
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -28,6 +30,20 @@ impl<W: Write> TarWriter<W> {
 
     pub fn file(&mut self, name: &str, mode: u32, data: &[u8]) -> io::Result<()> {
         self.file_with(name, mode, data.len() as u64, |w| w.write_all(data))
+    }
+
+    /// A regular file carrying extended attributes (name, value), in the
+    /// order given.
+    pub fn file_with_xattrs(
+        &mut self,
+        name: &str,
+        mode: u32,
+        data: &[u8],
+        xattrs: &[(&str, &[u8])],
+    ) -> io::Result<()> {
+        self.header_with(name, mode, data.len() as u64, b'0', "", xattrs)?;
+        self.out.write_all(data)?;
+        self.pad(data.len() as u64)
     }
 
     /// A regular file of `size` bytes that `write` produces. Fails if it
@@ -67,13 +83,28 @@ impl<W: Write> TarWriter<W> {
     }
 
     fn header(&mut self, name: &str, mode: u32, size: u64, kind: u8, link: &str) -> io::Result<()> {
+        self.header_with(name, mode, size, kind, link, &[])
+    }
+
+    fn header_with(
+        &mut self,
+        name: &str,
+        mode: u32,
+        size: u64,
+        kind: u8,
+        link: &str,
+        xattrs: &[(&str, &[u8])],
+    ) -> io::Result<()> {
         let split = split_name(name);
-        let mut pax = String::new();
+        let mut pax = Vec::new();
         if split.is_none() {
-            pax.push_str(&pax_record("path", name));
+            pax.extend(pax_record("path", name.as_bytes()));
         }
         if link.len() > 100 {
-            pax.push_str(&pax_record("linkpath", link));
+            pax.extend(pax_record("linkpath", link.as_bytes()));
+        }
+        for (key, value) in xattrs {
+            pax.extend(pax_record(&format!("SCHILY.xattr.{key}"), value));
         }
         if !pax.is_empty() {
             let base = name
@@ -84,7 +115,7 @@ impl<W: Write> TarWriter<W> {
             let pax_name: String = format!("PaxHeaders/{base}").chars().take(100).collect();
             let h = ustar_header(("", &pax_name), 0o644, pax.len() as u64, b'x', "");
             self.out.write_all(&h)?;
-            self.out.write_all(pax.as_bytes())?;
+            self.out.write_all(&pax)?;
             self.pad(pax.len() as u64)?;
         }
         let (prefix, short) = split.unwrap_or(("", truncate(name, 100)));
@@ -113,14 +144,19 @@ fn truncate(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-/// A PAX record: "<len> <key>=<value>\n", where len counts itself.
-fn pax_record(key: &str, value: &str) -> String {
-    let body = format!(" {key}={value}\n");
+/// A PAX record: "<len> <key>=<value>\n", where len counts itself; the
+/// value may be binary (an xattr's).
+fn pax_record(key: &str, value: &[u8]) -> Vec<u8> {
+    let mut body = format!(" {key}=").into_bytes();
+    body.extend_from_slice(value);
+    body.push(b'\n');
     let mut len = body.len() + 1;
     while len.to_string().len() + body.len() != len {
         len += 1;
     }
-    format!("{len}{body}")
+    let mut record = len.to_string().into_bytes();
+    record.extend(body);
+    record
 }
 
 fn ustar_header(
@@ -224,10 +260,37 @@ fn parse_octal(field: &[u8]) -> Option<u64> {
 }
 
 fn pax_path(data: &[u8]) -> Option<String> {
-    let text = std::str::from_utf8(data).ok()?;
-    text.lines()
-        .filter_map(|line| line.split_once(' ').map(|(_, kv)| kv))
-        .find_map(|kv| kv.strip_prefix("path=").map(str::to_owned))
+    pax_records(data)
+        .into_iter()
+        .find(|(k, _)| k == "path")
+        .and_then(|(_, v)| String::from_utf8(v).ok())
+}
+
+/// The records of a PAX header, read by their lengths (values may hold
+/// newlines); a malformed record ends the list.
+fn pax_records(mut data: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    while let Some(space) = data.iter().position(|&b| b == b' ') {
+        let Some(len) = std::str::from_utf8(&data[..space])
+            .ok()
+            .and_then(|l| l.parse::<usize>().ok())
+        else {
+            break;
+        };
+        if len <= space + 1 || len > data.len() || data[len - 1] != b'\n' {
+            break;
+        }
+        let record = &data[space + 1..len - 1];
+        let Some(eq) = record.iter().position(|&b| b == b'=') else {
+            break;
+        };
+        out.push((
+            String::from_utf8_lossy(&record[..eq]).into_owned(),
+            record[eq + 1..].to_vec(),
+        ));
+        data = &data[len..];
+    }
+    out
 }
 
 /// Counts what passes through to `inner`.
@@ -337,12 +400,34 @@ mod tests {
 
     #[test]
     fn pax_record_length_counts_itself() {
-        let r = pax_record("path", "abc");
-        let (len, _) = r.split_once(' ').unwrap();
-        assert_eq!(len.parse::<usize>().unwrap(), r.len());
-        let r = pax_record("path", &"y".repeat(95));
-        let (len, _) = r.split_once(' ').unwrap();
-        assert_eq!(len.parse::<usize>().unwrap(), r.len());
+        for value in ["abc".to_owned(), "y".repeat(95)] {
+            let r = pax_record("path", value.as_bytes());
+            let space = r.iter().position(|&b| b == b' ').unwrap();
+            let len: usize = std::str::from_utf8(&r[..space]).unwrap().parse().unwrap();
+            assert_eq!(len, r.len());
+            assert_eq!(
+                pax_records(&r),
+                vec![("path".to_owned(), value.into_bytes())]
+            );
+        }
+    }
+
+    #[test]
+    fn xattrs_go_in_a_pax_header_with_binary_values() {
+        let cap: &[u8] = &[1, 0, 0, 2, 0, 4, 0, 0, b'\n', 0];
+        let mut w = TarWriter::new(Vec::new());
+        w.file_with_xattrs("coredns", 0o755, b"elf", &[("security.capability", cap)])
+            .unwrap();
+        let bytes = w.finish().unwrap();
+        assert_eq!(bytes[156], b'x');
+        let size = parse_octal(&bytes[124..136]).unwrap() as usize;
+        let records = pax_records(&bytes[BLOCK..BLOCK + size]);
+        assert_eq!(
+            records,
+            vec![("SCHILY.xattr.security.capability".to_owned(), cap.to_vec())]
+        );
+        let got = read_entry(Cursor::new(&bytes), "coredns", 100).unwrap();
+        assert_eq!(got.as_deref(), Some(&b"elf"[..]));
     }
 
     #[test]

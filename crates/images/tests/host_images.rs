@@ -48,6 +48,10 @@ fn inputs(dir: &Path) -> Inputs {
         Some("/usr/bin/true".into()),
     );
     inputs.release_dir = release;
+    inputs.coredns = Some(images::CoreDns {
+        binary: "/usr/bin/true".into(),
+        version: "v1.12.1".into(),
+    });
     inputs
 }
 
@@ -81,9 +85,14 @@ fn the_images_hold_what_their_commands_run() {
             ("cilium.tar", images::agent_reference().as_str()),
             ("pause.tar", images::PAUSE_REFERENCE),
             ("agnhost.tar", images::AGNHOST_REFERENCE),
+            ("coredns.tar", "registry.k8s.io/coredns/coredns:v1.12.1"),
             ("busybox.tar", images::BUSYBOX_REFERENCE),
         ]
     );
+    let coredns = &images[3].1;
+    assert!(file(&coredns.layer, "/coredns"));
+    assert_eq!(coredns.config.entrypoint, ["/coredns"]);
+    assert_eq!(coredns.config.user, "nonroot:nonroot");
 
     let agent = &images[0].1.layer;
     for p in [
@@ -154,7 +163,7 @@ fn the_images_hold_what_their_commands_run() {
         Some("/usr/bin/busybox")
     );
 
-    let busybox = &images[3].1;
+    let busybox = &images[4].1;
     assert!(file(&busybox.layer, "/bin/busybox"));
     assert_eq!(
         link(&busybox.layer, "/bin/sh").as_deref(),
@@ -174,7 +183,7 @@ fn a_second_build_rewrites_nothing() {
     let inputs = inputs(dir.path());
     let out = dir.path().join("out");
     let first = build_all(&inputs, &out).unwrap();
-    assert_eq!(first.len(), 4);
+    assert_eq!(first.len(), 5);
     assert!(first.iter().all(|b| b.rebuilt && b.path.is_file()));
     let second = build_all(&inputs, &out).unwrap();
     for (a, b) in first.iter().zip(&second) {

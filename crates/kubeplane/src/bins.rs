@@ -13,6 +13,8 @@ const GO_MOD: &str = include_str!("../../../tools/k8s/go.mod");
 const CONTAINERD_GO_MOD: &str = include_str!("../../../tools/containerd/go.mod");
 /// The tools/crictl module, which pins cri-tools' release.
 const CRICTL_GO_MOD: &str = include_str!("../../../tools/crictl/go.mod");
+/// The tools/coredns module, which pins CoreDNS's release.
+const COREDNS_GO_MOD: &str = include_str!("../../../tools/coredns/go.mod");
 
 /// Where Debian's `runc` package puts runc.
 pub const RUNC_DIR: &str = "/usr/sbin";
@@ -51,6 +53,13 @@ pub fn containerd_version() -> &'static str {
 pub fn crictl_version() -> &'static str {
     required(CRICTL_GO_MOD, "sigs.k8s.io/cri-tools")
         .expect("tools/crictl/go.mod requires sigs.k8s.io/cri-tools")
+}
+
+/// The pinned CoreDNS release (`v1.12.1`, kubeadm's for the control
+/// plane's release).
+pub fn coredns_version() -> &'static str {
+    required(COREDNS_GO_MOD, "github.com/coredns/coredns")
+        .expect("tools/coredns/go.mod requires github.com/coredns/coredns")
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -139,9 +148,22 @@ pub fn node_bin_dir() -> PathBuf {
         .join("bin")
 }
 
+/// Where `scripts/build-node.sh` puts CoreDNS: beside the node binaries'
+/// dir, named after its own release, so a CoreDNS bump rebuilds CoreDNS
+/// alone.
+pub fn coredns_bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CILIUM_RS_COREDNS_BIN") {
+        return dir.into();
+    }
+    cache_dir("CILIUM_RS_NODE_CACHE", ".cache/cilium-rs/node")
+        .join(format!("coredns-{}", coredns_version()))
+        .join("bin")
+}
+
 /// What a real Kubernetes node runs, checked to exist: kubelet, containerd
-/// with its runc shim, ctr, crictl and the e2e images' agnhost and pause
-/// (built by `scripts/build-node.sh`), Debian's runc and CNI plugins.
+/// with its runc shim, ctr, crictl, the e2e images' agnhost and pause and
+/// the cluster DNS's CoreDNS (built by `scripts/build-node.sh`), Debian's
+/// runc and CNI plugins.
 #[derive(Clone, Debug)]
 pub struct NodeBinaries {
     pub kubelet: PathBuf,
@@ -152,6 +174,7 @@ pub struct NodeBinaries {
     pub crictl: PathBuf,
     pub agnhost: PathBuf,
     pub pause: PathBuf,
+    pub coredns: PathBuf,
     pub runc: PathBuf,
     /// Holds at least `loopback`, which containerd's CRI needs.
     pub cni_plugins_dir: PathBuf,
@@ -161,14 +184,20 @@ impl NodeBinaries {
     pub fn find() -> Result<Self, Missing> {
         Self::in_dirs(
             &node_bin_dir(),
+            &coredns_bin_dir(),
             Path::new(RUNC_DIR),
             Path::new(CNI_PLUGINS_DIR),
         )
     }
 
-    /// The built binaries in `dir`, runc in `runc_dir`, the CNI plugins in
-    /// `cni_plugins_dir`.
-    pub fn in_dirs(dir: &Path, runc_dir: &Path, cni_plugins_dir: &Path) -> Result<Self, Missing> {
+    /// The built binaries in `dir`, CoreDNS in `coredns_dir`, runc in
+    /// `runc_dir`, the CNI plugins in `cni_plugins_dir`.
+    pub fn in_dirs(
+        dir: &Path,
+        coredns_dir: &Path,
+        runc_dir: &Path,
+        cni_plugins_dir: &Path,
+    ) -> Result<Self, Missing> {
         let get = |name| file(dir, name, BUILD_NODE);
         let runc = file(runc_dir, "runc", DEBIAN)?;
         file(cni_plugins_dir, "loopback", DEBIAN)?;
@@ -180,6 +209,7 @@ impl NodeBinaries {
             crictl: get("crictl")?,
             agnhost: get("agnhost")?,
             pause: get("pause")?,
+            coredns: file(coredns_dir, "coredns", BUILD_NODE)?,
             runc,
             cni_plugins_dir: cni_plugins_dir.to_owned(),
         })
@@ -227,23 +257,24 @@ mod tests {
     #[test]
     fn node_binaries_are_found_or_named_with_the_script_that_builds_them() {
         let tmp = tempfile::tempdir().unwrap();
-        let (bin, sbin, cni) = (
+        let (bin, dns, sbin, cni) = (
             tmp.path().join("bin"),
+            tmp.path().join("coredns"),
             tmp.path().join("sbin"),
             tmp.path().join("cni"),
         );
-        for d in [&bin, &sbin, &cni] {
+        for d in [&bin, &dns, &sbin, &cni] {
             std::fs::create_dir(d).unwrap();
         }
         let touch = |dir: &Path, name: &str| std::fs::write(dir.join(name), "").unwrap();
 
-        let e = NodeBinaries::in_dirs(&bin, &sbin, &cni).unwrap_err();
+        let e = NodeBinaries::in_dirs(&bin, &dns, &sbin, &cni).unwrap_err();
         assert_eq!((e.name, e.run), ("runc", DEBIAN));
         touch(&sbin, "runc");
-        let e = NodeBinaries::in_dirs(&bin, &sbin, &cni).unwrap_err();
+        let e = NodeBinaries::in_dirs(&bin, &dns, &sbin, &cni).unwrap_err();
         assert_eq!((e.name, e.dir.as_path()), ("loopback", cni.as_path()));
         touch(&cni, "loopback");
-        let e = NodeBinaries::in_dirs(&bin, &sbin, &cni).unwrap_err();
+        let e = NodeBinaries::in_dirs(&bin, &dns, &sbin, &cni).unwrap_err();
         assert_eq!((e.name, e.run), ("kubelet", BUILD_NODE));
         assert!(e.to_string().contains("run scripts/build-node.sh"), "{e}");
 
@@ -258,7 +289,10 @@ mod tests {
         ] {
             touch(&bin, name);
         }
-        let found = NodeBinaries::in_dirs(&bin, &sbin, &cni).unwrap();
+        let e = NodeBinaries::in_dirs(&bin, &dns, &sbin, &cni).unwrap_err();
+        assert_eq!((e.name, e.dir.as_path()), ("coredns", dns.as_path()));
+        touch(&dns, "coredns");
+        let found = NodeBinaries::in_dirs(&bin, &dns, &sbin, &cni).unwrap();
         assert_eq!(found.shim, bin.join("containerd-shim-runc-v2"));
         assert_eq!(found.runc, sbin.join("runc"));
         assert_eq!(found.cni_plugins_dir, cni);

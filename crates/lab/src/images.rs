@@ -33,6 +33,10 @@ pub fn build_into(out: &std::path::Path) -> anyhow::Result<Vec<images::Built>> {
         .context("cilium-lab is not in a workspace's target/release")?;
     let inputs = images::Inputs {
         release_dir: release.clone(),
+        coredns: Some(images::CoreDns {
+            binary: bins.coredns,
+            version: kubeplane::bins::coredns_version().to_owned(),
+        }),
         ..images::Inputs::for_workspace(workspace, Some(bins.pause), Some(bins.agnhost))
     };
     images::build_all(&inputs, out)

@@ -18,8 +18,12 @@ use topology::NodeDir;
 pub const UNDERLAY: &str = "underlay";
 /// The directory of the host outside the cluster (`exec outside -- ...`).
 pub const OUTSIDE: &str = "outside";
-/// The demo's ClusterIP (in Cilium's default service CIDR style).
-pub const DEMO_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
+/// The demo's ClusterIP (in Cilium's default service CIDR style), clear
+/// of the cluster DNS's.
+pub const DEMO_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 20);
+/// The kube-dns Service's ClusterIP, kubelets' `clusterDNS`: the tenth
+/// address of the service range, as kubeadm picks it.
+pub const DNS_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
 
 pub fn root() -> PathBuf {
     std::env::var_os("CILIUM_LAB_DIR")

@@ -14,6 +14,7 @@
 mod boot;
 mod cni;
 mod connect;
+mod coredns;
 mod demo;
 mod holder;
 mod images;

@@ -143,6 +143,14 @@ pub fn up(
         "==> Cilium installed from deploy/kubernetes: DaemonSet cilium and Deployment cilium-operator available, every node Ready ({:?})",
         t.elapsed()
     );
+    let t = Instant::now();
+    crate::coredns::install(Duration::from_secs(120))?;
+    println!(
+        "==> cluster DNS: CoreDNS ({}) answering at kube-dns {} for cluster.local ({:?})",
+        crate::coredns::image(),
+        layout::DNS_SERVICE_IP,
+        t.elapsed()
+    );
     println!("\n$ kubectl get nodes,ds,deploy,pods -n kube-system -o wide");
     print!(
         "{}",

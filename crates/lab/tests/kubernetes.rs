@@ -21,7 +21,7 @@ fn up_with_kubernetes_runs_the_demo_through_the_api_server() {
         "Kubernetes:              Ok   1.34 (v1.34.",
         "\"cilium/v2::CiliumNetworkPolicy\"",
         "service/demo created",
-        "TCP pod-a -> 10.96.0.10:80 (pod-b)",
+        "TCP pod-a -> 10.96.0.20:80 (pod-b)",
         "ciliumnetworkpolicy.cilium.io/demo-tcp-only created",
         "dropped by the policy (Policy denied)",
         // pod CIDRs from the operator's cluster pool, in boot order

@@ -25,13 +25,13 @@ fn up_shows_pods_talking_survives_agent_kill_and_down_removes_everything() {
     );
     assert!(out.contains("Network: Tunnel [vxlan]"), "{out}");
     assert!(out.contains("Creating new service with id '1'"), "{out}");
-    assert!(out.contains("TCP pod-a -> 10.96.0.10:80 (pod-b)"), "{out}");
+    assert!(out.contains("TCP pod-a -> 10.96.0.20:80 (pod-b)"), "{out}");
     assert!(
-        out.contains("1    10.96.0.10:80   ClusterIP      1 => 10.2.0.2:80 (active)"),
+        out.contains("1    10.96.0.20:80   ClusterIP      1 => 10.2.0.2:80 (active)"),
         "{out}"
     );
     assert!(
-        out.contains("10.96.0.10:80     0.0.0.0:0 (1) (0) [ClusterIP, non-routable]"),
+        out.contains("10.96.0.20:80     0.0.0.0:0 (1) (0) [ClusterIP, non-routable]"),
         "{out}"
     );
     assert!(

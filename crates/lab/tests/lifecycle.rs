@@ -182,7 +182,7 @@ fn boots_as_the_daemonset_restarts_without_loss_and_cleans_up() {
     assert_eq!((endpoints(&lab, "node1"), endpoints(&lab, "node2")), before);
     let svc = lab.ok(&["exec", "node1", "--", "cilium", "service", "list"]);
     assert!(
-        svc.contains("10.96.0.10:80   ClusterIP      1 => 10.2.0.2:80 (active)"),
+        svc.contains("10.96.0.20:80   ClusterIP      1 => 10.2.0.2:80 (active)"),
         "{svc}"
     );
     let ping = lab.run(&[

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod agnhost;
 pub mod busybox;
+pub mod coredns;
 pub mod pause;
 
 use std::path::Path;

@@ -9,7 +9,11 @@
 //! - image garbage collection and disk-pressure eviction kept off: nothing
 //!   can be pulled again here, and the machine's disk is shared by every
 //!   node;
-//! - its own resolv.conf, as the machine's resolver is unreachable.
+//! - the cluster DNS at the kube-dns Service (`clusterDNS`), and for what
+//!   is not the cluster's, its own resolv.conf naming the underlay host as
+//!   the upstream resolver: the machine's resolver is out of the lab's
+//!   reach, and the underlay answers no DNS, so outside names fail at
+//!   once instead of timing out.
 
 use std::net::Ipv4Addr;
 use std::path::Path;
@@ -56,6 +60,8 @@ oomScoreAdj: 0
 protectKernelDefaults: false
 resolvConf: {resolv}
 clusterDomain: cluster.local
+clusterDNS:
+- {dns}
 {taints}evictionHard:
   memory.available: 50Mi
   nodefs.available: "1%"
@@ -71,6 +77,17 @@ rotateCertificates: false
         ca = client_ca.display(),
         endpoint = super::containerd::ENDPOINT,
         resolv = RESOLV_CONF,
+        dns = crate::layout::DNS_SERVICE_IP,
+    )
+}
+
+/// The node's upstream resolver, for kubelet's `resolvConf`: what pods
+/// with `dnsPolicy: Default` (CoreDNS's own) get, and what CoreDNS
+/// forwards outside names to.
+pub fn resolv_conf() -> String {
+    format!(
+        "# the lab's upstream resolver: the underlay host, which answers no DNS\nnameserver {}\n",
+        topology::UNDERLAY_IP
     )
 }
 

@@ -201,10 +201,7 @@ fn prepare_files(
                 containerd::ENDPOINT
             ),
         ),
-        (
-            kubelet::RESOLV_CONF,
-            "# the lab's pods have no resolver beyond the cluster's own\n".to_owned(),
-        ),
+        (kubelet::RESOLV_CONF, kubelet::resolv_conf()),
     ];
     for (path, body) in files {
         layout::write_atomic(std::path::Path::new(path), body.as_bytes())?;
