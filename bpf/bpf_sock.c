@@ -8,6 +8,8 @@
  *
  * Attached to the cgroup v2 root the node owns (cgroup-root); a process
  * outside it is not load-balanced here and falls back to the tc path.
+ * The node's own sockets (those in its network namespace) also reach
+ * NodePorts and HostPorts through loopback, which no packet path sees.
  */
 #define SOURCE_FILE SOURCE_FILE_BPF_SOCK
 
@@ -32,29 +34,64 @@ static __always_inline void sock_metric(__u8 reason)
 	update_metrics(0, METRIC_EGRESS, reason, __LINE__, SOURCE_FILE);
 }
 
-/* The service of address:port, as the cluster's own clients see it. A
- * NodePort reached through any node's address (this node's or another's,
- * per the ipcache) is found through its 0.0.0.0 surrogate, as Cilium's
- * wildcard lookup does; *key_addr is then the surrogate's address. *scope
- * names the entry found. */
-static __always_inline struct lb4_service *sock4_service(__u32 address, __u16 port,
-							  __u32 *key_addr, __u8 *scope)
+/* Whether the socket lives in the node's own network namespace (the
+ * agent's), not a pod's. */
+static __always_inline int sock_in_hostns(struct bpf_sock_addr *ctx)
 {
-	struct lb4_service *svc = lb4_lookup_service_internal(address, port, scope);
-	__u32 identity;
+	__u64 host = runtime_config(RUNTIME_CONFIG_HOST_NETNS_COOKIE);
 
-	*key_addr = address;
-	if (svc)
-		return svc;
-	if (!nodeport_port_in_range(port))
+	if (!host)
+		host = bpf_get_netns_cookie(NULL);
+	return bpf_get_netns_cookie(ctx) == host;
+}
+
+static __always_inline int is_v4_loopback(__u32 address)
+{
+	/* 127.0.0.0/8, network order */
+	return (address & bpf_htonl(0xff000000)) == bpf_htonl(0x7f000000);
+}
+
+/* The surrogate 0.0.0.0 entry that stands for address:port, as Cilium's
+ * wildcard lookup finds it: a NodePort through any node's address (this
+ * node's or another's, per the ipcache) or, from the node itself, a
+ * loopback address; a HostPort only through this node's own addresses or
+ * loopback, and one made for hostIP 127.0.0.1 through loopback alone. */
+static __always_inline struct lb4_service *sock4_wildcard(__u32 address, __u16 port, __u8 proto,
+							   int in_hostns, struct lb4_frontend *fe)
+{
+	int loopback = in_hostns && is_v4_loopback(address);
+	__u32 identity = ip4_identity(address);
+	struct lb4_service *svc;
+
+	if (nodeport_port_in_range(port)) {
+		if (!loopback && identity != IDENTITY_HOST && identity != IDENTITY_REMOTE_NODE)
+			return NULL;
+		svc = lb4_lookup_service_internal(0, port, proto, fe);
+		return svc && (svc->flags & SVC_FLAG_NODEPORT) ? svc : NULL;
+	}
+	if (!loopback && identity != IDENTITY_HOST)
 		return NULL;
-	identity = ip4_identity(address);
-	if (identity != IDENTITY_HOST && identity != IDENTITY_REMOTE_NODE)
+	svc = lb4_lookup_service_internal(0, port, proto, fe);
+	if (!svc || !(svc->flags & SVC_FLAG_HOSTPORT))
 		return NULL;
-	svc = lb4_lookup_service_internal(0, port, scope);
-	if (!svc || !(svc->flags & SVC_FLAG_NODEPORT))
+	if ((svc->flags2 & SVC_FLAG_LOOPBACK) && !loopback)
 		return NULL;
-	*key_addr = 0;
+	return svc;
+}
+
+/* The service of address:port for proto, as the cluster's own clients see
+ * it: its own frontend, else the surrogate standing for it. A HostPort is
+ * only this node's: through another address it is left alone (Cilium's
+ * sock4_skip_xlate). fe names the entry found. */
+static __always_inline struct lb4_service *sock4_service(__u32 address, __u16 port, __u8 proto,
+							  int in_hostns, struct lb4_frontend *fe)
+{
+	struct lb4_service *svc = lb4_lookup_service_internal(address, port, proto, fe);
+
+	if (!svc)
+		return sock4_wildcard(address, port, proto, in_hostns, fe);
+	if ((svc->flags & SVC_FLAG_HOSTPORT) && ip4_identity(address) != IDENTITY_HOST)
+		return NULL;
 	return svc;
 }
 
@@ -85,16 +122,16 @@ static __always_inline int sock4_remember(struct bpf_sock_addr *ctx,
  * (the caller fails fast instead of sending into nothing). */
 static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx)
 {
-	__u32 address = ctx->user_ip4, key_addr, id = 0;
-	__u8 scope;
+	__u32 address = ctx->user_ip4, id = 0;
 	__u16 port = (__u16)ctx->user_port;
 	struct lb4_backend *backend = NULL;
+	struct lb4_frontend fe;
 	struct lb4_service *svc;
 	__u64 netns;
 
 	if (!sock_proto_balanced(ctx))
 		return 0;
-	svc = sock4_service(address, port, &key_addr, &scope);
+	svc = sock4_service(address, port, (__u8)ctx->protocol, sock_in_hostns(ctx), &fe);
 	if (!svc)
 		return 0;
 	if (svc->count == 0) {
@@ -105,8 +142,8 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx)
 	if (svc->flags & SVC_FLAG_AFFINITY)
 		backend = lb4_affinity_backend(netns, 1, svc, &id);
 	if (!backend)
-		backend = lb4_backend_of_slot(key_addr, port, scope,
-					      (__u16)(bpf_get_prandom_u32() % svc->count) + 1, &id);
+		backend = lb4_backend_of_slot(&fe, (__u16)(bpf_get_prandom_u32() % svc->count) + 1,
+					      &id);
 	if (!backend) {
 		sock_metric(REASON_LB_NO_BACKEND);
 		return -EHOSTUNREACH;
@@ -132,14 +169,14 @@ static __always_inline void sock4_xlate_rev(struct bpf_sock_addr *ctx)
 		.port = (__u16)ctx->user_port,
 	};
 	struct ipv4_revnat_entry *val;
+	struct lb4_frontend fe;
 	struct lb4_service *svc;
-	__u32 key_addr;
-	__u8 scope;
 
 	val = bpf_map_lookup_elem(&cilium_lb4_reverse_sk, &key);
 	if (!val)
 		return;
-	svc = sock4_service(val->address, val->port, &key_addr, &scope);
+	svc = sock4_service(val->address, val->port, (__u8)ctx->protocol, sock_in_hostns(ctx),
+			    &fe);
 	if (!svc || svc->rev_nat_index != val->rev_nat_index) {
 		bpf_map_delete_elem(&cilium_lb4_reverse_sk, &key);
 		sock_metric(REASON_LB_REVNAT_STALE);

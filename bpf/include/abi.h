@@ -253,6 +253,9 @@ struct ct_entry {
 
 /* lb4_service.flags2 */
 #define SVC_FLAG_LOCALREDIRECT	(1 << 0)
+/* A HostPort given hostIP 127.0.0.1: its 0.0.0.0 frontend answers only
+ * the node's own connections to a loopback address. */
+#define SVC_FLAG_LOOPBACK	(1 << 3)
 /* Clients outside the cluster get the external scope's backends, the
  * cluster's own the internal scope's (externalTrafficPolicy Local beside
  * internalTrafficPolicy Cluster). */
@@ -262,7 +265,7 @@ struct lb4_key {
 	__u32 address;		/* VIP, network order */
 	__u16 dport;		/* network order */
 	__u16 backend_slot;	/* 0 = the service entry, 1..N = backends */
-	__u8 proto;		/* always 0 (any) */
+	__u8 proto;		/* the frontend's L4 protocol; 0 = any */
 	__u8 scope;
 	__u8 pad[2];
 };
@@ -483,6 +486,10 @@ struct rs_ratelimit_metrics_value {
  * pod CIDR): address in the low 32 bits, mask in the high (both network
  * order) */
 #define RUNTIME_CONFIG_SNAT_EXCLUSION_IPV4	15
+/* the netns cookie of the node's own network namespace (the agent's), where
+ * socket LB lets loopback reach NodePorts and HostPorts; 0 = the initial
+ * namespace's */
+#define RUNTIME_CONFIG_HOST_NETNS_COOKIE	16
 #define NODEPORT_PORT_MIN_DEFAULT	30000
 #define NODEPORT_PORT_MAX_DEFAULT	32767
 #define LB_ALGORITHM_RANDOM		0

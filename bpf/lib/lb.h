@@ -22,53 +22,84 @@ struct lb4_target {
 	__u16 rev_nat_index;	/* network order */
 };
 
-static __always_inline struct lb4_service *lb4_lookup_scoped(__u32 address, __u16 port,
-							      __u8 scope)
+/* A frontend as the services map keys it. A lookup fills in the key it
+ * found, so the flow's backend slots are read under the same protocol and
+ * scope. */
+struct lb4_frontend {
+	__u32 address;		/* network order */
+	__u16 port;		/* network order */
+	__u8 proto;		/* 0 = any */
+	__u8 scope;
+};
+
+static __always_inline struct lb4_service *lb4_lookup_key(const struct lb4_frontend *fe,
+							   __u16 slot)
 {
 	struct lb4_key key = {
-		.address = address,
-		.dport = port,
-		.scope = scope,
+		.address = fe->address,
+		.dport = fe->port,
+		.backend_slot = slot,
+		.proto = fe->proto,
+		.scope = fe->scope,
 	};
 
 	return bpf_map_lookup_elem(&cilium_lb4_services_v2, &key);
 }
 
-/* The service entry of address:port (network order) for a client outside
- * the cluster, if any. */
-static __always_inline struct lb4_service *lb4_lookup_service(__u32 address, __u16 port)
+/* The service entry of address:port in scope: the frontend of the
+ * packet's L4 protocol, else one for any protocol (services made without
+ * a protocol; Cilium's protocol differentiation). */
+static __always_inline struct lb4_service *lb4_lookup_scoped(__u32 address, __u16 port,
+							      __u8 proto, __u8 scope,
+							      struct lb4_frontend *fe)
 {
-	return lb4_lookup_scoped(address, port, LB_LOOKUP_SCOPE_EXT);
+	struct lb4_service *svc;
+
+	fe->address = address;
+	fe->port = port;
+	fe->proto = proto;
+	fe->scope = scope;
+	svc = lb4_lookup_key(fe, 0);
+	if (svc || !proto)
+		return svc;
+	fe->proto = 0;
+	return lb4_lookup_key(fe, 0);
+}
+
+/* The service entry of address:port for a client outside the cluster, if
+ * any. */
+static __always_inline struct lb4_service *lb4_lookup_service(__u32 address, __u16 port,
+							       __u8 proto,
+							       struct lb4_frontend *fe)
+{
+	return lb4_lookup_scoped(address, port, proto, LB_LOOKUP_SCOPE_EXT, fe);
 }
 
 /* The same for the cluster's own clients (pods, the node's sockets): a
  * frontend with two scopes has its internal entry for them, unless that
- * entry is missing. *scope names the entry found, for its slots. */
+ * entry is missing. fe names the entry found, for its slots. */
 static __always_inline struct lb4_service *lb4_lookup_service_internal(__u32 address, __u16 port,
-									__u8 *scope)
+									__u8 proto,
+									struct lb4_frontend *fe)
 {
-	struct lb4_service *svc = lb4_lookup_service(address, port), *internal;
+	struct lb4_service *svc = lb4_lookup_service(address, port, proto, fe), *internal;
+	struct lb4_frontend in;
 
-	*scope = LB_LOOKUP_SCOPE_EXT;
 	if (!svc || !(svc->flags2 & SVC_FLAG_TWO_SCOPES))
 		return svc;
-	internal = lb4_lookup_scoped(address, port, LB_LOOKUP_SCOPE_INT);
+	in = *fe;
+	in.scope = LB_LOOKUP_SCOPE_INT;
+	internal = lb4_lookup_key(&in, 0);
 	if (!internal)
 		return svc;
-	*scope = LB_LOOKUP_SCOPE_INT;
+	*fe = in;
 	return internal;
 }
 
-static __always_inline struct lb4_backend *lb4_backend_of_slot(__u32 address, __u16 port,
-								__u8 scope, __u16 slot, __u32 *id)
+static __always_inline struct lb4_backend *lb4_backend_of_slot(const struct lb4_frontend *fe,
+								__u16 slot, __u32 *id)
 {
-	struct lb4_key key = {
-		.address = address,
-		.dport = port,
-		.backend_slot = slot,
-		.scope = scope,
-	};
-	struct lb4_service *entry = bpf_map_lookup_elem(&cilium_lb4_services_v2, &key);
+	struct lb4_service *entry = lb4_lookup_key(fe, slot);
 
 	if (!entry)
 		return NULL;
@@ -159,8 +190,9 @@ static __always_inline void lb4_affinity_update(__u64 client, __u8 is_cookie,
  * service has no backend to give.
  */
 static __always_inline int lb4_select(struct __sk_buff *ctx, const struct ct_packet *pkt,
-				      const struct lb4_service *svc, __u32 frontend, __u8 scope,
-				      int maglev, struct lb4_target *target)
+				      const struct lb4_service *svc,
+				      const struct lb4_frontend *fe, int maglev,
+				      struct lb4_target *target)
 {
 	struct ipv4_ct_tuple key = pkt->tuple;
 	void *map = ct_map_for(key.nexthdr);
@@ -187,7 +219,7 @@ static __always_inline int lb4_select(struct __sk_buff *ctx, const struct ct_pac
 		if (!backend && maglev)
 			backend = lb4_maglev_backend(&pkt->tuple, svc, &id);
 		if (!backend)
-			backend = lb4_backend_of_slot(frontend, key.sport, scope,
+			backend = lb4_backend_of_slot(fe,
 						      (__u16)(bpf_get_prandom_u32() % svc->count) + 1,
 						      &id);
 		if (!backend)
@@ -281,8 +313,8 @@ static __always_inline int lb4_local(struct __sk_buff *ctx, int l4_off,
 				     struct ct_packet *pkt, struct ct_state *state)
 {
 	struct lb4_target target = {};
+	struct lb4_frontend fe;
 	struct lb4_service *svc;
-	__u8 scope;
 	int ret;
 
 	state->rev_nat_index = 0;
@@ -290,11 +322,12 @@ static __always_inline int lb4_local(struct __sk_buff *ctx, int l4_off,
 	if (!lb4_is_balanced_proto(pkt->tuple.nexthdr))
 		return 0;
 	/* the tuple keeps the packet's destination port in sport */
-	svc = lb4_lookup_service_internal(pkt->tuple.daddr, pkt->tuple.sport, &scope);
+	svc = lb4_lookup_service_internal(pkt->tuple.daddr, pkt->tuple.sport,
+					  pkt->tuple.nexthdr, &fe);
 	if (!svc)
 		return 0;
 	/* pods always pick at random, as Cilium's bpf_lxc does */
-	ret = lb4_select(ctx, pkt, svc, pkt->tuple.daddr, scope, 0, &target);
+	ret = lb4_select(ctx, pkt, svc, &fe, 0, &target);
 	if (IS_ERR(ret))
 		return ret;
 	ret = lb4_xlate(ctx, l4_off, pkt->tuple.nexthdr, 1, target.address, target.port);

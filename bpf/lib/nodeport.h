@@ -43,22 +43,21 @@ static __always_inline int nodeport_port_in_range(__u16 port)
 	return p >= min && p <= max;
 }
 
-/* The NodePort service for address:port: its own frontend, else the
- * surrogate 0.0.0.0:port that stands for every node address. */
-static __always_inline struct lb4_service *nodeport_lookup(__u32 addr, __u16 port,
-							    __u32 *frontend)
+/* The service a packet to a node address reaches from outside: a NodePort
+ * by its own frontend or the surrogate 0.0.0.0:port that stands for every
+ * node address, or a HostPort of this address (a HostPort's 0.0.0.0 entry
+ * is for the node's own sockets: an unset hostIP has an entry per node
+ * address beside it). */
+static __always_inline struct lb4_service *nodeport_lookup(__u32 addr, __u16 port, __u8 proto,
+							    struct lb4_frontend *fe)
 {
-	struct lb4_service *svc = lb4_lookup_service(addr, port);
+	struct lb4_service *svc = lb4_lookup_service(addr, port, proto, fe);
 
-	if (svc && (svc->flags & SVC_FLAG_NODEPORT)) {
-		*frontend = addr;
+	if (svc && (svc->flags & (SVC_FLAG_NODEPORT | SVC_FLAG_HOSTPORT)))
 		return svc;
-	}
-	svc = lb4_lookup_service(0, port);
-	if (svc && (svc->flags & SVC_FLAG_NODEPORT)) {
-		*frontend = 0;
+	svc = lb4_lookup_service(0, port, proto, fe);
+	if (svc && (svc->flags & SVC_FLAG_NODEPORT))
 		return svc;
-	}
 	return NULL;
 }
 
@@ -147,7 +146,8 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 	struct endpoint_info *ep;
 	struct lb4_service *svc;
 	struct ct_packet pkt;
-	__u32 saddr, daddr, backend, frontend = 0, tunnel_ep, src;
+	__u32 saddr, daddr, backend, tunnel_ep, src;
+	struct lb4_frontend fe;
 	__u16 sport, dport, bport, natport = 0;
 	struct iphdr *ip4;
 	int ret, l4_off;
@@ -179,7 +179,7 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 	if (!lb4_is_balanced_proto(proto))
 		return CTX_ACT_OK;
 
-	svc = nodeport_lookup(daddr, dport, &frontend);
+	svc = nodeport_lookup(daddr, dport, proto, &fe);
 	if (!svc)
 		return CTX_ACT_OK;
 
@@ -192,12 +192,16 @@ static __always_inline int nodeport_lb4(struct __sk_buff *ctx)
 		natport = nat->rev_port;
 		src = nat->from_addr;
 	} else {
-		ret = lb4_select(ctx, &pkt, svc, frontend, LB_LOOKUP_SCOPE_EXT,
+		ret = lb4_select(ctx, &pkt, svc, &fe,
 				 runtime_config(RUNTIME_CONFIG_LB_ALGORITHM) == LB_ALGORITHM_MAGLEV,
 				 &target);
 		if (IS_ERR(ret))
 			return ret;
 		backend = target.address;
+		/* a HostPort's backends are this node's pods, never another's */
+		if ((svc->flags & SVC_FLAG_HOSTPORT) &&
+		    !is_local_pod(lookup_ip4_endpoint(backend)))
+			return -DROP_INVALID;
 		bport = target.port ? target.port : dport;
 		fwd = nat_entry(daddr, 0, backend, bport);
 		rev = nat_entry(daddr, dport, saddr, sport);

@@ -18,6 +18,9 @@ pub const SVC_FLAG_SOURCE_RANGE: u8 = 1 << 7;
 
 // flags2
 pub const SVC_FLAG_LOCALREDIRECT: u8 = 1 << 0;
+/// A HostPort given a loopback hostIP: its 0.0.0.0 frontend answers only
+/// the node's own connections to loopback.
+pub const SVC_FLAG_LOOPBACK: u8 = 1 << 3;
 /// External clients get the external scope's backends, the cluster's own
 /// the internal scope's.
 pub const SVC_FLAG_TWO_SCOPES: u8 = 1 << 5;
@@ -48,12 +51,17 @@ assert_layout!(
 );
 unsafe impl Plain for Lb4Key {}
 
+/// `lb4_key.proto` of a frontend for every protocol.
+pub const PROTO_ANY: u8 = 0;
+
 impl Lb4Key {
-    pub fn new(vip: Ipv4Addr, port: u16, slot: u16, scope: u8) -> Self {
+    /// `proto`: the frontend's L4 protocol (`PROTO_ANY` for all).
+    pub fn new(vip: Ipv4Addr, port: u16, proto: u8, slot: u16, scope: u8) -> Self {
         Self {
             address: vip.into(),
             dport: Be16::new(port),
             backend_slot: slot,
+            proto,
             scope,
             ..Default::default()
         }

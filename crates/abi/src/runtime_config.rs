@@ -32,6 +32,10 @@ pub const MASQUERADE_IPV4: u32 = 14;
 /// Destinations never masqueraded: address in the low 32 bits, mask in the
 /// high (both network order).
 pub const SNAT_EXCLUSION_IPV4: u32 = 15;
+/// The netns cookie of the node's own network namespace (the agent's),
+/// where socket LB lets loopback reach NodePorts and HostPorts; 0 = the
+/// initial namespace's.
+pub const HOST_NETNS_COOKIE: u32 = 16;
 pub const LB_ALGORITHM_RANDOM: u64 = 0;
 pub const LB_ALGORITHM_MAGLEV: u64 = 1;
 
@@ -54,6 +58,7 @@ pub fn index_name(index: u32) -> Option<&'static str> {
         FRAGMENTS_DISABLED => Some("FragmentsDisabled"),
         MASQUERADE_IPV4 => Some("MasqueradeIPv4"),
         SNAT_EXCLUSION_IPV4 => Some("SNATExclusionIPv4"),
+        HOST_NETNS_COOKIE => Some("HostNetnsCookie"),
         _ => None,
     }
 }

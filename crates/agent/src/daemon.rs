@@ -577,6 +577,8 @@ fn setup_socket_lb(config: &DaemonConfig, sizes: &datapath::MapSizes) -> anyhow:
         return Ok(());
     }
     let globals = config.bpf_root.join(abi::maps::GLOBALS_DIR);
+    let cookie = datapath::socketlb::own_netns_cookie().context("reading the netns cookie")?;
+    RuntimeConfig::open(&config.bpf_root)?.set_host_netns_cookie(cookie)?;
     let mut sock =
         datapath::socketlb::SocketLb::load(&globals, sizes).context("loading bpf_sock")?;
     sock.attach(&config.bpf_root, &config.cgroup_root)

@@ -139,16 +139,25 @@ fn policy_map(d: &Sources<'_>, ep: u16) -> Option<MapState> {
     ))
 }
 
-/// The backends a new connection to ip:port may get, when it is a service.
-fn service(d: &Sources<'_>, ip: Ipv4Addr, port: u16) -> Option<(u16, Vec<(Ipv4Addr, u16)>)> {
+/// The backends a new connection to ip:port over proto may get, when it
+/// is a service: the protocol's own frontend, else one for any protocol,
+/// as the datapath looks them up.
+fn service(
+    d: &Sources<'_>,
+    ip: Ipv4Addr,
+    port: u16,
+    proto: u8,
+) -> Option<(u16, Vec<(Ipv4Addr, u16)>)> {
     let services = datapath::maps::Lb4Services::open(d.bpf_root).ok()?;
     let backends = datapath::maps::Lb4Backends::open(d.bpf_root).ok()?;
-    let svc: Lb4Service = services
-        .get(&Lb4Key::new(ip, port, 0, LB_LOOKUP_SCOPE_EXT))
-        .ok()??;
+    let (proto, svc): (u8, Lb4Service) = [proto, abi::lb::PROTO_ANY].into_iter().find_map(|p| {
+        let key = Lb4Key::new(ip, port, p, 0, LB_LOOKUP_SCOPE_EXT);
+        Some((p, services.get(&key).ok()??))
+    })?;
     let mut out = Vec::new();
     for slot in 1..=svc.count {
-        let Ok(Some(s)) = services.get(&Lb4Key::new(ip, port, slot, LB_LOOKUP_SCOPE_EXT)) else {
+        let key = Lb4Key::new(ip, port, proto, slot, LB_LOOKUP_SCOPE_EXT);
+        let Ok(Some(s)) = services.get(&key) else {
             continue;
         };
         if let Ok(Some(b)) = backends.get(&s.backend_id) {
@@ -282,7 +291,7 @@ pub fn explain(
             .map(|e| format!(", local endpoint {}", e.id))
             .unwrap_or_default()
     )];
-    let targets: Vec<Ipv4Addr> = match service(d, dst.ip, port) {
+    let targets: Vec<Ipv4Addr> = match service(d, dst.ip, port, proto) {
         Some((id, backends)) if proto != 1 && port != 0 => {
             if backends.is_empty() {
                 steps.push(format!(

@@ -6,7 +6,7 @@
 //! initial lists are in (a restarted agent changes no LB entry before).
 
 use crate::kubernetes::Kubernetes;
-use api::service::{BackendAddress, FrontendAddress, ServiceSpec, ServiceSpecFlags};
+use api::service::{BackendAddress, FrontendAddress, L4Protocol, ServiceSpec, ServiceSpecFlags};
 use controlplane::services::Services;
 use controlplane::tasks::Tasks;
 use k8s::k8s_openapi::api::core::v1::Service;
@@ -29,9 +29,10 @@ const SLICE_SELECTOR: &str = "endpointslice.kubernetes.io/managed-by!=endpointsl
 /// Session affinity's timeout when the Service names none (Kubernetes' default).
 const DEFAULT_AFFINITY_SECS: u32 = 10800;
 
-/// A frontend: ClusterIP (or 0.0.0.0 for a NodePort), port, and whether
-/// it is the internal scope's.
-type Frontend = (String, u16, bool);
+/// A frontend: ClusterIP (or 0.0.0.0 for a NodePort), port, protocol
+/// number, and whether it is the internal scope's. A Service's TCP and UDP
+/// ports of one number are two frontends.
+type Frontend = (String, u16, u8, bool);
 
 /// What of a Service this node realizes: NodePorts only with kube-proxy
 /// replacement (`enable-node-port`), and for `externalTrafficPolicy:
@@ -130,14 +131,18 @@ fn desired(
             .then_some(scope.node_name.as_str());
         for port in spec.ports.iter().flatten() {
             let port_name = port.name.clone().unwrap_or_default();
+            let Some(protocol) = L4Protocol::from_kubernetes(port.protocol.as_deref()) else {
+                continue;
+            };
+            let proto = protocol.number();
             let spec_of =
-                |(ip, port, internal): &Frontend, kind: &str, local: Option<&str>| ServiceSpec {
+                |(ip, port, _, internal): &Frontend, kind: &str, local: Option<&str>| ServiceSpec {
                     id: 0,
                     frontend_address: FrontendAddress {
                         ip: ip.clone(),
                         port: *port,
+                        protocol,
                         scope: if *internal { "internal" } else { "" }.into(),
-                        ..Default::default()
                     },
                     backend_addresses: backends(&ns, &name, &port_name, slices, local),
                     flags: Some(ServiceSpecFlags {
@@ -150,17 +155,17 @@ fn desired(
                     update_services: false,
                     session_affinity_timeout: affinity,
                 };
-            let frontend = (ip.to_owned(), port.port as u16, false);
+            let frontend = (ip.to_owned(), port.port as u16, proto, false);
             out.insert(frontend.clone(), spec_of(&frontend, "ClusterIP", None));
             // A NodePort is one wildcard frontend; the datapath matches it
             // on every node address. With externalTrafficPolicy Local, the
             // cluster's own clients get every backend from its internal
             // scope, as Cilium gives them.
             if let Some(node_port) = port.node_port.filter(|_| node_ports) {
-                let external = ("0.0.0.0".to_owned(), node_port as u16, false);
+                let external = ("0.0.0.0".to_owned(), node_port as u16, proto, false);
                 out.insert(external.clone(), spec_of(&external, "NodePort", local));
                 if local.is_some() {
-                    let internal = (external.0, external.1, true);
+                    let internal = (external.0, external.1, proto, true);
                     out.insert(internal.clone(), spec_of(&internal, "NodePort", None));
                 }
             }
@@ -178,13 +183,21 @@ struct Join {
 
 fn frontend_of(spec: &ServiceSpec) -> Frontend {
     let f = &spec.frontend_address;
-    (f.ip.clone(), f.port, f.scope == "internal")
+    (
+        f.ip.clone(),
+        f.port,
+        f.protocol.number(),
+        f.scope == "internal",
+    )
 }
 
 /// Whether a service came from a Kubernetes Service (it is named after
-/// one), not from the REST API, which keeps its own.
+/// one), not from the REST API, which keeps its own, nor from a pod's
+/// hostPort (`k8s_hostports` keeps those).
 fn from_kubernetes(spec: &ServiceSpec) -> bool {
-    spec.flags.as_ref().is_some_and(|f| !f.name.is_empty())
+    spec.flags
+        .as_ref()
+        .is_some_and(|f| !f.name.is_empty() && f.kind != "HostPort")
 }
 
 /// Brings the services made from Kubernetes to `want`: an unchanged
@@ -224,7 +237,7 @@ fn reconcile(services: &Services, want: BTreeMap<Frontend, ServiceSpec>) -> bool
             continue;
         }
         if let Err(e) = services.apply(&spec) {
-            tracing::warn!(subsys = "k8s-watcher", frontend = %format!("{}:{}{}", frontend.0, frontend.1, if frontend.2 { "/i" } else { "" }), error = %e, "Unable to apply service");
+            tracing::warn!(subsys = "k8s-watcher", frontend = %format!("{}:{}/{}{}", frontend.0, frontend.1, lb::proto_name(frontend.2), if frontend.3 { "/i" } else { "" }), error = %e, "Unable to apply service");
             ok = false;
         }
     }
@@ -340,7 +353,7 @@ mod tests {
         };
         let want = desired(&services, &slices, &scope);
         assert_eq!(want.len(), 2, "the headless Service has no frontend");
-        let http = &want[&("10.96.0.20".to_string(), 80, false)];
+        let http = &want[&("10.96.0.20".to_string(), 80, 6, false)];
         let got: Vec<(&str, u16, &str)> = http
             .backend_addresses
             .iter()
@@ -355,7 +368,7 @@ mod tests {
         );
         assert_eq!(http.session_affinity_timeout, DEFAULT_AFFINITY_SECS);
         assert_eq!(
-            want[&("10.96.0.20".to_string(), 9000, false)].backend_addresses[0].port,
+            want[&("10.96.0.20".to_string(), 9000, 6, false)].backend_addresses[0].port,
             9090
         );
     }
@@ -395,16 +408,16 @@ mod tests {
             node_port: true,
         };
         let want = desired(&services, &slices, &scope);
-        let ips = |f: (&str, u16, bool)| -> Vec<String> {
-            want[&(f.0.to_string(), f.1, f.2)]
+        let ips = |f: (&str, u16, u8, bool)| -> Vec<String> {
+            want[&(f.0.to_string(), f.1, f.2, f.3)]
                 .backend_addresses
                 .iter()
                 .map(|b| b.ip.clone())
                 .collect()
         };
-        assert_eq!(ips(("0.0.0.0", 30003, false)), ["10.1.0.5", "10.2.0.5"]);
+        assert_eq!(ips(("0.0.0.0", 30003, 6, false)), ["10.1.0.5", "10.2.0.5"]);
         assert_eq!(
-            want[&("0.0.0.0".to_string(), 30003, false)]
+            want[&("0.0.0.0".to_string(), 30003, 6, false)]
                 .flags
                 .as_ref()
                 .unwrap()
@@ -412,20 +425,20 @@ mod tests {
             "NodePort"
         );
         assert_eq!(
-            ips(("0.0.0.0", 30005, false)),
+            ips(("0.0.0.0", 30005, 6, false)),
             ["10.1.0.5"],
             "Local: this node's"
         );
-        let local = &want[&("0.0.0.0".to_string(), 30005, false)];
+        let local = &want[&("0.0.0.0".to_string(), 30005, 6, false)];
         assert_eq!(local.flags.as_ref().unwrap().ext_traffic_policy, "Local");
         assert_eq!(
-            ips(("0.0.0.0", 30005, true)),
+            ips(("0.0.0.0", 30005, 6, true)),
             ["10.1.0.5", "10.2.0.5"],
             "the cluster's own clients get them all"
         );
-        assert!(!want.contains_key(&("0.0.0.0".to_string(), 30003, true)));
+        assert!(!want.contains_key(&("0.0.0.0".to_string(), 30003, 6, true)));
         assert_eq!(
-            ips(("10.96.0.5", 80, false)),
+            ips(("10.96.0.5", 80, 6, false)),
             ["10.1.0.5", "10.2.0.5"],
             "the ClusterIP keeps them all"
         );

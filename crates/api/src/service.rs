@@ -7,7 +7,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// `cilium-dbg` refuses any value but tcp, udp and sctp. So `Any` is sent
 /// as no `protocol` at all, and read from no field, `""`, `any` or `NONE`
 /// (Cilium's name for it) or `ANY` (what our older agents sent), in any
-/// case.
+/// case. Our services from Kubernetes carry their port's protocol, each a
+/// frontend of its own (protocol differentiation, Cilium 1.17's).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum L4Protocol {
     #[default]
@@ -29,6 +30,37 @@ impl L4Protocol {
             L4Protocol::Tcp => "tcp",
             L4Protocol::Udp => "udp",
             L4Protocol::Sctp => "sctp",
+        }
+    }
+
+    /// The IANA protocol number the LB maps key a frontend by (0: any).
+    pub fn number(self) -> u8 {
+        match self {
+            L4Protocol::Any => 0,
+            L4Protocol::Tcp => 6,
+            L4Protocol::Udp => 17,
+            L4Protocol::Sctp => 132,
+        }
+    }
+
+    /// The protocol of an LB map key's number; any other is `Any`.
+    pub fn from_number(n: u8) -> Self {
+        match n {
+            6 => L4Protocol::Tcp,
+            17 => L4Protocol::Udp,
+            132 => L4Protocol::Sctp,
+            _ => L4Protocol::Any,
+        }
+    }
+
+    /// Kubernetes' name of a port's protocol (`TCP`, `UDP`, `SCTP`;
+    /// unset is TCP).
+    pub fn from_kubernetes(s: Option<&str>) -> Option<Self> {
+        match s.unwrap_or("TCP") {
+            "TCP" => Some(L4Protocol::Tcp),
+            "UDP" => Some(L4Protocol::Udp),
+            "SCTP" => Some(L4Protocol::Sctp),
+            _ => None,
         }
     }
 

@@ -457,10 +457,15 @@ fn lb_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     let services = open::<Lb4Services>(ctx)?.entries()?;
     let backends: std::collections::BTreeMap<u32, Lb4Backend> =
         open::<Lb4Backends>(ctx)?.entries()?.into_iter().collect();
-    let mut by_frontend: std::collections::BTreeMap<(u32, u16, u8), Vec<(u16, String)>> =
+    let mut by_frontend: std::collections::BTreeMap<lb::Frontend, Vec<(u16, String)>> =
         Default::default();
     for (k, v) in &services {
-        let frontend = (k.address.get(), k.dport.get(), k.scope);
+        let frontend = lb::Frontend {
+            ip: k.address.ip(),
+            port: k.dport.get(),
+            proto: k.proto,
+            scope: k.scope,
+        };
         let revnat = v.rev_nat_index.get();
         let line = if k.backend_slot == 0 {
             format!(
@@ -485,14 +490,9 @@ fn lb_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
         "SERVICE ADDRESS",
         "BACKEND ADDRESS (REVNAT_ID) (SLOT)"
     ]];
-    for ((ip, port, scope), mut lines) in by_frontend {
+    for (frontend, mut lines) in by_frontend {
         lines.sort();
-        let suffix = if scope == abi::lb::LB_LOOKUP_SCOPE_INT {
-            "/i"
-        } else {
-            ""
-        };
-        let name = format!("{}:{port}{suffix}", Ipv4Addr::from(ip));
+        let name = frontend.to_string();
         json.insert(
             name.clone(),
             lines

@@ -159,6 +159,18 @@ fn update(ctx: &Ctx, a: &UpdateArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A frontend as Cilium prints it: `IP:port`, `/TCP` (`/UDP`, `/SCTP`)
+/// for a frontend of one protocol, `/i` for the internal scope.
+pub fn frontend_name(f: &api::service::FrontendAddress) -> String {
+    let proto = if f.protocol.is_any() {
+        String::new()
+    } else {
+        format!("/{}", f.protocol.as_str().to_ascii_uppercase())
+    };
+    let scope = if f.scope == "internal" { "/i" } else { "" };
+    format!("{}:{}{proto}{scope}", f.ip, f.port)
+}
+
 /// `ID  Frontend  Service Type  Backend`, one backend per row (also a
 /// section of `debuginfo`).
 pub fn list_rows(services: &[Service]) -> Vec<Vec<String>> {
@@ -166,8 +178,7 @@ pub fn list_rows(services: &[Service]) -> Vec<Vec<String>> {
     for svc in services {
         let s = &svc.status.realized;
         let f = &s.frontend_address;
-        let suffix = if f.scope == "internal" { "/i" } else { "" };
-        let frontend = format!("{}:{}{suffix}", f.ip, f.port);
+        let frontend = frontend_name(f);
         let kind = s.flags.as_ref().map(|f| f.kind.clone()).unwrap_or_default();
         if s.backend_addresses.is_empty() {
             rows.push(row![s.id, frontend, kind, ""]);

@@ -77,8 +77,10 @@ pub fn parse(spec: &ServiceSpec) -> Result<lb::ServiceSpec, ServiceError> {
             f.ip
         )));
     }
-    // f.protocol is ignored, as by Cilium: every service balances every
-    // L4 protocol
+    // Each protocol is a frontend of its own (protocol differentiation, as
+    // Cilium does from 1.17); one made without a protocol takes every
+    // protocol, as all of Cilium 1.16's do.
+    let proto = f.protocol.number();
     let scope = match f.scope.as_str() {
         "" | "external" => abi::lb::LB_LOOKUP_SCOPE_EXT,
         "internal" => abi::lb::LB_LOOKUP_SCOPE_INT,
@@ -97,6 +99,10 @@ pub fn parse(spec: &ServiceSpec) -> Result<lb::ServiceSpec, ServiceError> {
         Some(flags) => check_policies(flags)?,
         None => false,
     };
+    // A HostPort for hostIP 127.0.0.1 is the 0.0.0.0 frontend that only
+    // the node's own loopback connections reach (Cilium's surrogate).
+    let loopback = kind == ServiceType::HostPort && ip.is_loopback();
+    let ip = if loopback { Ipv4Addr::UNSPECIFIED } else { ip };
     let mut backends = Vec::new();
     for b in &spec.backend_addresses {
         let ip =
@@ -117,12 +123,14 @@ pub fn parse(spec: &ServiceSpec) -> Result<lb::ServiceSpec, ServiceError> {
         frontend: Frontend {
             ip,
             port: f.port,
+            proto,
             scope,
         },
         kind,
         backends,
         affinity_timeout: spec.session_affinity_timeout,
         ext_local,
+        loopback,
     })
 }
 
@@ -170,7 +178,7 @@ fn realized(svc: &lb::Service) -> ServiceSpec {
         frontend_address: FrontendAddress {
             ip: svc.frontend.ip.to_string(),
             port: svc.frontend.port,
-            protocol: api::service::L4Protocol::Any,
+            protocol: api::service::L4Protocol::from_number(svc.frontend.proto),
             scope: if svc.frontend.scope == abi::lb::LB_LOOKUP_SCOPE_INT {
                 "internal".into()
             } else {

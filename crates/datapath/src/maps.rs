@@ -318,6 +318,12 @@ impl RuntimeConfig {
         self.set(rc::MAGLEV_SEED4, u64::from(seed))
     }
 
+    /// The netns cookie of the node's own network namespace, whose
+    /// sockets reach NodePorts and HostPorts through loopback.
+    pub fn set_host_netns_cookie(&self, cookie: u64) -> Result<(), Error> {
+        self.set(rc::HOST_NETNS_COOKIE, cookie)
+    }
+
     /// node-port-range, first and last port.
     pub fn set_nodeport_range(&self, first: u16, last: u16) -> Result<(), Error> {
         self.set(rc::NODEPORT_RANGE, u64::from(first) << 16 | u64::from(last))

@@ -26,6 +26,30 @@ pub const PROGRAMS: [&str; 4] = [
 
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
+/// The cookie of the calling thread's network namespace (`SO_NETNS_COOKIE`
+/// of a socket made in it), which bpf_get_netns_cookie() gives a socket
+/// program for sockets of that namespace.
+pub fn own_netns_cookie() -> std::io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    let mut cookie: u64 = 0;
+    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    // SAFETY: the buffer is a u64 and len says its size
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_NETNS_COOKIE,
+            (&mut cookie as *mut u64).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cookie)
+}
+
 /// `<bpffs>/cilium/socketlb/links/cgroup`.
 pub fn links_dir(bpffs_root: &Path) -> PathBuf {
     bpffs_root.join("cilium/socketlb/links/cgroup")

@@ -40,12 +40,14 @@ fn service(obj: &TestObject, lb: &mut LoadBalancer, backends: &[(Ipv4Addr, Backe
         frontend: Frontend {
             ip: VIP,
             port: 80,
+            proto: abi::lb::PROTO_ANY,
             scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
         },
         kind: ServiceType::ClusterIP,
         backends: backends.iter().map(|(ip, st)| (*ip, 8080, *st)).collect(),
         affinity_timeout: 0,
         ext_local: false,
+        loopback: false,
     };
     let (up, _) = lb.upsert(&spec).unwrap();
     datapath::lbmap::apply(obj.pin_dir(), &up).unwrap();
@@ -239,6 +241,7 @@ fn session_affinity_keeps_a_client_on_one_backend() {
         frontend: Frontend {
             ip: VIP,
             port: 80,
+            proto: abi::lb::PROTO_ANY,
             scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
         },
         kind: ServiceType::ClusterIP,
@@ -248,6 +251,7 @@ fn session_affinity_keeps_a_client_on_one_backend() {
         ],
         affinity_timeout: 60,
         ext_local: false,
+        loopback: false,
     };
     let (up, _) = lb.upsert(&spec).unwrap();
     datapath::lbmap::apply(obj.pin_dir(), &up).unwrap();

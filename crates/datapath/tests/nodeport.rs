@@ -32,6 +32,7 @@ fn nodeport(backends: &[Ipv4Addr]) -> ServiceSpec {
         frontend: Frontend {
             ip: Ipv4Addr::UNSPECIFIED,
             port: 30080,
+            proto: abi::lb::PROTO_ANY,
             scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
         },
         kind: ServiceType::NodePort,
@@ -41,6 +42,7 @@ fn nodeport(backends: &[Ipv4Addr]) -> ServiceSpec {
             .collect(),
         affinity_timeout: 0,
         ext_local: false,
+        loopback: false,
     }
 }
 

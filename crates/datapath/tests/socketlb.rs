@@ -4,7 +4,10 @@
 //! is found through any node address, a service without backends fails
 //! fast, processes outside the cgroup are left alone, a NodePort with
 //! externalTrafficPolicy Local gives them its internal scope's backends,
-//! and a second agent swaps its programs into the pinned links.
+//! HostPorts of one number but two protocols reach their own backends (and
+//! one for hostIP 127.0.0.1 only through loopback, from the node's own
+//! namespace), and a second agent swaps its programs into the pinned
+//! links.
 
 mod common;
 
@@ -29,6 +32,7 @@ fn spec(id: u16, ip: Ipv4Addr, port: u16, kind: ServiceType, ports: &[u16]) -> S
         frontend: Frontend {
             ip,
             port,
+            proto: abi::lb::PROTO_ANY,
             scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
         },
         kind,
@@ -38,6 +42,7 @@ fn spec(id: u16, ip: Ipv4Addr, port: u16, kind: ServiceType, ports: &[u16]) -> S
             .collect(),
         affinity_timeout: 0,
         ext_local: false,
+        loopback: false,
     }
 }
 
@@ -189,6 +194,58 @@ fn a_local_nodeport_gives_the_clusters_clients_its_internal_backends() {
     assert_eq!(
         in_cgroup(&sb, Proto::Tcp, NODE, 30090, 3),
         vec![format!("peer={NODE}:30090 reply=b: hello"); 3]
+    );
+}
+
+#[test]
+fn host_ports_are_told_apart_by_protocol_and_loopback_ones_by_address() {
+    let sb = Sandbox::enter();
+    let here = Path::new("/proc/thread-self/ns/net");
+    let _a = LineServer::start(here, 8081, "a").unwrap();
+    let _b = LineServer::start(here, 8082, "b").unwrap();
+    udp_echo("u");
+    attach(&sb);
+    services(&globals(&sb));
+    // this namespace is the node's own, as the agent writes it
+    let cookie = socketlb::own_netns_cookie().unwrap();
+    datapath::maps::RuntimeConfig::open(&sb.bpffs())
+        .unwrap()
+        .set_host_netns_cookie(cookie)
+        .unwrap();
+    let mut tcp = spec(7, NODE, 5432, ServiceType::HostPort, &[8081]);
+    tcp.frontend.proto = 6;
+    let mut udp = spec(8, NODE, 5432, ServiceType::HostPort, &[5353]);
+    udp.frontend.proto = 17;
+    let mut lo = spec(
+        9,
+        Ipv4Addr::UNSPECIFIED,
+        5433,
+        ServiceType::HostPort,
+        &[8082],
+    );
+    lo.frontend.proto = 6;
+    lo.loopback = true;
+    let mut lb = LoadBalancer::new();
+    for s in [&tcp, &udp, &lo] {
+        let (up, _) = lb.upsert(s).unwrap();
+        datapath::lbmap::apply(&globals(&sb), &up).unwrap();
+    }
+    assert_eq!(
+        in_cgroup(&sb, Proto::Tcp, NODE, 5432, 2),
+        vec![format!("peer={NODE}:5432 reply=a: hello"); 2]
+    );
+    assert_eq!(
+        in_cgroup(&sb, Proto::Udp, NODE, 5432, 2),
+        vec![format!("peer={NODE}:5432 reply=u"); 2]
+    );
+    assert_eq!(
+        in_cgroup(&sb, Proto::Tcp, Ipv4Addr::LOCALHOST, 5433, 2),
+        vec!["peer=127.0.0.1:5433 reply=b: hello"; 2]
+    );
+    // hostIP 127.0.0.1 is not reachable through the node's address
+    assert_eq!(
+        in_cgroup(&sb, Proto::Tcp, NODE, 5433, 1),
+        vec!["error=ENETUNREACH"]
     );
 }
 

@@ -9,5 +9,7 @@ mod murmur3;
 mod service;
 mod table;
 
-pub use service::{flags_string, Backend, BackendState, Frontend, Service, ServiceType};
+pub use service::{
+    flags_string, proto_name, Backend, BackendState, Frontend, Service, ServiceType,
+};
 pub use table::{LbError, LoadBalancer, MaglevConfig, MapKeys, ServiceSpec, Update};

@@ -80,19 +80,38 @@ impl BackendState {
     }
 }
 
-/// An address, port and scope clients connect to.
+/// An address, port, L4 protocol and scope clients connect to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Frontend {
     pub ip: Ipv4Addr,
     pub port: u16,
+    /// IANA protocol number; `abi::lb::PROTO_ANY` (0) for every protocol.
+    pub proto: u8,
     /// `abi::lb::LB_LOOKUP_SCOPE_*`.
     pub scope: u8,
 }
 
+/// The name Cilium gives an L4 protocol number (`TCP`, `UDP`, `SCTP`);
+/// `ANY` for 0.
+pub fn proto_name(proto: u8) -> String {
+    match proto {
+        abi::lb::PROTO_ANY => "ANY".into(),
+        6 => "TCP".into(),
+        17 => "UDP".into(),
+        132 => "SCTP".into(),
+        n => n.to_string(),
+    }
+}
+
 impl fmt::Display for Frontend {
-    /// Cilium's `L3n4Addr` form: `IP:port`, `/i` for the internal scope.
+    /// Cilium's `L3n4Addr` form: `IP:port`, then `/TCP` (`/UDP`, `/SCTP`)
+    /// for a frontend of one protocol as protocol differentiation prints
+    /// it, and `/i` for the internal scope.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.ip, self.port)?;
+        if self.proto != abi::lb::PROTO_ANY {
+            write!(f, "/{}", proto_name(self.proto))?;
+        }
         if self.scope == abi::lb::LB_LOOKUP_SCOPE_INT {
             f.write_str("/i")?;
         }
@@ -129,6 +148,8 @@ pub struct Service {
     pub affinity_timeout: u32,
     /// externalTrafficPolicy Local.
     pub ext_local: bool,
+    /// A HostPort for a loopback hostIP, at the 0.0.0.0 frontend.
+    pub loopback: bool,
     /// Backends removed from the service while connections may still use
     /// them: kept in the backends map as terminating, never in a slot.
     pub retired: Vec<Backend>,
@@ -161,6 +182,9 @@ impl Service {
         let mut flags2 = 0;
         if self.kind == ServiceType::LocalRedirect {
             flags2 |= SVC_FLAG_LOCALREDIRECT;
+        }
+        if self.loopback {
+            flags2 |= SVC_FLAG_LOOPBACK;
         }
         if self.ext_local {
             flags |= SVC_FLAG_EXT_LOCAL_SCOPE;
@@ -215,4 +239,23 @@ pub fn flags_string(flags: u8, flags2: u8) -> String {
         s.push_str(", non-routable");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frontend_of_one_protocol_names_it() {
+        let mut f = Frontend {
+            ip: Ipv4Addr::new(10, 96, 0, 10),
+            port: 53,
+            proto: abi::lb::PROTO_ANY,
+            scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
+        };
+        assert_eq!(f.to_string(), "10.96.0.10:53");
+        f.proto = 17;
+        f.scope = abi::lb::LB_LOOKUP_SCOPE_INT;
+        assert_eq!(f.to_string(), "10.96.0.10:53/UDP/i");
+    }
 }

@@ -33,6 +33,9 @@ pub struct ServiceSpec {
     /// only this node's backends (which the caller gives) and keep their
     /// address.
     pub ext_local: bool,
+    /// A HostPort for a loopback hostIP (its frontend is 0.0.0.0): only
+    /// the node's own connections to loopback reach it.
+    pub loopback: bool,
 }
 
 /// Map changes, to be applied in field order: backends exist before a slot
@@ -99,7 +102,7 @@ fn backend_entry(b: &Backend) -> Lb4Backend {
 fn keys(svc: &Service) -> Vec<Lb4Key> {
     let f = svc.frontend;
     (0..=svc.backends.len() as u16)
-        .map(|slot| Lb4Key::new(f.ip, f.port, slot, f.scope))
+        .map(|slot| Lb4Key::new(f.ip, f.port, f.proto, slot, f.scope))
         .collect()
 }
 
@@ -239,6 +242,7 @@ impl LoadBalancer {
             backends,
             affinity_timeout: spec.affinity_timeout,
             ext_local: spec.ext_local,
+            loopback: spec.loopback,
             retired,
         };
 
@@ -249,7 +253,7 @@ impl LoadBalancer {
         }
         let f = svc.frontend;
         for (i, b) in svc.backends.iter().enumerate() {
-            let key = Lb4Key::new(f.ip, f.port, i as u16 + 1, f.scope);
+            let key = Lb4Key::new(f.ip, f.port, f.proto, i as u16 + 1, f.scope);
             let value = Lb4Service {
                 backend_id: b.id,
                 rev_nat_index: rev_nat,
@@ -267,7 +271,7 @@ impl LoadBalancer {
             ..Default::default()
         };
         up.put_services
-            .push((Lb4Key::new(f.ip, f.port, 0, f.scope), master));
+            .push((Lb4Key::new(f.ip, f.port, f.proto, 0, f.scope), master));
         up.put_rev_nat.push((
             rev_nat,
             Lb4ReverseNat {
@@ -408,6 +412,7 @@ mod tests {
             frontend: Frontend {
                 ip: ip("172.16.16.87"),
                 port: 80,
+                proto: abi::lb::PROTO_ANY,
                 scope: LB_LOOKUP_SCOPE_EXT,
             },
             kind: ServiceType::ClusterIP,
@@ -417,6 +422,7 @@ mod tests {
                 .collect(),
             affinity_timeout: 0,
             ext_local: false,
+            loopback: false,
         }
     }
 
