@@ -317,6 +317,14 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             node_port: config.enable_node_port,
         };
         crate::k8s_services::follow(Arc::clone(&cp.services), scope, k, &tasks);
+        if let Some(node_ip) = node_ip.filter(|_| config.enable_host_port) {
+            let scope = crate::k8s_hostports::Scope {
+                node_name: config.node_name.clone(),
+                node_ip,
+                node_port_range: config.node_port_range,
+            };
+            crate::k8s_hostports::follow(Arc::clone(&cp.services), scope, k, &tasks);
+        }
     }
     let controllers = Controllers::new(tasks.clone());
     start_controllers(

@@ -32,7 +32,7 @@ const DEFAULT_AFFINITY_SECS: u32 = 10800;
 /// A frontend: ClusterIP (or 0.0.0.0 for a NodePort), port, protocol
 /// number, and whether it is the internal scope's. A Service's TCP and UDP
 /// ports of one number are two frontends.
-type Frontend = (String, u16, u8, bool);
+pub(crate) type Frontend = (String, u16, u8, bool);
 
 /// What of a Service this node realizes: NodePorts only with kube-proxy
 /// replacement (`enable-node-port`), and for `externalTrafficPolicy:
@@ -181,7 +181,7 @@ struct Join {
     listed: [bool; 2],
 }
 
-fn frontend_of(spec: &ServiceSpec) -> Frontend {
+pub(crate) fn frontend_of(spec: &ServiceSpec) -> Frontend {
     let f = &spec.frontend_address;
     (
         f.ip.clone(),
@@ -200,15 +200,20 @@ fn from_kubernetes(spec: &ServiceSpec) -> bool {
         .is_some_and(|f| !f.name.is_empty() && f.kind != "HostPort")
 }
 
-/// Brings the services made from Kubernetes to `want`: an unchanged
-/// frontend keeps its ID (conntrack's reverse NAT entries name it); the
-/// REST API's services are left alone. Returns whether every change went in.
-fn reconcile(services: &Services, want: BTreeMap<Frontend, ServiceSpec>) -> bool {
+/// Brings the services `owned` picks (those of one source) to `want`: an
+/// unchanged frontend keeps its ID (conntrack's reverse NAT entries name
+/// it); every other service is left alone. Returns whether every change
+/// went in.
+pub(crate) fn reconcile(
+    services: &Services,
+    want: BTreeMap<Frontend, ServiceSpec>,
+    owned: impl Fn(&ServiceSpec) -> bool,
+) -> bool {
     let all = services.list();
     let mut used: BTreeSet<i64> = all.iter().map(|s| s.spec.id).collect();
     let have: BTreeMap<Frontend, ServiceSpec> = all
         .into_iter()
-        .filter(|s| from_kubernetes(&s.spec))
+        .filter(|s| owned(&s.spec))
         .map(|s| (frontend_of(&s.spec), s.spec))
         .collect();
     let mut ok = true;
@@ -304,7 +309,7 @@ pub fn follow(services: Arc<Services>, scope: Scope, kubernetes: &Kubernetes, ta
             }
             if join.listed == [true, true] {
                 let want = desired(&join.services, &join.slices, &scope);
-                failed = !reconcile(&services, want);
+                failed = !reconcile(&services, want, from_kubernetes);
             }
         }
     });

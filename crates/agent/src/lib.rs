@@ -28,6 +28,7 @@ pub mod health;
 pub mod health_api;
 pub mod hostips;
 pub mod k8s_endpoints;
+pub mod k8s_hostports;
 pub mod k8s_identities;
 pub mod k8s_nodes;
 pub mod k8s_pods;

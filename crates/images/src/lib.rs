@@ -8,7 +8,7 @@
 //! - `host_files`: files from the host's packages with their symlinks,
 //!   interpreter and shared libraries (`elf` reads what they need).
 //! - `oci`: the config, manifest and index; `archive`: the layout in a tar.
-//! - `defs`: the five images.
+//! - `defs`: the six images.
 
 pub mod archive;
 pub mod defs;
@@ -29,6 +29,7 @@ pub use oci::{Digest, Image, RunConfig};
 pub const PAUSE_REFERENCE: &str = "registry.k8s.io/pause:3.10.1";
 pub const AGNHOST_REFERENCE: &str = "registry.k8s.io/e2e-test-images/agnhost:2.56";
 pub const BUSYBOX_REFERENCE: &str = "docker.io/library/busybox:1.35.0";
+pub const JESSIE_DNSUTILS_REFERENCE: &str = "registry.k8s.io/e2e-test-images/jessie-dnsutils:1.7";
 
 /// The cluster DNS image kubeadm names for CoreDNS `version` ("v1.12.1").
 pub fn coredns_reference(version: &str) -> String {
@@ -127,6 +128,10 @@ pub fn define_all(inputs: &Inputs) -> Result<Vec<(&'static str, Image)>, Error> 
         ));
     }
     images.push((
+        "jessie-dnsutils.tar",
+        defs::jessie_dnsutils::image(JESSIE_DNSUTILS_REFERENCE, root)?,
+    ));
+    images.push((
         "busybox.tar",
         defs::busybox::image(BUSYBOX_REFERENCE, root)?,
     ));
@@ -134,7 +139,7 @@ pub fn define_all(inputs: &Inputs) -> Result<Vec<(&'static str, Image)>, Error> 
 }
 
 /// Writes every image `inputs` allow into `out_dir` (cilium.tar,
-/// pause.tar, agnhost.tar, coredns.tar, busybox.tar), rewriting only those whose
+/// pause.tar, agnhost.tar, coredns.tar, jessie-dnsutils.tar, busybox.tar), rewriting only those whose
 /// content or name changed.
 pub fn build_all(inputs: &Inputs, out_dir: &Path) -> Result<Vec<Built>, Error> {
     define_all(inputs)?

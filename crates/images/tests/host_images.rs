@@ -86,9 +86,15 @@ fn the_images_hold_what_their_commands_run() {
             ("pause.tar", images::PAUSE_REFERENCE),
             ("agnhost.tar", images::AGNHOST_REFERENCE),
             ("coredns.tar", "registry.k8s.io/coredns/coredns:v1.12.1"),
+            ("jessie-dnsutils.tar", images::JESSIE_DNSUTILS_REFERENCE),
             ("busybox.tar", images::BUSYBOX_REFERENCE),
         ]
     );
+    let jessie = &images[4].1.layer;
+    for p in ["/usr/bin/dig", "/usr/bin/getent", "/usr/bin/sh"] {
+        assert!(jessie.get(p).is_some(), "{p}");
+    }
+    assert!(link(jessie, "/usr/bin/seq").is_some(), "busybox's seq");
     let coredns = &images[3].1;
     assert!(file(&coredns.layer, "/coredns"));
     assert_eq!(coredns.config.entrypoint, ["/coredns"]);
@@ -163,7 +169,7 @@ fn the_images_hold_what_their_commands_run() {
         Some("/usr/bin/busybox")
     );
 
-    let busybox = &images[4].1;
+    let busybox = &images[5].1;
     assert!(file(&busybox.layer, "/bin/busybox"));
     assert_eq!(
         link(&busybox.layer, "/bin/sh").as_deref(),
@@ -183,7 +189,7 @@ fn a_second_build_rewrites_nothing() {
     let inputs = inputs(dir.path());
     let out = dir.path().join("out");
     let first = build_all(&inputs, &out).unwrap();
-    assert_eq!(first.len(), 5);
+    assert_eq!(first.len(), 6);
     assert!(first.iter().all(|b| b.rebuilt && b.path.is_file()));
     let second = build_all(&inputs, &out).unwrap();
     for (a, b) in first.iter().zip(&second) {

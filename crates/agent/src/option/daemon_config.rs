@@ -106,6 +106,9 @@ pub struct DaemonConfig {
     /// NodePort on the native device (`enable-node-port`, or
     /// `kube-proxy-replacement=true`).
     pub enable_node_port: bool,
+    /// Pods' `hostPort`s as HostPort services (`enable-host-port`, or
+    /// `kube-proxy-replacement=true`).
+    pub enable_host_port: bool,
     /// Masquerade pods' traffic leaving the cluster
     /// (`enable-ipv4-masquerade`), in BPF (`enable-bpf-masquerade`) or
     /// with iptables.
@@ -490,6 +493,7 @@ impl DaemonConfig {
             cni_chaining_mode: l.get("cni-chaining-mode").to_owned(),
             enable_tcx: boolean("enable-tcx"),
             enable_node_port: boolean("enable-node-port") || kube_proxy_replacement,
+            enable_host_port: boolean("enable-host-port") || kube_proxy_replacement,
             ipv4_masquerade: boolean("enable-ipv4-masquerade"),
             bpf_masquerade: boolean("enable-bpf-masquerade"),
             ipv4_native_routing_cidr: match l.get("ipv4-native-routing-cidr") {
@@ -678,7 +682,7 @@ mod tests {
             "--node-port-range=20000-20100",
         ])
         .unwrap();
-        assert!(c.socket_lb && c.enable_node_port);
+        assert!(c.socket_lb && c.enable_node_port && c.enable_host_port);
         assert_eq!(c.node_port_range, (20000, 20100));
         assert!(cfg(&["--bpf-lb-sock=true"]).unwrap().socket_lb);
     }

@@ -219,6 +219,7 @@ pub const KEYS: &[Key] = &[
     later("enable-l2-neigh-discovery", Bool, "true"),
     later("enable-l7-proxy", Bool, "true"),
     later("enable-local-redirect-policy", Bool, "false"),
+    k("enable-host-port", Bool, "false"),
     k("enable-node-port", Bool, "false"),
     later("enable-remote-node-identity", Bool, "true"),
     later("enable-sctp", Bool, "false"),

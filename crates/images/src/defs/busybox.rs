@@ -86,3 +86,48 @@ pub fn applets(busybox: &Path) -> Result<Vec<PathBuf>, Error> {
     list.dedup();
     Ok(list)
 }
+
+/// Where a busybox applet would shadow a program already there.
+const BIN_DIRS: [&str; 3] = ["usr/bin", "usr/sbin", "usr/local/bin"];
+
+/// The host's static busybox, and a symlink to it for each applet no
+/// program in the layer already answers to: the rest of a small distro's
+/// userland (cat, sleep, seq, wget, ...) beside the real programs an image
+/// takes from the host.
+pub fn add_applets_where_no_program_is(
+    layer: &mut Layer,
+    host: &mut HostFiles,
+) -> Result<(), Error> {
+    let busybox = static_busybox(host.root())?;
+    let real_busybox = Path::new("/").join(host.add_path(layer, HOST_BUSYBOX)?);
+    for applet in applets(&busybox)? {
+        let Some(path) = usrmerged(&applet) else {
+            continue;
+        };
+        let name = path.file_name().unwrap_or_default();
+        if BIN_DIRS
+            .iter()
+            .any(|d| layer.get(Path::new(d).join(name)).is_some())
+        {
+            continue;
+        }
+        layer.symlink(&path, &real_busybox)?;
+    }
+    Ok(())
+}
+
+/// Where an applet listed as bin/x or sbin/x lives under usrmerge; None
+/// for anything outside the bin directories (linuxrc).
+fn usrmerged(applet: &Path) -> Option<PathBuf> {
+    let mut parts = applet.iter();
+    let first = parts.next()?;
+    let rest: PathBuf = parts.collect();
+    if rest.as_os_str().is_empty() {
+        return None;
+    }
+    match first.to_str()? {
+        "bin" | "sbin" => Some(Path::new("/usr").join(first).join(rest)),
+        "usr" => Some(Path::new("/").join(applet)),
+        _ => None,
+    }
+}

@@ -5,6 +5,7 @@ pub mod agent;
 pub mod agnhost;
 pub mod busybox;
 pub mod coredns;
+pub mod jessie_dnsutils;
 pub mod pause;
 
 use std::path::Path;
