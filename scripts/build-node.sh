@@ -28,11 +28,13 @@ crictl_version=$(pin sigs.k8s.io/cri-tools tools/crictl/go.mod)
 coredns_version=$(pin github.com/coredns/coredns tools/coredns/go.mod)
 cache=${CILIUM_RS_NODE_CACHE:-${HOME}/.cache/cilium-rs/node}
 bin="${cache}/k8s-${k8s_version}_containerd-${containerd_version}_crictl-${crictl_version}/bin"
-tools=(kubelet agnhost pause containerd containerd-shim-runc-v2 ctr crictl)
+# localhost.crt and .key: agnhost's porter serves TLS with them (upstream's
+# image has them at /), from the module's test/images/agnhost/porter.
+tools=(kubelet agnhost pause containerd containerd-shim-runc-v2 ctr crictl localhost.crt localhost.key)
 
 missing=()
 for t in "${tools[@]}"; do
-    [ -x "${bin}/${t}" ] || missing+=("$t")
+    [ -e "${bin}/${t}" ] || missing+=("$t")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
     command -v go >/dev/null || { echo "error: Go is needed to build the node binaries (README: prerequisites)" >&2; exit 1; }
@@ -56,6 +58,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
                 src=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)
                 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.Version=$(cat "${src}/test/images/agnhost/VERSION")" \
                     -o "${bin}.tmp/agnhost" k8s.io/kubernetes/test/images/agnhost
+            )
+            ;;
+        localhost.crt | localhost.key)
+            (
+                cd "$root/tools/k8s"
+                go mod download k8s.io/kubernetes
+                src=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+                install -m 0644 "${src}/test/images/agnhost/porter/${t}" "${bin}.tmp/${t}"
             )
             ;;
         pause)

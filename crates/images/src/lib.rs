@@ -60,6 +60,9 @@ pub struct Inputs {
     pub pause: Option<PathBuf>,
     /// The agnhost binary; None leaves the agnhost image out.
     pub agnhost: Option<PathBuf>,
+    /// agnhost porter's TLS certificate and key, put at /localhost.crt and
+    /// /localhost.key as upstream's image has them; None leaves them out.
+    pub porter_tls: Option<(PathBuf, PathBuf)>,
     /// CoreDNS; None leaves its image out.
     pub coredns: Option<CoreDns>,
     /// Where Debian's programs and libraries are taken from: "/".
@@ -78,6 +81,7 @@ impl Inputs {
             deploy_image_dir: workspace.join("deploy/image"),
             pause,
             agnhost,
+            porter_tls: None,
             coredns: None,
             host_root: PathBuf::from("/"),
         }
@@ -118,7 +122,7 @@ pub fn define_all(inputs: &Inputs) -> Result<Vec<(&'static str, Image)>, Error> 
     if let Some(agnhost) = &inputs.agnhost {
         images.push((
             "agnhost.tar",
-            defs::agnhost::image(AGNHOST_REFERENCE, agnhost, root)?,
+            defs::agnhost::image(AGNHOST_REFERENCE, agnhost, inputs.porter_tls.as_ref(), root)?,
         ));
     }
     if let Some(coredns) = &inputs.coredns {

@@ -173,6 +173,8 @@ pub struct NodeBinaries {
     pub ctr: PathBuf,
     pub crictl: PathBuf,
     pub agnhost: PathBuf,
+    /// agnhost porter's TLS certificate and key (`localhost.crt`, `.key`).
+    pub porter_tls: (PathBuf, PathBuf),
     pub pause: PathBuf,
     pub coredns: PathBuf,
     pub runc: PathBuf,
@@ -208,6 +210,7 @@ impl NodeBinaries {
             ctr: get("ctr")?,
             crictl: get("crictl")?,
             agnhost: get("agnhost")?,
+            porter_tls: (get("localhost.crt")?, get("localhost.key")?),
             pause: get("pause")?,
             coredns: file(coredns_dir, "coredns", BUILD_NODE)?,
             runc,
@@ -285,6 +288,8 @@ mod tests {
             "ctr",
             "crictl",
             "agnhost",
+            "localhost.crt",
+            "localhost.key",
             "pause",
         ] {
             touch(&bin, name);

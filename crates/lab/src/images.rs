@@ -33,6 +33,7 @@ pub fn build_into(out: &std::path::Path) -> anyhow::Result<Vec<images::Built>> {
         .context("cilium-lab is not in a workspace's target/release")?;
     let inputs = images::Inputs {
         release_dir: release.clone(),
+        porter_tls: Some(bins.porter_tls),
         coredns: Some(images::CoreDns {
             binary: bins.coredns,
             version: kubeplane::bins::coredns_version().to_owned(),

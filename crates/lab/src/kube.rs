@@ -354,6 +354,29 @@ pub fn pod_cidr(node: &str) -> anyhow::Result<String> {
     Ok(out.trim().to_owned())
 }
 
+/// Routes each node's pod CIDR through that node from the control plane's
+/// namespace, as a cluster's control plane reaches pods: the API server's
+/// proxy, webhooks and `kubectl port-forward` connect to pod addresses, and
+/// the node's datapath takes them in from its native device. Returns the
+/// routes, `cidr via node-ip`.
+pub fn route_pod_cidrs(nodes: usize) -> anyhow::Result<Vec<String>> {
+    let mut routes = Vec::new();
+    for index in 1..=nodes {
+        let node = topology::node_name(index);
+        let cidr = pod_cidr(&node)?;
+        if cidr.is_empty() {
+            bail!("{node} has no pod CIDR yet");
+        }
+        let via = topology::node_ip(index).to_string();
+        let mut ip = Command::new("ip");
+        ip.args(["route", "replace", &cidr, "via", &via]);
+        let out = in_underlay(&ip)?.output().context("running ip route")?;
+        checked(&format!("routing {cidr} via {node}"), out)?;
+        routes.push(format!("{cidr} via {via}"));
+    }
+    Ok(routes)
+}
+
 /// Whether the lab runs with Kubernetes (its control plane is up).
 pub fn running() -> bool {
     layout::machine_dir(MACHINE).running_holder().is_some()

@@ -143,6 +143,11 @@ pub fn up(
         "==> Cilium installed from deploy/kubernetes: DaemonSet cilium and Deployment cilium-operator available, every node Ready ({:?})",
         t.elapsed()
     );
+    let routes = kube::route_pod_cidrs(nodes)?;
+    println!(
+        "==> the control plane reaches pods through their nodes: {}",
+        routes.join(", ")
+    );
     let t = Instant::now();
     crate::coredns::install(Duration::from_secs(120))?;
     println!(

@@ -1,6 +1,7 @@
 //! registry.k8s.io/e2e-test-images/agnhost, mirroring upstream's
 //! test/images/agnhost/Dockerfile: /agnhost (ENTRYPOINT, CMD pause),
-//! /agnhost-2 linking to it, /uploads, the ports it EXPOSEs, the users it
+//! /agnhost-2 linking to it, porter's /localhost.crt and /localhost.key,
+//! /uploads, the ports it EXPOSEs, the users it
 //! adds, and the packages it installs on Alpine (bind-tools, curl,
 //! netcat-openbsd, iproute2, iperf, bash) taken from their Debian
 //! counterparts; the rest of Alpine's userland (cat, sleep, wget, ...) is
@@ -11,7 +12,7 @@
 //! DNS test outside the conformance set runs (75 MB more for every node
 //! to import).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::defs::busybox::add_applets_where_no_program_is;
 use crate::defs::{
@@ -43,7 +44,14 @@ const TEST_USER: User = User {
 };
 const TEST_GROUP: &str = "group-defined-in-image:x:50000:user-defined-in-image";
 
-pub fn image(reference: &str, agnhost: &Path, host_root: &Path) -> Result<Image, Error> {
+/// `porter_tls`: the certificate and key porter's TLS ports serve, from
+/// the module's test/images/agnhost/porter.
+pub fn image(
+    reference: &str,
+    agnhost: &Path,
+    porter_tls: Option<&(PathBuf, PathBuf)>,
+    host_root: &Path,
+) -> Result<Image, Error> {
     require(agnhost)?;
     let mut layer = Layer::new();
     let mut host = HostFiles::new(host_root);
@@ -56,6 +64,12 @@ pub fn image(reference: &str, agnhost: &Path, host_root: &Path) -> Result<Image,
     host.add_external(&mut layer, "/agnhost", agnhost, 0o755)?;
     layer.symlink("/agnhost-2", "agnhost")?;
     layer.dir("/uploads", 0o755)?;
+    if let Some((cert, key)) = porter_tls {
+        require(cert)?;
+        require(key)?;
+        layer.file_from_host("/localhost.crt", cert, 0o644)?;
+        layer.file_from_host("/localhost.key", key, 0o600)?;
+    }
 
     for program in PROGRAMS {
         host.add_program(&mut layer, program)?;
