@@ -18,6 +18,11 @@ if [ "$version" != "$control_plane" ]; then
 fi
 cache=${CILIUM_RS_E2E_CACHE:-${HOME}/.cache/cilium-rs/e2e}
 out="${cache}/${version}/e2e.test"
+# One build at a time: scripts/test.sh starts one in the background and
+# the conformance run after the tests asks again; the second waits.
+mkdir -p "$cache"
+exec 9>"${cache}/.build.lock"
+flock 9
 if [ ! -x "$out" ]; then
     command -v go >/dev/null || { echo "error: Go is needed to build e2e.test ${version} (README: prerequisites)" >&2; exit 1; }
     stamp=$(k8s_version_stamp "$version")

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test (unit, BPF_PROG_TEST_RUN, agent end-to-end) as root and
+# Runs every test (unit, BPF_PROG_TEST_RUN, agent end-to-end) as root,
+# then a subset of Kubernetes' own conformance tests on a lab of its own
+# (CONFORMANCE_SUBSET below; scripts/conformance.sh runs any other), and
 # closes with one summary line counting every test of every target, also
 # when some fail. Kernel tests make their own namespaces.
 set -uo pipefail
@@ -7,7 +9,14 @@ cd "$(dirname "$0")/.."
 
 log=$(mktemp)
 tools_log=$(mktemp)
-trap 'rm -f "$log" "$tools_log"' EXIT
+e2e_log=$(mktemp)
+trap 'rm -f "$log" "$tools_log" "$e2e_log"' EXIT
+
+# The conformance tests CI runs (README: tests): pod-to-pod and node-to-pod
+# over HTTP and UDP, a NodePort, cluster DNS, hostPort and a Service's TCP
+# and UDP ports of one number.
+CONFORMANCE_SUBSET='Networking Granular Checks: Pods.*\[Conformance\]|should be able to create a functioning NodePort service \[Conformance\]|DNS should provide DNS for services +\[Conformance\]|HostPort.*\[Conformance\]|should serve endpoints on same port and different protocols'
+
 # Cilium 1.16's own clients, which a lab test runs against our agent, take
 # minutes to build the first time: built at low priority beside the tests
 # (most of which wait on sleeps and timers), and the test that needs them
@@ -15,6 +24,9 @@ trap 'rm -f "$log" "$tools_log"' EXIT
 if command -v go >/dev/null; then
     nice -n 19 ./scripts/build-cilium-tools.sh >"$tools_log" 2>&1 &
     tools_pid=$!
+    # Kubernetes' e2e.test likewise, for the conformance subset at the end
+    nice -n 19 ./scripts/build-e2e.sh >"$e2e_log" 2>&1 &
+    e2e_pid=$!
 fi
 # --all-targets builds the binaries the end-to-end tests drive and skips
 # doc-tests (there are none worth running); --no-fail-fast runs every
@@ -44,6 +56,39 @@ if [ -n "${tools_pid:-}" ]; then
     wait "$tools_pid" || sed 's/^/cilium clients build: /' "$tools_log"
 fi
 
+# Kubernetes' own conformance subset, on a lab of its own brought up and
+# down by scripts/conformance.sh; its count joins the summary.
+conformance_passed=0
+conformance_failed=0
+if [ -n "${e2e_pid:-}" ]; then
+    if wait "$e2e_pid"; then
+        lab_dir=$(mktemp -d)
+        echo "     Running Kubernetes conformance subset (lab in ${lab_dir})" | tee -a "$log"
+        CILIUM_LAB_DIR=$lab_dir CONFORMANCE_RESULTS=$lab_dir/results \
+            ./scripts/conformance.sh "$CONFORMANCE_SUBSET" >"$lab_dir/run.log" 2>&1
+        conformance_status=$?
+        grep -aE '^(• \[FAILED\]|  \[FAILED\]|==> |[0-9]+ passed, [0-9]+ failed)' "$lab_dir/run.log"
+        read -r conformance_passed conformance_failed < <(
+            sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, .*/\1 \2/p' "$lab_dir/run.log" | tail -1)
+        conformance_passed=${conformance_passed:-0}
+        conformance_failed=${conformance_failed:-0}
+        if [ "$conformance_status" -ne 0 ] && [ "$conformance_failed" -eq 0 ]; then
+            # the run broke before any test could fail (the lab did not
+            # come up): one failure, with its log
+            tail -40 "$lab_dir/run.log"
+            conformance_failed=1
+        fi
+        if [ "$conformance_failed" -eq 0 ]; then
+            rm -rf "$lab_dir"
+        else
+            echo "conformance: log and results kept in ${lab_dir}"
+        fi
+    else
+        sed 's/^/e2e.test build: /' "$e2e_log"
+        conformance_failed=1
+    fi
+fi
+
 # Each target prints one "Running" line and, unless its binary died (a
 # signal, an abort), one "test result:" line. A target that died counts as
 # one failure, as its own tests were never reported.
@@ -57,8 +102,12 @@ read -r passed failed results < <(awk '
     }
     END { print passed + 0, failed + 0, results + 0 }' "$log")
 targets=$(grep -cE '^\s+Running (unittests )?\S' "$log")
+# the conformance subset's "Running" line has no "test result:" line
+[ -n "${e2e_pid:-}" ] && grep -q 'Running Kubernetes conformance subset' "$log" && targets=$((targets - 1))
 died=$((targets > results ? targets - results : 0))
 failed=$((failed + died))
+passed=$((passed + conformance_passed))
+failed=$((failed + conformance_failed))
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
     # cargo failed before any test could (a build error): say so rather
     # than print a clean count

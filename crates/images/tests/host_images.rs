@@ -157,6 +157,7 @@ fn the_images_hold_what_their_commands_run() {
     );
     for p in [
         "/usr/bin/dig",
+        "/usr/bin/getent",
         "/usr/bin/curl",
         "/usr/bin/nc.openbsd",
         "/usr/bin/iperf",

@@ -25,9 +25,10 @@ use crate::Error;
 
 /// Programs of the packages upstream installs, from Debian's:
 /// bind9-dnsutils and bind9-host (Alpine's bind-tools), curl,
-/// netcat-openbsd, iproute2, iperf (iperf 2), bash; and sh (dash).
-const PROGRAMS: [&str; 10] = [
-    "dig", "host", "nslookup", "curl", "nc", "ip", "ss", "iperf", "bash", "sh",
+/// netcat-openbsd, iproute2, iperf (iperf 2), bash; sh (dash); and getent
+/// (Alpine's base has musl's; the DNS tests' probes run `getent hosts`).
+const PROGRAMS: [&str; 11] = [
+    "dig", "host", "nslookup", "curl", "nc", "ip", "ss", "iperf", "bash", "sh", "getent",
 ];
 
 /// "EXPOSE 80 8080 8081 9376 5000": test-webserver; netexec, nettest,
