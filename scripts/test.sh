@@ -62,26 +62,25 @@ conformance_passed=0
 conformance_failed=0
 if [ -n "${e2e_pid:-}" ]; then
     if wait "$e2e_pid"; then
-        lab_dir=$(mktemp -d)
-        echo "     Running Kubernetes conformance subset (lab in ${lab_dir})" | tee -a "$log"
-        CILIUM_LAB_DIR=$lab_dir CONFORMANCE_RESULTS=$lab_dir/results \
-            ./scripts/conformance.sh "$CONFORMANCE_SUBSET" >"$lab_dir/run.log" 2>&1
+        # the lab's dir goes with `down`; the log and results stay beside it
+        work=$(mktemp -d)
+        echo "     Running Kubernetes conformance subset (in ${work})" | tee -a "$log"
+        CILIUM_LAB_DIR=$work/lab CONFORMANCE_RESULTS=$work/results \
+            ./scripts/conformance.sh "$CONFORMANCE_SUBSET" >"$work/run.log" 2>&1
         conformance_status=$?
-        grep -aE '^(• \[FAILED\]|  \[FAILED\]|==> |[0-9]+ passed, [0-9]+ failed)' "$lab_dir/run.log"
-        read -r conformance_passed conformance_failed < <(
-            sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, .*/\1 \2/p' "$lab_dir/run.log" | tail -1)
-        conformance_passed=${conformance_passed:-0}
-        conformance_failed=${conformance_failed:-0}
-        if [ "$conformance_status" -ne 0 ] && [ "$conformance_failed" -eq 0 ]; then
+        grep -aE '^(• \[FAILED\]|  \[FAILED\]|==> |[0-9]+ passed, [0-9]+ failed)' "$work/run.log"
+        counts=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, .*/\1 \2/p' "$work/run.log" | tail -1)
+        read -r conformance_passed conformance_failed <<<"${counts:-0 0}"
+        if [ "$conformance_status" -ne 0 ] && [ "$conformance_failed" -eq 0 ] || [ -z "$counts" ]; then
             # the run broke before any test could fail (the lab did not
             # come up): one failure, with its log
-            tail -40 "$lab_dir/run.log"
-            conformance_failed=1
+            tail -40 "$work/run.log"
+            conformance_failed=$((conformance_failed > 0 ? conformance_failed : 1))
         fi
         if [ "$conformance_failed" -eq 0 ]; then
-            rm -rf "$lab_dir"
+            rm -rf "$work"
         else
-            echo "conformance: log and results kept in ${lab_dir}"
+            echo "conformance: log and results kept in ${work}"
         fi
     else
         sed 's/^/e2e.test build: /' "$e2e_log"

@@ -111,15 +111,22 @@ fn in_cgroup(sb: &Sandbox, proto: Proto, ip: Ipv4Addr, port: u16, n: u32) -> Vec
     )
 }
 
-#[test]
-fn socket_calls_to_frontends_reach_backends_and_still_see_the_frontend() {
+/// A sandbox with bpf_sock attached, the services, and their backends:
+/// TCP "a" on 8081, "b" on 8082, UDP "u" on 5353.
+fn with_backends() -> (Sandbox, [LineServer; 2]) {
     let sb = Sandbox::enter();
     let here = Path::new("/proc/thread-self/ns/net");
-    let _a = LineServer::start(here, 8081, "a").unwrap();
-    let _b = LineServer::start(here, 8082, "b").unwrap();
+    let a = LineServer::start(here, 8081, "a").unwrap();
+    let b = LineServer::start(here, 8082, "b").unwrap();
     udp_echo("u");
     attach(&sb);
     services(&globals(&sb));
+    (sb, [a, b])
+}
+
+#[test]
+fn socket_calls_to_frontends_reach_backends_and_still_see_the_frontend() {
+    let (sb, _servers) = with_backends();
 
     let lines = in_cgroup(&sb, Proto::Tcp, VIP, 80, 24);
     let mut seen = BTreeSet::new();
@@ -159,12 +166,7 @@ fn socket_calls_to_frontends_reach_backends_and_still_see_the_frontend() {
 
 #[test]
 fn a_local_nodeport_gives_the_clusters_clients_its_internal_backends() {
-    let sb = Sandbox::enter();
-    let here = Path::new("/proc/thread-self/ns/net");
-    let _a = LineServer::start(here, 8081, "a").unwrap();
-    let _b = LineServer::start(here, 8082, "b").unwrap();
-    attach(&sb);
-    services(&globals(&sb));
+    let (sb, _servers) = with_backends();
     // 30090: only 8081 for outside clients, 8082 for the cluster's own
     let mut external = spec(
         5,
@@ -199,13 +201,7 @@ fn a_local_nodeport_gives_the_clusters_clients_its_internal_backends() {
 
 #[test]
 fn host_ports_are_told_apart_by_protocol_and_loopback_ones_by_address() {
-    let sb = Sandbox::enter();
-    let here = Path::new("/proc/thread-self/ns/net");
-    let _a = LineServer::start(here, 8081, "a").unwrap();
-    let _b = LineServer::start(here, 8082, "b").unwrap();
-    udp_echo("u");
-    attach(&sb);
-    services(&globals(&sb));
+    let (sb, _servers) = with_backends();
     // this namespace is the node's own, as the agent writes it
     let cookie = socketlb::own_netns_cookie().unwrap();
     datapath::maps::RuntimeConfig::open(&sb.bpffs())
