@@ -56,10 +56,12 @@ static __always_inline int is_v4_loopback(__u32 address)
  * node's or another's, per the ipcache) or, from the node itself, a
  * loopback address; a HostPort only through this node's own addresses or
  * loopback, and one made for hostIP 127.0.0.1 through loopback alone. */
-static __always_inline struct lb4_service *sock4_wildcard(__u32 address, __u16 port, __u8 proto,
-							   int in_hostns, struct lb4_frontend *fe)
+static __always_inline struct lb4_service *sock4_wildcard(struct bpf_sock_addr *ctx,
+							   __u32 address, __u16 port, __u8 proto,
+							   struct lb4_frontend *fe)
 {
-	int loopback = in_hostns && is_v4_loopback(address);
+	/* the netns check only for loopback, the rare case */
+	int loopback = is_v4_loopback(address) && sock_in_hostns(ctx);
 	__u32 identity = ip4_identity(address);
 	struct lb4_service *svc;
 
@@ -79,17 +81,19 @@ static __always_inline struct lb4_service *sock4_wildcard(__u32 address, __u16 p
 	return svc;
 }
 
-/* The service of address:port for proto, as the cluster's own clients see
- * it: its own frontend, else the surrogate standing for it. A HostPort is
+/* The service of address:port for the socket's protocol, as the
+ * cluster's own clients see it: its own frontend, else the surrogate standing for it. A HostPort is
  * only this node's: through another address it is left alone (Cilium's
  * sock4_skip_xlate). fe names the entry found. */
-static __always_inline struct lb4_service *sock4_service(__u32 address, __u16 port, __u8 proto,
-							  int in_hostns, struct lb4_frontend *fe)
+static __always_inline struct lb4_service *sock4_service(struct bpf_sock_addr *ctx,
+							  __u32 address, __u16 port,
+							  struct lb4_frontend *fe)
 {
+	__u8 proto = (__u8)ctx->protocol;
 	struct lb4_service *svc = lb4_lookup_service_internal(address, port, proto, fe);
 
 	if (!svc)
-		return sock4_wildcard(address, port, proto, in_hostns, fe);
+		return sock4_wildcard(ctx, address, port, proto, fe);
 	if ((svc->flags & SVC_FLAG_HOSTPORT) && ip4_identity(address) != IDENTITY_HOST)
 		return NULL;
 	return svc;
@@ -131,7 +135,7 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx)
 
 	if (!sock_proto_balanced(ctx))
 		return 0;
-	svc = sock4_service(address, port, (__u8)ctx->protocol, sock_in_hostns(ctx), &fe);
+	svc = sock4_service(ctx, address, port, &fe);
 	if (!svc)
 		return 0;
 	if (svc->count == 0) {
@@ -175,8 +179,7 @@ static __always_inline void sock4_xlate_rev(struct bpf_sock_addr *ctx)
 	val = bpf_map_lookup_elem(&cilium_lb4_reverse_sk, &key);
 	if (!val)
 		return;
-	svc = sock4_service(val->address, val->port, (__u8)ctx->protocol, sock_in_hostns(ctx),
-			    &fe);
+	svc = sock4_service(ctx, val->address, val->port, &fe);
 	if (!svc || svc->rev_nat_index != val->rev_nat_index) {
 		bpf_map_delete_elem(&cilium_lb4_reverse_sk, &key);
 		sock_metric(REASON_LB_REVNAT_STALE);

@@ -15,7 +15,7 @@
 //! so is a frontend another pod already holds (the scheduler keeps such
 //! pods apart; two that still meet are told in the log).
 
-use crate::k8s_services::{frontend_of, reconcile, Frontend};
+use crate::k8s_services::{frontend_name, frontend_of, reconcile, Frontend};
 use crate::kubernetes::Kubernetes;
 use api::service::{BackendAddress, FrontendAddress, L4Protocol, ServiceSpec, ServiceSpecFlags};
 use controlplane::services::Services;
@@ -105,10 +105,10 @@ fn host_port_pod(pod: &Pod) -> Option<HostPortPod> {
 /// The frontend addresses of a hostIP on this node; None for an address
 /// that is not IPv4.
 fn frontend_ips(host_ip: &str, node_ip: Ipv4Addr) -> Option<Vec<Ipv4Addr>> {
-    if host_ip.is_empty() {
-        return Some(vec![node_ip, Ipv4Addr::UNSPECIFIED]);
-    }
-    let ip: Ipv4Addr = host_ip.parse().ok()?;
+    let ip = match host_ip {
+        "" => Ipv4Addr::UNSPECIFIED,
+        s => s.parse().ok()?,
+    };
     Some(if ip.is_unspecified() {
         vec![node_ip, Ipv4Addr::UNSPECIFIED]
     } else {
@@ -163,7 +163,7 @@ fn desired(pods: &BTreeMap<String, HostPortPod>, scope: &Scope) -> BTreeMap<Fron
                 let frontend = frontend_of(&spec);
                 if let Some(holder) = out.get(&frontend) {
                     let holder = holder.flags.as_ref().map(|f| f.name.as_str());
-                    tracing::warn!(subsys = "k8s-watcher", k8sNamespace = %pod.namespace, k8sPodName = %pod.name, frontend = %format!("{}:{}/{}", frontend.0, frontend.1, lb::proto_name(frontend.2)), holder = holder.unwrap_or(""), "hostPort already taken on this node, not served");
+                    tracing::warn!(subsys = "k8s-watcher", k8sNamespace = %pod.namespace, k8sPodName = %pod.name, frontend = %frontend_name(&frontend), holder = holder.unwrap_or(""), "hostPort already taken on this node, not served");
                     continue;
                 }
                 out.insert(frontend, spec);
@@ -268,7 +268,7 @@ mod tests {
             .iter()
             .map(|(f, s)| {
                 (
-                    format!("{}:{}/{}", f.0, f.1, lb::proto_name(f.2)),
+                    frontend_name(f),
                     format!(
                         "{} -> {}:{}",
                         s.flags.as_ref().unwrap().name,

@@ -181,6 +181,13 @@ struct Join {
     listed: [bool; 2],
 }
 
+/// A frontend as the logs name it: `IP:port/PROTO`, `/i` for the internal
+/// scope (`lb::Frontend`'s form).
+pub(crate) fn frontend_name((ip, port, proto, internal): &Frontend) -> String {
+    let scope = if *internal { "/i" } else { "" };
+    format!("{ip}:{port}/{}{scope}", lb::proto_name(*proto))
+}
+
 pub(crate) fn frontend_of(spec: &ServiceSpec) -> Frontend {
     let f = &spec.frontend_address;
     (
@@ -242,7 +249,7 @@ pub(crate) fn reconcile(
             continue;
         }
         if let Err(e) = services.apply(&spec) {
-            tracing::warn!(subsys = "k8s-watcher", frontend = %format!("{}:{}/{}{}", frontend.0, frontend.1, lb::proto_name(frontend.2), if frontend.3 { "/i" } else { "" }), error = %e, "Unable to apply service");
+            tracing::warn!(subsys = "k8s-watcher", frontend = %frontend_name(&frontend), error = %e, "Unable to apply service");
             ok = false;
         }
     }

@@ -165,7 +165,7 @@ pub fn frontend_name(f: &api::service::FrontendAddress) -> String {
     let proto = if f.protocol.is_any() {
         String::new()
     } else {
-        format!("/{}", f.protocol.as_str().to_ascii_uppercase())
+        format!("/{}", lb::proto_name(f.protocol.number()))
     };
     let scope = if f.scope == "internal" { "/i" } else { "" };
     format!("{}:{}{proto}{scope}", f.ip, f.port)
