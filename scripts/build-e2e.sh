@@ -3,11 +3,18 @@
 # test/e2e at the release tools/e2e/go.mod pins, which must be the one
 # tools/k8s/go.mod pins) into a cache later runs reuse:
 # ~/.cache/cilium-rs/e2e/<version>/e2e.test (or $CILIUM_RS_E2E_CACHE).
-# Version-stamped as hack/lib/version.sh stamps it. Prints the binary's
-# path.
+# Version-stamped as hack/lib/version.sh stamps it. Beside it, ginkgo's
+# CLI at the version the suite links (parallel runs need it, as
+# hack/ginkgo-e2e.sh uses it). With --test-images, also the inputs of the
+# tests' images that are not the lab's (`cilium-lab images --e2e <dir>`
+# builds them): test-images/ holds nonewprivs' nnp, sample-apiserver
+# (tools/sample-apiserver) and the update demo's pages (nautilus/,
+# kitten/). Prints e2e.test's path.
 set -euo pipefail
 . "$(dirname "$0")/k8s-version-stamp.sh"
 cd "$(dirname "$0")/../tools/e2e"
+test_images=0
+[ "${1:-}" = "--test-images" ] && test_images=1
 
 version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' go.mod)
 control_plane=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' ../k8s/go.mod)
@@ -30,5 +37,26 @@ if [ ! -x "$out" ]; then
     echo "building e2e.test ${version} (first time: several minutes)" >&2
     CGO_ENABLED=0 go test -c -trimpath -ldflags "-s -w${stamp}" -o "${out}.tmp" k8s.io/kubernetes/test/e2e
     mv "${out}.tmp" "$out"
+fi
+ginkgo="$(dirname "$out")/ginkgo"
+if [ ! -x "$ginkgo" ]; then
+    CGO_ENABLED=0 go build -trimpath -o "${ginkgo}.tmp" github.com/onsi/ginkgo/v2/ginkgo
+    mv "${ginkgo}.tmp" "$ginkgo"
+fi
+inputs="$(dirname "$out")/test-images"
+if [ "$test_images" = 1 ] && [ ! -x "${inputs}/sample-apiserver" ]; then
+    echo "building the test images' programs (nnp, sample-apiserver)" >&2
+    rm -rf "${inputs}.tmp"
+    mkdir -p "${inputs}.tmp"
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${inputs}.tmp/nnp" k8s.io/kubernetes/test/images/nonewprivs
+    module=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+    for demo in nautilus kitten; do
+        mkdir "${inputs}.tmp/${demo}"
+        cp "${module}/test/images/${demo}/html/"* "${inputs}.tmp/${demo}/"
+        chmod 0644 "${inputs}.tmp/${demo}/"*
+    done
+    (cd ../sample-apiserver && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${inputs}.tmp/sample-apiserver" k8s.io/sample-apiserver)
+    rm -rf "$inputs"
+    mv "${inputs}.tmp" "$inputs"
 fi
 echo "$out"

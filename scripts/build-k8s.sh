@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes control plane the lab and the tests run
 # (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) and
-# the kubelet a real node runs (scripts/build-node.sh takes it from here)
+# the kubelet and kube-proxy a real node runs (scripts/build-node.sh takes
+# them from here; kube-proxy only on the benchmarks' baseline nodes)
 # from the k8s.io/kubernetes release tools/k8s/go.mod pins, into a cache that
 # later runs reuse: ~/.cache/cilium-rs/k8s/<version>/bin (or
 # $CILIUM_RS_K8S_CACHE). Prints the bin directory. Go's module and build
@@ -14,7 +15,7 @@ version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' go.mod)
 [ -n "$version" ] || { echo "error: no k8s.io/kubernetes version in tools/k8s/go.mod" >&2; exit 1; }
 cache=${CILIUM_RS_K8S_CACHE:-${HOME}/.cache/cilium-rs/k8s}
 bin="${cache}/${version}/bin"
-tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet)
+tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
 
 missing=()
 for t in "${tools[@]}"; do

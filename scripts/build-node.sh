@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what a real Kubernetes node runs, beyond what Debian gives (runc,
 # the CNI plugins: scripts/install.sh installs those): kubelet (from
-# scripts/build-k8s.sh), containerd, containerd-shim-runc-v2, ctr, crictl,
+# scripts/build-k8s.sh) and kube-proxy (the baseline nodes of the
+# benchmarks), containerd, containerd-shim-runc-v2, ctr, crictl,
 # the two binaries of the e2e tests' images, agnhost and pause, and the
 # cluster DNS server, CoreDNS. Each from a Go module at a pinned release
 # (tools/k8s, tools/containerd, tools/crictl, tools/coredns; pause.c from
@@ -30,7 +31,7 @@ cache=${CILIUM_RS_NODE_CACHE:-${HOME}/.cache/cilium-rs/node}
 bin="${cache}/k8s-${k8s_version}_containerd-${containerd_version}_crictl-${crictl_version}/bin"
 # localhost.crt and .key: agnhost's porter serves TLS with them (upstream's
 # image has them at /), from the module's test/images/agnhost/porter.
-tools=(kubelet agnhost pause containerd containerd-shim-runc-v2 ctr crictl localhost.crt localhost.key)
+tools=(kubelet kube-proxy agnhost pause containerd containerd-shim-runc-v2 ctr crictl localhost.crt localhost.key)
 
 missing=()
 for t in "${tools[@]}"; do
@@ -43,11 +44,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
     for t in "${missing[@]}"; do
         echo "building ${t} (first time: a few minutes)" >&2
         case $t in
-        kubelet)
+        kubelet | kube-proxy)
             # Built with the control plane (same stamping, same cache);
             # linked, not copied, when both caches share a filesystem.
             k8s_bin=$("$root/scripts/build-k8s.sh")
-            ln -f "${k8s_bin}/kubelet" "${bin}.tmp/kubelet" 2>/dev/null || cp "${k8s_bin}/kubelet" "${bin}.tmp/kubelet"
+            ln -f "${k8s_bin}/${t}" "${bin}.tmp/${t}" 2>/dev/null || cp "${k8s_bin}/${t}" "${bin}.tmp/${t}"
             ;;
         agnhost)
             # The image's version is test/images/agnhost/VERSION of the

@@ -9,6 +9,11 @@
 # conformance test. Prints `N passed, M failed, K skipped` and leaves the
 # JUnit report (junit_01.xml) and a line per test (summary.txt) in
 # $CONFORMANCE_RESULTS (default results/conformance/<UTC time>).
+# CONFORMANCE_NODES=N runs the specs in N ginkgo processes ([Serial] ones
+# still one at a time, after the others), as hack/ginkgo-e2e.sh does.
+# The tests' own images (httpd, nginx, sample-apiserver, ...: `cilium-lab
+# images --e2e`) are built and imported into the nodes first, unless
+# CONFORMANCE_TEST_IMAGES=0 (the lab's own images serve the tests chosen).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +27,8 @@ up_args=("$@")
 
 lab=./target/release/cilium-lab
 [ -x "$lab" ] || { echo "error: $lab is missing: run scripts/install.sh (or cargo build --release)" >&2; exit 1; }
-e2e=$(./scripts/build-e2e.sh)
+with_images=${CONFORMANCE_TEST_IMAGES:-1}
+e2e=$(./scripts/build-e2e.sh $([ "$with_images" != 0 ] && echo --test-images))
 results=${CONFORMANCE_RESULTS:-results/conformance/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
@@ -41,16 +47,32 @@ cleanup() {
 }
 trap cleanup EXIT
 
+if [ "$with_images" != 0 ]; then
+    echo "==> the tests' images into the nodes"
+    "$lab" images --e2e "$(dirname "$e2e")/test-images" --import >/dev/null
+fi
+
 echo "==> e2e.test --ginkgo.focus='${focus}' (results in ${results})"
 status=0
-"$lab" admin -- "$e2e" \
-    --provider=skeleton \
-    --ginkgo.focus="$focus" \
-    --ginkgo.no-color \
-    --ginkgo.junit-report="${results}/junit_01.xml" \
-    --ginkgo.timeout="${CONFORMANCE_TIMEOUT:-4h}" \
-    --report-dir="$results" \
-    --allowed-not-ready-nodes=0 \
+nodes=${CONFORMANCE_NODES:-1}
+# --report-dir: the suite writes junit_01.xml there itself, merged over
+# the parallel processes
+suite_args=(
+    --provider=skeleton
+    --report-dir="$results"
+    --allowed-not-ready-nodes=0
+)
+ginkgo_args=(
+    --focus="$focus"
+    --no-color
+    --timeout="${CONFORMANCE_TIMEOUT:-4h}"
+)
+if [ "$nodes" -gt 1 ]; then
+    run=("$(dirname "$e2e")/ginkgo" --nodes="$nodes" "${ginkgo_args[@]}" "$e2e" -- "${suite_args[@]}")
+else
+    run=("$e2e" "${ginkgo_args[@]/#--/--ginkgo.}" "${suite_args[@]}")
+fi
+"$lab" admin -- "${run[@]}" \
     2>&1 | tee "${results}/e2e.log" || status=$?
 
 python3 - "${results}/junit_01.xml" "${results}/summary.txt" <<'PY'

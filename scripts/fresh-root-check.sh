@@ -119,14 +119,14 @@ for obj in bpf/bpf_*.c; do
 done
 if [ -n "$goroot" ]; then
     k8s_version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' tools/k8s/go.mod)
-    for bin in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
+    for bin in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do
         [ -x "$root/root/.cache/cilium-rs/k8s/$k8s_version/bin/$bin" ] || missing+=("Kubernetes $bin")
     done
     # scripts/build-node.sh's cache dir, named after the three pins.
     containerd_version=$(awk '$1 == "github.com/containerd/containerd/v2" { print $2; exit }' tools/containerd/go.mod)
     crictl_version=$(awk '$1 == "sigs.k8s.io/cri-tools" { print $2; exit }' tools/crictl/go.mod)
     node_bin=$root/root/.cache/cilium-rs/node/k8s-${k8s_version}_containerd-${containerd_version}_crictl-${crictl_version}/bin
-    for bin in kubelet containerd containerd-shim-runc-v2 ctr crictl agnhost pause; do
+    for bin in kubelet kube-proxy containerd containerd-shim-runc-v2 ctr crictl agnhost pause; do
         [ -x "$node_bin/$bin" ] || missing+=("node binary $bin")
     done
     coredns_version=$(awk '$1 == "github.com/coredns/coredns" { print $2; exit }' tools/coredns/go.mod)

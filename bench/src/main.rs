@@ -16,10 +16,12 @@
 //!   `masquerade`);
 //! - the Kubernetes targets against the REST API (see `kubernetes`);
 //! - real kubelet and containerd nodes, Cilium against Debian's bridge
-//!   plugin (see `real_node`).
+//!   plugin (see `real_node`), and Kubernetes' own endpoints latency test
+//!   against that plugin with kube-proxy (see `endpoints_latency`).
 //!
 //! Everything runs in private network + mount namespaces.
 
+mod endpoints_latency;
 mod events;
 mod kubernetes;
 mod lifecycle;
@@ -338,6 +340,9 @@ fn main() -> anyhow::Result<()> {
         let pods = args.get(2).map_or(Ok(50), |s| s.parse())?;
         return real_node::run_bench(pods);
     }
+    if args.get(1).map(String::as_str) == Some("endpoints-latency") {
+        return endpoints_latency::run_bench();
+    }
     if args.get(1).map(String::as_str) == Some("lifecycle") {
         return lifecycle::run_bench();
     }
@@ -411,7 +416,8 @@ fn main() -> anyhow::Result<()> {
         Ok(()) => {
             kubernetes::run_bench(K8S_ROUNDS, K8S_SCALE)?;
             operator::run_bench(&OPERATOR_SIZES)?;
-            real_node::run_bench(REAL_NODE_PODS)
+            real_node::run_bench(REAL_NODE_PODS)?;
+            endpoints_latency::run_bench()
         }
         Err(e) => {
             println!("Kubernetes targets: skipped ({e})");

@@ -22,14 +22,14 @@ use std::time::{Duration, Instant};
 const AGNHOST: &str = "registry.k8s.io/e2e-test-images/agnhost:2.56";
 
 /// A lab of the bench's own, taken down when dropped.
-struct Lab {
+pub(crate) struct Lab {
     dir: tempfile::TempDir,
     /// What `up` printed.
     up: String,
 }
 
 impl Lab {
-    fn up(nodes: usize, cni: &str) -> anyhow::Result<Self> {
+    pub(crate) fn up(nodes: usize, cni: &str) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let mut lab = Self {
             dir,
@@ -41,7 +41,7 @@ impl Lab {
         Ok(lab)
     }
 
-    fn cmd(&self, args: &[&str]) -> Command {
+    pub(crate) fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(testsupport::bin("cilium-lab"));
         c.env("CILIUM_LAB_DIR", self.dir.path()).args(args);
         c
@@ -105,7 +105,7 @@ fn parent(pid: u32) -> Option<u32> {
 }
 
 /// `1.5s`, `850ms`, `90µs` in seconds.
-fn parse_debug_duration(s: &str) -> anyhow::Result<f64> {
+pub(crate) fn parse_debug_duration(s: &str) -> anyhow::Result<f64> {
     let s = s.trim_end_matches([')', ',']);
     for (unit, scale) in [("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9), ("s", 1.0)] {
         if let Some(n) = s.strip_suffix(unit) {

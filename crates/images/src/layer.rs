@@ -145,6 +145,14 @@ impl Layer {
         }
     }
 
+    /// Takes the entry at `path` out (a file or symlink another takes the
+    /// place of); a directory's children stay.
+    pub fn remove(&mut self, path: impl AsRef<Path>) -> Option<Entry> {
+        let rel = relative(path.as_ref()).ok()?;
+        self.capabilities.remove(&rel);
+        self.entries.remove(&rel)
+    }
+
     pub fn get(&self, path: impl AsRef<Path>) -> Option<&Entry> {
         relative(path.as_ref())
             .ok()

@@ -8,7 +8,8 @@
 //! - `host_files`: files from the host's packages with their symlinks,
 //!   interpreter and shared libraries (`elf` reads what they need).
 //! - `oci`: the config, manifest and index; `archive`: the layout in a tar.
-//! - `defs`: the six images.
+//! - `defs`: the six images the lab runs, and the conformance tests' own
+//!   (`defs::test_images`).
 
 pub mod archive;
 pub mod defs;
@@ -147,6 +148,18 @@ pub fn define_all(inputs: &Inputs) -> Result<Vec<(&'static str, Image)>, Error> 
 /// content or name changed.
 pub fn build_all(inputs: &Inputs, out_dir: &Path) -> Result<Vec<Built>, Error> {
     define_all(inputs)?
+        .into_iter()
+        .map(|(file, image)| build(&image, &out_dir.join(file)))
+        .collect()
+}
+
+/// Writes the conformance tests' images ([`defs::test_images`]) into
+/// `out_dir`, rewriting only those whose content or name changed.
+pub fn build_test_images(
+    inputs: &defs::test_images::Inputs,
+    out_dir: &Path,
+) -> Result<Vec<Built>, Error> {
+    defs::test_images::define(inputs)?
         .into_iter()
         .map(|(file, image)| build(&image, &out_dir.join(file)))
         .collect()

@@ -198,3 +198,69 @@ fn a_second_build_rewrites_nothing() {
         assert_eq!(a.manifest_digest, b.manifest_digest);
     }
 }
+
+#[test]
+fn the_conformance_tests_images_serve_their_roles() {
+    let missing = missing_packages();
+    if !missing.is_empty() || !Path::new("/usr/bin/etcd").exists() {
+        eprintln!("skipped: this host lacks the packages {missing:?} or etcd-server");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let inputs_dir = dir.path().join("test-images");
+    for demo in ["nautilus", "kitten"] {
+        std::fs::create_dir_all(inputs_dir.join(demo)).unwrap();
+        std::fs::write(inputs_dir.join(demo).join(format!("{demo}.jpg")), "jpg").unwrap();
+        std::fs::write(inputs_dir.join(demo).join("data.json"), "{}").unwrap();
+    }
+    for program in ["nnp", "sample-apiserver"] {
+        std::fs::copy("/usr/bin/true", inputs_dir.join(program)).unwrap();
+    }
+    let inputs = images::defs::test_images::Inputs {
+        dir: inputs_dir,
+        agnhost: "/usr/bin/true".into(),
+        porter_tls: None,
+        host_root: "/".into(),
+    };
+    let images = images::defs::test_images::define(&inputs).unwrap();
+    let by_name = |name: &str| {
+        &images
+            .iter()
+            .find(|(_, i)| i.reference.ends_with(name))
+            .unwrap_or_else(|| panic!("no image {name}"))
+            .1
+    };
+    assert_eq!(images.len(), 11);
+
+    // `sh -c env` passes names that are no shell identifier on
+    let busybox = by_name("/busybox:1.37.0-1");
+    assert_eq!(link(&busybox.layer, "/bin/sh").as_deref(), Some("bash"));
+    assert!(file(&busybox.layer, "/bin/bash"));
+
+    // the StatefulSet tests move htdocs/index.html away to fail readiness
+    let httpd = by_name("/httpd:2.4.38-4");
+    assert!(file(&httpd.layer, "/usr/local/apache2/htdocs/index.html"));
+    assert_eq!(httpd.config.cmd[0], "httpd");
+    assert!(link(&httpd.layer, "/bin/mv").is_some());
+    let nginx = by_name("/nginx:1.15-4");
+    assert!(file(&nginx.layer, "/usr/share/nginx/html/index.html"));
+
+    assert_eq!(by_name("/nonroot:1.4").config.user, "1234");
+    let nnp = by_name("/nonewprivs:1.3");
+    match nnp.layer.get("/usr/local/bin/nnp") {
+        Some(Entry::File { mode, .. }) => assert_eq!(mode & 0o4000, 0o4000, "set-user-ID"),
+        other => panic!("{other:?}"),
+    }
+    let nautilus = by_name("/nautilus:1.7");
+    assert!(file(&nautilus.layer, "/nautilus.jpg") && file(&nautilus.layer, "/data.json"));
+    assert_eq!(nautilus.config.entrypoint, ["/agnhost"]);
+    assert_eq!(nautilus.config.cmd, ["test-webserver"]);
+    assert_eq!(
+        by_name("/sample-apiserver:1.29.2").config.entrypoint,
+        ["/sample-apiserver"]
+    );
+    assert!(file(
+        &by_name("registry.k8s.io/etcd:3.6.4-0").layer,
+        "/usr/local/bin/etcd"
+    ));
+}

@@ -167,6 +167,8 @@ pub fn coredns_bin_dir() -> PathBuf {
 #[derive(Clone, Debug)]
 pub struct NodeBinaries {
     pub kubelet: PathBuf,
+    /// Only the benchmarks' baseline nodes run it.
+    pub kube_proxy: PathBuf,
     pub containerd: PathBuf,
     /// `containerd-shim-runc-v2`
     pub shim: PathBuf,
@@ -205,6 +207,7 @@ impl NodeBinaries {
         file(cni_plugins_dir, "loopback", DEBIAN)?;
         Ok(Self {
             kubelet: get("kubelet")?,
+            kube_proxy: get("kube-proxy")?,
             containerd: get("containerd")?,
             shim: get("containerd-shim-runc-v2")?,
             ctr: get("ctr")?,

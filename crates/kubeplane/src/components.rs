@@ -241,6 +241,12 @@ impl ControlPlane {
             .arg("--authorization-mode=Node,RBAC")
             .arg("--enable-admission-plugins=NodeRestriction")
             .arg("--allow-privileged=true")
+            // The API server runs beside the nodes, not on one: no agent's
+            // socket LB translates its connects, so it reaches webhooks and
+            // aggregated APIs at their endpoints (pod addresses routed
+            // through the nodes), as control planes outside the cluster's
+            // datapath do, instead of at ClusterIPs nothing serves there.
+            .arg("--enable-aggregator-routing=true")
             // kubelets are reached at their node IP, never by name: the
             // machine's resolver knows no node
             .arg("--kubelet-preferred-address-types=InternalIP")

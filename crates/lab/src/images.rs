@@ -44,6 +44,54 @@ pub fn build_into(out: &std::path::Path) -> anyhow::Result<Vec<images::Built>> {
         .with_context(|| format!("building the images into {}", out.display()))
 }
 
+/// Builds the conformance tests' images into `out` from `test_images` (the
+/// `test-images/` scripts/build-e2e.sh fills) and the node binaries.
+pub fn build_test_images_into(
+    test_images: &std::path::Path,
+    out: &std::path::Path,
+) -> anyhow::Result<Vec<images::Built>> {
+    let bins = kubeplane::bins::NodeBinaries::find()?;
+    let inputs = images::defs::test_images::Inputs {
+        dir: test_images.to_owned(),
+        agnhost: bins.agnhost,
+        porter_tls: Some(bins.porter_tls),
+        host_root: PathBuf::from("/"),
+    };
+    images::build_test_images(&inputs, out)
+        .with_context(|| format!("building the test images into {}", out.display()))
+}
+
+/// Imports `archives` into every running real node's containerd, as its
+/// init imports the lab's own: through `cilium-lab exec <node> -- ctr`.
+pub fn import_into_nodes(archives: &[PathBuf]) -> anyhow::Result<()> {
+    let nodes = layout::running_nodes();
+    if nodes.is_empty() || !crate::real::running() {
+        anyhow::bail!("importing images needs a lab of real nodes (`cilium-lab up`)");
+    }
+    let lab = layout::sibling("cilium-lab")?;
+    let ctr = kubeplane::bins::NodeBinaries::find()?.ctr;
+    for (index, _, _) in nodes {
+        let node = topology::node_name(index);
+        for archive in archives {
+            let out = std::process::Command::new(&lab)
+                .args(["exec", &node, "--"])
+                .arg(&ctr)
+                .args(crate::node::containerd::import_args())
+                .arg(archive)
+                .output()
+                .context("running cilium-lab exec")?;
+            if !out.status.success() {
+                anyhow::bail!(
+                    "importing {} on {node}: {}",
+                    archive.display(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Builds the images and lists them for the nodes; their references.
 pub fn build() -> anyhow::Result<Vec<String>> {
     let built = build_into(&cache_dir())?;

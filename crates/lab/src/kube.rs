@@ -301,6 +301,26 @@ pub fn node_kubeconfig(node: &str) -> PathBuf {
     dir().join(format!("{node}.kubeconfig"))
 }
 
+/// kube-proxy's kubeconfig (the baseline's nodes): a client certificate
+/// for `system:kube-proxy`, which Kubernetes' bootstrap policy binds to
+/// `system:node-proxier`, as kubeadm's kube-proxy has.
+pub fn kube_proxy_kubeconfig() -> PathBuf {
+    dir().join("kube-proxy.kubeconfig")
+}
+
+/// Writes [`kube_proxy_kubeconfig`].
+pub fn kube_proxy_credentials() -> anyhow::Result<()> {
+    let cp = control_plane(false)?;
+    let user = "system:kube-proxy";
+    let files = cp.pki.client("kube-proxy", user, &[])?;
+    let creds = Credentials::Cert {
+        cert: &files.cert,
+        key: &files.key,
+    };
+    cp.write_kubeconfig("kube-proxy", user, &creds)?;
+    Ok(())
+}
+
 fn node_credentials(cp: &ControlPlane, node: &str) -> anyhow::Result<()> {
     let user = format!("system:node:{node}");
     let files = cp.pki.client(node, &user, &["system:nodes"])?;

@@ -80,6 +80,13 @@ enum Cmd {
         /// Where to write them
         #[arg(long, default_value_os_t = images::cache_dir())]
         out: std::path::PathBuf,
+        /// Build Kubernetes' conformance tests' images instead, from the
+        /// `test-images` directory scripts/build-e2e.sh fills
+        #[arg(long, value_name = "TEST_IMAGES_DIR")]
+        e2e: Option<std::path::PathBuf>,
+        /// Import what was built into every running real node
+        #[arg(long)]
+        import: bool,
     },
     /// kubectl as the cluster admin
     Kubectl {
@@ -500,6 +507,33 @@ fn start_underlay() -> anyhow::Result<i32> {
 
 /// kube-apiserver, the controller manager and the scheduler on the
 /// underlay; the holder's pid.
+/// `images`: builds the lab's images or the conformance tests', prints
+/// each archive, and imports them into the nodes if asked.
+fn build_images(
+    out: &std::path::Path,
+    test_images: Option<&std::path::Path>,
+    import: bool,
+) -> anyhow::Result<()> {
+    let built = match test_images {
+        Some(dir) => images::build_test_images_into(dir, out)?,
+        None => images::build_into(out)?,
+    };
+    for b in &built {
+        println!(
+            "{}\t{}\t{}{}",
+            b.reference,
+            b.manifest_digest,
+            b.path.display(),
+            if b.rebuilt { "" } else { "\t(up to date)" }
+        );
+    }
+    if import {
+        let archives: Vec<_> = built.into_iter().map(|b| b.path).collect();
+        images::import_into_nodes(&archives)?;
+    }
+    Ok(())
+}
+
 fn start_control_plane(switch: i32) -> anyhow::Result<i32> {
     start_holder(
         &layout::machine_dir(kube::MACHINE),
@@ -933,17 +967,7 @@ fn main() -> ExitCode {
                 real::up(usize::from(*nodes), pods, settings, *cni)
             }
         }
-        Cmd::Images { out } => images::build_into(out).map(|built| {
-            for b in built {
-                println!(
-                    "{}\t{}\t{}{}",
-                    b.reference,
-                    b.manifest_digest,
-                    b.path.display(),
-                    if b.rebuilt { "" } else { "\t(up to date)" }
-                );
-            }
-        }),
+        Cmd::Images { out, e2e, import } => build_images(out, e2e.as_deref(), *import),
         Cmd::Kubectl { args } => kubectl(args),
         Cmd::Admin { command } => admin(command),
         Cmd::StopAgent { node } => stop_agent(node),

@@ -72,6 +72,9 @@ pub fn up(
     let t = Instant::now();
     let cp = crate::start_control_plane(switch)?;
     kube::prepare_nodes(nodes)?;
+    if network == PodNetwork::Bridge {
+        kube::kube_proxy_credentials()?;
+    }
     println!(
         "==> Kubernetes {}: kube-apiserver at https://{}:{}, controller manager and scheduler up in {:?} (pid {cp})",
         kubeplane::bins::version(),

@@ -7,6 +7,7 @@ pub mod busybox;
 pub mod coredns;
 pub mod jessie_dnsutils;
 pub mod pause;
+pub mod test_images;
 
 use std::path::Path;
 

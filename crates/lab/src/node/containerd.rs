@@ -72,20 +72,26 @@ pub fn wait_ready(ctr: &Path, timeout: Duration) -> anyhow::Result<()> {
     }
 }
 
-/// Imports an OCI archive into the CRI's namespace (`k8s.io`), under the
-/// name its index carries, unpacked for the CRI's snapshotter.
+/// `ctr`'s arguments before the archive to import it into the CRI's
+/// namespace (`k8s.io`), unpacked for the CRI's snapshotter.
+pub fn import_args() -> [&'static str; 8] {
+    [
+        "--address",
+        SOCKET,
+        "-n",
+        "k8s.io",
+        "images",
+        "import",
+        "--snapshotter",
+        "overlayfs",
+    ]
+}
+
+/// Imports an OCI archive into the CRI's namespace under the name its
+/// index carries.
 pub fn import(ctr: &Path, archive: &Path) -> anyhow::Result<()> {
     let out = Command::new(ctr)
-        .args([
-            "--address",
-            SOCKET,
-            "-n",
-            "k8s.io",
-            "images",
-            "import",
-            "--snapshotter",
-            "overlayfs",
-        ])
+        .args(import_args())
         .arg(archive)
         .output()
         .context("running ctr")?;

@@ -13,8 +13,9 @@
 //! kernel ends every process left in the node.
 
 pub mod cgroups;
-mod containerd;
+pub(crate) mod containerd;
 pub(crate) mod filesystem;
+mod kube_proxy;
 mod kubelet;
 
 use crate::holder::{self, Daemon};
@@ -114,6 +115,12 @@ pub fn run_init(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> 
     prepare_files(&bins, node_ip, network == PodNetwork::Cilium)?;
     if network == PodNetwork::Bridge {
         bridge_network(&bins, index)?;
+        let pods = kubeplane::components::Ranges::default().pods;
+        let kubeconfig = crate::kube::kube_proxy_kubeconfig();
+        layout::write_atomic(
+            std::path::Path::new(kube_proxy::CONFIG),
+            kube_proxy::config(&node, node_ip, &pods, &kubeconfig).as_bytes(),
+        )?;
     }
 
     let path = format!(
@@ -158,8 +165,25 @@ pub fn run_init(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> 
             true,
         )
     };
+    let mut daemons = vec![kubelet];
+    if network == PodNetwork::Bridge {
+        let (bins, path) = (&bins, &path);
+        daemons.push(Daemon::new(
+            "kube-proxy",
+            move || {
+                spawn_logged(
+                    l,
+                    "kube-proxy",
+                    Command::new(&bins.kube_proxy).args(kube_proxy::args()),
+                    path,
+                )
+            },
+            true,
+        ));
+    }
     // kubelet goes first when the node stops, then the pods, then containerd
-    holder::supervise_as_init(l, vec![kubelet, containerd], kubelet_healthy)
+    daemons.push(containerd);
+    holder::supervise_as_init(l, daemons, kubelet_healthy)
 }
 
 /// Starts one of the node's daemons with `path` as its PATH, its output
