@@ -8,12 +8,17 @@
 # hack/ginkgo-e2e.sh uses it). With --test-images, also the inputs of the
 # tests' images that are not the lab's (`cilium-lab images --e2e <dir>`
 # builds them): test-images/ holds nonewprivs' nnp, sample-apiserver
-# (tools/sample-apiserver) and the update demo's pages (nautilus/,
-# kitten/). Prints e2e.test's path.
+# (tools/sample-apiserver), the update demo's pages (nautilus/, kitten/)
+# and busybox 1.37.0 built as Docker's busybox image builds it (upstream's
+# source, from Debian's archive, defconfig, static). Prints e2e.test's
+# path.
 set -euo pipefail
 . "$(dirname "$0")/k8s-version-stamp.sh"
 cd "$(dirname "$0")/../tools/e2e"
 test_images=0
+BUSYBOX_VERSION=1.37.0
+BUSYBOX_SOURCE=http://deb.debian.org/debian/pool/main/b/busybox/busybox_${BUSYBOX_VERSION}.orig.tar.bz2
+BUSYBOX_SHA256=3311dff32e746499f4df0d5df04d7eb396382d7e108bb9250e7b519b837043a4
 [ "${1:-}" = "--test-images" ] && test_images=1
 
 version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' go.mod)
@@ -44,7 +49,7 @@ if [ ! -x "$ginkgo" ]; then
     mv "${ginkgo}.tmp" "$ginkgo"
 fi
 inputs="$(dirname "$out")/test-images"
-if [ "$test_images" = 1 ] && [ ! -x "${inputs}/sample-apiserver" ]; then
+if [ "$test_images" = 1 ] && [ ! -x "${inputs}/busybox" ]; then
     echo "building the test images' programs (nnp, sample-apiserver)" >&2
     rm -rf "${inputs}.tmp"
     mkdir -p "${inputs}.tmp"
@@ -56,6 +61,23 @@ if [ "$test_images" = 1 ] && [ ! -x "${inputs}/sample-apiserver" ]; then
         chmod 0644 "${inputs}.tmp/${demo}/"*
     done
     (cd ../sample-apiserver && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${inputs}.tmp/sample-apiserver" k8s.io/sample-apiserver)
+    # Debian's own busybox builds drop environment variables whose names
+    # are no shell identifier, which 1.37's ash passes on and the
+    # ConfigMap and Secret env tests check; upstream's source keeps them.
+    # TC is left out: it needs kernel headers older than some hosts have.
+    (
+        cd "${inputs}.tmp"
+        curl -fsS -o busybox.tar.bz2 "$BUSYBOX_SOURCE"
+        echo "${BUSYBOX_SHA256}  busybox.tar.bz2" | sha256sum -c --quiet
+        tar xjf busybox.tar.bz2
+        cd "busybox-${BUSYBOX_VERSION}"
+        make defconfig >/dev/null
+        sed -i 's/^# CONFIG_STATIC is not set/CONFIG_STATIC=y/; s/^CONFIG_TC=y/# CONFIG_TC is not set/' .config
+        make -j"$(nproc)" busybox >build.log 2>&1 || { tail -20 build.log >&2; exit 1; }
+        cp busybox ../busybox
+        cd ..
+        rm -rf "busybox-${BUSYBOX_VERSION}" busybox.tar.bz2
+    )
     rm -rf "$inputs"
     mv "${inputs}.tmp" "$inputs"
 fi

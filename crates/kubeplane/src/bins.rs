@@ -286,6 +286,7 @@ mod tests {
 
         for name in [
             "kubelet",
+            "kube-proxy",
             "containerd",
             "containerd-shim-runc-v2",
             "ctr",

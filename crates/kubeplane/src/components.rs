@@ -217,6 +217,7 @@ impl ControlPlane {
         let pki = &self.pki;
         let serving = pki.serving();
         let kubelet_client = pki.files(KUBELET_CLIENT.0);
+        let front_proxy = pki.front_proxy_client();
         let mut cmd = self.logged(&self.bins.apiserver, "kube-apiserver");
         cmd.arg(format!("--etcd-servers={}", self.etcd))
             .arg(format!("--bind-address={}", self.address))
@@ -239,6 +240,28 @@ impl ControlPlane {
                 self.ranges.services
             ))
             .arg("--authorization-mode=Node,RBAC")
+            // the front proxy, as kubeadm sets it up: the API server
+            // proxies to aggregated API servers with this client, and
+            // publishes the CA and headers they authenticate it by
+            .arg(format!(
+                "--requestheader-client-ca-file={}",
+                pki.front_proxy_ca_cert().display()
+            ))
+            .arg(format!(
+                "--requestheader-allowed-names={}",
+                crate::pki::FRONT_PROXY_CLIENT
+            ))
+            .arg("--requestheader-username-headers=X-Remote-User")
+            .arg("--requestheader-group-headers=X-Remote-Group")
+            .arg("--requestheader-extra-headers-prefix=X-Remote-Extra-")
+            .arg(format!(
+                "--proxy-client-cert-file={}",
+                front_proxy.cert.display()
+            ))
+            .arg(format!(
+                "--proxy-client-key-file={}",
+                front_proxy.key.display()
+            ))
             .arg("--enable-admission-plugins=NodeRestriction")
             .arg("--allow-privileged=true")
             // The API server runs beside the nodes, not on one: no agent's

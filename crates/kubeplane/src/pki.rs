@@ -2,7 +2,10 @@
 //! a CA; signed by it, the API server's serving certificate and a client
 //! certificate per user (its common name is the user, its organizations
 //! the groups, as the API server reads them); and the key pair
-//! service-account tokens are signed with. Everything is PEM in one
+//! service-account tokens are signed with; and, as kubeadm makes them, a
+//! second CA for the front proxy with the one client it signs, which the
+//! API server presents to aggregated API servers (their requestheader
+//! authentication trusts that CA alone). Everything is PEM in one
 //! directory, keys readable by their owner only.
 
 use rcgen::{
@@ -14,6 +17,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 const CA_NAME: &str = "cilium-lab-ca";
+/// The front proxy's CA (`front-proxy-ca.crt`) and client, kubeadm's names.
+const FRONT_PROXY_CA: &str = "front-proxy-ca";
+pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 
 /// The names the API server answers to inside the cluster.
 const APISERVER_NAMES: &[&str] = &[
@@ -72,10 +78,10 @@ fn write(path: PathBuf, body: &str, private: bool) -> Result<PathBuf, PkiError> 
     Ok(path)
 }
 
-fn ca_params() -> Result<CertificateParams, PkiError> {
+fn ca_params(name: &str) -> Result<CertificateParams, PkiError> {
     let mut params = CertificateParams::new(Vec::<String>::new()).map_err(generated("the CA"))?;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, CA_NAME);
+    params.distinguished_name.push(DnType::CommonName, name);
     params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
@@ -96,12 +102,14 @@ impl Pki {
         let pki = Self {
             dir: dir.to_owned(),
         };
-        let ca_key = KeyPair::generate().map_err(generated("the CA key"))?;
-        let ca = ca_params()?
-            .self_signed(&ca_key)
-            .map_err(generated("the CA"))?;
-        write(pki.ca_cert(), &ca.pem(), false)?;
-        write(dir.join("ca.key"), &ca_key.serialize_pem(), true)?;
+        for (file, name) in [("ca", CA_NAME), (FRONT_PROXY_CA, FRONT_PROXY_CA)] {
+            let key = KeyPair::generate().map_err(generated("a CA key"))?;
+            let ca = ca_params(name)?
+                .self_signed(&key)
+                .map_err(generated("a CA"))?;
+            write(dir.join(format!("{file}.crt")), &ca.pem(), false)?;
+            write(dir.join(format!("{file}.key")), &key.serialize_pem(), true)?;
+        }
 
         let mut names: Vec<String> = APISERVER_NAMES.iter().map(|n| n.to_string()).collect();
         names.sort();
@@ -114,7 +122,14 @@ impl Pki {
             .distinguished_name
             .push(DnType::CommonName, "kube-apiserver");
         serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        pki.issue("apiserver", serving)?;
+        pki.issue("ca", "apiserver", serving)?;
+        let mut front_proxy = CertificateParams::new(Vec::<String>::new())
+            .map_err(generated("the front proxy's client certificate"))?;
+        front_proxy
+            .distinguished_name
+            .push(DnType::CommonName, FRONT_PROXY_CLIENT);
+        front_proxy.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        pki.issue(FRONT_PROXY_CA, FRONT_PROXY_CLIENT, front_proxy)?;
 
         let sa = KeyPair::generate().map_err(generated("the service-account key"))?;
         write(pki.sa_key(), &sa.serialize_pem(), true)?;
@@ -135,6 +150,17 @@ impl Pki {
 
     pub fn ca_cert(&self) -> PathBuf {
         self.dir.join("ca.crt")
+    }
+
+    /// The CA aggregated API servers trust the front proxy's client by.
+    pub fn front_proxy_ca_cert(&self) -> PathBuf {
+        self.dir.join(format!("{FRONT_PROXY_CA}.crt"))
+    }
+
+    /// The client certificate the API server proxies to aggregated API
+    /// servers with.
+    pub fn front_proxy_client(&self) -> CertFiles {
+        self.files(FRONT_PROXY_CLIENT)
     }
 
     /// The API server's serving certificate.
@@ -175,18 +201,25 @@ impl Pki {
                 .push(DnType::OrganizationName, *group);
         }
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        self.issue(name, params)
+        self.issue("ca", name, params)
     }
 
-    /// Signs `params` with the CA; writes `<name>.crt` and `<name>.key`.
-    fn issue(&self, name: &str, mut params: CertificateParams) -> Result<CertFiles, PkiError> {
-        let ca_key_path = self.dir.join("ca.key");
+    /// Signs `params` with the CA `ca` (its files' stem); writes
+    /// `<name>.crt` and `<name>.key`.
+    fn issue(
+        &self,
+        ca: &str,
+        name: &str,
+        mut params: CertificateParams,
+    ) -> Result<CertFiles, PkiError> {
+        let ca_key_path = self.dir.join(format!("{ca}.key"));
         let ca_pem = std::fs::read_to_string(&ca_key_path).map_err(|source| PkiError::Read {
             path: ca_key_path,
             source,
         })?;
         let ca_key = KeyPair::from_pem(&ca_pem).map_err(generated("the CA key"))?;
-        let issuer = Issuer::new(ca_params()?, ca_key);
+        let ca_name = if ca == "ca" { CA_NAME } else { ca };
+        let issuer = Issuer::new(ca_params(ca_name)?, ca_key);
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,

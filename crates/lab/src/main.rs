@@ -518,8 +518,12 @@ fn build_images(
         Some(dir) => images::build_test_images_into(dir, out)?,
         None => images::build_into(out)?,
     };
+    // a reader that stops early (`| head`) must not stop the import
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
     for b in &built {
-        println!(
+        let _ = writeln!(
+            out,
             "{}\t{}\t{}{}",
             b.reference,
             b.manifest_digest,
@@ -527,6 +531,7 @@ fn build_images(
             if b.rebuilt { "" } else { "\t(up to date)" }
         );
     }
+    drop(out);
     if import {
         let archives: Vec<_> = built.into_iter().map(|b| b.path).collect();
         images::import_into_nodes(&archives)?;

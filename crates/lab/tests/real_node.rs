@@ -106,6 +106,7 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
     );
     assert!(up.contains("(no answer: dropped by policy)"), "{up}");
     lab.assert_policy_denied("node2", "INGRESS");
+    node_to_pod_under_policy(&lab);
     let exec = lab.ok(&[
         "exec", "pod-a", "--", "ip", "-4", "-o", "addr", "show", "eth0",
     ]);
@@ -176,4 +177,54 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
         "{}",
         common::text(&both)
     );
+}
+
+/// A node reaching pods, as Kubernetes' node-to-pod checks do from
+/// hostNetwork pods, with the demo's policy on both pods (it selects
+/// app=demo): each node reaches its own pod (traffic from the host is
+/// always let in), another node's only once a rule lets `remote-node` in,
+/// as in Cilium; then every node reaches every pod, over the overlay too.
+fn node_to_pod_under_policy(lab: &Lab) {
+    let ip = |pod: &str| lab.kubectl(&["get", "pod", pod, "-o", "jsonpath={.status.podIP}"]);
+    // the demo pins pod-a to node1 and pod-b to node2
+    let pods = [("pod-a", ip("pod-a")), ("pod-b", ip("pod-b"))];
+    let get = |node: &str, ip: &str| {
+        lab.run(&[
+            "exec",
+            node,
+            "--",
+            "curl",
+            "-sS",
+            "--max-time",
+            "3",
+            &format!("http://{ip}/hostname"),
+        ])
+    };
+    for (node, (pod, ip)) in ["node1", "node2"].iter().zip(&pods) {
+        let local = get(node, ip);
+        assert_eq!(common::text(&local).trim(), *pod, "{node} to its own {pod}");
+    }
+    let remote = get("node1", &pods[1].1);
+    assert!(
+        !remote.status.success(),
+        "remote-node is not let in by the demo's policy: {}",
+        common::text(&remote)
+    );
+    let file = lab.dir.path().join("remote-node.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata:\n  name: nodes-probe-pods\nspec:\n  endpointSelector:\n    matchLabels:\n      app: demo\n  ingress:\n  - fromEntities: [remote-node]\n",
+    )
+    .unwrap();
+    lab.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    for node in ["node1", "node2"] {
+        for (pod, ip) in &pods {
+            common::eventually(&format!("{node} reaching {pod}"), 20, || {
+                let out = get(node, ip);
+                let text = common::text(&out);
+                (text.trim() == *pod).then_some(()).ok_or(text)
+            });
+        }
+    }
+    lab.kubectl(&["delete", "-f", file.to_str().unwrap()]);
 }

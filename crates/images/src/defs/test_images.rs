@@ -3,11 +3,11 @@
 //! names, each serving its image's role from Debian's packages or from the
 //! Go module upstream builds it from:
 //!
-//! - busybox:1.37.0-1: our busybox image (Debian's busybox-static, 1.35)
-//!   with Debian's bash as `sh`: busybox 1.37's ash passes environment
-//!   variables whose names are not shell identifiers (`data-1`) on to
-//!   what it runs, as the ConfigMap and Secret tests check with `sh -c
-//!   env`; 1.35's drops them, bash keeps them.
+//! - busybox:1.37.0-1: busybox 1.37.0 as Docker's busybox image has it,
+//!   built from upstream's source (scripts/build-e2e.sh), every applet in
+//!   /bin. Not Debian's build: its ash drops environment variables whose
+//!   names are no shell identifier (`data-1`), which upstream's passes on
+//!   as the ConfigMap and Secret tests check with `sh -c env`.
 //! - httpd:2.4.38-4 and :2.4.39-4 (upstream: Apache httpd on Alpine),
 //!   nginx:1.14-4 and :1.15-4 (upstream: nginx on Alpine): busybox's
 //!   httpd serving the same page from the same document root on port 80.
@@ -25,7 +25,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::defs::{agnhost, busybox, require, PATH};
+use crate::defs::{agnhost, busybox, require, User, NOBODY, PATH, ROOT};
 use crate::host_files::HostFiles;
 use crate::oci::{Image, RunConfig};
 use crate::Error;
@@ -72,7 +72,10 @@ pub struct Inputs {
 /// Every test image, each with the file name its archive gets.
 pub fn define(inputs: &Inputs) -> Result<Vec<(String, Image)>, Error> {
     let root = inputs.host_root.as_path();
-    let mut images = vec![("busybox-1.37.0-1.tar".to_owned(), e2e_busybox(root)?)];
+    let mut images = vec![(
+        "busybox-1.37.0-1.tar".to_owned(),
+        e2e_busybox(&inputs.dir.join("busybox"))?,
+    )];
     for site in [HTTPD, NGINX] {
         for tag in site.tags {
             images.push((
@@ -97,13 +100,24 @@ pub fn define(inputs: &Inputs) -> Result<Vec<(String, Image)>, Error> {
     Ok(images)
 }
 
-fn e2e_busybox(host_root: &Path) -> Result<Image, Error> {
-    let mut image = busybox::image(&format!("{E2E}/busybox:1.37.0-1"), host_root)?;
-    let mut host = HostFiles::new(host_root);
-    let bash = host.resolve("/usr/bin/bash")?;
-    host.add_external(&mut image.layer, "/bin/bash", &bash, 0o755)?;
-    image.layer.remove("/bin/sh");
-    image.layer.symlink("/bin/sh", "bash")?;
+fn e2e_busybox(binary: &Path) -> Result<Image, Error> {
+    require(binary)?;
+    let mut image = bare(&format!("{E2E}/busybox:1.37.0-1"), &[ROOT, NOBODY])?;
+    image.layer.file_from_host("/bin/busybox", binary, 0o755)?;
+    let mut names: Vec<_> = busybox::applets(binary)?
+        .into_iter()
+        .filter_map(|a| a.file_name().map(|n| n.to_owned()))
+        .collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        if name != "busybox" {
+            image
+                .layer
+                .symlink(Path::new("/bin").join(name), "busybox")?;
+        }
+    }
+    image.config.cmd = vec!["sh".into()];
     Ok(image)
 }
 
@@ -160,7 +174,7 @@ fn picture_server(demo: &str, inputs: &Inputs) -> Result<Image, Error> {
 
 fn sample_apiserver(binary: &Path, host_root: &Path) -> Result<Image, Error> {
     require(binary)?;
-    let mut image = bare(&format!("{E2E}/sample-apiserver:1.29.2"))?;
+    let mut image = bare(&format!("{E2E}/sample-apiserver:1.29.2"), &[ROOT])?;
     HostFiles::new(host_root).add_external(&mut image.layer, "/sample-apiserver", binary, 0o755)?;
     image.config.entrypoint = vec!["/sample-apiserver".into()];
     Ok(image)
@@ -169,17 +183,17 @@ fn sample_apiserver(binary: &Path, host_root: &Path) -> Result<Image, Error> {
 fn etcd(host_root: &Path) -> Result<Image, Error> {
     let mut host = HostFiles::new(host_root);
     let etcd = host.resolve("/usr/bin/etcd")?;
-    let mut image = bare("registry.k8s.io/etcd:3.6.4-0")?;
+    let mut image = bare("registry.k8s.io/etcd:3.6.4-0", &[ROOT])?;
     host.add_external(&mut image.layer, "/usr/local/bin/etcd", &etcd, 0o755)?;
     image.config.cmd = vec!["/usr/local/bin/etcd".into()];
     Ok(image)
 }
 
-/// A distroless base: the directories every image has, root's account.
-fn bare(reference: &str) -> Result<Image, Error> {
+/// A distroless base: the directories every image has, `users`' accounts.
+fn bare(reference: &str, users: &[User]) -> Result<Image, Error> {
     let mut layer = crate::layer::Layer::new();
     crate::defs::add_base_dirs(&mut layer)?;
-    crate::defs::add_accounts(&mut layer, &[crate::defs::ROOT], &[])?;
+    crate::defs::add_accounts(&mut layer, users, &[])?;
     Ok(Image {
         reference: reference.to_owned(),
         config: RunConfig {
