@@ -10,7 +10,7 @@ use crate::verdict;
 use anyhow::{bail, Context};
 use std::process::Command;
 
-const FOCUS: &str = r"Service endpoints latency should not be very slow \[Conformance\]";
+const FOCUS: &str = r"Service endpoints latency should not be very high \[Conformance\]";
 
 /// The test's (p50, p90, p99) on `lab`, in ms.
 fn percentiles(lab: &Lab, e2e: &str) -> anyhow::Result<[f64; 3]> {
@@ -26,7 +26,12 @@ fn percentiles(lab: &Lab, e2e: &str) -> anyhow::Result<[f64; 3]> {
         ])
         .output()
         .context("running e2e.test")?;
-    let log = String::from_utf8_lossy(&out.stdout);
+    // the suite's log lines go to either stream
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     if !out.status.success() {
         let tail: Vec<&str> = log.lines().rev().take(30).collect();
         bail!(
@@ -40,7 +45,13 @@ fn percentiles(lab: &Lab, e2e: &str) -> anyhow::Result<[f64; 3]> {
         let word = log
             .lines()
             .find_map(|l| l.split_once(&marker).map(|(_, v)| v.trim()))
-            .with_context(|| format!("e2e.test logged no {p}th percentile"))?;
+            .with_context(|| {
+                let tail: Vec<&str> = log.lines().rev().take(15).collect();
+                format!(
+                    "e2e.test logged no {p}th percentile; it ended with:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })?;
         *slot = parse_debug_duration(word)? * 1000.0;
     }
     Ok(found)

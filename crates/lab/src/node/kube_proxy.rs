@@ -24,6 +24,7 @@ mode: iptables
 hostnameOverride: {node}
 bindAddress: {node_ip}
 clusterCIDR: {cluster_cidr}
+nodePortAddresses: [primary]
 clientConnection:
   kubeconfig: {kubeconfig}
 healthzBindAddress: 127.0.0.1:10256
