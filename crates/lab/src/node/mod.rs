@@ -8,8 +8,9 @@
 //! cgroups once the init is gone. The init (`node-init`, PID 1 of the node)
 //! makes the node's network, UTS and mount namespaces and its filesystem
 //! (`filesystem`), plugs into the underlay, starts containerd, imports the
-//! lab's images, starts kubelet, and supervises both (restarting either
-//! that dies, reaping orphaned shims) until SIGTERM. When it exits, the
+//! lab's images, starts kubelet (and, on the baseline's `--cni bridge`
+//! nodes, kube-proxy), and supervises them (restarting any that dies,
+//! reaping orphaned shims) until SIGTERM. When it exits, the
 //! kernel ends every process left in the node.
 
 pub mod cgroups;
