@@ -33,11 +33,7 @@ fn percentiles(lab: &Lab, e2e: &str) -> anyhow::Result<[f64; 3]> {
         String::from_utf8_lossy(&out.stderr)
     );
     if !out.status.success() {
-        let tail: Vec<&str> = log.lines().rev().take(30).collect();
-        bail!(
-            "e2e.test failed: {}",
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-        );
+        bail!("e2e.test failed: {}", tail(&log, 30));
     }
     let mut found = [0.0; 3];
     for (slot, p) in found.iter_mut().zip(["50", "90", "99"]) {
@@ -46,15 +42,20 @@ fn percentiles(lab: &Lab, e2e: &str) -> anyhow::Result<[f64; 3]> {
             .lines()
             .find_map(|l| l.split_once(&marker).map(|(_, v)| v.trim()))
             .with_context(|| {
-                let tail: Vec<&str> = log.lines().rev().take(15).collect();
                 format!(
                     "e2e.test logged no {p}th percentile; it ended with:\n{}",
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    tail(&log, 15)
                 )
             })?;
         *slot = parse_debug_duration(word)? * 1000.0;
     }
     Ok(found)
+}
+
+/// The last `n` lines of `log`.
+fn tail(log: &str, n: usize) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 fn build_e2e() -> anyhow::Result<String> {

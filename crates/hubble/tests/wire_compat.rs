@@ -6,7 +6,7 @@
 //! does not see it. Skips, saying so, where Go or protoc is missing.
 
 use prost::Message;
-use prost_types::{DescriptorProto, FileDescriptorSet};
+use prost_types::{DescriptorProto, EnumDescriptorProto, FileDescriptorSet};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,6 +52,17 @@ fn descriptors(include: &Path, proto: &str) -> FileDescriptorSet {
     FileDescriptorSet::decode(std::fs::read(out).unwrap().as_slice()).unwrap()
 }
 
+fn enum_values(scope: &str, e: &EnumDescriptorProto, out: &mut BTreeSet<String>) {
+    for v in &e.value {
+        out.insert(format!(
+            "enum {scope}.{} {} = {}",
+            e.name(),
+            v.name(),
+            v.number()
+        ));
+    }
+}
+
 /// One line per field, enum value, service method, nested or not.
 fn shape(set: &FileDescriptorSet) -> BTreeSet<String> {
     fn message(prefix: &str, m: &DescriptorProto, out: &mut BTreeSet<String>) {
@@ -75,14 +86,7 @@ fn shape(set: &FileDescriptorSet) -> BTreeSet<String> {
             out.insert(format!("reserved {name} {}..{}", r.start(), r.end()));
         }
         for e in &m.enum_type {
-            for v in &e.value {
-                out.insert(format!(
-                    "enum {name}.{} {} = {}",
-                    e.name(),
-                    v.name(),
-                    v.number()
-                ));
-            }
+            enum_values(&name, e, out);
         }
         for nested in &m.nested_type {
             message(&name, nested, out);
@@ -95,14 +99,7 @@ fn shape(set: &FileDescriptorSet) -> BTreeSet<String> {
             message(package, m, &mut out);
         }
         for e in &file.enum_type {
-            for v in &e.value {
-                out.insert(format!(
-                    "enum {package}.{} {} = {}",
-                    e.name(),
-                    v.name(),
-                    v.number()
-                ));
-            }
+            enum_values(package, e, &mut out);
         }
         for s in &file.service {
             for m in &s.method {

@@ -104,12 +104,7 @@ impl ControlPlane {
         Pki::create(&dir.join("pki"), &sans)?;
         let cp = Self::open(bins, dir, address, port, etcd, ranges);
         for (name, user, groups) in USERS {
-            let files = cp.pki.client(name, user, groups)?;
-            let creds = Credentials::Cert {
-                cert: &files.cert,
-                key: &files.key,
-            };
-            cp.write_kubeconfig(name, user, &creds)?;
+            cp.write_client_kubeconfig(name, user, groups)?;
         }
         let (name, user, groups) = KUBELET_CLIENT;
         cp.pki.client(name, user, groups)?;
@@ -149,6 +144,22 @@ impl ControlPlane {
     /// The cluster admin's kubeconfig (what `kubectl` here uses).
     pub fn admin_kubeconfig(&self) -> PathBuf {
         self.kubeconfig("admin")
+    }
+
+    /// A client certificate for `user` in `groups` (`<name>.crt`, made
+    /// once) and the kubeconfig `<name>` that uses it; the kubeconfig's path.
+    pub fn write_client_kubeconfig(
+        &self,
+        name: &str,
+        user: &str,
+        groups: &[&str],
+    ) -> Result<PathBuf, ControlPlaneError> {
+        let files = self.pki.client(name, user, groups)?;
+        let creds = Credentials::Cert {
+            cert: &files.cert,
+            key: &files.key,
+        };
+        self.write_kubeconfig(name, user, &creds)
     }
 
     /// Writes `<name>.kubeconfig` for `user` with `creds`.

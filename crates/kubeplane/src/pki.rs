@@ -16,9 +16,22 @@ use std::net::IpAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-const CA_NAME: &str = "cilium-lab-ca";
-/// The front proxy's CA (`front-proxy-ca.crt`) and client, kubeadm's names.
-const FRONT_PROXY_CA: &str = "front-proxy-ca";
+/// A CA: the stem of its files (`<file>.crt`, `<file>.key`) and its
+/// common name, which the certificates it signs name as their issuer.
+struct Ca {
+    file: &'static str,
+    name: &'static str,
+}
+
+const CLUSTER_CA: Ca = Ca {
+    file: "ca",
+    name: "cilium-lab-ca",
+};
+/// The front proxy's CA and client, kubeadm's names.
+const FRONT_PROXY_CA: Ca = Ca {
+    file: "front-proxy-ca",
+    name: "front-proxy-ca",
+};
 pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 
 /// The names the API server answers to inside the cluster.
@@ -102,13 +115,17 @@ impl Pki {
         let pki = Self {
             dir: dir.to_owned(),
         };
-        for (file, name) in [("ca", CA_NAME), (FRONT_PROXY_CA, FRONT_PROXY_CA)] {
+        for ca in [CLUSTER_CA, FRONT_PROXY_CA] {
             let key = KeyPair::generate().map_err(generated("a CA key"))?;
-            let ca = ca_params(name)?
+            let cert = ca_params(ca.name)?
                 .self_signed(&key)
                 .map_err(generated("a CA"))?;
-            write(dir.join(format!("{file}.crt")), &ca.pem(), false)?;
-            write(dir.join(format!("{file}.key")), &key.serialize_pem(), true)?;
+            write(dir.join(format!("{}.crt", ca.file)), &cert.pem(), false)?;
+            write(
+                dir.join(format!("{}.key", ca.file)),
+                &key.serialize_pem(),
+                true,
+            )?;
         }
 
         let mut names: Vec<String> = APISERVER_NAMES.iter().map(|n| n.to_string()).collect();
@@ -122,14 +139,14 @@ impl Pki {
             .distinguished_name
             .push(DnType::CommonName, "kube-apiserver");
         serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        pki.issue("ca", "apiserver", serving)?;
+        pki.issue(&CLUSTER_CA, "apiserver", serving)?;
         let mut front_proxy = CertificateParams::new(Vec::<String>::new())
             .map_err(generated("the front proxy's client certificate"))?;
         front_proxy
             .distinguished_name
             .push(DnType::CommonName, FRONT_PROXY_CLIENT);
         front_proxy.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        pki.issue(FRONT_PROXY_CA, FRONT_PROXY_CLIENT, front_proxy)?;
+        pki.issue(&FRONT_PROXY_CA, FRONT_PROXY_CLIENT, front_proxy)?;
 
         let sa = KeyPair::generate().map_err(generated("the service-account key"))?;
         write(pki.sa_key(), &sa.serialize_pem(), true)?;
@@ -149,12 +166,12 @@ impl Pki {
     }
 
     pub fn ca_cert(&self) -> PathBuf {
-        self.dir.join("ca.crt")
+        self.dir.join(format!("{}.crt", CLUSTER_CA.file))
     }
 
     /// The CA aggregated API servers trust the front proxy's client by.
     pub fn front_proxy_ca_cert(&self) -> PathBuf {
-        self.dir.join(format!("{FRONT_PROXY_CA}.crt"))
+        self.dir.join(format!("{}.crt", FRONT_PROXY_CA.file))
     }
 
     /// The client certificate the API server proxies to aggregated API
@@ -201,25 +218,23 @@ impl Pki {
                 .push(DnType::OrganizationName, *group);
         }
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        self.issue("ca", name, params)
+        self.issue(&CLUSTER_CA, name, params)
     }
 
-    /// Signs `params` with the CA `ca` (its files' stem); writes
-    /// `<name>.crt` and `<name>.key`.
+    /// Signs `params` with `ca`; writes `<name>.crt` and `<name>.key`.
     fn issue(
         &self,
-        ca: &str,
+        ca: &Ca,
         name: &str,
         mut params: CertificateParams,
     ) -> Result<CertFiles, PkiError> {
-        let ca_key_path = self.dir.join(format!("{ca}.key"));
+        let ca_key_path = self.dir.join(format!("{}.key", ca.file));
         let ca_pem = std::fs::read_to_string(&ca_key_path).map_err(|source| PkiError::Read {
             path: ca_key_path,
             source,
         })?;
         let ca_key = KeyPair::from_pem(&ca_pem).map_err(generated("the CA key"))?;
-        let ca_name = if ca == "ca" { CA_NAME } else { ca };
-        let issuer = Issuer::new(ca_params(ca_name)?, ca_key);
+        let issuer = Issuer::new(ca_params(ca.name)?, ca_key);
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,

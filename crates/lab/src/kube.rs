@@ -11,7 +11,6 @@
 use crate::layout::{self, Holder};
 use anyhow::{bail, Context};
 use kubeplane::components::Ranges;
-use kubeplane::kubeconfig::Credentials;
 use kubeplane::{Binaries, ControlPlane};
 use std::io::Write;
 use std::net::Ipv4Addr;
@@ -310,26 +309,14 @@ pub fn kube_proxy_kubeconfig() -> PathBuf {
 
 /// Writes [`kube_proxy_kubeconfig`].
 pub fn kube_proxy_credentials() -> anyhow::Result<()> {
-    let cp = control_plane(false)?;
-    let user = "system:kube-proxy";
-    let files = cp.pki.client("kube-proxy", user, &[])?;
-    let creds = Credentials::Cert {
-        cert: &files.cert,
-        key: &files.key,
-    };
-    cp.write_kubeconfig("kube-proxy", user, &creds)?;
+    control_plane(false)?.write_client_kubeconfig("kube-proxy", "system:kube-proxy", &[])?;
     Ok(())
 }
 
 fn node_credentials(cp: &ControlPlane, node: &str) -> anyhow::Result<()> {
     let user = format!("system:node:{node}");
-    let files = cp.pki.client(node, &user, &["system:nodes"])?;
-    let creds = Credentials::Cert {
-        cert: &files.cert,
-        key: &files.key,
-    };
     // the same file node_kubeconfig names: `<k8s dir>/<node>.kubeconfig`
-    cp.write_kubeconfig(node, &user, &creds)?;
+    cp.write_client_kubeconfig(node, &user, &["system:nodes"])?;
     Ok(())
 }
 

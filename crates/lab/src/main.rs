@@ -505,8 +505,6 @@ fn start_underlay() -> anyhow::Result<i32> {
     Ok(switch)
 }
 
-/// kube-apiserver, the controller manager and the scheduler on the
-/// underlay; the holder's pid.
 /// `images`: builds the lab's images or the conformance tests', prints
 /// each archive, and imports them into the nodes if asked.
 fn build_images(
@@ -539,6 +537,8 @@ fn build_images(
     Ok(())
 }
 
+/// kube-apiserver, the controller manager and the scheduler on the
+/// underlay; the holder's pid.
 fn start_control_plane(switch: i32) -> anyhow::Result<i32> {
     start_holder(
         &layout::machine_dir(kube::MACHINE),

@@ -131,17 +131,12 @@ pub fn run_init(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> 
     );
     let mut containerd = {
         let (bins, path) = (&bins, &path);
-        Daemon::new(
+        logged_daemon(
+            l,
             "containerd",
-            move || {
-                spawn_logged(
-                    l,
-                    "containerd",
-                    Command::new(&bins.containerd).args(["--config", containerd::CONFIG]),
-                    path,
-                )
-            },
-            true,
+            &bins.containerd,
+            vec!["--config".into(), containerd::CONFIG.into()],
+            path,
         )
         .before_shutdown(move || remove_pods(bins, path))
     };
@@ -151,40 +146,43 @@ pub fn run_init(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> 
         containerd::import(&bins.ctr, &archive)?;
     }
     let kubeconfig = crate::kube::node_kubeconfig(&node);
-    let kubelet = {
-        let (bins, path, node, kubeconfig) = (&bins, &path, &node, &kubeconfig);
-        Daemon::new(
-            "kubelet",
-            move || {
-                spawn_logged(
-                    l,
-                    "kubelet",
-                    Command::new(&bins.kubelet).args(kubelet::args(node, node_ip, kubeconfig)),
-                    path,
-                )
-            },
-            true,
-        )
-    };
-    let mut daemons = vec![kubelet];
+    let kubelet_args = kubelet::args(&node, node_ip, &kubeconfig);
+    let mut daemons = vec![logged_daemon(
+        l,
+        "kubelet",
+        &bins.kubelet,
+        kubelet_args,
+        &path,
+    )];
     if network == PodNetwork::Bridge {
-        let (bins, path) = (&bins, &path);
-        daemons.push(Daemon::new(
+        daemons.push(logged_daemon(
+            l,
             "kube-proxy",
-            move || {
-                spawn_logged(
-                    l,
-                    "kube-proxy",
-                    Command::new(&bins.kube_proxy).args(kube_proxy::args()),
-                    path,
-                )
-            },
-            true,
+            &bins.kube_proxy,
+            kube_proxy::args(),
+            &path,
         ));
     }
     // kubelet goes first when the node stops, then the pods, then containerd
     daemons.push(containerd);
     holder::supervise_as_init(l, daemons, kubelet_healthy)
+}
+
+/// One of the node's daemons: `program` with `args` and `path` as its
+/// PATH, started (and restarted) by the supervisor through
+/// [`spawn_logged`], stopped by `stop-runtime`.
+fn logged_daemon<'a>(
+    l: &'a NodeDir,
+    name: &'static str,
+    program: &'a std::path::Path,
+    args: Vec<String>,
+    path: &'a str,
+) -> Daemon<'a> {
+    Daemon::new(
+        name,
+        move || spawn_logged(l, name, Command::new(program).args(&args), path),
+        true,
+    )
 }
 
 /// Starts one of the node's daemons with `path` as its PATH, its output
