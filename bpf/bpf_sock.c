@@ -20,6 +20,7 @@
 #include "lib/endpoint.h"
 #include "lib/lb.h"
 #include "lib/nodeport.h"
+#include "lib/trace_sock.h"
 
 #define SYS_REJECT	0
 #define SYS_PROCEED	1
@@ -142,6 +143,7 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx)
 		sock_metric(REASON_LB_NO_BACKEND_SLOT);
 		return -EHOSTUNREACH;
 	}
+	send_trace_sock_notify4(ctx, XLATE_PRE_DIRECTION_FWD, address, bpf_ntohs(port));
 	netns = bpf_get_netns_cookie(ctx);
 	if (svc->flags & SVC_FLAG_AFFINITY)
 		backend = lb4_affinity_backend(netns, 1, svc, &id);
@@ -160,11 +162,14 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx)
 	}
 	ctx->user_ip4 = backend->address;
 	ctx->user_port = backend->port;
+	send_trace_sock_notify4(ctx, XLATE_POST_DIRECTION_FWD, backend->address,
+				bpf_ntohs(backend->port));
 	return 0;
 }
 
 /* Shows the frontend a socket was balanced from instead of its backend,
- * unless that service is gone or was rebuilt since (stale entry). */
+ * unless that service is gone or was rebuilt since (stale entry). Traced
+ * only for sockets that were balanced (Cilium traces every call). */
 static __always_inline void sock4_xlate_rev(struct bpf_sock_addr *ctx)
 {
 	struct ipv4_revnat_tuple key = {
@@ -185,8 +190,11 @@ static __always_inline void sock4_xlate_rev(struct bpf_sock_addr *ctx)
 		sock_metric(REASON_LB_REVNAT_STALE);
 		return;
 	}
+	send_trace_sock_notify4(ctx, XLATE_PRE_DIRECTION_REV, ctx->user_ip4,
+				bpf_ntohs((__u16)ctx->user_port));
 	ctx->user_ip4 = val->address;
 	ctx->user_port = val->port;
+	send_trace_sock_notify4(ctx, XLATE_POST_DIRECTION_REV, val->address, bpf_ntohs(val->port));
 }
 
 static __always_inline int sock4_verdict(int err)

@@ -502,6 +502,7 @@ struct rs_ratelimit_metrics_value {
 #define CILIUM_NOTIFY_DBG_CAPTURE	3
 #define CILIUM_NOTIFY_TRACE		4
 #define CILIUM_NOTIFY_POLICY_VERDICT	5
+#define CILIUM_NOTIFY_TRACE_SOCK	7
 
 #define NOTIFY_CAPTURE_VER	1
 #define NOTIFY_TRACE_VER	1
@@ -582,6 +583,32 @@ struct policy_verdict_notify {
 	__u8 pad0;
 	__u16 pad1;
 };
+
+/* A socket's destination as socket LB saw it, before and after it chose
+ * a backend (type CILIUM_NOTIFY_TRACE_SOCK): Cilium 1.16's
+ * trace_sock_notify, byte for byte. No packet is carried. */
+struct trace_sock_notify {
+	__u8 type;
+	__u8 xlate_point;	/* XLATE_* */
+	__u32 dst_ip[4];	/* IPv4 in the first word, network order */
+	__u16 dst_port;		/* host order */
+	__u64 sock_cookie;
+	__u64 cgroup_id;
+	__u8 l4_proto;		/* TRACE_SOCK_L4_* */
+	__u8 flags;		/* TRACE_SOCK_FLAG_IPV6 */
+} __attribute__((packed));
+
+#define XLATE_UNKNOWN			0
+#define XLATE_PRE_DIRECTION_FWD		1
+#define XLATE_POST_DIRECTION_FWD	2
+#define XLATE_PRE_DIRECTION_REV		3
+#define XLATE_POST_DIRECTION_REV	4
+
+#define TRACE_SOCK_L4_UNKNOWN		0
+#define TRACE_SOCK_L4_TCP		1
+#define TRACE_SOCK_L4_UDP		2
+
+#define TRACE_SOCK_FLAG_IPV6		0x1
 
 /* Observation points (trace subtype) */
 #define TRACE_TO_LXC		0
@@ -682,5 +709,6 @@ ABI_SIZE(struct drop_notify, 36);
 ABI_SIZE(struct trace_notify, 48);
 ABI_SIZE(struct debug_capture_msg, 24);
 ABI_SIZE(struct policy_verdict_notify, 32);
+ABI_SIZE(struct trace_sock_notify, 38);
 
 #endif /* __ABI_H_ */

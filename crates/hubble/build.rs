@@ -8,6 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/relay/relay.proto",
         "proto/peer/peer.proto",
         "proto/observer/observer.proto",
+        "proto/grpc/health/v1/health.proto",
     ];
     for p in protos {
         println!("cargo:rerun-if-changed={p}");

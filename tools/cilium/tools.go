@@ -1,5 +1,6 @@
-// Cilium v1.16.0's own clients, cilium-dbg and cilium-health, which the tests
-// run against our agent (scripts/build-cilium-tools.sh builds them).
+// Cilium v1.16.0's own clients, cilium-dbg, cilium-health and the Hubble
+// CLI, which the tests run against our agent
+// (scripts/build-cilium-tools.sh builds them).
 
 //go:build tools
 
@@ -8,4 +9,5 @@ package tools
 import (
 	_ "github.com/cilium/cilium/cilium-dbg"
 	_ "github.com/cilium/cilium/cilium-health"
+	_ "github.com/cilium/cilium/hubble"
 )

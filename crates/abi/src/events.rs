@@ -8,6 +8,7 @@ pub const NOTIFY_DBG_MSG: u8 = 2;
 pub const NOTIFY_DBG_CAPTURE: u8 = 3;
 pub const NOTIFY_TRACE: u8 = 4;
 pub const NOTIFY_POLICY_VERDICT: u8 = 5;
+pub const NOTIFY_TRACE_SOCK: u8 = 7;
 
 pub const NOTIFY_CAPTURE_VER: u16 = 1;
 pub const TRACE_PAYLOAD_LEN: u32 = 128;
@@ -143,6 +144,10 @@ pub fn capture_point_text(subtype: u8) -> &'static str {
     }
 }
 
+/// The observation points of abi.h that the agent reads by number.
+pub const TRACE_TO_LXC: u8 = 0;
+pub const TRACE_TO_PROXY: u8 = 1;
+
 /// Observation points carried in a trace record's subtype, with Cilium's names.
 pub const TRACE_POINTS: [&str; 12] = [
     "to-endpoint",
@@ -158,6 +163,20 @@ pub const TRACE_POINTS: [&str; 12] = [
     "from-network",
     "to-network",
 ];
+
+/// The name Cilium gives a policy verdict's match type (bits 3-5 of its
+/// flags).
+pub fn match_type_name(m: u8) -> &'static str {
+    match m {
+        1 => "L3-Only",
+        2 => "L3-L4",
+        3 => "L4-Only",
+        4 => "all",
+        5 => "L3-Proto",
+        6 => "Proto-Only",
+        _ => "none",
+    }
+}
 
 /// `policy_verdict_notify`: a policy decision; `hdr.source` is the local
 /// endpoint ID.
@@ -191,3 +210,42 @@ assert_layout!(
     flags = 27
 );
 unsafe impl Plain for PolicyVerdictNotify {}
+
+/// `trace_sock_notify`: where socket LB sent a socket (Cilium 1.16's
+/// record, no packet); `xlate_point` is one of `XLATE_*`.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TraceSockNotify {
+    pub kind: u8,
+    pub xlate_point: u8,
+    /// IPv4 in the first four bytes, network order
+    pub dst_ip: [u8; 16],
+    /// host order
+    pub dst_port: u16,
+    pub sock_cookie: u64,
+    pub cgroup_id: u64,
+    /// `TRACE_SOCK_L4_*`
+    pub l4_proto: u8,
+    /// `TRACE_SOCK_FLAG_IPV6`
+    pub flags: u8,
+}
+assert_layout!(
+    TraceSockNotify,
+    size = 38,
+    xlate_point = 1,
+    dst_ip = 2,
+    dst_port = 18,
+    sock_cookie = 20,
+    cgroup_id = 28,
+    l4_proto = 36,
+    flags = 37
+);
+unsafe impl Plain for TraceSockNotify {}
+
+pub const XLATE_PRE_DIRECTION_FWD: u8 = 1;
+pub const XLATE_POST_DIRECTION_FWD: u8 = 2;
+pub const XLATE_PRE_DIRECTION_REV: u8 = 3;
+pub const XLATE_POST_DIRECTION_REV: u8 = 4;
+pub const TRACE_SOCK_L4_TCP: u8 = 1;
+pub const TRACE_SOCK_L4_UDP: u8 = 2;
+pub const TRACE_SOCK_FLAG_IPV6: u8 = 0x1;

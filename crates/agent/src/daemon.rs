@@ -23,8 +23,10 @@ use std::time::{Duration, Instant};
 /// and the tasks they started.
 pub struct Agent {
     pub config: Arc<DaemonConfig>,
-    /// Events for `cilium monitor` and `cilium observe`.
+    /// Events for `cilium monitor` and Hubble.
     pub monitor: Arc<Hub>,
+    /// Hubble's observer and where it is served; None unless `enable-hubble`.
+    pub hubble: Option<(Arc<crate::hubble::Observer>, std::path::PathBuf)>,
     pub status: Arc<crate::status::AgentStatus>,
     pub metrics: Arc<crate::metrics::Sources>,
     pub controllers: Controllers,
@@ -256,6 +258,24 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             .map(|c| c as Arc<dyn controlplane::endpoint::PodLabels>),
     };
     let cp = ControlPlane::new(ports, settings, &tasks)?;
+    let hubble = config.hubble.as_ref().map(|h| {
+        let resolver = crate::hubble::ControlPlaneResolver::new(
+            Arc::clone(&cp.endpoints),
+            Arc::clone(&cp.identities),
+            Arc::clone(&cp.ipcache),
+            Arc::clone(&cp.services),
+            monitor.clone(),
+            config.cgroup_root.clone(),
+        );
+        let observer = Arc::new(crate::hubble::Observer::new(
+            h.capacity,
+            &config.cluster_name,
+            &config.node_name,
+            Arc::new(resolver),
+        ));
+        monitor.attach_observer(Arc::clone(&observer));
+        (observer, h.socket_path.clone())
+    });
     let host_endpoint = cp
         .endpoints
         .ensure_host(&host.host.name, &abi::endpoint::format_mac(&host.host.mac))
@@ -430,6 +450,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     Ok(Agent {
         config,
         monitor,
+        hubble,
         status,
         metrics,
         controllers,

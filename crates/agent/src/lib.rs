@@ -27,6 +27,7 @@ pub mod explain;
 pub mod health;
 pub mod health_api;
 pub mod hostips;
+pub mod hubble;
 pub mod k8s_endpoints;
 pub mod k8s_hostports;
 pub mod k8s_identities;

@@ -79,7 +79,6 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     let prometheus = config.prometheus_addr;
     let bpf_root = config.bpf_root.clone();
     let monitor_socket = agent::monitor::socket_path(&socket);
-    let observer_socket = agent::monitor::observer_socket_path(&socket);
     let tasks = controlplane::tasks::Tasks::default();
     let agent = agent::daemon::start(config, tasks.clone()).await?;
     // The two servers whose failure ends the agent report it here; every
@@ -109,10 +108,17 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     {
         let (hub, t) = (agent.monitor.clone(), tasks.clone());
         tasks.spawn_graceful("monitor", |_stop| async move {
-            let served =
-                agent::monitor::serve(hub, bpf_root, monitor_socket, observer_socket, t).await;
+            let served = agent::monitor::serve(hub, bpf_root, monitor_socket, t).await;
             if let Err(e) = served {
                 tracing::error!(subsys = "monitor", error = %e, "Monitor failed");
+            }
+        });
+    }
+    if let Some((observer, socket)) = agent.hubble.clone() {
+        let t = tasks.clone();
+        tasks.spawn_graceful("hubble", |_stop| async move {
+            if let Err(e) = agent::hubble::serve_unix(observer, socket, t).await {
+                tracing::error!(subsys = "hubble", error = %e, "Hubble server failed");
             }
         });
     }

@@ -172,7 +172,7 @@ fn collect(d: &AgentStatus, brief: bool) -> StatusResponse {
             min_identity: controlplane::identity::MIN_GLOBAL,
             max_identity: controlplane::identity::MAX_GLOBAL,
         }),
-        hubble: Some(d.monitor.hubble_status()),
+        hubble: Some(crate::hubble::status(d.monitor.observer())),
         encryption: Some(EncryptionStatus {
             mode: "Disabled".into(),
             msg: String::new(),

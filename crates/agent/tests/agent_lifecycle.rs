@@ -35,6 +35,7 @@ impl Node {
             "--ipv4-range=10.0.7.0/24".into(),
             "--bpf-ct-global-tcp-max=4096".into(),
             "--bpf-ct-global-any-max=4096".into(),
+            "--enable-hubble=true".into(),
         ]
     }
 

@@ -61,7 +61,6 @@ impl Served {
     fn start(dir: &Path) -> Self {
         let hub = Arc::new(Hub::default());
         let socket = monitor::socket_path(&dir.join("cilium.sock"));
-        let observer = monitor::observer_socket_path(&dir.join("cilium.sock"));
         let tasks = controlplane::tasks::Tasks::default();
         let thread = std::thread::spawn({
             let (hub, socket, bpf) = (Arc::clone(&hub), socket.clone(), dir.join("no-bpffs"));
@@ -72,7 +71,7 @@ impl Served {
                     .build()
                     .expect("runtime");
                 rt.block_on(async move {
-                    monitor::serve(hub, bpf, socket, observer, tasks)
+                    monitor::serve(hub, bpf, socket, tasks)
                         .await
                         .expect("monitor serves");
                 });

@@ -1,14 +1,16 @@
-//! `cilium observe`: flows from the agent's events, as Hubble lists them —
-//! who talked to whom (pod names and identities), ports, and the verdict
-//! with its drop reason — filtered by pod, namespace, verdict, port, IP,
-//! protocol, identity and type. It shows the last flows the agent kept, and with `--follow` the
-//! ones that come after.
+//! `cilium observe`: a client of the agent's Hubble API (`hubble.sock`),
+//! flows as Hubble lists them — who talked to whom (pod names and
+//! identities), ports, and the verdict with its drop reason — filtered by
+//! pod, namespace, verdict, port, IP, protocol, identity and type, which
+//! the agent applies (Hubble's `FlowFilter`s). It shows the last flows the
+//! agent kept, and with `--follow` the ones that come after.
 
 use crate::Ctx;
 use anyhow::{bail, Context};
-use api::monitor::MonitorEvent;
+use hubble::flow::{self, Flow, FlowFilter};
+use hubble::observer::{get_flows_response::ResponseTypes, GetFlowsRequest};
 use serde_json::json;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -53,17 +55,22 @@ pub struct Args {
     #[arg(long = "to-identity")]
     to_identity: Vec<u32>,
     /// Show only these event types
-    #[arg(short = 't', long = "type", value_parser = ["trace", "drop", "policy-verdict"])]
+    #[arg(short = 't', long = "type", value_parser = ["trace", "drop", "policy-verdict", "capture"])]
     types: Vec<String>,
-    /// How many of the kept flows to show
-    #[arg(long, default_value_t = 20)]
-    last: usize,
+    /// How many of the kept flows to show (20 unless following)
+    #[arg(long)]
+    last: Option<u64>,
     /// Keep showing flows as they come
     #[arg(short = 'f', long)]
     follow: bool,
-    /// compact (one line each) or json
+    /// compact (one line each), json (a flow a line) or jsonpb (a
+    /// GetFlows response a line)
     #[arg(short = 'o', long, default_value = "compact", value_parser = ["compact", "json", "jsonpb"])]
     output: String,
+    /// The Hubble server: a Unix socket (unix:///path or /path); the
+    /// agent's hubble.sock by default
+    #[arg(long)]
+    server: Option<String>,
 }
 
 /// An address or CIDR, as Hubble's IP filters take them.
@@ -71,6 +78,12 @@ pub struct Args {
 pub struct IpFilter {
     net: std::net::Ipv4Addr,
     len: u8,
+}
+
+impl std::fmt::Display for IpFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.net, self.len)
+    }
 }
 
 /// An `--ip`/`--from-ip`/`--to-ip` value that is not an IPv4 address or
@@ -101,267 +114,398 @@ impl std::str::FromStr for IpFilter {
     }
 }
 
-impl IpFilter {
-    fn contains(&self, ip: &str) -> bool {
-        let Ok(ip) = ip.parse::<std::net::Ipv4Addr>() else {
-            return false;
-        };
-        policy::rule::Cidr::new(self.net, self.len).contains(&policy::rule::Cidr::new(ip, 32))
+/// Hubble's numbers for `--type` names.
+fn event_type(name: &str) -> i32 {
+    match name {
+        "drop" => 1,
+        "capture" => 3,
+        "trace" => 4,
+        _ => 5,
     }
 }
 
-/// Hubble's verdict of an event.
-fn verdict(ev: &MonitorEvent) -> &'static str {
-    match ev.kind.as_str() {
-        "drop" => "DROPPED",
-        "policy-verdict" if ev.reason_text == "deny" => "DROPPED",
-        _ => "FORWARDED",
-    }
-}
-
-/// The two ends' identities as far as the event tells.
-fn identities(ev: &MonitorEvent) -> (u32, u32) {
-    match (ev.kind.as_str(), ev.obs_point.as_str()) {
-        ("policy-verdict", "egress") => (0, ev.src_label),
-        ("policy-verdict", _) => (ev.src_label, 0),
-        _ => (ev.src_label, ev.dst_label),
-    }
-}
-
-/// `[namespace/]prefix` against `namespace/pod`.
-fn pod_matches(filter: &str, pod: &str, namespaces: &[String]) -> bool {
-    if pod.is_empty() {
-        return false;
-    }
-    if filter.contains('/') {
-        return pod.starts_with(filter);
-    }
-    let (ns, name) = pod.split_once('/').unwrap_or(("", pod));
-    name.starts_with(filter)
-        && (namespaces.is_empty() && ns == "default" || namespaces.iter().any(|n| n == ns))
+/// `name` alone means the pod in the namespace `-n` gives (else
+/// `default`); `namespace/name` is taken as written.
+fn pod_filters(pods: &[String], namespaces: &[String]) -> Vec<String> {
+    pods.iter()
+        .flat_map(|p| {
+            if p.contains('/') || namespaces.is_empty() {
+                vec![p.clone()]
+            } else {
+                namespaces.iter().map(|ns| format!("{ns}/{p}")).collect()
+            }
+        })
+        .collect()
 }
 
 impl Args {
     fn check(&self) -> anyhow::Result<()> {
-        if self.last == 0 && !self.follow {
+        if self.last == Some(0) && !self.follow {
             bail!("--last 0 shows nothing; use --follow to wait for new flows");
         }
         Ok(())
     }
 
-    fn wants(&self, ev: &MonitorEvent) -> bool {
-        let Some(p) = &ev.packet else { return false };
-        let (src, dst) = (ev.src_pod.as_str(), ev.dst_pod.as_str());
-        let ns_of = |pod: &str| pod.split_once('/').map(|x| x.0.to_owned());
-        let any_pod = |filters: &[String], pods: &[&str]| {
-            filters.is_empty()
-                || filters
-                    .iter()
-                    .any(|f| pods.iter().any(|pod| pod_matches(f, pod, &self.namespace)))
+    /// Hubble's reading of the flags: what applies to one end goes to that
+    /// end; `--pod`, `--ip`, `--port`, `--identity` and `-n` match either
+    /// end, so they make two filters, one for each, which a flow passes
+    /// by matching either.
+    pub fn filters(&self) -> Vec<FlowFilter> {
+        let mut common = FlowFilter {
+            verdict: self
+                .verdict
+                .iter()
+                .map(|v| {
+                    if v.eq_ignore_ascii_case("dropped") {
+                        flow::Verdict::Dropped as i32
+                    } else {
+                        flow::Verdict::Forwarded as i32
+                    }
+                })
+                .collect(),
+            protocol: self.protocol.iter().map(|p| p.to_lowercase()).collect(),
+            event_type: self
+                .types
+                .iter()
+                .map(|t| flow::EventTypeFilter {
+                    r#type: event_type(t),
+                    ..Default::default()
+                })
+                .collect(),
+            source_pod: pod_filters(&self.from_pod, &self.namespace),
+            destination_pod: pod_filters(&self.to_pod, &self.namespace),
+            source_ip: self.from_ip.iter().map(ToString::to_string).collect(),
+            destination_ip: self.to_ip.iter().map(ToString::to_string).collect(),
+            source_identity: self.from_identity.clone(),
+            destination_identity: self.to_identity.clone(),
+            ..Default::default()
         };
-        (self.types.is_empty() || self.types.contains(&ev.kind))
-            && (self.verdict.is_empty()
-                || self
-                    .verdict
-                    .iter()
-                    .any(|v| v.eq_ignore_ascii_case(verdict(ev))))
-            && (self.port.is_empty()
-                || self.port.contains(&p.src_port)
-                || self.port.contains(&p.dst_port))
-            && (self.namespace.is_empty()
-                || [src, dst]
-                    .iter()
-                    .any(|pod| ns_of(pod).is_some_and(|ns| self.namespace.contains(&ns))))
-            && any_pod(&self.pod, &[src, dst])
-            && any_pod(&self.from_pod, &[src])
-            && any_pod(&self.to_pod, &[dst])
-            && self.wants_ends(ev, p)
+        let mut either_pods = pod_filters(&self.pod, &self.namespace);
+        if self.pod.is_empty() && self.from_pod.is_empty() && self.to_pod.is_empty() {
+            either_pods.extend(self.namespace.iter().map(|ns| format!("{ns}/")));
+        }
+        let either = !either_pods.is_empty()
+            || !self.ip.is_empty()
+            || !self.port.is_empty()
+            || !self.identity.is_empty();
+        if !either {
+            return vec![common];
+        }
+        let mut to_dst = common.clone();
+        let ips: Vec<String> = self.ip.iter().map(ToString::to_string).collect();
+        let ports: Vec<String> = self.port.iter().map(ToString::to_string).collect();
+        common.source_pod.extend(either_pods.iter().cloned());
+        common.source_ip.extend(ips.iter().cloned());
+        common.source_port.extend(ports.iter().cloned());
+        common.source_identity.extend(&self.identity);
+        to_dst.destination_pod.extend(either_pods);
+        to_dst.destination_ip.extend(ips);
+        to_dst.destination_port.extend(ports);
+        to_dst.destination_identity.extend(&self.identity);
+        vec![common, to_dst]
     }
 
-    /// The address, protocol and identity filters.
-    fn wants_ends(&self, ev: &MonitorEvent, p: &api::monitor::Packet) -> bool {
-        let any_ip = |filters: &[IpFilter], ips: &[&str]| {
-            filters.is_empty() || filters.iter().any(|f| ips.iter().any(|ip| f.contains(ip)))
-        };
-        let (src_id, dst_id) = identities(ev);
-        let any_id = |filters: &[u32], ids: &[u32]| {
-            filters.is_empty() || filters.iter().any(|f| ids.contains(f))
-        };
-        let proto = p.protocol.to_ascii_lowercase();
-        any_ip(&self.ip, &[&p.src_ip, &p.dst_ip])
-            && any_ip(&self.from_ip, &[&p.src_ip])
-            && any_ip(&self.to_ip, &[&p.dst_ip])
-            && (self.protocol.is_empty()
-                || self
-                    .protocol
-                    .iter()
-                    .any(|f| proto.starts_with(&f.to_ascii_lowercase())))
-            && any_id(&self.identity, &[src_id, dst_id])
-            && any_id(&self.from_identity, &[src_id])
-            && any_id(&self.to_identity, &[dst_id])
+    pub fn request(&self) -> GetFlowsRequest {
+        let number = self.last.unwrap_or(if self.follow { 0 } else { 20 });
+        GetFlowsRequest {
+            number,
+            follow: self.follow,
+            whitelist: self.filters(),
+            ..Default::default()
+        }
     }
 }
 
-fn end(pod: &str, ip: &str, port: u16, id: u32) -> String {
-    let who = if pod.is_empty() { ip } else { pod };
+fn end(e: Option<&flow::Endpoint>, ip: &str, port: u32) -> String {
+    let e = e.cloned().unwrap_or_default();
+    let who = if e.pod_name.is_empty() {
+        ip.to_owned()
+    } else {
+        format!("{}/{}", e.namespace, e.pod_name)
+    };
     let at = if port == 0 {
         String::new()
     } else {
         format!(":{port}")
     };
-    let id = if id == 0 {
+    let id = if e.identity == 0 {
         String::new()
     } else {
-        format!(" (ID:{id})")
+        format!(" (ID:{})", e.identity)
     };
     format!("{who}{at}{id}")
 }
 
-/// Hubble's summary of a packet: `TCP Flags: SYN`, `ICMPv4 EchoRequest`.
-fn summary(p: &api::monitor::Packet) -> String {
-    match p.protocol.as_str() {
-        "TCP" => format!("TCP Flags: {}", p.flags.join(", ")),
-        "ICMPv4" => format!("ICMPv4 {}", p.flags.join(", ")),
-        other => other.to_owned(),
+fn ports(f: &Flow) -> (u32, u32) {
+    use flow::layer4::Protocol as P;
+    match f.l4.as_ref().and_then(|l| l.protocol.as_ref()) {
+        Some(P::Tcp(t)) => (t.source_port, t.destination_port),
+        Some(P::Udp(u)) => (u.source_port, u.destination_port),
+        Some(P::Sctp(s)) => (s.source_port, s.destination_port),
+        _ => (0, 0),
     }
 }
 
-/// Hubble's compact line.
-pub fn compact(ev: &MonitorEvent) -> String {
-    let p = ev.packet.clone().unwrap_or_default();
-    let (sid, did) = identities(ev);
-    let what = match ev.kind.as_str() {
-        "drop" => format!("{} DROPPED", ev.reason_text),
-        "policy-verdict" => format!(
-            "policy-verdict:{} {} {}",
-            ev.state,
-            ev.obs_point.to_uppercase(),
-            if ev.reason_text == "deny" {
+fn time(t: Option<&prost_types::Timestamp>) -> String {
+    t.and_then(|t| std::time::SystemTime::try_from(*t).ok())
+        .map(api::timefmt::rfc3339_millis)
+        .unwrap_or_default()
+}
+
+/// The name Cilium's datapath gives a drop reason.
+fn drop_text(f: &Flow) -> String {
+    abi::metrics::reason_text(u8::try_from(f.drop_reason_desc).unwrap_or(0))
+}
+
+/// What the compact line says happened.
+fn what(f: &Flow) -> String {
+    let verdict = flow::Verdict::try_from(f.verdict).unwrap_or_default();
+    let event = f.event_type.as_ref().map_or(0, |e| e.r#type);
+    let dir = flow::TrafficDirection::try_from(f.traffic_direction)
+        .unwrap_or_default()
+        .as_str_name();
+    match event {
+        5 => format!(
+            "policy-verdict:{} {dir} {}",
+            abi::events::match_type_name(u8::try_from(f.policy_match_type).unwrap_or(0)),
+            if verdict == flow::Verdict::Dropped {
                 "DENIED"
             } else {
                 "ALLOWED"
             }
         ),
-        _ => format!("{} FORWARDED", ev.obs_point),
-    };
+        _ if verdict == flow::Verdict::Dropped => format!("{} DROPPED", drop_text(f)),
+        _ => {
+            let point = flow::TraceObservationPoint::try_from(f.trace_observation_point)
+                .unwrap_or_default()
+                .as_str_name()
+                .to_lowercase()
+                .replace('_', "-");
+            format!("{point} {}", verdict.as_str_name())
+        }
+    }
+}
+
+/// Hubble's compact line.
+#[allow(deprecated)] // Summary: what Hubble's printer shows
+pub fn compact(f: &Flow) -> String {
+    let ip = f.ip.clone().unwrap_or_default();
+    let (sport, dport) = ports(f);
     format!(
-        "{}: {} -> {} {what} ({})",
-        ev.time,
-        end(&ev.src_pod, &p.src_ip, p.src_port, sid),
-        end(&ev.dst_pod, &p.dst_ip, p.dst_port, did),
-        summary(&p),
+        "{}: {} -> {} {} ({})",
+        time(f.time.as_ref()),
+        end(f.source.as_ref(), &ip.source, sport),
+        end(f.destination.as_ref(), &ip.destination, dport),
+        what(f),
+        f.summary,
     )
 }
 
-fn json_end(pod: &str, id: u32) -> serde_json::Value {
-    let (ns, name) = pod.split_once('/').unwrap_or(("", ""));
-    json!({ "identity": id, "namespace": ns, "pod_name": name })
+fn json_end(e: Option<&flow::Endpoint>) -> serde_json::Value {
+    let e = e.cloned().unwrap_or_default();
+    json!({
+        "ID": e.id,
+        "identity": e.identity,
+        "namespace": e.namespace,
+        "labels": e.labels,
+        "pod_name": e.pod_name,
+    })
 }
 
-/// Hubble's flow object (the fields this agent knows).
-pub fn flow_json(ev: &MonitorEvent) -> serde_json::Value {
-    let p = ev.packet.clone().unwrap_or_default();
-    let (sid, did) = identities(ev);
-    let l4 = match p.protocol.as_str() {
-        "TCP" => json!({ "TCP": {
-            "source_port": p.src_port,
-            "destination_port": p.dst_port,
-            "flags": p.flags.iter().map(|f| (f.clone(), json!(true))).collect::<serde_json::Map<_, _>>(),
-        }}),
-        "UDP" => json!({ "UDP": { "source_port": p.src_port, "destination_port": p.dst_port } }),
-        _ => json!({ "ICMPv4": { "type": p.flags.first() } }),
-    };
-    let mut flow = json!({
-        "time": ev.time,
-        "verdict": verdict(ev),
-        "IP": { "source": p.src_ip, "destination": p.dst_ip, "ipVersion": "IPv4" },
-        "l4": l4,
-        "source": json_end(&ev.src_pod, sid),
-        "destination": json_end(&ev.dst_pod, did),
-        "Type": "L3_L4",
-        "event_type": { "type": ev.kind },
-        "Summary": summary(&p),
+fn json_l4(f: &Flow) -> serde_json::Value {
+    use flow::layer4::Protocol as P;
+    match f.l4.as_ref().and_then(|l| l.protocol.as_ref()) {
+        Some(P::Tcp(t)) => {
+            let fl = t.flags.unwrap_or_default();
+            let flags: serde_json::Map<_, _> = [
+                ("FIN", fl.fin),
+                ("SYN", fl.syn),
+                ("RST", fl.rst),
+                ("PSH", fl.psh),
+                ("ACK", fl.ack),
+                ("URG", fl.urg),
+                ("ECE", fl.ece),
+                ("CWR", fl.cwr),
+                ("NS", fl.ns),
+            ]
+            .into_iter()
+            .filter(|(_, on)| *on)
+            .map(|(n, _)| (n.to_owned(), json!(true)))
+            .collect();
+            json!({ "TCP": { "source_port": t.source_port, "destination_port": t.destination_port, "flags": flags } })
+        }
+        Some(P::Udp(u)) => {
+            json!({ "UDP": { "source_port": u.source_port, "destination_port": u.destination_port } })
+        }
+        Some(P::Sctp(s)) => {
+            json!({ "SCTP": { "source_port": s.source_port, "destination_port": s.destination_port } })
+        }
+        Some(P::IcmPv4(i)) => json!({ "ICMPv4": { "type": i.r#type, "code": i.code } }),
+        Some(P::IcmPv6(i)) => json!({ "ICMPv6": { "type": i.r#type, "code": i.code } }),
+        None => json!({}),
+    }
+}
+
+/// The flow as Hubble's JSON shows it (proto field names, enums by name),
+/// with the fields this agent fills.
+#[allow(deprecated)] // Summary and drop_reason: Hubble still prints them
+pub fn flow_json(f: &Flow) -> serde_json::Value {
+    let ip = f.ip.clone().unwrap_or_default();
+    let mut j = json!({
+        "time": time(f.time.as_ref()),
+        "uuid": f.uuid,
+        "verdict": flow::Verdict::try_from(f.verdict).unwrap_or_default().as_str_name(),
+        "IP": {
+            "source": ip.source,
+            "destination": ip.destination,
+            "ipVersion": flow::IpVersion::try_from(ip.ip_version).unwrap_or_default().as_str_name(),
+        },
+        "l4": json_l4(f),
+        "source": json_end(f.source.as_ref()),
+        "destination": json_end(f.destination.as_ref()),
+        "Type": flow::FlowType::try_from(f.r#type).unwrap_or_default().as_str_name(),
+        "node_name": f.node_name,
+        "event_type": { "type": f.event_type.as_ref().map_or(0, |e| e.r#type), "sub_type": f.event_type.as_ref().map_or(0, |e| e.sub_type) },
+        "traffic_direction": flow::TrafficDirection::try_from(f.traffic_direction).unwrap_or_default().as_str_name(),
+        "Summary": f.summary,
     });
-    if ev.kind == "drop" {
-        flow["drop_reason"] = json!(ev.reason);
-        flow["drop_reason_desc"] = json!(ev.reason_text);
+    if let Some(r) = f.is_reply {
+        j["is_reply"] = json!(r);
     }
-    if ev.kind == "policy-verdict" {
-        flow["traffic_direction"] = json!(ev.obs_point.to_uppercase());
-        flow["policy_match_type"] = json!(ev.state);
+    if f.drop_reason != 0 {
+        j["drop_reason"] = json!(f.drop_reason);
+        j["drop_reason_desc"] = json!(flow::DropReason::try_from(f.drop_reason_desc)
+            .unwrap_or_default()
+            .as_str_name());
     }
-    if ev.kind == "trace" {
-        flow["trace_observation_point"] = json!(ev.obs_point.to_uppercase().replace('-', "_"));
+    if f.trace_observation_point != 0 {
+        j["trace_observation_point"] = json!(flow::TraceObservationPoint::try_from(
+            f.trace_observation_point
+        )
+        .unwrap_or_default()
+        .as_str_name());
     }
-    flow
+    if f.policy_match_type != 0 {
+        j["policy_match_type"] = json!(f.policy_match_type);
+    }
+    for (key, svc) in [
+        ("source_service", &f.source_service),
+        ("destination_service", &f.destination_service),
+    ] {
+        if let Some(s) = svc {
+            j[key] = json!({ "name": s.name, "namespace": s.namespace });
+        }
+    }
+    j
+}
+
+/// A Hubble server address as the flags give it: a Unix socket path.
+fn socket(ctx: &Ctx, server: Option<&str>) -> std::path::PathBuf {
+    match server {
+        Some(s) => s.strip_prefix("unix://").unwrap_or(s).into(),
+        None => crate::monitor::agent_socket(ctx, "hubble.sock"),
+    }
 }
 
 pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
     args.check()?;
-    let path = crate::monitor::agent_socket(ctx, "hubble.sock");
-    let stream = std::os::unix::net::UnixStream::connect(&path)
-        .with_context(|| format!("connecting to the flow observer at {}", path.display()))?;
-    let mut out = std::io::stdout().lock();
-    let show = |out: &mut std::io::StdoutLock, ev: &MonitorEvent| -> anyhow::Result<()> {
-        if args.output == "compact" {
-            writeln!(out, "{}", compact(ev))?;
-        } else {
-            writeln!(out, "{}", flow_json(ev))?;
+    let path = socket(ctx, args.server.as_deref());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(async {
+        let channel = hubble::client::unix_channel(&path);
+        let mut client = hubble::observer::observer_client::ObserverClient::new(channel);
+        let mut stream = client
+            .get_flows(args.request())
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "{} (Hubble server at unix://{})",
+                    e.message(),
+                    path.display()
+                )
+            })?
+            .into_inner();
+        let mut out = std::io::stdout().lock();
+        while let Some(resp) = stream
+            .message()
+            .await
+            .map_err(|e| anyhow::anyhow!("reading flows: {}", e.message()))?
+        {
+            let line = match (&resp.response_types, args.output.as_str()) {
+                (Some(ResponseTypes::Flow(f)), "compact") => compact(f),
+                (Some(ResponseTypes::Flow(f)), "json") => flow_json(f).to_string(),
+                (Some(ResponseTypes::Flow(f)), _) => json!({
+                    "flow": flow_json(f),
+                    "node_name": resp.node_name,
+                    "time": time(resp.time.as_ref()),
+                })
+                .to_string(),
+                (Some(ResponseTypes::LostEvents(l)), _) => format!(
+                    "EVENTS LOST: {} {}",
+                    flow::LostEventSource::try_from(l.source)
+                        .unwrap_or_default()
+                        .as_str_name(),
+                    l.num_events_lost
+                ),
+                _ => continue,
+            };
+            writeln!(out, "{line}")?;
+            out.flush()?;
         }
-        Ok(out.flush()?)
-    };
-    let mut kept = Vec::new();
-    let mut replayed = false;
-    for text in BufReader::new(stream).lines() {
-        let text = text.context("reading from the flow observer")?;
-        let raw: serde_json::Value = serde_json::from_str(&text).context("malformed flow")?;
-        if raw["type"] == "replay-end" {
-            let skip = kept.len().saturating_sub(args.last);
-            for ev in kept.drain(..).skip(skip) {
-                show(&mut out, &ev)?;
-            }
-            if !args.follow {
-                break;
-            }
-            replayed = true;
-            continue;
-        }
-        let ev: MonitorEvent = serde_json::from_value(raw).context("malformed flow")?;
-        if !args.wants(&ev) {
-            continue;
-        }
-        if replayed {
-            show(&mut out, &ev)?;
-        } else {
-            kept.push(ev);
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+        Ok(ExitCode::SUCCESS)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use api::monitor::Packet;
 
-    fn drop_ev() -> MonitorEvent {
-        MonitorEvent {
-            kind: "drop".into(),
-            time: "2026-11-23T07:03:28.123Z".into(),
-            reason: 133,
-            reason_text: "Policy denied".into(),
-            src_label: 300,
-            dst_label: 301,
-            src_pod: "default/web".into(),
-            dst_pod: "prod/db".into(),
-            packet: Some(Packet {
-                src_ip: "10.1.0.2".into(),
-                dst_ip: "10.2.0.2".into(),
-                src_port: 40000,
-                dst_port: 8080,
-                protocol: "TCP".into(),
-                flags: vec!["SYN".into()],
+    fn drop_flow() -> Flow {
+        #[allow(deprecated)]
+        Flow {
+            time: Some(prost_types::Timestamp {
+                seconds: 1_795_417_408,
+                nanos: 123_000_000,
             }),
+            verdict: flow::Verdict::Dropped as i32,
+            drop_reason: 133,
+            drop_reason_desc: flow::DropReason::PolicyDenied as i32,
+            ip: Some(flow::Ip {
+                source: "10.1.0.2".into(),
+                destination: "10.2.0.2".into(),
+                ip_version: flow::IpVersion::IPv4 as i32,
+                ..Default::default()
+            }),
+            l4: Some(flow::Layer4 {
+                protocol: Some(flow::layer4::Protocol::Tcp(flow::Tcp {
+                    source_port: 40000,
+                    destination_port: 8080,
+                    flags: Some(flow::TcpFlags {
+                        syn: true,
+                        ..Default::default()
+                    }),
+                })),
+            }),
+            source: Some(flow::Endpoint {
+                identity: 300,
+                namespace: "default".into(),
+                pod_name: "web".into(),
+                ..Default::default()
+            }),
+            destination: Some(flow::Endpoint {
+                identity: 301,
+                namespace: "prod".into(),
+                pod_name: "db".into(),
+                ..Default::default()
+            }),
+            event_type: Some(flow::CiliumEventType {
+                r#type: 1,
+                sub_type: 133,
+            }),
+            summary: "TCP Flags: SYN".into(),
             ..Default::default()
         }
     }
@@ -373,45 +517,60 @@ mod tests {
     #[test]
     fn compact_lines_read_as_hubble_s() {
         assert_eq!(
-            compact(&drop_ev()),
+            compact(&drop_flow()),
             "2026-11-23T07:03:28.123Z: default/web:40000 (ID:300) -> prod/db:8080 (ID:301) Policy denied DROPPED (TCP Flags: SYN)"
         );
-        let j = flow_json(&drop_ev());
+        let j = flow_json(&drop_flow());
         assert_eq!(j["verdict"], "DROPPED");
+        assert_eq!(j["drop_reason_desc"], "POLICY_DENIED");
         assert_eq!(j["destination"]["namespace"], "prod");
         assert_eq!(j["l4"]["TCP"]["flags"]["SYN"], true);
         assert_eq!(j["Summary"], "TCP Flags: SYN");
     }
 
     #[test]
-    fn filters_select_by_pod_namespace_verdict_and_port() {
-        let ev = drop_ev();
-        for (flags, expected) in [
-            (&["--pod", "web"][..], true),
-            (&["--pod", "db"], false),
-            (&["--pod", "prod/db"], true),
-            (&["--pod", "db", "-n", "prod"], true),
-            (&["--from-pod", "prod/db"], false),
-            (&["--to-pod", "prod/db"], true),
-            (&["-n", "kube-system"], false),
-            (&["--verdict", "dropped"], true),
-            (&["--verdict", "FORWARDED"], false),
-            (&["--port", "8080"], true),
-            (&["--port", "80"], false),
-            (&["--type", "trace"], false),
-            (&["--ip", "10.2.0.2"], true),
-            (&["--from-ip", "10.2.0.2"], false),
-            (&["--from-ip", "10.1.0.0/16"], true),
-            (&["--to-ip", "10.1.0.0/16"], false),
-            (&["--protocol", "tcp"], true),
-            (&["--protocol", "UDP"], false),
-            (&["--identity", "301"], true),
-            (&["--from-identity", "301"], false),
-            (&["--to-identity", "301"], true),
-            (&["--from-identity", "300", "--to-identity", "302"], false),
-        ] {
-            assert_eq!(args(flags).wants(&ev), expected, "{flags:?}");
-        }
+    fn either_end_flags_make_a_filter_per_end() {
+        let f = args(&["--pod", "web", "-n", "prod", "--verdict", "dropped"]).filters();
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[0].source_pod, ["prod/web"]);
+        assert_eq!(f[1].destination_pod, ["prod/web"]);
+        assert!(f
+            .iter()
+            .all(|x| x.verdict == [flow::Verdict::Dropped as i32]));
+        let f = args(&["-n", "kube-system"]).filters();
+        assert_eq!(
+            (f[0].source_pod.as_slice(), f[1].destination_pod.as_slice()),
+            (
+                &["kube-system/".to_owned()][..],
+                &["kube-system/".to_owned()][..]
+            )
+        );
+        let f = args(&[
+            "--from-ip",
+            "10.1.0.0/16",
+            "--to-identity",
+            "301",
+            "--type",
+            "drop",
+        ])
+        .filters();
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].source_ip, ["10.1.0.0/16"]);
+        assert_eq!(f[0].destination_identity, [301]);
+        assert_eq!(f[0].event_type[0].r#type, 1);
+        let f = args(&["--port", "80", "--to-pod", "db"]).filters();
+        assert_eq!(
+            (f[0].source_port.as_slice(), f[0].destination_pod.as_slice()),
+            (&["80".to_owned()][..], &["db".to_owned()][..])
+        );
+        assert_eq!(f[1].destination_port, ["80"]);
+    }
+
+    #[test]
+    fn last_defaults_to_20_unless_following() {
+        assert_eq!(args(&[]).request().number, 20);
+        assert_eq!(args(&["-f"]).request().number, 0);
+        assert_eq!(args(&["-f", "--last", "3"]).request().number, 3);
     }
 
     #[test]

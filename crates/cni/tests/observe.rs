@@ -261,7 +261,7 @@ fn flows_drops_and_agent_events_are_observable() {
     assert!(
         flows
             .iter()
-            .any(|f| f["drop_reason_desc"] == "Service backend not found"
+            .any(|f| f["drop_reason_desc"] == "SERVICE_BACKEND_NOT_FOUND"
                 && f["IP"]["destination"] == NO_BACKENDS.to_string()
                 && f["source"]["pod_name"] == "web"
                 && f["l4"]["TCP"]["destination_port"] == 80),

@@ -6,8 +6,8 @@
 //! externalTrafficPolicy Local gives them its internal scope's backends,
 //! HostPorts of one number but two protocols reach their own backends (and
 //! one for hostIP 127.0.0.1 only through loopback, from the node's own
-//! namespace), and a second agent swaps its programs into the pinned
-//! links.
+//! namespace), a second agent swaps its programs into the pinned links,
+//! and each translation is written to cilium_events for Hubble.
 
 mod common;
 
@@ -162,6 +162,51 @@ fn socket_calls_to_frontends_reach_backends_and_still_see_the_frontend() {
             .any(|(k, v)| k.port.get() == 8081 && v.address == VIP.into() && v.port.get() == 80),
         "reverse entries: {entries:?}"
     );
+}
+
+/// The trace_sock_notify records of `cilium_events` after `f` ran.
+fn sock_traces(sb: &Sandbox, f: impl FnOnce()) -> Vec<abi::events::TraceSockNotify> {
+    use abi::Plain;
+    let mut reader = datapath::events::EventReader::open(&sb.bpffs()).expect("cilium_events");
+    f();
+    let mut out = Vec::new();
+    reader.poll(200, &mut |_, rec| {
+        if let datapath::events::Record::Sample(raw) = rec {
+            if raw.first() == Some(&abi::events::NOTIFY_TRACE_SOCK) {
+                out.extend(abi::events::TraceSockNotify::from_bytes(raw));
+            }
+        }
+    });
+    out
+}
+
+#[test]
+fn balanced_sockets_are_traced_before_and_after_translation() {
+    use std::os::unix::fs::MetadataExt;
+    let (sb, _servers) = with_backends();
+    let traces = sock_traces(&sb, || {
+        in_cgroup(&sb, Proto::Tcp, VIP, 80, 1);
+    });
+    let cgroup = std::fs::metadata(sb.cgroup()).unwrap().ino();
+    let point = |p: u8| {
+        traces
+            .iter()
+            .find(|t| t.xlate_point == p)
+            .unwrap_or_else(|| panic!("xlate point {p} in {traces:?}"))
+    };
+    let pre = point(abi::events::XLATE_PRE_DIRECTION_FWD);
+    assert_eq!(pre.dst_ip[..4], VIP.octets());
+    assert_eq!({ pre.dst_port }, 80);
+    assert_eq!(pre.l4_proto, abi::events::TRACE_SOCK_L4_TCP);
+    assert_ne!({ pre.sock_cookie }, 0);
+    assert_eq!({ pre.cgroup_id }, cgroup, "the client's cgroup");
+    let post = point(abi::events::XLATE_POST_DIRECTION_FWD);
+    assert_eq!(post.dst_ip[..4], BACKEND.octets());
+    assert!([8081, 8082].contains(&{ post.dst_port }), "{post:?}");
+    assert_eq!({ post.sock_cookie }, { pre.sock_cookie });
+    // getpeername shows the frontend again: the reverse translation
+    let rev = point(abi::events::XLATE_POST_DIRECTION_REV);
+    assert_eq!(rev.dst_ip[..4], VIP.octets());
 }
 
 #[test]

@@ -73,6 +73,8 @@ pub fn write_config_map(extra: &[(String, String)], kubernetes: bool) -> anyhow:
             format!("etcd.address={}", topology::etcd_url()),
         ),
         ("kube-proxy-replacement", "true".into()),
+        // Hubble as Helm's defaults turn it on (TLS and relay aside)
+        ("enable-hubble", "true".into()),
         // as Helm renders them for Kubernetes 1.27 and later
         ("k8s-client-qps", "10".into()),
         ("k8s-client-burst", "20".into()),

@@ -3,10 +3,12 @@
 //! the operator's Deployment) and the cluster's pods from the images we
 //! build; the demo's pods on two nodes talk, through a Service too, its
 //! policy holds, `kubectl exec` and `kubectl logs` work, Cilium 1.16's own
-//! cilium-dbg and cilium-health read the node's agent (tests/upstream), and
-//! `down` leaves nothing.
+//! cilium-dbg and cilium-health read the node's agent (tests/upstream),
+//! Hubble's API and Cilium's Hubble CLI show the demo's flows
+//! (tests/hubble), and `down` leaves nothing.
 
 mod common;
+mod hubble;
 mod upstream;
 
 use common::Lab;
@@ -156,6 +158,8 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
     drop(said);
 
     upstream::cilium_1_16_clients_read_everything(&lab);
+    hubble::api_on_a_node(&lab);
+    hubble::cilium_1_16_hubble_cli(&lab);
 
     let down = lab.ok(&["down"]);
     assert!(down.contains("node1 stopped"), "{down}");

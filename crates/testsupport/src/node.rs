@@ -156,6 +156,8 @@ impl Node {
             .arg(format!("--cgroup-root={}", self.cgroup.display()))
             .arg("--bpf-ct-global-tcp-max=4096")
             .arg("--bpf-ct-global-any-max=4096")
+            // as Cilium's chart installs it
+            .arg("--enable-hubble=true")
             .args(&self.agent_args)
             .stdout(Stdio::null())
             .stderr(if self.quiet {

@@ -122,18 +122,6 @@ fn decode_trace(bytes: &[u8]) -> Option<MonitorEvent> {
     })
 }
 
-fn match_name(m: u8) -> &'static str {
-    match m {
-        1 => "L3-Only",
-        2 => "L3-L4",
-        3 => "L4-Only",
-        4 => "all",
-        5 => "L3-Proto",
-        6 => "Proto-Only",
-        _ => "none",
-    }
-}
-
 fn decode_verdict(bytes: &[u8]) -> Option<MonitorEvent> {
     let n = abi::events::PolicyVerdictNotify::from_bytes(bytes)?;
     let frame = captured::<abi::events::PolicyVerdictNotify>(bytes, n.len_cap);
@@ -145,7 +133,7 @@ fn decode_verdict(bytes: &[u8]) -> Option<MonitorEvent> {
             "ingress"
         }
         .into(),
-        state: match_name((n.flags >> 3) & 0x7).into(),
+        state: abi::events::match_type_name((n.flags >> 3) & 0x7).into(),
         reason: if denied {
             n.verdict.unsigned_abs() as u8
         } else {

@@ -1,4 +1,4 @@
-//! Our clients' stream (`cilium monitor`, `cilium observe`): events as
+//! Our `cilium monitor`'s stream: events as
 //! JSON objects, one a line.
 
 use super::MonitorEvent;

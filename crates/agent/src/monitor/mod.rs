@@ -1,14 +1,14 @@
 //! The monitor: the datapath's events from `cilium_events` and the agent's
-//! own notifications, read once into a hub that hands them to three kinds
-//! of clients, each on a socket beside the API socket:
+//! own notifications, read once into a hub that hands them to each kind
+//! of reader:
 //! - `monitor1_2.sock`: Cilium 1.16's monitor protocol 1.2 (gob-encoded
 //!   payloads carrying the rings' raw samples, see `listener1_2`), what
 //!   Cilium's own `cilium-dbg monitor` reads;
 //! - `cilium-rs-monitor.sock`: our `cilium monitor`'s stream, the events
 //!   decoded, one JSON object per line (a `hello` line with the CPUs read
 //!   first); no Cilium tool knows this name;
-//! - `hubble.sock`: `cilium observe`, the kept flows then the live ones, in
-//!   the same JSON lines.
+//! - and, with Hubble on, the observer (`crate::hubble`), which keeps
+//!   flows for its gRPC clients.
 //!
 //! The rings are read by a thread of their own so a burst of events never
 //! waits for the API.
@@ -23,15 +23,12 @@ pub use decode::{decode, parse_packet, summarize, MonitorEvent, Packet};
 pub use listener1_2::Payload;
 
 use controlplane::tasks::Tasks;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use tokio::sync::broadcast;
-
-/// Flows `cilium observe` can look back on (Hubble keeps 4095).
-const RECENT: usize = 4095;
 
 /// Where events meet their readers.
 pub struct Hub {
@@ -39,9 +36,10 @@ pub struct Hub {
     tx: broadcast::Sender<Arc<MonitorEvent>>,
     /// Cilium's payloads, for `monitor1_2.sock` listeners
     payloads: broadcast::Sender<Arc<Payload>>,
-    recent: Mutex<VecDeque<Arc<MonitorEvent>>>,
-    /// `namespace/pod` by address, local and remote
-    pods: RwLock<HashMap<Ipv4Addr, String>>,
+    /// Hubble's, once the agent has built it (None while Hubble is off)
+    observer: OnceLock<Arc<crate::hubble::Observer>>,
+    /// (namespace, pod) by address, local and remote
+    pods: RwLock<HashMap<Ipv4Addr, (String, String)>>,
     /// Records the kernel could not write into a full ring
     lost: AtomicU64,
     /// Records read from the rings, by notification type (index 0: ones
@@ -49,9 +47,6 @@ pub struct Hub {
     received: [AtomicU64; 6],
     /// CPUs whose rings are read (0: none could be opened)
     cpus: std::sync::atomic::AtomicUsize,
-    /// Flows seen since the start, and when that was (Hubble's Flows/s)
-    flows: AtomicU64,
-    started: std::time::Instant,
 }
 
 impl Default for Hub {
@@ -59,13 +54,11 @@ impl Default for Hub {
         Self {
             tx: broadcast::channel(4096).0,
             payloads: broadcast::channel(4096).0,
-            recent: Mutex::new(VecDeque::with_capacity(RECENT)),
+            observer: OnceLock::new(),
             pods: RwLock::default(),
             lost: AtomicU64::new(0),
             received: Default::default(),
             cpus: Default::default(),
-            flows: AtomicU64::new(0),
-            started: std::time::Instant::now(),
         }
     }
 }
@@ -83,7 +76,16 @@ impl Hub {
         self.pods
             .write()
             .expect("pods lock")
-            .insert(ip, format!("{namespace}/{pod}"));
+            .insert(ip, (namespace.to_owned(), pod.to_owned()));
+    }
+
+    /// Hands every event from now on to Hubble's observer too.
+    pub fn attach_observer(&self, observer: Arc<crate::hubble::Observer>) {
+        let _ = self.observer.set(observer);
+    }
+
+    pub fn observer(&self) -> Option<&crate::hubble::Observer> {
+        self.observer.get().map(|o| &**o)
     }
 
     pub fn forget_pod(&self, ip: Ipv4Addr) {
@@ -94,27 +96,21 @@ impl Hub {
         ip.parse()
             .ok()
             .and_then(|ip| self.pods.read().expect("pods lock").get(&ip).cloned())
+            .map(|(ns, pod)| format!("{ns}/{pod}"))
             .unwrap_or_default()
     }
 
-    /// Hands an event to every reader, and keeps it for `cilium observe`
-    /// when it is a packet's.
+    /// Hands an event to `cilium monitor`'s readers, if there are any.
     pub fn publish(&self, mut ev: MonitorEvent) {
+        if self.tx.receiver_count() == 0 {
+            return;
+        }
         ev.time = now();
         if let Some(p) = &ev.packet {
             ev.src_pod = self.pod_of(&p.src_ip);
             ev.dst_pod = self.pod_of(&p.dst_ip);
         }
-        let ev = Arc::new(ev);
-        if ev.packet.is_some() && ev.kind != "capture" {
-            self.flows.fetch_add(1, Ordering::Relaxed);
-            let mut recent = self.recent.lock().expect("recent lock");
-            if recent.len() == RECENT {
-                recent.pop_front();
-            }
-            recent.push_back(Arc::clone(&ev));
-        }
-        let _ = self.tx.send(ev);
+        let _ = self.tx.send(Arc::new(ev));
     }
 
     /// Hands a payload to the `monitor1_2.sock` listeners; builds it only
@@ -136,6 +132,12 @@ impl Hub {
         let kind = usize::from(raw.first().copied().unwrap_or(0));
         self.received[if kind < 6 { kind } else { 0 }].fetch_add(1, Ordering::Relaxed);
         self.send_payload(|| Payload::sample(cpu, raw));
+        if let Some(o) = self.observer() {
+            o.sample(raw);
+        }
+        if self.tx.receiver_count() == 0 {
+            return;
+        }
         if let Some(mut ev) = decode(raw) {
             ev.cpu = cpu as u32;
             self.publish(ev);
@@ -146,6 +148,9 @@ impl Hub {
     pub fn lost_samples(&self, cpu: usize, count: u64) {
         self.lost.fetch_add(count, Ordering::Relaxed);
         self.send_payload(|| Payload::lost(cpu, count));
+        if let Some(o) = self.observer() {
+            o.lost(cpu, count);
+        }
         self.publish(MonitorEvent {
             kind: "lost".into(),
             cpu: cpu as u32,
@@ -158,6 +163,9 @@ impl Hub {
     pub fn agent(&self, what: AgentNotify, body: serde_json::Value) {
         let text = body.to_string();
         self.send_payload(|| Payload::agent(what, &text));
+        if let Some(o) = self.observer() {
+            o.agent(what, &body);
+        }
         self.publish(MonitorEvent {
             kind: "agent".into(),
             reason: what as u8,
@@ -200,35 +208,6 @@ impl Hub {
             unknown: None,
         })
     }
-
-    /// Cilium's `HubbleStatus`: the flows kept for `cilium observe` (no
-    /// Hubble metrics server).
-    pub fn hubble_status(&self) -> api::models::HubbleStatus {
-        use api::models::{HubbleMetrics, HubbleObserver, HubbleStatus, State};
-        let current = self.recent.lock().expect("recent lock").len();
-        HubbleStatus {
-            state: State::Ok,
-            msg: String::new(),
-            observer: Some(HubbleObserver {
-                max_flows: RECENT as u64,
-                current_flows: current as u64,
-                seen_flows: self.flows.load(Ordering::Relaxed),
-                uptime: api::duration::go_duration(self.started.elapsed()),
-            }),
-            metrics: Some(HubbleMetrics {
-                state: State::Disabled,
-            }),
-        }
-    }
-
-    fn recent(&self) -> Vec<Arc<MonitorEvent>> {
-        self.recent
-            .lock()
-            .expect("recent lock")
-            .iter()
-            .cloned()
-            .collect()
-    }
 }
 
 fn page_size() -> usize {
@@ -245,11 +224,6 @@ pub fn socket_path(api_socket: &Path) -> PathBuf {
 /// Where our `cilium monitor` connects: beside the other sockets.
 pub fn json_socket_path(socket: &Path) -> PathBuf {
     socket.with_file_name("cilium-rs-monitor.sock")
-}
-
-/// Where `cilium observe` connects: beside the API socket.
-pub fn observer_socket_path(api_socket: &Path) -> PathBuf {
-    api_socket.with_file_name("hubble.sock")
 }
 
 /// Reads the rings on a thread of their own into the hub; returns the
@@ -286,15 +260,13 @@ fn bind(socket: &Path) -> anyhow::Result<tokio::net::UnixListener> {
         .map_err(|e| anyhow::anyhow!("binding {}: {e}", socket.display()))
 }
 
-/// Serves Cilium's monitor clients on `socket` (`monitor1_2.sock`), ours
-/// beside it (`cilium-rs-monitor.sock`: live events) and `cilium observe`
-/// on `observer` (the kept flows, a `replay-end` marker, then live events)
-/// until the agent stops; each client's stream is one of `tasks`.
+/// Serves Cilium's monitor clients on `socket` (`monitor1_2.sock`) and
+/// ours beside it (`cilium-rs-monitor.sock`: live events) until the agent
+/// stops; each client's stream is one of `tasks`.
 pub async fn serve(
     hub: Arc<Hub>,
     bpf_root: PathBuf,
     socket: PathBuf,
-    observer: PathBuf,
     tasks: Tasks,
 ) -> anyhow::Result<()> {
     let cpus = read_rings(&bpf_root, Arc::clone(&hub), &tasks).unwrap_or(0);
@@ -302,8 +274,7 @@ pub async fn serve(
     let json_socket = json_socket_path(&socket);
     let monitor = bind(&socket)?;
     let json = bind(&json_socket)?;
-    let observe = bind(&observer)?;
-    tracing::info!(subsys = "monitor", socket = %socket.display(), json = %json_socket.display(), observer = %observer.display(), cpus, "Monitor listening");
+    tracing::info!(subsys = "monitor", socket = %socket.display(), json = %json_socket.display(), cpus, "Monitor listening");
     let shutdown = tasks.stopping();
     tokio::pin!(shutdown);
     loop {
@@ -318,23 +289,19 @@ pub async fn serve(
                 let hello = format!("{{\"type\":\"hello\",\"cpus\":{cpus}}}");
                 tasks.spawn("monitor-client", json_lines::stream(conn, vec![hello], hub.tx.subscribe()));
             }
-            accepted = observe.accept() => {
-                let Ok((conn, _)) = accepted else { continue };
-                let rx = hub.tx.subscribe();
-                let mut first: Vec<String> = hub
-                    .recent()
-                    .iter()
-                    .map(|ev| serde_json::to_string(&**ev).expect("event serializes"))
-                    .collect();
-                first.push("{\"type\":\"replay-end\"}".into());
-                tasks.spawn("observer-client", json_lines::stream(conn, first, rx));
-            }
         }
     }
-    for path in [&socket, &json_socket, &observer] {
+    for path in [&socket, &json_socket] {
         let _ = std::fs::remove_file(path);
     }
     Ok(())
+}
+
+/// Hubble names remote pods by what the ipcache sync told the hub.
+impl crate::hubble::PodNames for Hub {
+    fn pod(&self, ip: Ipv4Addr) -> Option<(String, String)> {
+        self.pods.read().expect("pods lock").get(&ip).cloned()
+    }
 }
 
 /// The control plane tells `cilium monitor` through the hub.
@@ -357,8 +324,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn published_flows_are_named_and_kept() {
+    fn published_events_are_named_for_monitor_readers() {
         let hub = Hub::default();
+        let mut rx = hub.tx.subscribe();
         hub.name_pod(Ipv4Addr::new(10, 0, 2, 7), "default", "db");
         hub.publish(MonitorEvent {
             kind: "drop".into(),
@@ -369,14 +337,9 @@ mod tests {
             }),
             ..Default::default()
         });
-        hub.agent(
-            AgentNotify::PolicyUpdated,
-            serde_json::json!({"revision": 2}),
-        );
-        let kept = hub.recent();
-        assert_eq!(kept.len(), 1, "agent notifications are not flows");
+        let ev = rx.try_recv().unwrap();
         assert_eq!(
-            (kept[0].src_pod.as_str(), kept[0].dst_pod.as_str()),
+            (ev.src_pod.as_str(), ev.dst_pod.as_str()),
             ("", "default/db")
         );
     }

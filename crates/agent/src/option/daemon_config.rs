@@ -3,12 +3,12 @@
 use super::modes::{
     IdentityAllocationMode, IpamMode, MonitorAggregation, RoutingMode, TunnelProtocol,
 };
-use super::sources::Loaded;
+use super::sources::{Loaded, Source};
 use super::validate::{parse_bool, parse_cidr4};
 use super::ConfigError;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What the datapath writes into cilium_events (bpf-events-*).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -83,6 +83,8 @@ pub struct DaemonConfig {
     pub cluster_id: u32,
     pub policy_enforcement: policy::Enforcement,
     pub monitor_aggregation: MonitorAggregation,
+    /// None unless `enable-hubble`.
+    pub hubble: Option<HubbleConfig>,
     pub events: EventsConfig,
     pub cni: crate::cni_config::CniConfig,
     /// conntrack-gc-interval (0: dynamic) and conntrack-gc-max-interval
@@ -139,6 +141,40 @@ pub struct DaemonConfig {
 }
 
 const DEFAULT_MTU: u32 = 1500;
+
+/// Hubble's server on this agent.
+#[derive(Clone, Debug)]
+pub struct HubbleConfig {
+    /// `hubble-socket-path`; beside the API socket unless set.
+    pub socket_path: PathBuf,
+    pub capacity: crate::hubble::Capacity,
+}
+
+fn hubble_config(l: &Loaded) -> Result<Option<HubbleConfig>, ConfigError> {
+    if !parse_bool(l.get("enable-hubble")).expect("validated bool") {
+        return Ok(None);
+    }
+    let socket_path = match l.source("hubble-socket-path") {
+        Some(Source::Default) | None => {
+            crate::hubble::default_socket_path(Path::new(l.get("socket-path")))
+        }
+        Some(_) => PathBuf::from(l.get("hubble-socket-path")),
+    };
+    let raw = l.get("hubble-event-buffer-capacity");
+    let capacity = raw
+        .parse::<i64>()
+        .map_err(|e| e.to_string())
+        .and_then(|n| crate::hubble::Capacity::new(n).map_err(|e| e.to_string()))
+        .map_err(|why| ConfigError::BadValue {
+            key: "hubble-event-buffer-capacity".into(),
+            value: raw.into(),
+            why,
+        })?;
+    Ok(Some(HubbleConfig {
+        socket_path,
+        capacity,
+    }))
+}
 
 impl DaemonConfig {
     /// `routing-mode=tunnel`: other nodes' pods are reached through VXLAN.
@@ -404,6 +440,7 @@ impl DaemonConfig {
             RoutingMode::parse,
             "must be one of tunnel, native",
         )?;
+        let hubble = hubble_config(l)?;
         check_native_routing_cidr(
             routing_mode,
             boolean("enable-ipv4-masquerade"),
@@ -445,6 +482,7 @@ impl DaemonConfig {
                 MonitorAggregation::parse,
                 "must be one of none, disabled, lowest, low, medium, maximum, max",
             )?,
+            hubble,
             kvstore_periodic_sync: super::validate::parse_duration(l.get("kvstore-periodic-sync"))
                 .filter(|d| !d.is_zero())
                 .ok_or_else(|| ConfigError::BadValue {

@@ -537,11 +537,20 @@ impl Identities {
         all.into_iter().collect()
     }
 
+    /// The labels of identity `id`, looked up without listing them all
+    /// (Hubble asks for every flow's two ends).
     pub fn get(&self, id: u32) -> Option<Vec<String>> {
-        self.list()
-            .into_iter()
-            .find(|(i, _)| *i == id)
-            .map(|(_, l)| l)
+        if let Some((_, labels)) = RESERVED.iter().find(|(i, _)| *i == id) {
+            return Some(labels.iter().map(|l| l.to_string()).collect());
+        }
+        let st = self.state.lock().expect("identities lock");
+        if let Some(key) = st.cluster.get(&id) {
+            return Some(key_labels(key));
+        }
+        st.held
+            .iter()
+            .find(|(_, h)| h.id == id)
+            .map(|(key, _)| key_labels(key))
     }
 
     /// Identities held by local endpoints, with their reference counts.

@@ -337,7 +337,7 @@ const BAD: &[&str] = &[
     "unexpected argument",
 ];
 
-fn tools() -> PathBuf {
+pub fn tools() -> PathBuf {
     let script =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/build-cilium-tools.sh");
     let out = std::process::Command::new("bash")
