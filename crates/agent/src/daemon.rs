@@ -25,8 +25,8 @@ pub struct Agent {
     pub config: Arc<DaemonConfig>,
     /// Events for `cilium monitor` and Hubble.
     pub monitor: Arc<Hub>,
-    /// Hubble's observer and where it is served; None unless `enable-hubble`.
-    pub hubble: Option<(Arc<crate::hubble::Observer>, std::path::PathBuf)>,
+    /// What Hubble's servers serve; None unless `enable-hubble`.
+    pub hubble: Option<crate::hubble::Services>,
     pub status: Arc<crate::status::AgentStatus>,
     pub metrics: Arc<crate::metrics::Sources>,
     pub controllers: Controllers,
@@ -274,7 +274,14 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             Arc::new(resolver),
         ));
         monitor.attach_observer(Arc::clone(&observer));
-        (observer, h.socket_path.clone())
+        let reach = crate::hubble::Reach {
+            port: h.listen.map(|a| a.port()),
+            tls: !h.disable_tls,
+        };
+        crate::hubble::Services {
+            observer,
+            peer: crate::hubble::PeerService::new(cp.nodes.clone(), reach, tasks.clone()),
+        }
     });
     let host_endpoint = cp
         .endpoints

@@ -114,13 +114,21 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
             }
         });
     }
-    if let Some((observer, socket)) = agent.hubble.clone() {
-        let t = tasks.clone();
+    if let (Some(services), Some(h)) = (agent.hubble.clone(), agent.config.hubble.clone()) {
+        let (s, t) = (services.clone(), tasks.clone());
         tasks.spawn_graceful("hubble", |_stop| async move {
-            if let Err(e) = agent::hubble::serve_unix(observer, socket, t).await {
+            if let Err(e) = agent::hubble::serve_unix(s, h.socket_path, t).await {
                 tracing::error!(subsys = "hubble", error = %e, "Hubble server failed");
             }
         });
+        if let Some(addr) = h.listen {
+            let t = tasks.clone();
+            tasks.spawn_graceful("hubble-tcp", move |_stop| async move {
+                if let Err(e) = agent::hubble::serve_tcp(services, addr, h.tls, t).await {
+                    tracing::error!(subsys = "hubble", error = %e, "Hubble server failed");
+                }
+            });
+        }
     }
     if let Some(health) = agent.cluster_health.clone() {
         let (status, socket) = (agent.status.clone(), agent.config.health_socket());

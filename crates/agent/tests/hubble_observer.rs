@@ -1,11 +1,16 @@
 //! The agent's Hubble server on a Unix socket of its own, read by a client
-//! generated from our .proto files: every Observer RPC and gRPC health,
-//! GetFlows' number, first, follow, since and until, its filters
-//! (whitelist and blacklist, OR across filters, AND within one), and the
-//! ring's capacity. Records are made as the datapath writes them; no
-//! kernel is needed.
+//! generated from our .proto files: every Observer RPC, the peer service
+//! and gRPC health, GetFlows' number, first, follow, since and until, its
+//! filters (whitelist and blacklist, OR across filters, AND within one),
+//! and the ring's capacity; then the TCP server with mutual TLS refusing
+//! clients without a certificate of its CA. Records are made as the
+//! datapath writes them; no kernel is needed (the TCP test runs in a
+//! network namespace of its own).
 
-use agent::hubble::{serve_unix, Capacity, Observer, Resolve};
+use agent::hubble::{
+    serve_unix, Capacity, NodeSource, Observer, PeerService, Reach, Resolve, Services,
+};
+use controlplane::node::{Node, NodeAddress};
 use hubble::flow::{self, Flow, FlowFilter};
 use hubble::observer::{get_flows_response::ResponseTypes, observer_client::ObserverClient};
 use hubble::observer::{GetFlowsRequest, GetFlowsResponse};
@@ -98,8 +103,57 @@ fn drop(code: u8, source_ep: u16, frame: &[u8]) -> Vec<u8> {
     rec
 }
 
+/// The cluster's nodes, changed by the test.
+struct Cluster {
+    nodes: std::sync::Mutex<Vec<Node>>,
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+fn node(name: &str, ip: &str) -> Node {
+    Node {
+        name: name.into(),
+        cluster: "default".into(),
+        addresses: vec![NodeAddress {
+            kind: "InternalIP".into(),
+            ip: ip.into(),
+        }],
+        ipv4_alloc_cidr: None,
+        health_ipv4: None,
+        cluster_id: 0,
+        source: String::new(),
+    }
+}
+
+impl Cluster {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            nodes: std::sync::Mutex::new(vec![
+                node("node-a", "198.18.0.11"),
+                node("node-b", "198.18.0.12"),
+            ]),
+            changed: tokio::sync::watch::Sender::new(0),
+        })
+    }
+
+    fn set(&self, nodes: Vec<Node>) {
+        *self.nodes.lock().unwrap() = nodes;
+        self.changed.send_modify(|n| *n += 1);
+    }
+}
+
+impl NodeSource for Cluster {
+    fn all(&self) -> Vec<Node> {
+        self.nodes.lock().unwrap().clone()
+    }
+    fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+}
+
 struct Server {
     observer: Arc<Observer>,
+    services: Services,
+    cluster: Arc<Cluster>,
     tasks: controlplane::tasks::Tasks,
     socket: std::path::PathBuf,
     _dir: tempfile::TempDir,
@@ -116,11 +170,16 @@ impl Server {
             Arc::new(Lab),
         ));
         let tasks = controlplane::tasks::Tasks::default();
-        tokio::spawn(serve_unix(
-            Arc::clone(&observer),
-            socket.clone(),
-            tasks.clone(),
-        ));
+        let cluster = Cluster::new();
+        let reach = Reach {
+            port: Some(4244),
+            tls: true,
+        };
+        let services = Services {
+            observer: Arc::clone(&observer),
+            peer: PeerService::new(cluster.clone(), reach, tasks.clone()),
+        };
+        tokio::spawn(serve_unix(services.clone(), socket.clone(), tasks.clone()));
         for _ in 0..200 {
             if socket.exists() {
                 break;
@@ -129,6 +188,8 @@ impl Server {
         }
         Self {
             observer,
+            services,
+            cluster,
             tasks,
             socket,
             _dir: dir,
@@ -640,5 +701,168 @@ async fn nodes_namespaces_agent_debug_events_and_health_answer() {
         st.status,
         hubble::health::health_check_response::ServingStatus::Serving as i32
     );
+    server.stop();
+}
+
+#[tokio::test]
+async fn peers_are_every_node_then_their_changes() {
+    use hubble::peer::{peer_client::PeerClient, ChangeNotificationType as T, NotifyRequest};
+    let server = Server::start(4095).await;
+    let mut peers = PeerClient::new(hubble::client::unix_channel(&server.socket))
+        .notify(NotifyRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    type Seen = (String, String, i32, Option<String>);
+    async fn next(peers: &mut tonic::Streaming<hubble::peer::ChangeNotification>) -> Seen {
+        let n = tokio::time::timeout(Duration::from_secs(5), peers.message())
+            .await
+            .expect("a notification in time")
+            .unwrap()
+            .unwrap();
+        (n.name, n.address, n.r#type, n.tls.map(|t| t.server_name))
+    }
+    assert_eq!(
+        next(&mut peers).await,
+        (
+            "node-a".into(),
+            "198.18.0.11:4244".into(),
+            T::PeerAdded as i32,
+            Some("node-a.default.hubble-grpc.cilium.io".into())
+        )
+    );
+    assert_eq!(next(&mut peers).await.0, "node-b");
+    server.cluster.set(vec![
+        node("node-a", "198.18.0.11"),
+        node("node-c", "198.18.0.13"),
+    ]);
+    assert_eq!(next(&mut peers).await.0.as_str(), "node-b");
+    let added = next(&mut peers).await;
+    assert_eq!((added.0.as_str(), added.2), ("node-c", T::PeerAdded as i32));
+    server.stop();
+}
+
+/// A CA, its server certificate for node-a's Hubble name, a client
+/// certificate it signed, and one another CA signed.
+struct Certs {
+    dir: tempfile::TempDir,
+}
+
+impl Certs {
+    fn new() -> Self {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, cert: &rcgen::Certificate, key: &KeyPair| {
+            std::fs::write(dir.path().join(format!("{name}.crt")), cert.pem()).unwrap();
+            std::fs::write(dir.path().join(format!("{name}.key")), key.serialize_pem()).unwrap();
+        };
+        let ca = |name: &str| {
+            let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+            p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            p.distinguished_name.push(DnType::CommonName, name);
+            let key = KeyPair::generate().unwrap();
+            let cert = p.clone().self_signed(&key).unwrap();
+            write(name, &cert, &key);
+            Issuer::new(p, key)
+        };
+        let leaf = |name: &str, sans: Vec<String>, issuer: &Issuer<'_, KeyPair>| {
+            let mut p = CertificateParams::new(sans).unwrap();
+            p.distinguished_name.push(DnType::CommonName, name);
+            let key = KeyPair::generate().unwrap();
+            let cert = p.signed_by(&key, issuer).unwrap();
+            write(name, &cert, &key);
+        };
+        let hubble_ca = ca("hubble-ca");
+        let other_ca = ca("other-ca");
+        leaf(
+            "server",
+            vec!["*.default.hubble-grpc.cilium.io".into()],
+            &hubble_ca,
+        );
+        leaf("relay", vec!["*.hubble-relay.cilium.io".into()], &hubble_ca);
+        leaf(
+            "stranger",
+            vec!["*.hubble-relay.cilium.io".into()],
+            &other_ca,
+        );
+        Self { dir }
+    }
+
+    fn path(&self, file: &str) -> std::path::PathBuf {
+        self.dir.path().join(file)
+    }
+
+    /// A channel to `addr` trusting the Hubble CA, as `client` (none: no
+    /// certificate).
+    fn channel(&self, addr: std::net::SocketAddr, client: Option<&str>) -> Channel {
+        let (cert, key) = client
+            .map(|c| {
+                (
+                    self.path(&format!("{c}.crt")),
+                    self.path(&format!("{c}.key")),
+                )
+            })
+            .unzip();
+        let config = hubble::tls::client_config(
+            &[self.path("hubble-ca.crt")],
+            cert.as_deref().zip(key.as_deref()),
+        )
+        .unwrap();
+        hubble::tls::channel(
+            addr.to_string(),
+            "node-a.default.hubble-grpc.cilium.io",
+            config,
+        )
+        .unwrap()
+    }
+}
+
+async fn status_over(
+    channel: Channel,
+) -> Result<hubble::observer::ServerStatusResponse, tonic::Status> {
+    ObserverClient::new(channel)
+        .server_status(hubble::observer::ServerStatusRequest {})
+        .await
+        .map(|r| r.into_inner())
+}
+
+#[tokio::test]
+async fn the_tcp_server_takes_only_clients_its_ca_signed() {
+    let _netns = testsupport::Sandbox::enter();
+    let server = Server::start(4095).await;
+    let certs = Certs::new();
+    let addr: std::net::SocketAddr = "127.0.0.1:4244".parse().unwrap();
+    let tls = agent::hubble::TlsFiles {
+        cert: certs.path("server.crt"),
+        key: certs.path("server.key"),
+        client_cas: vec![certs.path("hubble-ca.crt")],
+    };
+    tokio::spawn(agent::hubble::serve_tcp(
+        server.services.clone(),
+        addr,
+        Some(tls),
+        server.tasks.clone(),
+    ));
+    server.traffic();
+    let mut answered = None;
+    for _ in 0..100 {
+        match status_over(certs.channel(addr, Some("relay"))).await {
+            Ok(st) => {
+                answered = Some(st);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    let st = answered.expect("a client with the CA's certificate is served");
+    assert_eq!(st.seen_flows, 4);
+    for refused in [None, Some("stranger")] {
+        let err = status_over(certs.channel(addr, refused))
+            .await
+            .expect_err("refused");
+        // the server's TLS alert, seen by the client at its first call
+        let why = format!("{err:?}");
+        assert!(why.contains("received fatal alert"), "{refused:?}: {why}");
+    }
     server.stop();
 }

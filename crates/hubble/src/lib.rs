@@ -33,6 +33,8 @@ pub mod health {
 /// The service name Hubble's health checks ask about.
 pub const OBSERVER_HEALTH_NAME: &str = "hubble.server.Observer";
 
+pub mod tls;
+
 /// Clients of these services over a Unix socket (the agent's
 /// `hubble.sock`), for our CLI and tests.
 pub mod client {

@@ -1,8 +1,9 @@
 //! Hubble on the agent (`enable-hubble`): the monitor's events become
 //! flows in a ring of `hubble-event-buffer-capacity`, served as Cilium
-//! 1.16's `observer.Observer` gRPC API (with gRPC health) on
-//! `hubble-socket-path`, where the Hubble CLI, Hubble Relay and
-//! `cilium observe` read them.
+//! 1.16's `observer.Observer` gRPC API, with `peer.Peer` (the cluster's
+//! nodes, for Relay) and gRPC health, on `hubble-socket-path` (plaintext)
+//! and, with `hubble-listen-address`, on TCP with TLS, where the Hubble
+//! CLI, Hubble Relay and `cilium observe` read them.
 
 mod cgroups;
 mod filter;
@@ -10,17 +11,50 @@ mod grpc;
 mod observer;
 mod packet;
 mod parse;
+mod peer;
 mod resolve;
 mod ring;
 
 pub use observer::{absolute_node_name, Observer};
 pub use parse::Resolve;
+pub use peer::{NodeSource, PeerService, Reach};
 pub use resolve::{ControlPlaneResolver, PodNames};
 pub use ring::{Capacity, CapacityError};
 
 use controlplane::tasks::Tasks;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// The TCP server's TLS files (`hubble-tls-*`); with client CAs, mutual
+/// TLS.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_cas: Vec<PathBuf>,
+}
+
+/// What each of the servers serves.
+#[derive(Clone)]
+pub struct Services {
+    pub observer: Arc<Observer>,
+    pub peer: PeerService,
+}
+
+impl Services {
+    fn router(&self, tasks: &Tasks) -> tonic::transport::server::Router {
+        use hubble::{
+            health::health_server::HealthServer, observer::observer_server::ObserverServer,
+        };
+        let observer = grpc::ObserverService::new(Arc::clone(&self.observer), tasks.clone());
+        tonic::transport::Server::builder()
+            .add_service(ObserverServer::new(observer))
+            .add_service(hubble::peer::peer_server::PeerServer::new(
+                self.peer.clone(),
+            ))
+            .add_service(HealthServer::new(grpc::HealthService))
+    }
+}
 
 /// Where `hubble-socket-path` points when it is not set: beside the API
 /// socket (`/var/run/cilium/hubble.sock` for the default one).
@@ -55,13 +89,9 @@ pub fn status(observer: Option<&Observer>) -> api::models::HubbleStatus {
     }
 }
 
-/// Serves the observer on the Unix socket `socket` (plaintext, as in
-/// Cilium) until the agent stops.
-pub async fn serve_unix(
-    observer: Arc<Observer>,
-    socket: PathBuf,
-    tasks: Tasks,
-) -> anyhow::Result<()> {
+/// Serves on the Unix socket `socket` (plaintext, as in Cilium) until
+/// the agent stops.
+pub async fn serve_unix(services: Services, socket: PathBuf, tasks: Tasks) -> anyhow::Result<()> {
     if let Some(dir) = socket.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
@@ -74,16 +104,58 @@ pub async fn serve_unix(
         let conn = l.accept().await.map(|(c, _)| c);
         Some((conn, l))
     });
-    let service = grpc::ObserverService::new(observer, tasks.clone());
-    let served = tonic::transport::Server::builder()
-        .add_service(hubble::observer::observer_server::ObserverServer::new(
-            service,
-        ))
-        .add_service(hubble::health::health_server::HealthServer::new(
-            grpc::HealthService,
-        ))
+    let served = services
+        .router(&tasks)
         .serve_with_incoming_shutdown(incoming, tasks.stopping())
         .await;
     let _ = std::fs::remove_file(&socket);
     served.map_err(|e| anyhow::anyhow!("serving {}: {e}", socket.display()))
+}
+
+/// How often a missing certificate is looked for again.
+const TLS_FILES_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Serves on TCP at `addr` until the agent stops: with `tls`, once its
+/// files exist (a Secret mounted as optional may come later, as Cilium
+/// waits for it), TLS 1.3 only and, with client CAs, mutual TLS.
+pub async fn serve_tcp(
+    services: Services,
+    addr: std::net::SocketAddr,
+    tls: Option<TlsFiles>,
+    tasks: Tasks,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("binding {addr}: {e}"))?;
+    let router = services.router(&tasks);
+    let Some(files) = tls else {
+        tracing::info!(subsys = "hubble", address = %addr, tls = false, "Starting Hubble server");
+        let incoming = futures::stream::unfold(listener, |l| async move {
+            Some((l.accept().await.map(|(c, _)| c), l))
+        });
+        return router
+            .serve_with_incoming_shutdown(incoming, tasks.stopping())
+            .await
+            .map_err(|e| anyhow::anyhow!("serving {addr}: {e}"));
+    };
+    let config = loop {
+        match hubble::tls::server_config(&files.cert, &files.key, &files.client_cas) {
+            Ok(c) => break c,
+            Err(e) => {
+                tracing::warn!(subsys = "hubble", error = %e, "Waiting for Hubble server TLS certificate and key files to be created");
+                tokio::select! {
+                    _ = tokio::time::sleep(TLS_FILES_RETRY) => {}
+                    _ = tasks.stopping() => return Ok(()),
+                }
+            }
+        }
+    };
+    tracing::info!(subsys = "hubble", address = %addr, tls = true, mutual = !files.client_cas.is_empty(), "Starting Hubble server");
+    let incoming = hubble::tls::incoming(listener, config, |peer, e| {
+        tracing::debug!(subsys = "hubble", peer = %peer, error = %e, "TLS handshake refused");
+    });
+    router
+        .serve_with_incoming_shutdown(incoming, tasks.stopping())
+        .await
+        .map_err(|e| anyhow::anyhow!("serving {addr}: {e}"))
 }

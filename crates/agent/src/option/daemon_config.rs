@@ -148,6 +148,12 @@ pub struct HubbleConfig {
     /// `hubble-socket-path`; beside the API socket unless set.
     pub socket_path: PathBuf,
     pub capacity: crate::hubble::Capacity,
+    /// `hubble-listen-address`: the TCP server Relay connects to.
+    pub listen: Option<std::net::SocketAddr>,
+    /// The TCP server's certificate; None with `hubble-disable-tls`.
+    pub tls: Option<crate::hubble::TlsFiles>,
+    /// `hubble-disable-tls`: peers are announced without server names.
+    pub disable_tls: bool,
 }
 
 fn hubble_config(l: &Loaded) -> Result<Option<HubbleConfig>, ConfigError> {
@@ -170,9 +176,44 @@ fn hubble_config(l: &Loaded) -> Result<Option<HubbleConfig>, ConfigError> {
             value: raw.into(),
             why,
         })?;
+    let listen = match l.get("hubble-listen-address") {
+        "" => None,
+        s => Some(
+            super::validate::listen_addr(s).map_err(|e| ConfigError::BadValue {
+                key: "hubble-listen-address".into(),
+                value: s.into(),
+                why: e.to_string(),
+            })?,
+        ),
+    };
+    let disable_tls = parse_bool(l.get("hubble-disable-tls")).expect("validated bool");
+    let tls = match (listen, disable_tls) {
+        (Some(_), false) => {
+            let (cert, key) = (l.get("hubble-tls-cert-file"), l.get("hubble-tls-key-file"));
+            if cert.is_empty() || key.is_empty() {
+                return Err(ConfigError::Unsupported(
+                    "hubble-listen-address needs hubble-tls-cert-file and hubble-tls-key-file (or hubble-disable-tls=true)".into(),
+                ));
+            }
+            Some(crate::hubble::TlsFiles {
+                cert: cert.into(),
+                key: key.into(),
+                client_cas: l
+                    .get("hubble-tls-client-ca-files")
+                    .split([',', ' '])
+                    .filter(|f| !f.is_empty())
+                    .map(PathBuf::from)
+                    .collect(),
+            })
+        }
+        _ => None,
+    };
     Ok(Some(HubbleConfig {
         socket_path,
         capacity,
+        listen,
+        tls,
+        disable_tls,
     }))
 }
 
@@ -584,6 +625,50 @@ mod tests {
     fn cfg(a: &[&str]) -> Result<DaemonConfig, ConfigError> {
         let args: Vec<String> = a.iter().map(|s| s.to_string()).collect();
         DaemonConfig::from_loaded(&load(&args, |_| None)?)
+    }
+
+    #[test]
+    fn hubble_serves_beside_the_api_socket_and_on_tcp_with_tls_or_without_by_choice() {
+        assert!(cfg(&[]).unwrap().hubble.is_none(), "off unless enabled");
+        let h = cfg(&["--enable-hubble", "--socket-path=/run/x/cilium.sock"])
+            .unwrap()
+            .hubble
+            .unwrap();
+        assert_eq!(h.socket_path, Path::new("/run/x/hubble.sock"));
+        assert_eq!((h.capacity.get(), h.listen), (4095, None));
+        let no_certs = cfg(&["--enable-hubble", "--hubble-listen-address=:4244"]).unwrap_err();
+        assert!(
+            no_certs.to_string().contains("hubble-tls-cert-file"),
+            "{no_certs}"
+        );
+        let plain = cfg(&[
+            "--enable-hubble",
+            "--hubble-listen-address=:4244",
+            "--hubble-disable-tls",
+        ])
+        .unwrap()
+        .hubble
+        .unwrap();
+        assert_eq!(plain.listen.map(|a| a.port()), Some(4244));
+        assert!(plain.tls.is_none() && plain.disable_tls);
+        let mtls = cfg(&[
+            "--enable-hubble",
+            "--hubble-listen-address=:4244",
+            "--hubble-tls-cert-file=/t/server.crt",
+            "--hubble-tls-key-file=/t/server.key",
+            "--hubble-tls-client-ca-files=/t/ca.crt",
+        ])
+        .unwrap()
+        .hubble
+        .unwrap();
+        assert_eq!(mtls.tls.unwrap().client_cas, [PathBuf::from("/t/ca.crt")]);
+        for bad in [
+            "--hubble-event-buffer-capacity=4096",
+            "--hubble-listen-address=4244",
+        ] {
+            let err = cfg(&["--enable-hubble", bad]).unwrap_err();
+            assert!(err.to_string().contains("hubble-"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -132,7 +132,7 @@ pub fn listen_addr(s: &str) -> Result<std::net::SocketAddr, NotHostPort> {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("prometheus-serve-addr {0:?} is not [host]:port")]
+#[error("{0:?} is not [host]:port")]
 pub struct NotHostPort(String);
 
 #[cfg(test)]
