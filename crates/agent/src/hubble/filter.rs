@@ -48,30 +48,23 @@ impl Filters {
     }
 }
 
+/// The end a flow without one is matched as.
+static NO_ENDPOINT: flow::Endpoint = flow::Endpoint {
+    id: 0,
+    identity: 0,
+    cluster_name: String::new(),
+    namespace: String::new(),
+    labels: Vec::new(),
+    pod_name: String::new(),
+    workloads: Vec::new(),
+};
+
 fn src(f: &Flow) -> &flow::Endpoint {
-    static EMPTY: flow::Endpoint = flow::Endpoint {
-        id: 0,
-        identity: 0,
-        cluster_name: String::new(),
-        namespace: String::new(),
-        labels: Vec::new(),
-        pod_name: String::new(),
-        workloads: Vec::new(),
-    };
-    f.source.as_ref().unwrap_or(&EMPTY)
+    f.source.as_ref().unwrap_or(&NO_ENDPOINT)
 }
 
 fn dst(f: &Flow) -> &flow::Endpoint {
-    static EMPTY: flow::Endpoint = flow::Endpoint {
-        id: 0,
-        identity: 0,
-        cluster_name: String::new(),
-        namespace: String::new(),
-        labels: Vec::new(),
-        pod_name: String::new(),
-        workloads: Vec::new(),
-    };
-    f.destination.as_ref().unwrap_or(&EMPTY)
+    f.destination.as_ref().unwrap_or(&NO_ENDPOINT)
 }
 
 fn compile(ff: &FlowFilter) -> Result<Vec<Pred>, FilterError> {

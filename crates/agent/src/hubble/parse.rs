@@ -351,7 +351,6 @@ fn direction(n: &Notify, source_endpoint: u32) -> flow::TrafficDirection {
 /// ones our control plane sends.
 pub fn agent_event(what: AgentNotify, body: &serde_json::Value) -> flow::AgentEvent {
     use flow::agent_event::Notification;
-    use flow::AgentEventType as T;
     let s = |k: &str| {
         body.get(k)
             .and_then(|v| v.as_str())
@@ -369,57 +368,34 @@ pub fn agent_event(what: AgentNotify, body: &serde_json::Value) -> flow::AgentEv
             })
             .unwrap_or_default()
     };
-    let (kind, notification) = match what {
-        AgentNotify::Start => (
-            T::AgentStarted,
-            Notification::AgentStart(flow::TimeNotification {
-                time: Some(prost_types::Timestamp::from(std::time::SystemTime::now())),
-            }),
-        ),
-        AgentNotify::PolicyUpdated | AgentNotify::PolicyDeleted => (
-            if what == AgentNotify::PolicyUpdated {
-                T::PolicyUpdated
-            } else {
-                T::PolicyDeleted
-            },
+    let notification = match what {
+        AgentNotify::Start => Notification::AgentStart(flow::TimeNotification {
+            time: Some(prost_types::Timestamp::from(std::time::SystemTime::now())),
+        }),
+        AgentNotify::PolicyUpdated | AgentNotify::PolicyDeleted => {
             Notification::PolicyUpdate(flow::PolicyUpdateNotification {
                 labels: labels(),
                 revision: n("revision"),
                 rule_count: n("rule_count") as i64,
-            }),
-        ),
-        AgentNotify::EndpointRegenerated | AgentNotify::EndpointRegenerateFailed => (
-            if what == AgentNotify::EndpointRegenerated {
-                T::EndpointRegenerateSuccess
-            } else {
-                T::EndpointRegenerateFailure
-            },
+            })
+        }
+        AgentNotify::EndpointRegenerated | AgentNotify::EndpointRegenerateFailed => {
             Notification::EndpointRegenerate(flow::EndpointRegenNotification {
                 id: n("id"),
                 labels: labels(),
                 error: s("error"),
-            }),
-        ),
-        AgentNotify::EndpointCreated | AgentNotify::EndpointDeleted => (
-            if what == AgentNotify::EndpointCreated {
-                T::EndpointCreated
-            } else {
-                T::EndpointDeleted
-            },
+            })
+        }
+        AgentNotify::EndpointCreated | AgentNotify::EndpointDeleted => {
             Notification::EndpointUpdate(flow::EndpointUpdateNotification {
                 id: n("id"),
                 labels: labels(),
                 error: s("error"),
                 pod_name: s("pod-name"),
                 namespace: s("namespace"),
-            }),
-        ),
-        AgentNotify::IpcacheUpserted | AgentNotify::IpcacheDeleted => (
-            if what == AgentNotify::IpcacheUpserted {
-                T::IpcacheUpserted
-            } else {
-                T::IpcacheDeleted
-            },
+            })
+        }
+        AgentNotify::IpcacheUpserted | AgentNotify::IpcacheDeleted => {
             Notification::IpcacheUpdate(flow::IpCacheNotification {
                 cidr: s("cidr"),
                 identity: n("id") as u32,
@@ -427,17 +403,34 @@ pub fn agent_event(what: AgentNotify, body: &serde_json::Value) -> flow::AgentEv
                 namespace: s("namespace"),
                 pod_name: s("pod-name"),
                 ..Default::default()
-            }),
-        ),
-        AgentNotify::ServiceUpserted => (T::ServiceUpserted, service_upsert(body)),
-        AgentNotify::ServiceDeleted => (
-            T::ServiceDeleted,
-            Notification::ServiceDelete(flow::ServiceDeleteNotification { id: n("id") as u32 }),
-        ),
+            })
+        }
+        AgentNotify::ServiceUpserted => service_upsert(body),
+        AgentNotify::ServiceDeleted => {
+            Notification::ServiceDelete(flow::ServiceDeleteNotification { id: n("id") as u32 })
+        }
     };
     flow::AgentEvent {
-        r#type: kind as i32,
+        r#type: agent_event_type(what) as i32,
         notification: Some(notification),
+    }
+}
+
+/// Hubble's name for each of the monitor's agent notifications.
+fn agent_event_type(what: AgentNotify) -> flow::AgentEventType {
+    use flow::AgentEventType as T;
+    match what {
+        AgentNotify::Start => T::AgentStarted,
+        AgentNotify::PolicyUpdated => T::PolicyUpdated,
+        AgentNotify::PolicyDeleted => T::PolicyDeleted,
+        AgentNotify::EndpointRegenerated => T::EndpointRegenerateSuccess,
+        AgentNotify::EndpointRegenerateFailed => T::EndpointRegenerateFailure,
+        AgentNotify::EndpointCreated => T::EndpointCreated,
+        AgentNotify::EndpointDeleted => T::EndpointDeleted,
+        AgentNotify::IpcacheUpserted => T::IpcacheUpserted,
+        AgentNotify::IpcacheDeleted => T::IpcacheDeleted,
+        AgentNotify::ServiceUpserted => T::ServiceUpserted,
+        AgentNotify::ServiceDeleted => T::ServiceDeleted,
     }
 }
 
