@@ -129,14 +129,26 @@ fn desired(
             scope.node_port && matches!(spec.type_.as_deref(), Some("NodePort" | "LoadBalancer"));
         let local = (spec.external_traffic_policy.as_deref() == Some("Local"))
             .then_some(scope.node_name.as_str());
+        // internalTrafficPolicy Local: the ClusterIP leads to this node's
+        // backends only (as the hubble-peer Service wants its agent)
+        let internal_local = (spec.internal_traffic_policy.as_deref() == Some("Local"))
+            .then_some(scope.node_name.as_str());
         for port in spec.ports.iter().flatten() {
             let port_name = port.name.clone().unwrap_or_default();
             let Some(protocol) = L4Protocol::from_kubernetes(port.protocol.as_deref()) else {
                 continue;
             };
             let proto = protocol.number();
-            let spec_of =
-                |(ip, port, _, internal): &Frontend, kind: &str, local: Option<&str>| ServiceSpec {
+            // a ClusterIP kept local is internalTrafficPolicy's doing: its
+            // backends say it all, the datapath needs no flag for it; a
+            // NodePort kept local is externalTrafficPolicy's
+            let spec_of = |(ip, port, _, internal): &Frontend, kind: &str, local: Option<&str>| {
+                let ext = if local.is_some() && kind != "ClusterIP" {
+                    "Local"
+                } else {
+                    ""
+                };
+                ServiceSpec {
                     id: 0,
                     frontend_address: FrontendAddress {
                         ip: ip.clone(),
@@ -149,14 +161,18 @@ fn desired(
                         kind: kind.into(),
                         name: name.clone(),
                         namespace: ns.clone(),
-                        ext_traffic_policy: if local.is_some() { "Local" } else { "" }.into(),
+                        ext_traffic_policy: ext.into(),
                         ..Default::default()
                     }),
                     update_services: false,
                     session_affinity_timeout: affinity,
-                };
+                }
+            };
             let frontend = (ip.to_owned(), port.port as u16, proto, false);
-            out.insert(frontend.clone(), spec_of(&frontend, "ClusterIP", None));
+            out.insert(
+                frontend.clone(),
+                spec_of(&frontend, "ClusterIP", internal_local),
+            );
             // A NodePort is one wildcard frontend; the datapath matches it
             // on every node address. With externalTrafficPolicy Local, the
             // cluster's own clients get every backend from its internal
@@ -457,5 +473,19 @@ mod tests {
         scope.node_port = false;
         let want = desired(&services, &slices, &scope);
         assert_eq!(want.len(), 2, "no NodePorts without kube-proxy replacement");
+
+        // internalTrafficPolicy Local: the ClusterIP leads to this node's
+        let mut peer = svc("peer", "Cluster");
+        peer.spec.as_mut().unwrap().internal_traffic_policy = Some("Local".into());
+        let services = BTreeMap::from([("default/peer".into(), peer)]);
+        let slices = BTreeMap::from([("default/peer-1".to_string(), slice_of("peer"))]);
+        let want = desired(&services, &slices, &scope);
+        let cluster_ip = &want[&("10.96.0.4".to_string(), 80, 6, false)];
+        let ips: Vec<&str> = cluster_ip
+            .backend_addresses
+            .iter()
+            .map(|b| b.ip.as_str())
+            .collect();
+        assert_eq!(ips, ["10.1.0.5"]);
     }
 }

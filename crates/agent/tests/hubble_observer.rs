@@ -808,12 +808,13 @@ impl Certs {
             cert.as_deref().zip(key.as_deref()),
         )
         .unwrap();
-        hubble::tls::channel(
+        hubble::client::Target::tls(
             addr.to_string(),
             "node-a.default.hubble-grpc.cilium.io",
             config,
         )
         .unwrap()
+        .lazy()
     }
 }
 

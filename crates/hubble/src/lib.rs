@@ -35,24 +35,4 @@ pub const OBSERVER_HEALTH_NAME: &str = "hubble.server.Observer";
 
 pub mod tls;
 
-/// Clients of these services over a Unix socket (the agent's
-/// `hubble.sock`), for our CLI and tests.
-pub mod client {
-    use std::path::PathBuf;
-
-    /// A channel to the gRPC server on the Unix socket at `path`; it
-    /// connects at the first call.
-    pub fn unix_channel(path: impl Into<PathBuf>) -> tonic::transport::Channel {
-        let path = path.into();
-        // the URI is not used to connect; gRPC needs one for :authority
-        tonic::transport::Endpoint::from_static("http://localhost").connect_with_connector_lazy(
-            tower::service_fn(move |_: tonic::transport::Uri| {
-                let path = path.clone();
-                async move {
-                    let stream = tokio::net::UnixStream::connect(&path).await?;
-                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-                }
-            }),
-        )
-    }
-}
+pub mod client;

@@ -4,7 +4,7 @@
 //! client's name is not checked, as in Cilium).
 
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -106,30 +106,6 @@ pub fn client_config(
     };
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(config)
-}
-
-/// A gRPC channel to `address` (host:port) over TLS, checking the
-/// server's certificate for `server_name`; it connects at the first call.
-pub fn channel(
-    address: String,
-    server_name: &str,
-    config: rustls::ClientConfig,
-) -> Result<tonic::transport::Channel, TlsError> {
-    let name = ServerName::try_from(server_name.to_owned())
-        .map_err(|e| TlsError::Config(format!("server name {server_name:?}: {e}")))?;
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    Ok(
-        tonic::transport::Endpoint::from_static("http://hubble").connect_with_connector_lazy(
-            tower::service_fn(move |_: tonic::transport::Uri| {
-                let (address, name, connector) = (address.clone(), name.clone(), connector.clone());
-                async move {
-                    let tcp = tokio::net::TcpStream::connect(&address).await?;
-                    let tls = connector.connect(name, tcp).await?;
-                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tls))
-                }
-            }),
-        ),
-    )
 }
 
 /// A server's accepted TLS connection, as tonic serves it.

@@ -248,6 +248,80 @@ impl Pki {
     }
 }
 
+/// Hubble's CA, apart from the cluster's as Cilium's chart keeps it.
+const HUBBLE_CA: Ca = Ca {
+    file: "hubble-ca",
+    name: "hubble-ca.cilium.io",
+};
+
+/// Hubble's certificates as Cilium's chart makes them: a CA of its own,
+/// the server certificate every agent presents on its Hubble port (one
+/// name for every node of the cluster: `*.<cluster>.hubble-grpc.cilium.io`)
+/// and Relay's client certificate (`*.hubble-relay.cilium.io`), each
+/// usable both ways as Cilium's certgen makes them.
+#[derive(Clone, Debug)]
+pub struct HubblePki {
+    pki: Pki,
+}
+
+impl HubblePki {
+    /// Made in `dir` for `cluster` (`default` unless named), or what an
+    /// earlier call made there.
+    pub fn create(dir: &Path, cluster: &str) -> Result<Self, PkiError> {
+        std::fs::create_dir_all(dir).map_err(|source| PkiError::Write {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let hubble = Self {
+            pki: Pki::open(dir),
+        };
+        if hubble.relay_client().key.exists() {
+            return Ok(hubble);
+        }
+        let key = KeyPair::generate().map_err(generated("the Hubble CA key"))?;
+        let cert = ca_params(HUBBLE_CA.name)?
+            .self_signed(&key)
+            .map_err(generated("the Hubble CA"))?;
+        write(hubble.ca_cert(), &cert.pem(), false)?;
+        write(
+            dir.join(format!("{}.key", HUBBLE_CA.file)),
+            &key.serialize_pem(),
+            true,
+        )?;
+        for (file, name) in [
+            (
+                "hubble-server",
+                format!("*.{cluster}.hubble-grpc.cilium.io"),
+            ),
+            ("hubble-relay-client", "*.hubble-relay.cilium.io".to_owned()),
+        ] {
+            let mut params = CertificateParams::new(vec![name.clone()])
+                .map_err(generated("a Hubble certificate"))?;
+            params.distinguished_name.push(DnType::CommonName, name);
+            params.extended_key_usages = vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ];
+            hubble.pki.issue(&HUBBLE_CA, file, params)?;
+        }
+        Ok(hubble)
+    }
+
+    pub fn ca_cert(&self) -> PathBuf {
+        self.pki.dir.join(format!("{}.crt", HUBBLE_CA.file))
+    }
+
+    /// What every agent serves Hubble with.
+    pub fn server(&self) -> CertFiles {
+        self.pki.files("hubble-server")
+    }
+
+    /// What Relay dials the agents with.
+    pub fn relay_client(&self) -> CertFiles {
+        self.pki.files("hubble-relay-client")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,5 +358,22 @@ mod tests {
             .client("admin", "kubernetes-admin", &["system:masters"])
             .unwrap();
         assert_eq!(std::fs::read_to_string(&again.cert).unwrap(), first);
+    }
+
+    #[test]
+    fn hubble_has_its_own_ca_and_is_made_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let hubble = HubblePki::create(dir.path(), "default").unwrap();
+        let server = std::fs::read_to_string(hubble.server().cert).unwrap();
+        let again = HubblePki::create(dir.path(), "default").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(again.server().cert).unwrap(),
+            server
+        );
+        for f in [hubble.ca_cert(), hubble.relay_client().cert] {
+            assert!(std::fs::read_to_string(&f)
+                .unwrap()
+                .starts_with("-----BEGIN"));
+        }
     }
 }

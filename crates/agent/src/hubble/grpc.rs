@@ -330,9 +330,19 @@ impl observer_server::Observer for ObserverService {
     }
 }
 
-/// gRPC health: the observer serves as long as the agent runs.
-#[derive(Clone, Default)]
-pub struct HealthService;
+/// gRPC health: the observer serves as long as the agent runs; a watch
+/// ends when the agent stops, so no watcher (Relay keeps one per node)
+/// holds up its shutdown.
+#[derive(Clone)]
+pub struct HealthService {
+    tasks: Tasks,
+}
+
+impl HealthService {
+    pub fn new(tasks: Tasks) -> Self {
+        Self { tasks }
+    }
+}
 
 #[tonic::async_trait]
 impl hubble::health::health_server::Health for HealthService {
@@ -357,11 +367,15 @@ impl hubble::health::health_server::Health for HealthService {
         req: Request<hubble::health::HealthCheckRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
         let now = self.check(req).await?.into_inner();
-        // one answer, then the stream stays open: the status never changes
+        // one answer, then the stream stays open until the agent stops:
+        // the status never changes
         let once = futures::stream::once(async move { Ok(now) });
+        let stopping = self.tasks.stopping();
+        let end = futures::StreamExt::filter_map(futures::stream::once(stopping), |()| {
+            futures::future::ready(None)
+        });
         Ok(Response::new(Box::pin(futures::StreamExt::chain(
-            once,
-            futures::stream::pending(),
+            once, end,
         ))))
     }
 }

@@ -52,7 +52,7 @@ impl Services {
             .add_service(hubble::peer::peer_server::PeerServer::new(
                 self.peer.clone(),
             ))
-            .add_service(HealthServer::new(grpc::HealthService))
+            .add_service(HealthServer::new(grpc::HealthService::new(tasks.clone())))
     }
 }
 

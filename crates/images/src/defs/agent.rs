@@ -1,5 +1,5 @@
-//! The agent's image (the operator runs from it too, with another
-//! command): our binaries, the scripts of deploy/image, and exactly the
+//! The agent's image (the operator and Hubble Relay run from it too,
+//! each with its own command): our binaries, the scripts of deploy/image, and exactly the
 //! host programs that the DaemonSet's commands and the agent run.
 
 use std::path::Path;
@@ -11,12 +11,13 @@ use crate::oci::{Image, RunConfig};
 use crate::Error;
 
 /// Binaries of `cargo build --release --workspace` put in /usr/bin.
-const BINARIES: [&str; 5] = [
+const BINARIES: [&str; 6] = [
     "cilium",
     "cilium-agent",
     "cilium-mount",
     "cilium-sysctlfix",
     "cilium-operator",
+    "hubble-relay",
 ];
 /// Put in /usr/bin when it was built.
 const OPTIONAL_BINARIES: [&str; 1] = ["cilium-health"];
