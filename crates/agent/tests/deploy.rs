@@ -45,7 +45,7 @@ fn find<'a>(all: &'a [Value], kind: &str) -> &'a Value {
 
 #[test]
 fn every_document_is_a_named_kubernetes_object() {
-    for file in ["cilium.yaml", "crds.yaml"] {
+    for file in ["cilium.yaml", "crds.yaml", "hubble-relay.yaml"] {
         for d in docs(file) {
             assert!(!s(&d, &["apiVersion"]).is_empty(), "{file}: {d:?}");
             assert!(!s(&d, &["kind"]).is_empty());
@@ -171,6 +171,81 @@ fn the_daemonset_mirrors_the_seed() {
     assert_eq!(
         s(&ds["spec"]["selector"]["matchLabels"], &["k8s-app"]),
         s(&ds["spec"]["template"]["metadata"]["labels"], &["k8s-app"])
+    );
+}
+
+/// Relay as Cilium's chart has it: its config file naming the peer
+/// Service and the client certificate where the projected Secret puts
+/// them, the agent's image, gRPC probes on the health port, and the
+/// agents' Hubble TLS from the Secret the chart names.
+#[test]
+fn hubble_relay_and_the_peer_service_mirror_the_chart() {
+    let relay = docs("hubble-relay.yaml");
+    let config: Value =
+        serde_yaml::from_str(s(find(&relay, "ConfigMap"), &["data", "config.yaml"])).unwrap();
+    assert_eq!(
+        s(&config, &["peer-service"]),
+        "hubble-peer.kube-system.svc.cluster.local:443"
+    );
+    assert_eq!(s(&config, &["listen-address"]), ":4245");
+    assert_eq!(
+        s(&config, &["tls-hubble-client-cert-file"]),
+        "/var/lib/hubble-relay/tls/client.crt"
+    );
+    assert_eq!(
+        s(&config, &["tls-hubble-server-ca-files"]),
+        "/var/lib/hubble-relay/tls/hubble-server-ca.crt"
+    );
+    let deploy = find(&relay, "Deployment");
+    let pod = &deploy["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    let all = docs("cilium.yaml");
+    let ds = find(&all, "DaemonSet");
+    assert_eq!(
+        s(c, &["image"]),
+        s(&ds["spec"]["template"]["spec"]["containers"][0], &["image"])
+    );
+    assert_eq!(s(&c["command"][0], &[]), "hubble-relay");
+    assert_eq!(s(&c["args"][0], &[]), "serve");
+    assert_eq!(c["ports"][0]["containerPort"].as_u64(), Some(4245));
+    assert_eq!(c["readinessProbe"]["grpc"]["port"].as_u64(), Some(4222));
+    let tls = pod["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| s(v, &["name"]) == "tls")
+        .unwrap();
+    assert_eq!(
+        s(&tls["projected"]["sources"][0]["secret"], &["name"]),
+        "hubble-relay-client-certs"
+    );
+    let svc = find(&relay, "Service");
+    assert_eq!(svc["spec"]["ports"][0]["port"].as_u64(), Some(80));
+    assert_eq!(s(&svc["spec"]["ports"][0], &["targetPort"]), "grpc");
+
+    let peer = all
+        .iter()
+        .find(|d| d["kind"] == "Service" && s(d, &["metadata", "name"]) == "hubble-peer")
+        .expect("hubble-peer");
+    assert_eq!(peer["spec"]["ports"][0]["port"].as_u64(), Some(443));
+    assert_eq!(peer["spec"]["ports"][0]["targetPort"].as_u64(), Some(4244));
+    assert_eq!(s(&peer["spec"], &["internalTrafficPolicy"]), "Local");
+    let cm = find(&all, "ConfigMap");
+    assert_eq!(s(&cm["data"], &["hubble-listen-address"]), ":4244");
+    assert_eq!(
+        s(&cm["data"], &["hubble-tls-cert-file"]),
+        "/var/lib/cilium/tls/hubble/server.crt"
+    );
+    let volumes = ds["spec"]["template"]["spec"]["volumes"]
+        .as_sequence()
+        .unwrap();
+    let hubble_tls = volumes
+        .iter()
+        .find(|v| s(v, &["name"]) == "hubble-tls")
+        .unwrap();
+    assert_eq!(
+        s(&hubble_tls["projected"]["sources"][0]["secret"], &["name"]),
+        "hubble-server-certs"
     );
 }
 

@@ -9,14 +9,22 @@
 //! - capabilities this machine cannot grant (no CAP_SYS_RESOURCE in its
 //!   bounding set) taken out of the containers that ask for them: runc
 //!   refuses a container whose capabilities the machine lacks, and kubelet
-//!   would retry it forever. What was taken out is printed.
+//!   would retry it forever. What was taken out is printed;
+//! - Hubble's certificates in the Secrets Cilium's chart names
+//!   (`hubble-server-certs` for every agent, `hubble-relay-client-certs`
+//!   for Relay), which a user makes with Cilium's certgen or their own CA.
+//!
+//! Hubble Relay (hubble-relay.yaml) is applied once cluster DNS answers:
+//! it finds the agents by the hubble-peer Service's name.
 
 use anyhow::Context;
+use kubeplane::pki::HubblePki;
 use serde_json::Value;
 use std::net::SocketAddrV4;
 
 const CILIUM: &str = include_str!("../../../deploy/kubernetes/cilium.yaml");
 const OPERATOR: &str = include_str!("../../../deploy/kubernetes/cilium-operator.yaml");
+const RELAY: &str = include_str!("../../../deploy/kubernetes/hubble-relay.yaml");
 
 /// The containers that talk to the API server before the agent runs.
 const API_CLIENTS: [&str; 3] = ["config", "cilium-agent", "cilium-operator"];
@@ -51,8 +59,12 @@ pub fn image() -> anyhow::Result<String> {
 
 /// deploy/kubernetes's agent and operator documents.
 fn documents() -> anyhow::Result<Vec<Value>> {
+    parse(&[("cilium.yaml", CILIUM), ("cilium-operator.yaml", OPERATOR)])
+}
+
+fn parse(files: &[(&str, &str)]) -> anyhow::Result<Vec<Value>> {
     let mut docs = Vec::new();
-    for (file, text) in [("cilium.yaml", CILIUM), ("cilium-operator.yaml", OPERATOR)] {
+    for (file, text) in files {
         for doc in serde_yaml::Deserializer::from_str(text) {
             let v: Value = serde::Deserialize::deserialize(doc)
                 .with_context(|| format!("parsing deploy/kubernetes/{file}"))?;
@@ -82,18 +94,55 @@ pub fn missing_capabilities() -> Vec<&'static str> {
         .collect()
 }
 
-/// What `kubectl apply` is given: deploy/kubernetes's agent and operator
-/// objects, as a List, changed for this cluster (see the module doc).
+/// What `kubectl apply` is given: Hubble's Secrets, then deploy/kubernetes's
+/// agent and operator objects, as a List, changed for this cluster (see
+/// the module doc).
 pub fn manifests(
     api_server: SocketAddrV4,
     config: &[(String, String)],
     missing_caps: &[&str],
+    hubble: &HubblePki,
 ) -> anyhow::Result<Value> {
-    let mut docs = documents()?;
+    let mut docs = hubble_secrets(hubble)?;
+    docs.extend(documents()?);
     for doc in &mut docs {
         adapt(doc, api_server, config, missing_caps);
     }
     Ok(serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs}))
+}
+
+/// deploy/kubernetes/hubble-relay.yaml as a List.
+pub fn relay_manifests() -> anyhow::Result<Value> {
+    let docs = parse(&[("hubble-relay.yaml", RELAY)])?;
+    Ok(serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs}))
+}
+
+/// The Secrets Cilium's chart makes for Hubble's TLS, keyed as a TLS
+/// Secret with the CA beside (`tls.crt`, `tls.key`, `ca.crt`).
+fn hubble_secrets(hubble: &HubblePki) -> anyhow::Result<Vec<Value>> {
+    let read = |p: &std::path::Path| {
+        std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))
+    };
+    let ca = read(&hubble.ca_cert())?;
+    [
+        ("hubble-server-certs", hubble.server()),
+        ("hubble-relay-client-certs", hubble.relay_client()),
+    ]
+    .into_iter()
+    .map(|(name, files)| {
+        Ok(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/tls",
+            "metadata": {"name": name, "namespace": "kube-system"},
+            "stringData": {
+                "tls.crt": read(&files.cert)?,
+                "tls.key": read(&files.key)?,
+                "ca.crt": ca,
+            },
+        }))
+    })
+    .collect()
 }
 
 fn adapt(doc: &mut Value, api: SocketAddrV4, config: &[(String, String)], missing_caps: &[&str]) {
@@ -155,6 +204,50 @@ mod tests {
         c["env"].as_array()?.iter().find(|e| e["name"] == name)?["value"]
             .as_str()
             .map(str::to_owned)
+    }
+
+    fn hubble() -> (tempfile::TempDir, HubblePki) {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = HubblePki::create(dir.path(), "default").unwrap();
+        (dir, pki)
+    }
+
+    fn manifests(
+        api: SocketAddrV4,
+        config: &[(String, String)],
+        missing: &[&str],
+    ) -> anyhow::Result<Value> {
+        let (_dir, pki) = hubble();
+        super::manifests(api, config, missing, &pki)
+    }
+
+    #[test]
+    fn hubbles_secrets_come_first_with_the_ca_beside() {
+        let api = "198.18.0.1:6443".parse().unwrap();
+        let list = manifests(api, &[], &[]).unwrap();
+        let items = list["items"].as_array().unwrap();
+        for (i, name) in ["hubble-server-certs", "hubble-relay-client-certs"]
+            .iter()
+            .enumerate()
+        {
+            assert_eq!(items[i]["kind"], "Secret");
+            assert_eq!(items[i]["metadata"]["name"], *name);
+            for key in ["tls.crt", "tls.key", "ca.crt"] {
+                let pem = items[i]["stringData"][key].as_str().unwrap();
+                assert!(pem.starts_with("-----BEGIN"), "{name} {key}");
+            }
+        }
+        let relay = relay_manifests().unwrap();
+        let kinds: Vec<&str> = relay["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["ServiceAccount", "ConfigMap", "Deployment", "Service"]
+        );
     }
 
     #[test]

@@ -35,6 +35,15 @@ fn dir() -> PathBuf {
     layout::root().join("k8s")
 }
 
+/// Hubble's CA and certificates for `cluster`, made beside the cluster's
+/// own at the first `up`.
+pub fn hubble_pki(cluster: &str) -> anyhow::Result<kubeplane::pki::HubblePki> {
+    Ok(kubeplane::pki::HubblePki::create(
+        &dir().join("hubble"),
+        cluster,
+    )?)
+}
+
 /// The control plane's files: made by `up` (`create`), read after.
 pub fn control_plane(create: bool) -> anyhow::Result<ControlPlane> {
     let bins = Binaries::find()?;

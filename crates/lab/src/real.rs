@@ -129,7 +129,12 @@ pub fn up(
         );
     }
     let api = std::net::SocketAddrV4::new(topology::UNDERLAY_IP, kube::API_PORT);
-    let list = install::manifests(api, &config, &missing)?;
+    let cluster = config
+        .iter()
+        .find(|(k, _)| k == "cluster-name")
+        .map_or("default", |(_, v)| v.as_str());
+    let hubble = kube::hubble_pki(cluster)?;
+    let list = install::manifests(api, &config, &missing, &hubble)?;
     kube::apply("applying deploy/kubernetes", &list.to_string())?;
     kube::wait_rollout("daemonset/cilium", Duration::from_secs(180))?;
     println!(
@@ -159,6 +164,11 @@ pub fn up(
         layout::DNS_SERVICE_IP,
         t.elapsed()
     );
+    kube::apply(
+        "applying deploy/kubernetes/hubble-relay.yaml",
+        &install::relay_manifests()?.to_string(),
+    )?;
+    println!("==> Hubble Relay applied: the cluster's flows at Service kube-system/hubble-relay (port 80), from every agent's port 4244 with mutual TLS");
     println!("\n$ kubectl get nodes,ds,deploy,pods -n kube-system -o wide");
     print!(
         "{}",

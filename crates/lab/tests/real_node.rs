@@ -4,8 +4,9 @@
 //! build; the demo's pods on two nodes talk, through a Service too, its
 //! policy holds, `kubectl exec` and `kubectl logs` work, Cilium 1.16's own
 //! cilium-dbg and cilium-health read the node's agent (tests/upstream),
-//! Hubble's API and Cilium's Hubble CLI show the demo's flows
-//! (tests/hubble), and `down` leaves nothing.
+//! Hubble's API and Cilium's Hubble CLI show the demo's flows, on a node
+//! and through Hubble Relay for all three (tests/hubble), and `down`
+//! leaves nothing.
 
 mod common;
 mod hubble;
@@ -49,7 +50,7 @@ fn kube_system_get(lab: &Lab, what: &str, output: &str) -> String {
 #[test]
 fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
     let lab = Lab::new();
-    let up = lab.ok(&["up", "--nodes", "2"]);
+    let up = lab.ok(&["up", "--nodes", "3"]);
     assert!(
         up.contains("Cilium installed from deploy/kubernetes"),
         "{up}"
@@ -63,7 +64,7 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
             r#"jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status} {.spec.taints}{"\n"}{end}"#,
         ],
     );
-    assert_eq!(nodes.lines().count(), 2, "{nodes}");
+    assert_eq!(nodes.lines().count(), 3, "{nodes}");
     for line in nodes.lines() {
         assert!(line.contains(" True"), "{nodes}");
         assert!(!line.contains("agent-not-ready"), "{nodes}");
@@ -73,7 +74,7 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
         "ds/cilium",
         "jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}",
     );
-    assert_eq!(ds, "2/2");
+    assert_eq!(ds, "3/3");
     let op = kube_system_get(
         &lab,
         "deploy/cilium-operator",
@@ -160,6 +161,7 @@ fn real_nodes_run_cilium_from_deploy_kubernetes_and_the_pods() {
     upstream::cilium_1_16_clients_read_everything(&lab);
     hubble::api_on_a_node(&lab);
     hubble::cilium_1_16_hubble_cli(&lab);
+    hubble::relay_in_a_three_node_lab(&lab);
 
     let down = lab.ok(&["down"]);
     assert!(down.contains("node1 stopped"), "{down}");

@@ -18,7 +18,10 @@
 
 mod common;
 
-use common::{agent_pod, agent_pod_now, eventually, stream_through, text, Lab};
+use common::{
+    agent_pod, agent_pod_now, agent_process, container_pid, eventually, pids_whose_cgroup_names,
+    pod_field, stream_through, text, Lab,
+};
 use std::collections::BTreeSet;
 use std::process::Command;
 
@@ -51,52 +54,6 @@ fn create_pods(lab: &Lab, pods: &[(&str, &str, &[&str])], app: &str) {
     ];
     wait.extend(pods.iter().map(|p| format!("pod/{}", p.0)));
     lab.kubectl(&wait.iter().map(String::as_str).collect::<Vec<_>>());
-}
-
-fn pod_field(lab: &Lab, namespace: &str, pod: &str, jsonpath: &str) -> String {
-    lab.kubectl(&[
-        "get",
-        "pod",
-        "-n",
-        namespace,
-        pod,
-        "-o",
-        &format!("jsonpath={jsonpath}"),
-    ])
-}
-
-/// The host pid of a process of `pod`'s first container: the one whose
-/// cgroup path names the container's id.
-fn container_pid(lab: &Lab, namespace: &str, pod: &str) -> i32 {
-    let id = pod_field(
-        lab,
-        namespace,
-        pod,
-        "{.status.containerStatuses[0].containerID}",
-    );
-    let id = id.trim().trim_start_matches("containerd://").to_owned();
-    assert!(!id.is_empty(), "{pod} has no container yet");
-    pids_whose_cgroup_names(&id)
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| panic!("no process of {pod}'s container {id}"))
-}
-
-/// Host pids whose cgroup path contains `part`.
-fn pids_whose_cgroup_names(part: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|c| c.contains(part))
-        })
-        .collect()
-}
-
-/// The host pid of node `n`'s cilium-agent process.
-fn agent_process(lab: &Lab, n: usize) -> i32 {
-    let pod = agent_pod(lab, &format!("node{n}"));
-    container_pid(lab, "kube-system", &pod)
 }
 
 fn wait_agents_ready(lab: &Lab) {

@@ -2,7 +2,10 @@
 //! reads the node's `hubble.sock` (a policy drop with its reason and both
 //! pods, a reply flagged by conntrack, filters, the other RPCs), and
 //! Cilium v1.16.0's own Hubble CLI (built from the `hubble/` folder of the
-//! cilium module by scripts/build-cilium-tools.sh) reads it too.
+//! cilium module by scripts/build-cilium-tools.sh) reads it too, and
+//! reads the whole cluster through Hubble Relay, which follows a node's
+//! agent going away and coming back; a node's Hubble port takes only
+//! clients with a certificate of the Hubble CA.
 
 use crate::common::{self, Lab};
 use hubble::flow::{self, Flow, FlowFilter};
@@ -175,11 +178,15 @@ fn hubble_cli() -> String {
 
 /// `hubble <args> --server unix://…` on `node`.
 fn hubble(lab: &Lab, node: &str, args: &[&str]) -> (i32, String) {
+    hubble_at(lab, node, &format!("unix://{SOCKET}"), args)
+}
+
+/// `hubble <args> --server <server>` on `node`.
+fn hubble_at(lab: &Lab, node: &str, server: &str, args: &[&str]) -> (i32, String) {
     let bin = hubble_cli();
-    let server = format!("unix://{SOCKET}");
     let mut all = vec!["exec", node, "--", "timeout", "20", bin.as_str()];
     all.extend(args);
-    all.extend(["--server", server.as_str()]);
+    all.extend(["--server", server]);
     let out = lab.run(&all);
     (out.status.code().unwrap_or(-1), common::text(&out))
 }
@@ -294,4 +301,206 @@ pub fn cilium_1_16_hubble_cli(lab: &Lab) {
         nodes.contains("node2") && nodes.contains("Connected"),
         "{nodes}"
     );
+}
+
+/// Hubble Relay in a 3-node lab, through Cilium's Hubble CLI on node1:
+/// the cluster's flows from every node in time order, the nodes it
+/// reaches, a node's agent killed shown unavailable until its container
+/// is back; and a node's Hubble port refusing a client the Hubble CA did
+/// not sign.
+pub fn relay_in_a_three_node_lab(lab: &Lab) {
+    lab.kubectl(&[
+        "wait",
+        "-n",
+        "kube-system",
+        "--for=condition=Available",
+        "deployment/hubble-relay",
+        "--timeout=120s",
+    ]);
+    // its pod's gRPC port: `cilium-lab exec` runs beside the node's
+    // processes, not in the cgroup socket LB translates ClusterIPs for
+    let ip = lab.kubectl(&[
+        "get",
+        "pod",
+        "-n",
+        "kube-system",
+        "-l",
+        "k8s-app=hubble-relay",
+        "-o",
+        "jsonpath={.items[0].status.podIP}",
+    ]);
+    let relay = format!("{ip}:4245");
+    let status = common::eventually("Relay connected to the 3 nodes", 60, || {
+        let (code, out) = hubble_at(lab, "node1", &relay, &["status"]);
+        (code == 0 && out.contains("Connected Nodes: 3/3"))
+            .then_some(out.clone())
+            .ok_or(out)
+    });
+    assert!(status.contains("/12,285"), "3 x 4,095 flows: {status}");
+
+    // the last 20 flows of each node, merged in time order
+    let (code, json) = hubble_at(
+        lab,
+        "node1",
+        &relay,
+        &["observe", "--last", "20", "-o", "json"],
+    );
+    assert_eq!(code, 0, "{json}");
+    let flows: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .filter(|v: &serde_json::Value| v.get("flow").is_some())
+        .collect();
+    let times: Vec<String> = flows
+        .iter()
+        .map(|f| f["time"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let nanos = |t: &str| {
+        // RFC 3339 with up to 9 fraction digits, all in UTC
+        let (secs, frac) = t.trim_end_matches('Z').split_once('.').unwrap_or((t, "0"));
+        (secs.to_owned(), format!("{frac:0<9}"))
+    };
+    assert!(
+        times.windows(2).all(|w| nanos(&w[0]) <= nanos(&w[1])),
+        "time order: {times:#?}"
+    );
+    let nodes: std::collections::BTreeSet<&str> = flows
+        .iter()
+        .filter_map(|f| f["node_name"].as_str())
+        .collect();
+    assert_eq!(
+        nodes.into_iter().collect::<Vec<_>>(),
+        ["node1", "node2", "node3"],
+        "{json}"
+    );
+
+    // a filter, and --follow through Relay
+    let (code, drops) = hubble_at(
+        lab,
+        "node1",
+        &relay,
+        &[
+            "observe",
+            "--verdict",
+            "DROPPED",
+            "--to-pod",
+            "default/pod-b",
+        ],
+    );
+    assert_eq!(code, 0, "{drops}");
+    assert!(
+        drops
+            .lines()
+            .any(|l| l.contains("default/outsider:") && l.contains("Policy denied DROPPED")),
+        "{drops}"
+    );
+    let bin = hubble_cli();
+    let pod_b = lab.kubectl(&["get", "pod", "pod-b", "-o", "jsonpath={.status.podIP}"]);
+    let (follow, sent) = std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            lab.run(&[
+                "exec",
+                "node1",
+                "--",
+                "timeout",
+                "8",
+                bin.as_str(),
+                "observe",
+                "--follow",
+                "--to-pod",
+                "default/pod-b",
+                "--server",
+                &relay,
+            ])
+        });
+        std::thread::sleep(std::time::Duration::from_secs(4));
+        let sent = lab.run(&[
+            "exec",
+            "node3",
+            "--",
+            "curl",
+            "-sS",
+            "--max-time",
+            "2",
+            &format!("http://{pod_b}/hostname"),
+        ]);
+        (watcher.join().unwrap(), common::text(&sent))
+    });
+    let text = common::text(&follow);
+    assert_eq!(
+        follow.status.code(),
+        Some(124),
+        "stopped by timeout: {text}"
+    );
+    assert!(
+        text.contains(" default/pod-b:80 "),
+        "curl said {sent}; hubble: {text}"
+    );
+
+    let (code, listed) = hubble_at(lab, "node1", &relay, &["list", "nodes"]);
+    assert_eq!(code, 0, "{listed}");
+    for node in ["node1", "node2", "node3"] {
+        assert!(
+            listed
+                .lines()
+                .any(|l| l.starts_with(node) && l.contains("Connected")),
+            "{listed}"
+        );
+    }
+
+    // node3's agent killed: unavailable until kubelet has restarted it
+    let pid = common::agent_process(lab, 3);
+    // SAFETY: a process of this test's lab.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let down = common::eventually("node3 unavailable", 60, || {
+        let (_, out) = hubble_at(lab, "node1", &relay, &["status"]);
+        out.contains("Connected Nodes: 2/3")
+            .then_some(out.clone())
+            .ok_or(out)
+    });
+    assert!(down.contains("Unavailable Nodes: 1\n  - node3"), "{down}");
+    common::eventually("node3 connected again", 120, || {
+        let (_, out) = hubble_at(lab, "node1", &relay, &["status"]);
+        out.contains("Connected Nodes: 3/3")
+            .then_some(())
+            .ok_or(out)
+    });
+
+    // a node's Hubble port: the Relay's certificate is let in, none is not
+    let node_ip = lab.kubectl(&[
+        "get",
+        "node",
+        "node2",
+        "-o",
+        r#"jsonpath={.status.addresses[?(@.type=="InternalIP")].address}"#,
+    ]);
+    let pki = lab.dir.path().join("k8s/hubble");
+    let file = |f: &str| pki.join(f).display().to_string();
+    let tls = [
+        "--tls".to_owned(),
+        "--tls-ca-cert-files".into(),
+        file("hubble-ca.crt"),
+        "--tls-server-name".into(),
+        "node2.default.hubble-grpc.cilium.io".into(),
+    ];
+    let node_server = format!("{node_ip}:4244");
+    let mut with_cert: Vec<&str> = vec!["status"];
+    with_cert.extend(tls.iter().map(String::as_str));
+    let (cert, key) = (
+        file("hubble-relay-client.crt"),
+        file("hubble-relay-client.key"),
+    );
+    with_cert.extend([
+        "--tls-client-cert-file",
+        &cert,
+        "--tls-client-key-file",
+        &key,
+    ]);
+    let (code, out) = hubble_at(lab, "node1", &node_server, &with_cert);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("Healthcheck (via"), "{out}");
+    let mut without: Vec<&str> = vec!["status"];
+    without.extend(tls.iter().map(String::as_str));
+    let (code, out) = hubble_at(lab, "node1", &node_server, &without);
+    assert_ne!(code, 0, "no client certificate: {out}");
 }
