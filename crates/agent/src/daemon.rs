@@ -267,12 +267,15 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             monitor.clone(),
             config.cgroup_root.clone(),
         );
-        let observer = Arc::new(crate::hubble::Observer::new(
-            h.capacity,
-            &config.cluster_name,
-            &config.node_name,
-            Arc::new(resolver),
-        ));
+        let observer = Arc::new(
+            crate::hubble::Observer::new(
+                h.capacity,
+                &config.cluster_name,
+                &config.node_name,
+                Arc::new(resolver),
+            )
+            .with_metrics(h.metrics.as_ref().map(|(_, m)| Arc::clone(m))),
+        );
         monitor.attach_observer(Arc::clone(&observer));
         let reach = crate::hubble::Reach {
             port: h.listen.map(|a| a.port()),

@@ -121,6 +121,14 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
                 tracing::error!(subsys = "hubble", error = %e, "Hubble server failed");
             }
         });
+        if let Some((addr, metrics)) = h.metrics.clone() {
+            let t = tasks.clone();
+            tasks.spawn_graceful("hubble-metrics", move |_stop| async move {
+                if let Err(e) = agent::hubble::serve_metrics(metrics, addr, t).await {
+                    tracing::error!(subsys = "hubble", error = %e, "Hubble metrics server failed");
+                }
+            });
+        }
         if let Some(addr) = h.listen {
             let t = tasks.clone();
             tasks.spawn_graceful("hubble-tcp", move |_stop| async move {

@@ -8,6 +8,7 @@
 mod cgroups;
 mod filter;
 mod grpc;
+pub mod metrics;
 mod observer;
 mod packet;
 mod parse;
@@ -84,7 +85,11 @@ pub fn status(observer: Option<&Observer>) -> api::models::HubbleStatus {
             uptime: api::duration::go_duration(o.uptime()),
         }),
         metrics: Some(HubbleMetrics {
-            state: State::Disabled,
+            state: if o.metrics().is_some() {
+                State::Ok
+            } else {
+                State::Disabled
+            },
         }),
     }
 }
@@ -156,6 +161,39 @@ pub async fn serve_tcp(
     });
     router
         .serve_with_incoming_shutdown(incoming, tasks.stopping())
+        .await
+        .map_err(|e| anyhow::anyhow!("serving {addr}: {e}"))
+}
+
+/// Serves Hubble's metrics as Prometheus text on `addr` (`/metrics`)
+/// until the agent stops.
+pub async fn serve_metrics(
+    metrics: Arc<metrics::Metrics>,
+    addr: std::net::SocketAddr,
+    tasks: Tasks,
+) -> anyhow::Result<()> {
+    use axum::routing::get;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("binding {addr}: {e}"))?;
+    tracing::info!(subsys = "hubble", address = %addr, metrics = ?metrics, "Starting Hubble metrics server");
+    let app = axum::Router::new().route(
+        "/metrics",
+        get(move || {
+            let m = Arc::clone(&metrics);
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    m.render(),
+                )
+            }
+        }),
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(tasks.stopping())
         .await
         .map_err(|e| anyhow::anyhow!("serving {addr}: {e}"))
 }

@@ -46,6 +46,7 @@ pub struct Observer {
     started: Instant,
     uuids: AtomicU64,
     namespaces: Mutex<HashMap<String, Instant>>,
+    metrics: Option<Arc<super::metrics::Metrics>>,
 }
 
 /// The node name flows carry: `cluster/node` unless the cluster is
@@ -95,7 +96,18 @@ impl Observer {
             started: Instant::now(),
             uuids: AtomicU64::new(random_seed()),
             namespaces: Mutex::default(),
+            metrics: None,
         }
+    }
+
+    /// Counts every flow and lost event into `metrics` too.
+    pub fn with_metrics(mut self, metrics: Option<Arc<super::metrics::Metrics>>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn metrics(&self) -> Option<&super::metrics::Metrics> {
+        self.metrics.as_deref()
     }
 
     pub fn node_name(&self) -> &str {
@@ -132,6 +144,9 @@ impl Observer {
         f.uuid = self.uuid();
         f.node_name.clone_from(&self.node_name);
         self.note_namespaces(&f);
+        if let Some(m) = &self.metrics {
+            m.process(&f);
+        }
         self.seen_flows.fetch_add(1, Ordering::Relaxed);
         self.ring.push(Arc::new(Stored {
             time: now,
@@ -159,6 +174,9 @@ impl Observer {
 
     /// Records the kernel could not write into a full ring of `cpu`.
     pub fn lost(&self, cpu: usize, count: u64) {
+        if let Some(m) = &self.metrics {
+            m.lost("perf_event_ring_buffer", count);
+        }
         self.ring.push(Arc::new(Stored {
             time: SystemTime::now(),
             event: Event::Lost(flow::LostEvent {

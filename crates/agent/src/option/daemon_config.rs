@@ -154,6 +154,11 @@ pub struct HubbleConfig {
     pub tls: Option<crate::hubble::TlsFiles>,
     /// `hubble-disable-tls`: peers are announced without server names.
     pub disable_tls: bool,
+    /// `hubble-metrics-server` with the handlers of `hubble-metrics`.
+    pub metrics: Option<(
+        std::net::SocketAddr,
+        std::sync::Arc<crate::hubble::metrics::Metrics>,
+    )>,
 }
 
 fn hubble_config(l: &Loaded) -> Result<Option<HubbleConfig>, ConfigError> {
@@ -208,12 +213,29 @@ fn hubble_config(l: &Loaded) -> Result<Option<HubbleConfig>, ConfigError> {
         }
         _ => None,
     };
+    let metrics = match l.get("hubble-metrics-server") {
+        "" => None,
+        server => {
+            let bad = |key: &str, value: &str, why: String| ConfigError::BadValue {
+                key: key.into(),
+                value: value.into(),
+                why,
+            };
+            let addr = super::validate::listen_addr(server)
+                .map_err(|e| bad("hubble-metrics-server", server, e.to_string()))?;
+            let spec = l.get("hubble-metrics");
+            let handlers = crate::hubble::metrics::Metrics::parse(spec)
+                .map_err(|e| bad("hubble-metrics", spec, e.to_string()))?;
+            Some((addr, std::sync::Arc::new(handlers)))
+        }
+    };
     Ok(Some(HubbleConfig {
         socket_path,
         capacity,
         listen,
         tls,
         disable_tls,
+        metrics,
     }))
 }
 
@@ -669,6 +691,33 @@ mod tests {
             let err = cfg(&["--enable-hubble", bad]).unwrap_err();
             assert!(err.to_string().contains("hubble-"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn hubble_metrics_are_served_only_with_a_server_and_valid_handlers() {
+        let off = cfg(&["--enable-hubble", "--hubble-metrics=flow"]).unwrap();
+        assert!(
+            off.hubble.unwrap().metrics.is_none(),
+            "no server, no metrics"
+        );
+        let on = cfg(&[
+            "--enable-hubble",
+            "--hubble-metrics-server=:9965",
+            "--hubble-metrics=drop:sourceContext=pod tcp flow",
+        ])
+        .unwrap();
+        let (addr, m) = on.hubble.unwrap().metrics.unwrap();
+        assert_eq!(addr.port(), 9965);
+        assert_eq!(m.names(), ["drop", "tcp", "flow"]);
+        for (bad, key) in [
+            ("--hubble-metrics=flow bogus", "hubble-metrics"),
+            ("--hubble-metrics=drop:sourceContext=moon", "hubble-metrics"),
+        ] {
+            let err = cfg(&["--enable-hubble", "--hubble-metrics-server=:9965", bad]).unwrap_err();
+            assert!(err.to_string().contains(key), "{bad}: {err}");
+        }
+        let err = cfg(&["--enable-hubble", "--hubble-metrics-server=9965"]).unwrap_err();
+        assert!(err.to_string().contains("hubble-metrics-server"), "{err}");
     }
 
     #[test]

@@ -230,6 +230,8 @@ pub const KEYS: &[Key] = &[
     k("enable-tcx", Bool, "true"),
     k("hubble-disable-tls", Bool, "false"),
     k("hubble-listen-address", Str, ""),
+    k("hubble-metrics", Str, ""),
+    k("hubble-metrics-server", Str, ""),
     k("hubble-socket-path", Path, "/var/run/cilium/hubble.sock"),
     k("hubble-event-buffer-capacity", Uint(1, 65535), "4095"),
     later("hubble-event-queue-size", Uint(0, 1 << 20), "0"),

@@ -131,6 +131,38 @@ pub fn api_on_a_node(lab: &Lab) {
         "{traced:#?}"
     );
 
+    // Hubble's metrics on node2 (deploy/kubernetes turns them on): the
+    // policy drop counted with both pods as its context
+    let metrics = lab.ok(&[
+        "exec",
+        "node2",
+        "--",
+        "curl",
+        "-sS",
+        "--max-time",
+        "5",
+        "http://127.0.0.1:9965/metrics",
+    ]);
+    assert!(
+        metrics.lines().any(|l| l.starts_with(
+            "hubble_drop_total{source=\"default/outsider\",destination=\"default/pod-b\",reason=\"POLICY_DENIED\",protocol=\"TCP\"} "
+        )),
+        "{metrics}"
+    );
+    for family in [
+        "hubble_flows_processed_total{",
+        "hubble_tcp_flags_total{flag=\"SYN\",family=\"IPv4\"",
+        "hubble_port_distribution_total{protocol=\"TCP\",port=\"80\"",
+        "hubble_lost_events_total{source=\"perf_event_ring_buffer\"}",
+    ] {
+        assert!(metrics.contains(family), "{family}: {metrics}");
+    }
+    let status = lab.ok(&["exec", "node2", "--", "cilium", "status"]);
+    assert!(
+        status.lines().any(|l| l.starts_with("Hubble:") && l.contains("Metrics: Ok")),
+        "{status}"
+    );
+
     // the rest of the service answers
     rt.block_on(async {
         let mut c = ObserverClient::new(hubble::client::unix_channel(&node2));
