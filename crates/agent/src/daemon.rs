@@ -276,7 +276,9 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             )
             .with_metrics(h.metrics.as_ref().map(|(_, m)| Arc::clone(m))),
         );
-        monitor.attach_observer(Arc::clone(&observer));
+        if let Err(e) = monitor.attach_observer(Arc::clone(&observer), h.queue_size) {
+            tracing::warn!(subsys = "hubble", error = %e, "Unable to start the observer's thread; Hubble gets no events");
+        }
         let reach = crate::hubble::Reach {
             port: h.listen.map(|a| a.port()),
             tls: !h.disable_tls,

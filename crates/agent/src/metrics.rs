@@ -149,10 +149,16 @@ fn event_families(d: &Sources) -> Vec<Family> {
             name: "hubble_lost_events_total",
             help: "Number of lost events",
             kind: "counter",
-            samples: vec![(
-                vec![("source", "perf_event_ring_buffer".to_owned())],
-                d.monitor.lost() as f64,
-            )],
+            samples: vec![
+                (
+                    vec![("source", "observer_events_queue".to_owned())],
+                    d.monitor.observer_queue_lost() as f64,
+                ),
+                (
+                    vec![("source", "perf_event_ring_buffer".to_owned())],
+                    d.monitor.lost() as f64,
+                ),
+            ],
         },
     ]
 }

@@ -187,6 +187,21 @@ impl Observer {
         }));
     }
 
+    /// Events the queue in front of the observer could not take.
+    pub fn queue_lost(&self, count: u64) {
+        if let Some(m) = &self.metrics {
+            m.lost("observer_events_queue", count);
+        }
+        self.ring.push(Arc::new(Stored {
+            time: SystemTime::now(),
+            event: Event::Lost(flow::LostEvent {
+                source: flow::LostEventSource::ObserverEventsQueue as i32,
+                num_events_lost: count,
+                cpu: None,
+            }),
+        }));
+    }
+
     pub fn agent(&self, what: AgentNotify, body: &serde_json::Value) {
         self.ring.push(Arc::new(Stored {
             time: SystemTime::now(),

@@ -17,10 +17,13 @@ mod decode;
 pub mod gob;
 mod json_lines;
 pub mod listener1_2;
+mod observer_feed;
 
 pub use controlplane::AgentNotify;
 pub use decode::{decode, parse_packet, summarize, MonitorEvent, Packet};
 pub use listener1_2::Payload;
+pub use observer_feed::default_queue_size;
+use observer_feed::ObserverFeed;
 
 use controlplane::tasks::Tasks;
 use std::collections::HashMap;
@@ -36,8 +39,9 @@ pub struct Hub {
     tx: broadcast::Sender<Arc<MonitorEvent>>,
     /// Cilium's payloads, for `monitor1_2.sock` listeners
     payloads: broadcast::Sender<Arc<Payload>>,
-    /// Hubble's, once the agent has built it (None while Hubble is off)
-    observer: OnceLock<Arc<crate::hubble::Observer>>,
+    /// Hubble's observer, through its queue, once the agent has built it
+    /// (None while Hubble is off)
+    observer: OnceLock<ObserverFeed>,
     /// (namespace, pod) by address, local and remote
     pods: RwLock<HashMap<Ipv4Addr, (String, String)>>,
     /// Records the kernel could not write into a full ring
@@ -79,13 +83,25 @@ impl Hub {
             .insert(ip, (namespace.to_owned(), pod.to_owned()));
     }
 
-    /// Hands every event from now on to Hubble's observer too.
-    pub fn attach_observer(&self, observer: Arc<crate::hubble::Observer>) {
-        let _ = self.observer.set(observer);
+    /// Hands every event from now on to Hubble's observer too, through a
+    /// queue of `queue` events.
+    pub fn attach_observer(
+        &self,
+        observer: Arc<crate::hubble::Observer>,
+        queue: usize,
+    ) -> std::io::Result<()> {
+        let feed = ObserverFeed::start(observer, queue)?;
+        let _ = self.observer.set(feed);
+        Ok(())
     }
 
     pub fn observer(&self) -> Option<&crate::hubble::Observer> {
-        self.observer.get().map(|o| &**o)
+        self.observer.get().map(ObserverFeed::observer)
+    }
+
+    /// Events the observer's full queue could not take.
+    pub fn observer_queue_lost(&self) -> u64 {
+        self.observer.get().map_or(0, ObserverFeed::dropped)
     }
 
     pub fn forget_pod(&self, ip: Ipv4Addr) {
@@ -132,8 +148,8 @@ impl Hub {
         let kind = usize::from(raw.first().copied().unwrap_or(0));
         self.received[if kind < 6 { kind } else { 0 }].fetch_add(1, Ordering::Relaxed);
         self.send_payload(|| Payload::sample(cpu, raw));
-        if let Some(o) = self.observer() {
-            o.sample(raw);
+        if let Some(feed) = self.observer.get() {
+            feed.sample(raw);
         }
         if self.tx.receiver_count() == 0 {
             return;
@@ -148,8 +164,8 @@ impl Hub {
     pub fn lost_samples(&self, cpu: usize, count: u64) {
         self.lost.fetch_add(count, Ordering::Relaxed);
         self.send_payload(|| Payload::lost(cpu, count));
-        if let Some(o) = self.observer() {
-            o.lost(cpu, count);
+        if let Some(feed) = self.observer.get() {
+            feed.ring_lost(cpu, count);
         }
         self.publish(MonitorEvent {
             kind: "lost".into(),
@@ -163,8 +179,8 @@ impl Hub {
     pub fn agent(&self, what: AgentNotify, body: serde_json::Value) {
         let text = body.to_string();
         self.send_payload(|| Payload::agent(what, &text));
-        if let Some(o) = self.observer() {
-            o.agent(what, &body);
+        if let Some(feed) = self.observer.get() {
+            feed.agent(what, &body);
         }
         self.publish(MonitorEvent {
             kind: "agent".into(),

@@ -148,6 +148,9 @@ pub struct HubbleConfig {
     /// `hubble-socket-path`; beside the API socket unless set.
     pub socket_path: PathBuf,
     pub capacity: crate::hubble::Capacity,
+    /// `hubble-event-queue-size`: events waiting for the observer (0 in
+    /// the config: Cilium's default for the machine's CPUs)
+    pub queue_size: usize,
     /// `hubble-listen-address`: the TCP server Relay connects to.
     pub listen: Option<std::net::SocketAddr>,
     /// The TCP server's certificate; None with `hubble-disable-tls`.
@@ -229,9 +232,14 @@ fn hubble_config(l: &Loaded) -> Result<Option<HubbleConfig>, ConfigError> {
             Some((addr, std::sync::Arc::new(handlers)))
         }
     };
+    let queue_size = match l.get("hubble-event-queue-size").parse::<usize>() {
+        Ok(0) | Err(_) => crate::monitor::default_queue_size(),
+        Ok(n) => n,
+    };
     Ok(Some(HubbleConfig {
         socket_path,
         capacity,
+        queue_size,
         listen,
         tls,
         disable_tls,

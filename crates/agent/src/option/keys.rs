@@ -234,7 +234,7 @@ pub const KEYS: &[Key] = &[
     k("hubble-metrics-server", Str, ""),
     k("hubble-socket-path", Path, "/var/run/cilium/hubble.sock"),
     k("hubble-event-buffer-capacity", Uint(1, 65535), "4095"),
-    later("hubble-event-queue-size", Uint(0, 1 << 20), "0"),
+    k("hubble-event-queue-size", Uint(0, 1 << 20), "0"),
     k("hubble-tls-cert-file", Str, ""),
     k("hubble-tls-client-ca-files", Str, ""),
     k("hubble-tls-key-file", Str, ""),

@@ -159,7 +159,9 @@ pub fn api_on_a_node(lab: &Lab) {
     }
     let status = lab.ok(&["exec", "node2", "--", "cilium", "status"]);
     assert!(
-        status.lines().any(|l| l.starts_with("Hubble:") && l.contains("Metrics: Ok")),
+        status
+            .lines()
+            .any(|l| l.starts_with("Hubble:") && l.contains("Metrics: Ok")),
         "{status}"
     );
 
