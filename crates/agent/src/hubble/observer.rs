@@ -174,30 +174,33 @@ impl Observer {
 
     /// Records the kernel could not write into a full ring of `cpu`.
     pub fn lost(&self, cpu: usize, count: u64) {
-        if let Some(m) = &self.metrics {
-            m.lost("perf_event_ring_buffer", count);
-        }
-        self.ring.push(Arc::new(Stored {
-            time: SystemTime::now(),
-            event: Event::Lost(flow::LostEvent {
-                source: flow::LostEventSource::PerfEventRingBuffer as i32,
-                num_events_lost: count,
-                cpu: Some(cpu as i32),
-            }),
-        }));
+        self.push_lost(
+            flow::LostEventSource::PerfEventRingBuffer,
+            count,
+            Some(cpu as i32),
+        );
     }
 
     /// Events the queue in front of the observer could not take.
     pub fn queue_lost(&self, count: u64) {
+        self.push_lost(flow::LostEventSource::ObserverEventsQueue, count, None);
+    }
+
+    fn push_lost(&self, source: flow::LostEventSource, count: u64, cpu: Option<i32>) {
         if let Some(m) = &self.metrics {
-            m.lost("observer_events_queue", count);
+            let name = match source {
+                flow::LostEventSource::ObserverEventsQueue => "observer_events_queue",
+                flow::LostEventSource::HubbleRingBuffer => "hubble_ring_buffer",
+                _ => "perf_event_ring_buffer",
+            };
+            m.lost(name, count);
         }
         self.ring.push(Arc::new(Stored {
             time: SystemTime::now(),
             event: Event::Lost(flow::LostEvent {
-                source: flow::LostEventSource::ObserverEventsQueue as i32,
+                source: source as i32,
                 num_events_lost: count,
-                cpu: None,
+                cpu,
             }),
         }));
     }

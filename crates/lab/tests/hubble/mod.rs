@@ -225,6 +225,54 @@ fn hubble_at(lab: &Lab, node: &str, server: &str, args: &[&str]) -> (i32, String
     (out.status.code().unwrap_or(-1), common::text(&out))
 }
 
+/// `hubble observe --follow --to-pod default/pod-b` run on a node against
+/// `server` shows the request `from` sends to pod-b meanwhile; the CLI
+/// runs until stopped.
+fn follow_sees_a_new_request(lab: &Lab, (node, server): (&str, &str), from: &str) {
+    let bin = hubble_cli();
+    let ip = lab.kubectl(&["get", "pod", "pod-b", "-o", "jsonpath={.status.podIP}"]);
+    let (follow, sent) = std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            lab.run(&[
+                "exec",
+                node,
+                "--",
+                "timeout",
+                "8",
+                bin.as_str(),
+                "observe",
+                "--follow",
+                "--to-pod",
+                "default/pod-b",
+                "--server",
+                server,
+            ])
+        });
+        std::thread::sleep(std::time::Duration::from_secs(4));
+        let sent = lab.run(&[
+            "exec",
+            from,
+            "--",
+            "curl",
+            "-sS",
+            "--max-time",
+            "2",
+            &format!("http://{ip}/hostname"),
+        ]);
+        (watcher.join().unwrap(), common::text(&sent))
+    });
+    let text = common::text(&follow);
+    assert_eq!(
+        follow.status.code(),
+        Some(124),
+        "stopped by timeout: {text}"
+    );
+    assert!(
+        text.contains(" default/pod-b:80 "),
+        "curl said {sent}; hubble: {text}"
+    );
+}
+
 pub fn cilium_1_16_hubble_cli(lab: &Lab) {
     let (code, status) = hubble(lab, "node2", &["status"]);
     assert_eq!(code, 0, "{status}");
@@ -283,51 +331,9 @@ pub fn cilium_1_16_hubble_cli(lab: &Lab) {
         "{json}"
     );
 
-    // --follow: new flows as they come, until the CLI is stopped
-    let bin = hubble_cli();
-    let server = format!("unix://{SOCKET}");
-    let ip = lab.kubectl(&["get", "pod", "pod-b", "-o", "jsonpath={.status.podIP}"]);
-    let (follow, sent) = std::thread::scope(|s| {
-        let watcher = s.spawn(|| {
-            lab.run(&[
-                "exec",
-                "node2",
-                "--",
-                "timeout",
-                "8",
-                bin.as_str(),
-                "observe",
-                "--follow",
-                "--to-pod",
-                "default/pod-b",
-                "--server",
-                &server,
-            ])
-        });
-        std::thread::sleep(std::time::Duration::from_secs(3));
-        // from node1: forwarded or dropped by the demo's policy, seen either way
-        let sent = lab.run(&[
-            "exec",
-            "node1",
-            "--",
-            "curl",
-            "-sS",
-            "--max-time",
-            "2",
-            &format!("http://{ip}/hostname"),
-        ]);
-        (watcher.join().unwrap(), common::text(&sent))
-    });
-    let text = common::text(&follow);
-    assert_eq!(
-        follow.status.code(),
-        Some(124),
-        "stopped by timeout: {text}"
-    );
-    assert!(
-        text.contains(" default/pod-b:80 "),
-        "curl said {sent}; hubble: {text}"
-    );
+    // --follow: new flows as they come, until the CLI is stopped; from
+    // node1, forwarded or dropped by the demo's policy, seen either way
+    follow_sees_a_new_request(lab, ("node2", &format!("unix://{SOCKET}")), "node1");
 
     let (code, nodes) = hubble(lab, "node2", &["list", "nodes"]);
     assert_eq!(code, 0, "{nodes}");
@@ -428,48 +434,7 @@ pub fn relay_in_a_three_node_lab(lab: &Lab) {
             .any(|l| l.contains("default/outsider:") && l.contains("Policy denied DROPPED")),
         "{drops}"
     );
-    let bin = hubble_cli();
-    let pod_b = lab.kubectl(&["get", "pod", "pod-b", "-o", "jsonpath={.status.podIP}"]);
-    let (follow, sent) = std::thread::scope(|s| {
-        let watcher = s.spawn(|| {
-            lab.run(&[
-                "exec",
-                "node1",
-                "--",
-                "timeout",
-                "8",
-                bin.as_str(),
-                "observe",
-                "--follow",
-                "--to-pod",
-                "default/pod-b",
-                "--server",
-                &relay,
-            ])
-        });
-        std::thread::sleep(std::time::Duration::from_secs(4));
-        let sent = lab.run(&[
-            "exec",
-            "node3",
-            "--",
-            "curl",
-            "-sS",
-            "--max-time",
-            "2",
-            &format!("http://{pod_b}/hostname"),
-        ]);
-        (watcher.join().unwrap(), common::text(&sent))
-    });
-    let text = common::text(&follow);
-    assert_eq!(
-        follow.status.code(),
-        Some(124),
-        "stopped by timeout: {text}"
-    );
-    assert!(
-        text.contains(" default/pod-b:80 "),
-        "curl said {sent}; hubble: {text}"
-    );
+    follow_sees_a_new_request(lab, ("node1", &relay), "node3");
 
     let (code, listed) = hubble_at(lab, "node1", &relay, &["list", "nodes"]);
     assert_eq!(code, 0, "{listed}");
