@@ -266,6 +266,11 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             Arc::clone(&cp.services),
             monitor.clone(),
             config.cgroup_root.clone(),
+        )
+        .with_workloads(
+            pod_cache
+                .clone()
+                .map(|c| c as Arc<dyn crate::hubble::PodWorkloads>),
         );
         let observer = Arc::new(
             crate::hubble::Observer::new(

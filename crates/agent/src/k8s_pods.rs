@@ -20,10 +20,19 @@ use watch::{Change, Source};
 
 type Labels = BTreeMap<String, String>;
 
+/// A pod as the caches keep it: its part in its identity, and the
+/// workload that controls it (what Hubble's flows name).
+#[derive(Clone, Debug, PartialEq)]
+struct Cached {
+    meta: PodMeta,
+    /// (kind, name)
+    workload: Option<(String, String)>,
+}
+
 #[derive(Default)]
 struct Known {
     /// By the watch's key, `namespace/name`.
-    pods: BTreeMap<String, PodMeta>,
+    pods: BTreeMap<String, Cached>,
     namespaces: BTreeMap<String, Labels>,
 }
 
@@ -47,11 +56,60 @@ enum LookupError {
     OtherPod(String, String, String),
 }
 
-/// A pod's part in its identity, while it runs: None for a pod that is
-/// done (Cilium treats Succeeded and Failed pods as deleted).
-fn running(pod: &Pod) -> Option<PodMeta> {
+/// A pod while it runs: None for a pod that is done (Cilium treats
+/// Succeeded and Failed pods as deleted).
+fn running(pod: &Pod) -> Option<Cached> {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    (!matches!(phase, Some("Succeeded" | "Failed"))).then(|| meta(pod))
+    (!matches!(phase, Some("Succeeded" | "Failed"))).then(|| Cached {
+        meta: meta(pod),
+        workload: workload(pod),
+    })
+}
+
+/// The workload controlling a pod made by one, as Cilium 1.16 derives
+/// it: its controller, a ReplicaSet named after the pod template's hash
+/// being its Deployment's, a Job named `<name>-<schedule time>` its
+/// CronJob's. (kind, name).
+fn workload(pod: &Pod) -> Option<(String, String)> {
+    if pod
+        .metadata
+        .generate_name
+        .as_deref()
+        .unwrap_or_default()
+        .is_empty()
+    {
+        return None;
+    }
+    let owner = pod
+        .owner_references()
+        .iter()
+        .find(|r| r.controller == Some(true))?;
+    let hash = pod
+        .labels()
+        .get("pod-template-hash")
+        .filter(|h| !h.is_empty());
+    let (kind, name) = (owner.kind.as_str(), owner.name.as_str());
+    Some(match (kind, hash) {
+        ("ReplicaSet", Some(h)) if name.ends_with(h.as_str()) => (
+            "Deployment".into(),
+            name.strip_suffix(&format!("-{h}"))
+                .unwrap_or(name)
+                .to_owned(),
+        ),
+        ("ReplicationController", _) if pod.labels().contains_key("deploymentconfig") => (
+            "DeploymentConfig".into(),
+            pod.labels()["deploymentconfig"].clone(),
+        ),
+        ("Job", _) => match name.rsplit_once('-') {
+            Some((cronjob, stamp))
+                if (8..=10).contains(&stamp.len()) && stamp.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                ("CronJob".into(), cronjob.to_owned())
+            }
+            _ => (kind.to_owned(), name.to_owned()),
+        },
+        _ => (kind.to_owned(), name.to_owned()),
+    })
 }
 
 /// A pod's part in its identity.
@@ -86,7 +144,7 @@ impl PodCache {
     /// its pod and namespace are in them.
     fn cached(&self, namespace: &str, name: &str) -> Option<(PodMeta, Vec<String>)> {
         let known = self.known();
-        let pod = known.pods.get(&format!("{namespace}/{name}"))?;
+        let pod = &known.pods.get(&format!("{namespace}/{name}"))?.meta;
         let ns = known.namespaces.get(namespace)?;
         Some((pod.clone(), pod_identity_labels(pod, ns, &self.cluster)))
     }
@@ -161,6 +219,18 @@ impl PodLabels for PodCache {
     }
 }
 
+impl crate::hubble::PodWorkloads for PodCache {
+    fn workload(&self, namespace: &str, pod: &str) -> Option<hubble::flow::Workload> {
+        let known = self.known();
+        let (kind, name) = known
+            .pods
+            .get(&format!("{namespace}/{pod}"))?
+            .workload
+            .clone()?;
+        Some(hubble::flow::Workload { name, kind })
+    }
+}
+
 /// Relabels the local endpoints of pods in `namespace` (of pod `name`
 /// only, when given) whose labels are no longer their pod's.
 async fn relabel(
@@ -203,7 +273,7 @@ pub fn follow(
         .watched("core/v1::Pods", pods)
         .decode(|_, pod: &Pod| Ok::<_, Infallible>(running(pod)));
     let (this, eps) = (Arc::clone(cache), Arc::clone(&endpoints));
-    let handler = move |change: Change<String, Option<PodMeta>>| {
+    let handler = move |change: Change<String, Option<Cached>>| {
         let (this, eps) = (Arc::clone(&this), Arc::clone(&eps));
         async move {
             let (namespace, name) = match change {
@@ -212,7 +282,7 @@ pub fn follow(
                     new: Some(pod),
                     ..
                 } => {
-                    let at = (pod.namespace.clone(), pod.name.clone());
+                    let at = (pod.meta.namespace.clone(), pod.meta.name.clone());
                     this.known().pods.insert(key, pod);
                     at
                 }
@@ -256,4 +326,63 @@ pub fn follow(
         "k8s-namespaces",
         watch::Store::new("namespaces").run(namespaces, handler),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(generate_name: &str, owner: Option<(&str, &str)>, hash: Option<&str>) -> Pod {
+        let mut labels = serde_json::json!({});
+        if let Some(h) = hash {
+            labels["pod-template-hash"] = h.into();
+        }
+        let owners: Vec<serde_json::Value> = owner
+            .into_iter()
+            .map(|(kind, name)| {
+                serde_json::json!({"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": "u", "controller": true})
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "default", "generateName": generate_name,
+                         "labels": labels, "ownerReferences": owners},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn workloads_are_named_as_cilium_names_them() {
+        let w = |p: &Pod| workload(p);
+        let pair = |k: &str, n: &str| Some((k.to_owned(), n.to_owned()));
+        assert_eq!(
+            w(&pod(
+                "web-5d8f-",
+                Some(("ReplicaSet", "web-5d8f")),
+                Some("5d8f")
+            )),
+            pair("Deployment", "web")
+        );
+        assert_eq!(
+            w(&pod("rs-", Some(("ReplicaSet", "rs")), None)),
+            pair("ReplicaSet", "rs")
+        );
+        assert_eq!(
+            w(&pod(
+                "nightly-28123456-",
+                Some(("Job", "nightly-28123456")),
+                None
+            )),
+            pair("CronJob", "nightly")
+        );
+        assert_eq!(
+            w(&pod("cilium-", Some(("DaemonSet", "cilium")), None)),
+            pair("DaemonSet", "cilium")
+        );
+        assert_eq!(
+            w(&pod("", Some(("DaemonSet", "cilium")), None)),
+            None,
+            "not generated"
+        );
+        assert_eq!(w(&pod("x-", None, None)), None, "no controller");
+    }
 }

@@ -19,7 +19,7 @@ mod ring;
 pub use observer::{absolute_node_name, Observer};
 pub use parse::Resolve;
 pub use peer::{NodeSource, PeerService, Reach};
-pub use resolve::{ControlPlaneResolver, PodNames};
+pub use resolve::{ControlPlaneResolver, PodNames, PodWorkloads};
 pub use ring::{Capacity, CapacityError};
 
 use controlplane::tasks::Tasks;

@@ -22,12 +22,18 @@ pub trait PodNames: Send + Sync {
     fn pod(&self, ip: Ipv4Addr) -> Option<(String, String)>;
 }
 
+/// The workload controlling a local pod (the pod watcher's).
+pub trait PodWorkloads: Send + Sync {
+    fn workload(&self, namespace: &str, pod: &str) -> Option<flow::Workload>;
+}
+
 struct LocalEndpoint {
     id: u16,
     identity: u32,
     namespace: String,
     pod: String,
     uid: String,
+    workloads: Vec<flow::Workload>,
 }
 
 /// Pods' cgroups by ID, from the last walk of the cgroup tree.
@@ -71,6 +77,7 @@ pub struct ControlPlaneResolver {
     frontends: RwLock<Snapshot<(Ipv4Addr, u16), flow::Service>>,
     cgroup_root: PathBuf,
     cgroups: Mutex<Cgroups>,
+    workloads: Option<Arc<dyn PodWorkloads>>,
 }
 
 impl ControlPlaneResolver {
@@ -95,7 +102,14 @@ impl ControlPlaneResolver {
             frontends: RwLock::new(Snapshot::empty()),
             cgroup_root,
             cgroups: Mutex::default(),
+            workloads: None,
         }
+    }
+
+    /// Names local pods' workloads from `workloads`.
+    pub fn with_workloads(mut self, workloads: Option<Arc<dyn PodWorkloads>>) -> Self {
+        self.workloads = workloads;
+        self
     }
 
     fn local(&self) -> Arc<HashMap<Ipv4Addr, Arc<LocalEndpoint>>> {
@@ -112,6 +126,12 @@ impl ControlPlaneResolver {
             .list()
             .into_iter()
             .map(|ep| {
+                let workloads = self
+                    .workloads
+                    .as_ref()
+                    .and_then(|w| w.workload(&ep.k8s_namespace, &ep.k8s_pod_name))
+                    .into_iter()
+                    .collect();
                 (
                     ep.ipv4,
                     Arc::new(LocalEndpoint {
@@ -120,6 +140,7 @@ impl ControlPlaneResolver {
                         namespace: ep.k8s_namespace,
                         pod: ep.k8s_pod_name,
                         uid: ep.k8s_uid,
+                        workloads,
                     }),
                 )
             })
@@ -219,6 +240,7 @@ impl Resolve for ControlPlaneResolver {
                 namespace: ep.namespace.clone(),
                 pod_name: ep.pod.clone(),
                 labels: self.labels(identity).to_vec(),
+                workloads: ep.workloads.clone(),
                 ..Default::default()
             };
         }

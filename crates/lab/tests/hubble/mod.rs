@@ -414,6 +414,45 @@ pub fn relay_in_a_three_node_lab(lab: &Lab) {
         "{json}"
     );
 
+    // Relay's own pod, of a Deployment: its flows name the workload
+    let relay_pod = lab.kubectl(&[
+        "get",
+        "pod",
+        "-n",
+        "kube-system",
+        "-l",
+        "k8s-app=hubble-relay",
+        "-o",
+        "jsonpath={.items[0].metadata.name}",
+    ]);
+    let from_relay = format!("kube-system/{relay_pod}");
+    let (code, json) = hubble_at(
+        lab,
+        "node1",
+        &relay,
+        &[
+            "observe",
+            "--last",
+            "5",
+            "-o",
+            "json",
+            "--from-pod",
+            &from_relay,
+        ],
+    );
+    assert_eq!(code, 0, "{json}");
+    let first: serde_json::Value = serde_json::from_str(
+        json.lines()
+            .find(|l| l.contains("\"flow\""))
+            .unwrap_or_else(|| panic!("a flow of {from_relay}: {json}")),
+    )
+    .unwrap();
+    assert_eq!(
+        first["flow"]["source"]["workloads"][0],
+        serde_json::json!({"name": "hubble-relay", "kind": "Deployment"}),
+        "{json}"
+    );
+
     // a filter, and --follow through Relay
     let (code, drops) = hubble_at(
         lab,
