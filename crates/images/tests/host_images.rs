@@ -37,6 +37,7 @@ fn inputs(dir: &Path) -> Inputs {
         "cilium-mount",
         "cilium-sysctlfix",
         "cilium-operator",
+        "hubble-relay",
         "cilium-cni",
     ] {
         std::fs::copy("/usr/bin/true", release.join(name)).unwrap();
@@ -104,6 +105,7 @@ fn the_images_hold_what_their_commands_run() {
     for p in [
         "/usr/bin/cilium-agent",
         "/usr/bin/cilium-operator",
+        "/usr/bin/hubble-relay",
         "/opt/cni/bin/cilium-cni",
         "/install-plugin.sh",
     ] {
