@@ -106,6 +106,19 @@ impl ControlPlaneResolver {
         }
     }
 
+    /// A local endpoint's workload: as its snapshot has it, or, when the
+    /// pod watcher had not seen its pod yet then, as it has it now.
+    fn workloads_of(&self, ep: &LocalEndpoint) -> Vec<flow::Workload> {
+        if !ep.workloads.is_empty() || ep.pod.is_empty() {
+            return ep.workloads.clone();
+        }
+        self.workloads
+            .as_ref()
+            .and_then(|w| w.workload(&ep.namespace, &ep.pod))
+            .into_iter()
+            .collect()
+    }
+
     /// Names local pods' workloads from `workloads`.
     pub fn with_workloads(mut self, workloads: Option<Arc<dyn PodWorkloads>>) -> Self {
         self.workloads = workloads;
@@ -240,7 +253,7 @@ impl Resolve for ControlPlaneResolver {
                 namespace: ep.namespace.clone(),
                 pod_name: ep.pod.clone(),
                 labels: self.labels(identity).to_vec(),
-                workloads: ep.workloads.clone(),
+                workloads: self.workloads_of(ep),
                 ..Default::default()
             };
         }
