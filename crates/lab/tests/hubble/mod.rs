@@ -359,7 +359,7 @@ pub fn relay_in_a_three_node_lab(lab: &Lab) {
     ]);
     // its pod's gRPC port: `cilium-lab exec` runs beside the node's
     // processes, not in the cgroup socket LB translates ClusterIPs for
-    let ip = lab.kubectl(&[
+    let pod = lab.kubectl(&[
         "get",
         "pod",
         "-n",
@@ -367,8 +367,9 @@ pub fn relay_in_a_three_node_lab(lab: &Lab) {
         "-l",
         "k8s-app=hubble-relay",
         "-o",
-        "jsonpath={.items[0].status.podIP}",
+        "jsonpath={.items[0].metadata.name} {.items[0].status.podIP}",
     ]);
+    let (relay_pod, ip) = pod.split_once(' ').expect("name and address");
     let relay = format!("{ip}:4245");
     let status = common::eventually("Relay connected to the 3 nodes", 60, || {
         let (code, out) = hubble_at(lab, "node1", &relay, &["status"]);
@@ -415,16 +416,6 @@ pub fn relay_in_a_three_node_lab(lab: &Lab) {
     );
 
     // Relay's own pod, of a Deployment: its flows name the workload
-    let relay_pod = lab.kubectl(&[
-        "get",
-        "pod",
-        "-n",
-        "kube-system",
-        "-l",
-        "k8s-app=hubble-relay",
-        "-o",
-        "jsonpath={.items[0].metadata.name}",
-    ]);
     let from_relay = format!("kube-system/{relay_pod}");
     let (code, json) = hubble_at(
         lab,
