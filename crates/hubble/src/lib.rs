@@ -33,6 +33,20 @@ pub mod health {
 /// The service name Hubble's health checks ask about.
 pub const OBSERVER_HEALTH_NAME: &str = "hubble.server.Observer";
 
+/// Whether a health check asks about a service Hubble's servers answer
+/// for: the server as a whole (`""`) or its observer.
+pub fn health_service_known(service: &str) -> Result<(), tonic::Status> {
+    if service.is_empty() || service == OBSERVER_HEALTH_NAME {
+        Ok(())
+    } else {
+        Err(tonic::Status::not_found(format!(
+            "unknown service {service:?}"
+        )))
+    }
+}
+
+pub mod listen;
+
 pub mod tls;
 
 pub mod client;

@@ -60,6 +60,27 @@ fn roots(ca_files: &[PathBuf]) -> Result<rustls::RootCertStore, TlsError> {
     Ok(roots)
 }
 
+/// How often missing certificate files are looked for again.
+const FILES_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What `build` makes of certificate files once it can: a Secret mounted
+/// as optional may come later, and Cilium waits for it. `waiting` hears
+/// each failure before the next try.
+pub async fn when_ready<T>(
+    build: impl Fn() -> Result<T, TlsError>,
+    waiting: impl Fn(&TlsError),
+) -> T {
+    loop {
+        match build() {
+            Ok(v) => return v,
+            Err(e) => {
+                waiting(&e);
+                tokio::time::sleep(FILES_RETRY).await;
+            }
+        }
+    }
+}
+
 /// A server's TLS: its certificate and key; with `client_cas`, clients
 /// must present a certificate one of them signed.
 pub fn server_config(

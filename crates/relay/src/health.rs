@@ -41,14 +41,6 @@ impl RelayHealth {
         });
         Self { status }
     }
-
-    fn known(service: &str) -> Result<(), Status> {
-        if service.is_empty() || service == hubble::OBSERVER_HEALTH_NAME {
-            Ok(())
-        } else {
-            Err(Status::not_found(format!("unknown service {service:?}")))
-        }
-    }
 }
 
 type WatchStream = Pin<Box<dyn futures::Stream<Item = Result<HealthCheckResponse, Status>> + Send>>;
@@ -61,7 +53,7 @@ impl hubble::health::health_server::Health for RelayHealth {
         &self,
         req: Request<HealthCheckRequest>,
     ) -> Result<Response<HealthCheckResponse>, Status> {
-        Self::known(&req.into_inner().service)?;
+        hubble::health_service_known(&req.into_inner().service)?;
         Ok(Response::new(HealthCheckResponse {
             status: *self.status.borrow() as i32,
         }))
@@ -71,7 +63,7 @@ impl hubble::health::health_server::Health for RelayHealth {
         &self,
         req: Request<HealthCheckRequest>,
     ) -> Result<Response<WatchStream>, Status> {
-        Self::known(&req.into_inner().service)?;
+        hubble::health_service_known(&req.into_inner().service)?;
         let mut rx = self.status.clone();
         rx.mark_changed();
         let stream = futures::stream::unfold(rx, |mut rx| async move {

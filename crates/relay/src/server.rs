@@ -12,11 +12,7 @@ use hubble::observer::observer_server::ObserverServer;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use tonic::transport::Server;
-
-/// How often missing TLS files are looked for again.
-const TLS_FILES_RETRY: Duration = Duration::from_secs(5);
 
 /// Relay's own name on the responses it makes: its node's (or host's)
 /// name, with the cluster's unless that is `default`.
@@ -33,18 +29,14 @@ pub fn node_name(cluster: &str) -> String {
     agent::hubble::absolute_node_name(cluster, &node)
 }
 
-/// Waits until `build` succeeds (a Secret mounted later, as Cilium waits
-/// for its certificates), saying what it waits for.
+/// What `build` makes of certificate files once they are there, saying
+/// what it waits for meanwhile.
 async fn when_ready<T>(what: &str, build: impl Fn() -> Result<T, hubble::tls::TlsError>) -> T {
-    loop {
-        match build() {
-            Ok(v) => return v,
-            Err(e) => {
-                tracing::warn!(subsys = "hubble-relay", error = %e, "Waiting for {what}");
-                tokio::time::sleep(TLS_FILES_RETRY).await;
-            }
-        }
-    }
+    hubble::tls::when_ready(
+        build,
+        |e| tracing::warn!(subsys = "hubble-relay", error = %e, "Waiting for {what}"),
+    )
+    .await
 }
 
 fn client_tls(files: &TlsFiles) -> Result<rustls::ClientConfig, hubble::tls::TlsError> {
@@ -118,11 +110,8 @@ pub async fn run(
     let main_server = async {
         match &config.server_tls {
             None => {
-                let incoming = futures::stream::unfold(listener, |l| async move {
-                    Some((l.accept().await.map(|(c, _)| c), l))
-                });
                 router
-                    .serve_with_incoming_shutdown(incoming, until_stopped())
+                    .serve_with_incoming_shutdown(hubble::listen::tcp(listener), until_stopped())
                     .await
             }
             Some(files) => {

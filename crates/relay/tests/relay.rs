@@ -320,9 +320,7 @@ fn relay_merges_three_nodes_and_follows_them_coming_and_going() {
             changes: changes.clone(),
         };
         let listener = tokio::net::UnixListener::bind(&socket).unwrap();
-        let incoming = futures::stream::unfold(listener, |l| async move {
-            Some((l.accept().await.map(|(c, _)| c), l))
-        });
+        let incoming = hubble::listen::unix(listener);
         tokio::spawn(
             tonic::transport::Server::builder()
                 .add_service(hubble::peer::peer_server::PeerServer::new(peers))

@@ -353,10 +353,7 @@ impl hubble::health::health_server::Health for HealthService {
         req: Request<hubble::health::HealthCheckRequest>,
     ) -> Result<Response<hubble::health::HealthCheckResponse>, Status> {
         use hubble::health::health_check_response::ServingStatus;
-        let service = req.into_inner().service;
-        if !service.is_empty() && service != hubble::OBSERVER_HEALTH_NAME {
-            return Err(Status::not_found(format!("unknown service {service:?}")));
-        }
+        hubble::health_service_known(&req.into_inner().service)?;
         Ok(Response::new(hubble::health::HealthCheckResponse {
             status: ServingStatus::Serving as i32,
         }))

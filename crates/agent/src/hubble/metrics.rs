@@ -59,11 +59,12 @@ impl Context {
         let empty = flow::Endpoint::default();
         let ep = if source { &f.source } else { &f.destination };
         let ep = ep.as_ref().unwrap_or(&empty);
-        let workload = ep
-            .workloads
-            .first()
-            .map(|w| w.name.clone())
-            .unwrap_or_default();
+        let workload = || {
+            ep.workloads
+                .first()
+                .map(|w| w.name.clone())
+                .unwrap_or_default()
+        };
         match self {
             Self::Namespace => ep.namespace.clone(),
             Self::Identity => ep.labels.join(","),
@@ -79,16 +80,21 @@ impl Context {
                     .unwrap_or_default()
             }
             Self::ReservedIdentity => reserved_label(&ep.labels),
-            Self::Workload if !workload.is_empty() && !ep.namespace.is_empty() => {
-                format!("{}/{workload}", ep.namespace)
-            }
-            Self::Workload | Self::WorkloadName => workload,
+            Self::Workload => match workload() {
+                w if !w.is_empty() && !ep.namespace.is_empty() => format!("{}/{w}", ep.namespace),
+                w => w,
+            },
+            Self::WorkloadName => workload(),
             Self::App => app(&ep.labels),
         }
     }
 }
 
 const KUBE_APISERVER: &str = "reserved:kube-apiserver";
+
+/// Cilium's monitor message type of L7 access logs (none come from this
+/// datapath, but the labels name them).
+const MESSAGE_TYPE_ACCESS_LOG: u8 = 129;
 
 fn reserved_label(labels: &[String]) -> String {
     if labels.iter().any(|l| l == KUBE_APISERVER) {
@@ -432,7 +438,7 @@ fn families(h: &Handler, name: &str) -> Vec<Family> {
 fn protocol(f: &Flow) -> &'static str {
     use abi::events::{NOTIFY_DBG_CAPTURE, NOTIFY_DROP, NOTIFY_POLICY_VERDICT, NOTIFY_TRACE};
     let t = f.event_type.as_ref().map_or(-1, |e| e.r#type);
-    if t == 129 {
+    if t == i32::from(MESSAGE_TYPE_ACCESS_LOG) {
         return "Unknown L7";
     }
     let l4_types = [
@@ -496,7 +502,7 @@ impl Handler {
                                 .to_owned(),
                         )
                     }
-                    129 => ("L7", String::new()),
+                    MESSAGE_TYPE_ACCESS_LOG => ("L7", String::new()),
                     _ => ("Unknown", t.to_string()),
                 };
                 out.push(series(

@@ -105,10 +105,7 @@ pub async fn serve_unix(services: Services, socket: PathBuf, tasks: Tasks) -> an
     let listener = tokio::net::UnixListener::bind(&socket)
         .map_err(|e| anyhow::anyhow!("binding {}: {e}", socket.display()))?;
     tracing::info!(subsys = "hubble", address = %format!("unix://{}", socket.display()), "Starting local Hubble server");
-    let incoming = futures::stream::unfold(listener, |l| async move {
-        let conn = l.accept().await.map(|(c, _)| c);
-        Some((conn, l))
-    });
+    let incoming = hubble::listen::unix(listener);
     let served = services
         .router(&tasks)
         .serve_with_incoming_shutdown(incoming, tasks.stopping())
@@ -116,9 +113,6 @@ pub async fn serve_unix(services: Services, socket: PathBuf, tasks: Tasks) -> an
     let _ = std::fs::remove_file(&socket);
     served.map_err(|e| anyhow::anyhow!("serving {}: {e}", socket.display()))
 }
-
-/// How often a missing certificate is looked for again.
-const TLS_FILES_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Serves on TCP at `addr` until the agent stops: with `tls`, once its
 /// files exist (a Secret mounted as optional may come later, as Cilium
@@ -135,25 +129,18 @@ pub async fn serve_tcp(
     let router = services.router(&tasks);
     let Some(files) = tls else {
         tracing::info!(subsys = "hubble", address = %addr, tls = false, "Starting Hubble server");
-        let incoming = futures::stream::unfold(listener, |l| async move {
-            Some((l.accept().await.map(|(c, _)| c), l))
-        });
         return router
-            .serve_with_incoming_shutdown(incoming, tasks.stopping())
+            .serve_with_incoming_shutdown(hubble::listen::tcp(listener), tasks.stopping())
             .await
             .map_err(|e| anyhow::anyhow!("serving {addr}: {e}"));
     };
-    let config = loop {
-        match hubble::tls::server_config(&files.cert, &files.key, &files.client_cas) {
-            Ok(c) => break c,
-            Err(e) => {
-                tracing::warn!(subsys = "hubble", error = %e, "Waiting for Hubble server TLS certificate and key files to be created");
-                tokio::select! {
-                    _ = tokio::time::sleep(TLS_FILES_RETRY) => {}
-                    _ = tasks.stopping() => return Ok(()),
-                }
-            }
-        }
+    let ready = hubble::tls::when_ready(
+        || hubble::tls::server_config(&files.cert, &files.key, &files.client_cas),
+        |e| tracing::warn!(subsys = "hubble", error = %e, "Waiting for Hubble server TLS certificate and key files to be created"),
+    );
+    let config = tokio::select! {
+        c = ready => c,
+        _ = tasks.stopping() => return Ok(()),
     };
     tracing::info!(subsys = "hubble", address = %addr, tls = true, mutual = !files.client_cas.is_empty(), "Starting Hubble server");
     let incoming = hubble::tls::incoming(listener, config, |peer, e| {

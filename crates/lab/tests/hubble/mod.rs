@@ -273,6 +273,25 @@ fn follow_sees_a_new_request(lab: &Lab, (node, server): (&str, &str), from: &str
     );
 }
 
+/// `hubble observe --verdict DROPPED --to-pod default/pod-b` on `node`
+/// against `server`: what it printed.
+fn drops_to_pod_b(lab: &Lab, node: &str, server: &str) -> String {
+    let (code, drops) = hubble_at(
+        lab,
+        node,
+        server,
+        &[
+            "observe",
+            "--verdict",
+            "DROPPED",
+            "--to-pod",
+            "default/pod-b",
+        ],
+    );
+    assert_eq!(code, 0, "{drops}");
+    drops
+}
+
 pub fn cilium_1_16_hubble_cli(lab: &Lab) {
     let (code, status) = hubble(lab, "node2", &["status"]);
     assert_eq!(code, 0, "{status}");
@@ -285,18 +304,7 @@ pub fn cilium_1_16_hubble_cli(lab: &Lab) {
         "{status}"
     );
 
-    let (code, drops) = hubble(
-        lab,
-        "node2",
-        &[
-            "observe",
-            "--verdict",
-            "DROPPED",
-            "--to-pod",
-            "default/pod-b",
-        ],
-    );
-    assert_eq!(code, 0, "{drops}");
+    let drops = drops_to_pod_b(lab, "node2", &format!("unix://{SOCKET}"));
     assert!(
         // Hubble's arrow for a flow whose direction conntrack did not tell
         drops.lines().any(|l| l.contains("default/outsider:")
@@ -453,19 +461,7 @@ pub fn relay_in_a_three_node_lab(lab: &Lab) {
     }
 
     // a filter, and --follow through Relay
-    let (code, drops) = hubble_at(
-        lab,
-        "node1",
-        &relay,
-        &[
-            "observe",
-            "--verdict",
-            "DROPPED",
-            "--to-pod",
-            "default/pod-b",
-        ],
-    );
-    assert_eq!(code, 0, "{drops}");
+    let drops = drops_to_pod_b(lab, "node1", &relay);
     assert!(
         drops
             .lines()
