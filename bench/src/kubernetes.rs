@@ -29,7 +29,7 @@
 //!   EndpointSlices), node3 against node1 given the same services through
 //!   REST and the same remote pods through the kvstore.
 
-use crate::{latency_line, rss_mb};
+use crate::{goals, latency_line, rss_mb};
 use anyhow::{bail, Context};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -366,7 +366,6 @@ pub fn run_bench(rounds: usize, scale: usize) -> anyhow::Result<()> {
         node.quiet = true;
         node.start_agent();
     }
-    let started = Instant::now();
     println!(
         "Kubernetes mode against the REST API (node1+node2 in kvstore mode driven through REST; node3+node4 in Kubernetes mode driven through kube-apiserver; {rounds} rounds each, in turns):"
     );
@@ -375,7 +374,6 @@ pub fn run_bench(rounds: usize, scale: usize) -> anyhow::Result<()> {
     pods(&mut cluster, &cp, &kube, rounds)?;
     policies(&cluster, &cp, &kube, rounds)?;
     rss(&cluster, &cp, scale)?;
-    println!("  (section took {:.0} s)", started.elapsed().as_secs_f64());
     Ok(())
 }
 
@@ -443,6 +441,15 @@ fn services(
     }
     println!("Service apply to every node's LB maps (a new Service with one backend until both nodes' LB backend maps hold it):");
     let ours = latency_line("API server apply Svc+slice", &mut api);
+    println!(
+        "  {}",
+        goals::under(
+            "Kubernetes Service apply to every node's LB maps, p99",
+            ours.1,
+            goals::K8S_SERVICE_P99_MS,
+            "ms"
+        )
+    );
     latency_line("  ...the 2 requests", &mut api_only);
     let by_cli = latency_line("kubectl apply Svc+slice", &mut cli);
     latency_line("  ...kubectl itself", &mut cli_only);
@@ -488,6 +495,15 @@ fn pods(
     }
     println!("pod creation to a ready endpoint (Kubernetes: the Pod applied to the API server, CNI ADD as the kubelet runs it, until a CEP watch sees it ready; REST: CNI ADD until GET /endpoint says ready):");
     let ours = latency_line("Pod to ready CEP", &mut k8s);
+    println!(
+        "  {}",
+        goals::under(
+            "Pod applied to ready CiliumEndpoint, p50",
+            ours.0,
+            goals::K8S_POD_CEP_P50_MS,
+            "ms"
+        )
+    );
     latency_line("  ...Pod applied", &mut k8s_req);
     latency_line("  ...Pod applied + ADD done", &mut k8s_add);
     let base = latency_line("baseline: REST ADD to ready", &mut rest);
@@ -754,6 +770,21 @@ fn rss(cluster: &Cluster, cp: &kubeplane::ControlPlane, scale: usize) -> anyhow:
         k8s1 / rest1,
         k8s2 / rest2,
         (k8s2 - k8s0) / (rest2 - rest0).max(0.1)
+    );
+    println!(
+        "  Kubernetes mode: idle {}; loaded {}",
+        goals::under(
+            "agent RSS idle, Kubernetes mode",
+            k8s0,
+            goals::RSS_IDLE_MB,
+            "MB"
+        ),
+        goals::under(
+            &format!("agent RSS with {scale} Services and {scale} pods, Kubernetes mode"),
+            k8s2,
+            goals::RSS_LOADED_MB,
+            "MB"
+        )
     );
     Ok(())
 }

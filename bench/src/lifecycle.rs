@@ -1,22 +1,29 @@
 //! The node-lifecycle targets:
 //!
 //! - agent start to ready (`cilium status` answers OK) on a node with 0
-//!   and with 100 endpoints to restore (after kill -9), against the 300 ms
-//!   and 1 s targets;
+//!   and with 100 endpoints to restore (after kill -9), against the goal
+//!   (`goals::START_TO_READY_MS`);
 //! - packets lost across kill -9 and restart of both agents under a 10k
 //!   packets/s UDP stream and an established TCP stream between pods on
 //!   two nodes (with etcd), against the same streams with no restart.
 
-use crate::verdict;
+use crate::{goals, scaled};
 use anyhow::Context;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use testsupport::cluster::Cluster;
 use testsupport::node::{in_netns, Node};
 
-const START_TARGET_MS: [f64; 2] = [300.0, 1000.0];
 const RATE: u32 = 10_000;
-const SECS: u32 = 6;
+
+/// How long each stream runs, and when the agents die in it.
+fn stream_secs() -> u32 {
+    scaled(6, 2)
+}
+
+fn kill_after() -> Duration {
+    scaled(Duration::from_millis(1500), Duration::from_millis(500))
+}
 
 /// Time from spawning a (killed) agent until it answers ready.
 fn restart_ms(node: &mut Node) -> f64 {
@@ -36,11 +43,12 @@ fn start_times() -> anyhow::Result<()> {
     let node = &mut cluster.nodes[0];
     node.quiet = true;
     node.start_agent();
-    let empty = median((0..5).map(|_| restart_ms(node)).collect());
-    for i in 0..100 {
+    let (restarts, endpoints) = scaled((5, 100), (1, 3));
+    let empty = median((0..restarts).map(|_| restart_ms(node)).collect());
+    for i in 0..endpoints {
         node.add_pod(&format!("p{i}"));
     }
-    let full = median((0..5).map(|_| restart_ms(node)).collect());
+    let full = median((0..restarts).map(|_| restart_ms(node)).collect());
     let list: serde_json::Value =
         serde_json::from_str(&node.cilium_ok(&["endpoint", "list", "-o", "json"]))?;
     let listed = list
@@ -49,16 +57,26 @@ fn start_times() -> anyhow::Result<()> {
         .flatten()
         .filter(|e| !testsupport::node::is_node_endpoint(e))
         .count();
-    anyhow::ensure!(listed == 100, "{listed} pod endpoints restored of 100");
-    println!("agent start to ready after kill -9 (cilium status OK, median of 5):");
-    for ((what, ms), target) in [("0 endpoints", empty), ("100 endpoints restored", full)]
-        .into_iter()
-        .zip(START_TARGET_MS)
+    anyhow::ensure!(
+        listed == endpoints,
+        "{listed} pod endpoints restored of {endpoints}"
+    );
+    println!("agent start to ready after kill -9 (cilium status OK, median of {restarts}):");
+    for (what, ms) in [
+        "0 endpoints".to_owned(),
+        format!("{endpoints} endpoints restored"),
+    ]
+    .into_iter()
+    .zip([empty, full])
     {
         println!(
-            "  {what:<24} {ms:7.1} ms   ratio to the {target} ms target {:.2}x: {}",
-            ms / target,
-            verdict(ms < target)
+            "  {what:<24} {ms:7.1} ms   {}",
+            goals::under(
+                &format!("agent start to ready, {what}"),
+                ms,
+                goals::START_TO_READY_MS,
+                "ms"
+            )
         );
     }
     Ok(())
@@ -88,7 +106,7 @@ fn stream(
             "send",
             &b_ip.to_string(),
             &RATE.to_string(),
-            &SECS.to_string(),
+            &stream_secs().to_string(),
         ])
         .stdout(Stdio::piped());
     in_netns(&mut send, &cluster.nodes[0].netns("pod-a"));
@@ -124,16 +142,24 @@ fn restart_loss() -> anyhow::Result<()> {
         node.start_agent();
     }
     let (base_lost, base_sent, base_tcp) = stream(&mut cluster, None)?;
-    let (lost, sent, tcp) = stream(&mut cluster, Some(Duration::from_millis(1500)))?;
-    println!("packets lost across kill -9 and restart of both agents ({RATE}/s UDP and a TCP stream, pod to pod across nodes, {SECS} s):");
+    let (lost, sent, tcp) = stream(&mut cluster, Some(kill_after()))?;
+    println!(
+        "packets lost across kill -9 and restart of both agents ({RATE}/s UDP and a TCP stream, pod to pod across nodes, {} s):",
+        stream_secs()
+    );
     println!(
         "  with both agents restarted    UDP lost {lost:>5} of {sent}   TCP round trips {tcp}"
     );
     println!("  baseline: no restart          UDP lost {base_lost:>5} of {base_sent}   TCP round trips {base_tcp}");
     println!(
-        "  lost beyond the baseline: {}   target 0 with TCP unbroken: {}",
+        "  lost beyond the baseline: {}   {}",
         lost.saturating_sub(base_lost),
-        verdict(lost <= base_lost && tcp != "failed")
+        goals::holds(
+            "packets lost across a restart of both agents, beyond the baseline",
+            format!("{} (TCP {tcp})", lost.saturating_sub(base_lost)),
+            "0, TCP unbroken",
+            lost <= base_lost && tcp != "failed"
+        )
     );
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! host, with BPF masquerading against iptables masquerading (Cilium's
 //! default), two one-node labs up side by side and measured in turns.
 
-use crate::{interleaved, iperf_bits_per_second, run};
+use crate::{goals, interleaved, iperf_bits_per_second, run};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -102,10 +102,15 @@ pub fn run_bench(secs: u32) -> anyhow::Result<()> {
     bpf.conn_rate(1)?;
     let [t_bpf, t_ipt] = interleaved(3, [&mut || bpf.iperf(secs), &mut || iptables.iperf(secs)])?;
     println!(
-        "TCP throughput (iperf3 {secs}s, median of 3): BPF {:.2} Gbit/s, iptables {:.2} Gbit/s, ratio {:.2}",
+        "TCP throughput (iperf3 {secs}s, median of 3): BPF {:.2} Gbit/s, iptables {:.2} Gbit/s, ratio {:.2}   {}",
         t_bpf / 1e9,
         t_ipt / 1e9,
-        t_bpf / t_ipt
+        t_bpf / t_ipt,
+        goals::at_least(
+            "BPF masquerade vs iptables masquerade, throughput",
+            t_bpf / t_ipt,
+            goals::MASQ_THROUGHPUT
+        )
     );
     let [c_bpf, c_ipt] = interleaved(
         3,
@@ -114,8 +119,13 @@ pub fn run_bench(secs: u32) -> anyhow::Result<()> {
         }],
     )?;
     println!(
-        "TCP connection rate ({secs}s, median of 3): BPF {c_bpf:.0}/s, iptables {c_ipt:.0}/s, ratio {:.2}",
-        c_bpf / c_ipt
+        "TCP connection rate ({secs}s, median of 3): BPF {c_bpf:.0}/s, iptables {c_ipt:.0}/s, ratio {:.2}   {}",
+        c_bpf / c_ipt,
+        goals::at_least(
+            "BPF masquerade vs iptables masquerade, connection rate",
+            c_bpf / c_ipt,
+            goals::MASQ_CONN_RATE
+        )
     );
     Ok(())
 }

@@ -11,7 +11,7 @@
 //! and wait for a CIDR. Rounds use nodes of their own, so nothing of an
 //! earlier round is restored; cluster-pool and the baseline take turns.
 
-use crate::latency_line;
+use crate::{goals, latency_line};
 use anyhow::Context;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -205,7 +205,18 @@ pub fn run_bench(sizes: &[usize]) -> anyhow::Result<()> {
         let mut base_ready = base.ready;
         let (c50, c99) = latency_line("CiliumNode CIDR (operator)", &mut ours_cidr);
         let (b50, b99) = latency_line("baseline: Node podCIDR", &mut base_cidr);
-        println!("    ratio: p50 {:.2}x  p99 {:.2}x", c50 / b50, c99 / b99);
+        println!(
+            "    ratio: p50 {:.2}x  p99 {:.2}x   {}",
+            c50 / b50,
+            c99 / b99,
+            goals::at_most(
+                &format!(
+                    "operator: Node to pod CIDR, {n} node(s), vs kube-controller-manager (p50)"
+                ),
+                c50 / b50,
+                goals::OPERATOR_CIDR_RATIO
+            )
+        );
         let (r50, r99) = latency_line("agent ready, cluster-pool", &mut ours_ready);
         let (q50, q99) = latency_line("baseline: agent ready, kubernetes", &mut base_ready);
         println!("    ratio: p50 {:.2}x  p99 {:.2}x", r50 / q50, r99 / q99);
