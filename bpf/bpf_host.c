@@ -11,6 +11,7 @@
 #include "lib/endpoint.h"
 #include "lib/conntrack.h"
 #include "lib/l3.h"
+#include "lib/fib.h"
 #include "lib/encap.h"
 #include "lib/nat.h"
 #include "lib/nodeport.h"
@@ -65,8 +66,34 @@ int cil_from_host(struct __sk_buff *ctx)
 	return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id, ret, METRIC_INGRESS, 0);
 }
 
+/* With BPF host routing, a packet for a pod of this node that arrived on
+ * the native device (native routing, or from outside the cluster) goes
+ * straight into the pod through its ingress policy, judged by the
+ * sender's identity in the ipcache, instead of through the stack and
+ * cilium_host. Anything else stays the stack's. */
+static __always_inline int netdev_to_local_pod(struct __sk_buff *ctx)
+{
+	struct endpoint_info *ep;
+	struct iphdr *ip4;
+	__u32 src_id;
+	int ret;
+
+	if (!host_routing_enabled())
+		return CTX_ACT_OK;
+	ip4 = ipv4_hdr(ctx);
+	if (!ip4)
+		return CTX_ACT_OK;
+	ep = lookup_ip4_endpoint(ip4->daddr);
+	if (!is_local_pod(ep))
+		return CTX_ACT_OK;
+	src_id = ip4_identity(ip4->saddr);
+	ret = policy_tail_call_ingress(ctx, ep, ip4->daddr, src_id, POLICY_F_PEER);
+	return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id, ret, METRIC_INGRESS, 0);
+}
+
 /* Packets arriving on the node's native device (tc ingress): NodePort
- * connections and their backends' replies; the rest is the stack's. */
+ * connections and their backends' replies, and with BPF host routing
+ * packets for local pods; the rest is the stack's. */
 __section_entry
 int cil_from_netdev(struct __sk_buff *ctx)
 {
@@ -82,9 +109,11 @@ int cil_from_netdev(struct __sk_buff *ctx)
 					   ret, METRIC_INGRESS, 0);
 		return reject_no_service(ctx, ret, verdict);
 	}
-	if (ret != CTX_ACT_OK)
+	if (ret != CTX_ACT_OK) {
 		update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
-	return ret;
+		return ret;
+	}
+	return netdev_to_local_pod(ctx);
 }
 
 /* Packets leaving through the node's native device (tc egress): pods'

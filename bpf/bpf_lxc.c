@@ -15,6 +15,7 @@
 #include "lib/conntrack.h"
 #include "lib/arp.h"
 #include "lib/l3.h"
+#include "lib/fib.h"
 #include "lib/encap.h"
 #include "lib/lb.h"
 #include "lib/reject.h"
@@ -108,11 +109,27 @@ static __always_inline int handle_ipv4_from_lxc(struct __sk_buff *ctx)
 		return ret;
 	}
 
-	/* The node itself or beyond it: the host stack routes it. A reply
-	 * keeps its source: its request reached the pod without passing the
-	 * stack, so to netfilter it would look new and be masqueraded. */
+	/* A reply keeps its source: its request reached the pod without
+	 * passing the stack, so to netfilter (or to_netdev's masquerading)
+	 * it would look new and be masqueraded. */
 	if (ct.status == CT_REPLY)
 		nat_done_set(ctx);
+	/* Beyond the node: with BPF host routing, out of the device the FIB
+	 * picks; the node itself, or what the FIB cannot answer, the host's
+	 * stack routes. */
+	if (dst_id != IDENTITY_HOST && host_routing_enabled()) {
+		__u32 oif = 0;
+
+		ret = fib_redirect4(ctx, pkt.tuple.saddr, daddr, &oif);
+		if (ret < 0)
+			goto drop;
+		if (ret != FIB_TO_STACK) {
+			send_trace_notify(ctx, TRACE_TO_NETWORK, src_lxc, sec_id, dst_id, 0, oif,
+					  ct.status, pkt.tcp_flags);
+			update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
+			return ret;
+		}
+	}
 	send_trace_notify(ctx, TRACE_TO_STACK, src_lxc, sec_id, dst_id, 0, 0, ct.status,
 			  pkt.tcp_flags);
 	update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);

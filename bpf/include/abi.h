@@ -490,6 +490,11 @@ struct rs_ratelimit_metrics_value {
  * socket LB lets loopback reach NodePorts and HostPorts; 0 = the initial
  * namespace's */
 #define RUNTIME_CONFIG_HOST_NETNS_COOKIE	16
+/* 1: BPF host routing (enable-host-legacy-routing=false and what it
+ * needs): pods' traffic beyond the node leaves by a FIB lookup and a
+ * redirect, and traffic for pods arriving on the native device goes
+ * straight into them, neither walking the host's stack */
+#define RUNTIME_CONFIG_HOST_ROUTING		17
 #define NODEPORT_PORT_MIN_DEFAULT	30000
 #define NODEPORT_PORT_MAX_DEFAULT	32767
 #define LB_ALGORITHM_RANDOM		0

@@ -36,6 +36,9 @@ pub const SNAT_EXCLUSION_IPV4: u32 = 15;
 /// where socket LB lets loopback reach NodePorts and HostPorts; 0 = the
 /// initial namespace's.
 pub const HOST_NETNS_COOKIE: u32 = 16;
+/// 1: BPF host routing; 0: legacy (the host's stack routes pods' traffic
+/// beyond the node and to pods from the native device).
+pub const HOST_ROUTING: u32 = 17;
 pub const LB_ALGORITHM_RANDOM: u64 = 0;
 pub const LB_ALGORITHM_MAGLEV: u64 = 1;
 
@@ -59,6 +62,7 @@ pub fn index_name(index: u32) -> Option<&'static str> {
         MASQUERADE_IPV4 => Some("MasqueradeIPv4"),
         SNAT_EXCLUSION_IPV4 => Some("SNATExclusionIPv4"),
         HOST_NETNS_COOKIE => Some("HostNetnsCookie"),
+        HOST_ROUTING => Some("HostRouting"),
         _ => None,
     }
 }

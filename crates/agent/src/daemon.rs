@@ -178,6 +178,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         None
     };
     let host_ips: Vec<Ipv4Addr> = std::iter::once(config.router_ip).chain(node_ip).collect();
+    set_host_routing(&config)?;
     write_utime_offset(&config.bpf_root)?;
     write_lb_config(&config)?;
     setup_socket_lb(&config, &sizes)?;
@@ -475,6 +476,20 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         api,
         _pid: pid,
     })
+}
+
+/// BPF host routing on or off in the datapath (set either way: the pinned
+/// runtime config outlives an agent started before with the other).
+fn set_host_routing(config: &DaemonConfig) -> anyhow::Result<()> {
+    if let crate::option::HostRouting::Legacy { why: Some(why) } = &config.host_routing {
+        tracing::info!(
+            subsys = "daemon",
+            "{why} Falling back to legacy host routing (enable-host-legacy-routing=true)."
+        );
+    }
+    RuntimeConfig::open(&config.bpf_root)?
+        .set_host_routing(config.host_routing.is_bpf())
+        .context("writing the host routing mode")
 }
 
 /// cil_from_netdev on the device that carries the node's address, which

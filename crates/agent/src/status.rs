@@ -149,7 +149,7 @@ fn collect(d: &AgentStatus, brief: bool) -> StatusResponse {
         ipv6_big_tcp: off(),
         bandwidth_manager: Some(BandwidthManager::default()),
         routing: Some(Routing {
-            intra_host_routing_mode: "Legacy".into(),
+            intra_host_routing_mode: d.config.host_routing.as_str().into(),
             inter_host_routing_mode: if d.config.tunneling() {
                 "Tunnel".into()
             } else {

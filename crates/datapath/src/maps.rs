@@ -324,6 +324,12 @@ impl RuntimeConfig {
         self.set(rc::HOST_NETNS_COOKIE, cookie)
     }
 
+    /// BPF host routing on (else the host's stack routes pods' traffic
+    /// beyond the node, and to pods from the native device).
+    pub fn set_host_routing(&self, bpf: bool) -> Result<(), Error> {
+        self.set(rc::HOST_ROUTING, u64::from(bpf))
+    }
+
     /// node-port-range, first and last port.
     pub fn set_nodeport_range(&self, first: u16, last: u16) -> Result<(), Error> {
         self.set(rc::NODEPORT_RANGE, u64::from(first) << 16 | u64::from(last))

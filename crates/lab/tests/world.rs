@@ -7,6 +7,10 @@
 //! policy that allows only `toCIDR` of the outside host's /32 on TCP 80
 //! lets that through and drops the rest as `Policy denied`. `toCIDRSet`
 //! with an `except` of the host denies it, `toEntities: [world]` allows it.
+//! With BPF masquerading the lab (kube-proxy replacement on) runs BPF host
+//! routing: status says so, and pods across nodes, the demo's Service and
+//! policy (`up` checks them), the outside host and cluster health all work
+//! through it.
 
 mod common;
 
@@ -189,13 +193,37 @@ spec:
     lab.ok(&["exec", "node1", "--", "cilium", "policy", "delete", "--all"]);
 }
 
-fn masquerading_line(lab: &Lab) -> String {
+/// node1's `cilium status` line starting with `key`.
+fn status_line(lab: &Lab, key: &str) -> String {
     let status = lab.ok(&["exec", "node1", "--", "cilium", "status"]);
     status
         .lines()
-        .find(|l| l.starts_with("Masquerading:"))
+        .find(|l| l.starts_with(key))
         .unwrap_or_default()
         .to_owned()
+}
+
+fn masquerading_line(lab: &Lab) -> String {
+    status_line(lab, "Masquerading:")
+}
+
+/// Status names the host routing mode: BPF where BPF masquerading lets
+/// Cilium choose it (the lab replaces kube-proxy), else Legacy.
+fn assert_host_routing(lab: &Lab, network: &str, host: &str) {
+    let line = status_line(lab, "Routing:");
+    assert!(
+        line.ends_with(&format!("Network: {network}   Host: {host}")),
+        "{line}"
+    );
+}
+
+/// The health checks still reach both nodes and both health endpoints
+/// (their probes cross the node's edge as pods' traffic does).
+fn cluster_health_reachable(lab: &Lab) {
+    common::eventually("cluster health 2/2 reachable", 90, || {
+        let line = status_line(lab, "Cluster health:");
+        line.contains(" 2/2 reachable").then_some(()).ok_or(line)
+    });
 }
 
 #[test]
@@ -203,6 +231,7 @@ fn with_iptables_masquerading() {
     let lab = lab_with(&[]);
     pods_reach_the_outside_as_their_node(&lab);
     only_web_to_the_outside(&lab);
+    assert_host_routing(&lab, "Tunnel [vxlan]", "Legacy");
     assert!(
         masquerading_line(&lab).ends_with(" IPTables [IPv4: Enabled, IPv6: Disabled]"),
         "{}",
@@ -264,6 +293,9 @@ fn with_bpf_masquerading() {
     let lab = lab_with(&["enable-bpf-masquerade=true"]);
     pods_reach_the_outside_as_their_node(&lab);
     only_web_to_the_outside(&lab);
+    assert_host_routing(&lab, "Tunnel [vxlan]", "BPF");
+    pods_see_each_other_unmasqueraded(&lab);
+    cluster_health_reachable(&lab);
 
     let line = masquerading_line(&lab);
     assert!(line.contains(" BPF "), "{line}");
@@ -336,6 +368,7 @@ fn in_native_routing_with_iptables_masquerading() {
     pods_reach_the_outside_as_their_node(&lab);
     pods_see_each_other_unmasqueraded(&lab);
     only_web_to_the_outside(&lab);
+    assert_host_routing(&lab, "Native", "Legacy");
     let line = masquerading_line(&lab);
     assert!(
         line.ends_with(" IPTables [IPv4: Enabled, IPv6: Disabled]"),
@@ -349,6 +382,8 @@ fn in_native_routing_with_bpf_masquerading() {
     pods_reach_the_outside_as_their_node(&lab);
     pods_see_each_other_unmasqueraded(&lab);
     only_web_to_the_outside(&lab);
+    assert_host_routing(&lab, "Native", "BPF");
+    cluster_health_reachable(&lab);
     let line = masquerading_line(&lab);
     assert!(
         line.ends_with("   [eth0]   10.0.0.0/8 [IPv4: Enabled, IPv6: Disabled]"),

@@ -1,7 +1,7 @@
 //! The typed configuration the agent runs with, checked as a whole.
 
 use super::modes::{
-    IdentityAllocationMode, IpamMode, MonitorAggregation, RoutingMode, TunnelProtocol,
+    HostRouting, IdentityAllocationMode, IpamMode, MonitorAggregation, RoutingMode, TunnelProtocol,
 };
 use super::sources::{Loaded, Source};
 use super::validate::{parse_bool, parse_cidr4};
@@ -116,6 +116,9 @@ pub struct DaemonConfig {
     /// with iptables.
     pub ipv4_masquerade: bool,
     pub bpf_masquerade: bool,
+    /// BPF host routing or legacy (`enable-host-legacy-routing`, and what
+    /// BPF host routing needs).
+    pub host_routing: HostRouting,
     /// Destinations never masqueraded to (`ipv4-native-routing-cidr`).
     pub ipv4_native_routing_cidr: Option<(Ipv4Addr, u8)>,
     /// First and last port of `node-port-range`.
@@ -605,6 +608,11 @@ impl DaemonConfig {
             enable_host_port: boolean("enable-host-port") || kube_proxy_replacement,
             ipv4_masquerade: boolean("enable-ipv4-masquerade"),
             bpf_masquerade: boolean("enable-bpf-masquerade"),
+            host_routing: HostRouting::choose(
+                boolean("enable-host-legacy-routing"),
+                boolean("enable-ipv4-masquerade") && !boolean("enable-bpf-masquerade"),
+                kube_proxy_replacement,
+            ),
             ipv4_native_routing_cidr: match l.get("ipv4-native-routing-cidr") {
                 "" => None,
                 s => Some(parse_cidr4(s).expect("validated cidr")),
@@ -849,6 +857,36 @@ mod tests {
             !cfg(&[]).unwrap().auto_direct_node_routes,
             "Cilium's default"
         );
+    }
+
+    #[test]
+    fn host_routing_is_bpf_where_cilium_chooses_it() {
+        let kpr = "--kube-proxy-replacement=true";
+        let bpf_masq = "--enable-bpf-masquerade=true";
+        assert!(cfg(&[kpr, bpf_masq]).unwrap().host_routing.is_bpf());
+        assert!(cfg(&[kpr, "--enable-ipv4-masquerade=false"])
+            .unwrap()
+            .host_routing
+            .is_bpf());
+        let legacy = |args: &[&str]| match cfg(args).unwrap().host_routing {
+            HostRouting::Legacy { why } => why,
+            HostRouting::Bpf => panic!("{args:?} chose BPF host routing"),
+        };
+        assert_eq!(
+            legacy(&[kpr]).as_deref(),
+            Some("BPF host routing requires enable-bpf-masquerade."),
+            "iptables masquerading (the default) needs the stack"
+        );
+        assert_eq!(
+            legacy(&["--enable-ipv4-masquerade=false"]).as_deref(),
+            Some("BPF host routing requires kube-proxy-replacement=true.")
+        );
+        assert_eq!(
+            legacy(&[kpr, bpf_masq, "--enable-host-legacy-routing=true"]),
+            None,
+            "asked for"
+        );
+        assert_eq!(cfg(&[kpr, bpf_masq]).unwrap().host_routing.as_str(), "BPF");
     }
 
     #[test]

@@ -165,6 +165,7 @@ pub const KEYS: &[Key] = &[
     k("enable-ipv4-masquerade", Bool, "true"),
     k("enable-ipv6-masquerade", Bool, "true"),
     k("enable-host-firewall", Bool, "false"),
+    k("enable-host-legacy-routing", Bool, "false"),
     k("enable-bandwidth-manager", Bool, "false"),
     k("enable-ipv4-big-tcp", Bool, "false"),
     k("enable-ipv4-fragment-tracking", Bool, "true"),

@@ -13,7 +13,7 @@ pub mod validate;
 
 pub use daemon_config::{DaemonConfig, EventsConfig};
 pub use modes::{
-    IdentityAllocationMode, IpamMode, MonitorAggregation, RoutingMode, TunnelProtocol,
+    HostRouting, IdentityAllocationMode, IpamMode, MonitorAggregation, RoutingMode, TunnelProtocol,
 };
 pub use sources::{load, Loaded, Source};
 

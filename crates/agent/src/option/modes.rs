@@ -192,3 +192,48 @@ mod tests {
         assert_eq!(MonitorAggregation::parse("sometimes"), None);
     }
 }
+
+/// How pods' traffic crosses the node's edge (Cilium's intra-host routing
+/// mode): through the host's stack, or by the datapath itself (FIB lookup
+/// and redirect out, peer redirect in).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostRouting {
+    Bpf,
+    /// `enable-host-legacy-routing=true`, or BPF host routing is not
+    /// possible with the rest of the configuration: why, as Cilium logs it.
+    Legacy {
+        why: Option<String>,
+    },
+}
+
+impl HostRouting {
+    /// Cilium 1.16's choice: BPF unless asked for legacy or something
+    /// that needs the stack is on. IPsec and kernels without
+    /// bpf_redirect_neigh/peer, Cilium's other reasons, cannot occur here.
+    pub fn choose(legacy: bool, iptables_masquerade: bool, kube_proxy_replacement: bool) -> Self {
+        let why = if legacy {
+            return Self::Legacy { why: None };
+        } else if iptables_masquerade {
+            "BPF host routing requires enable-bpf-masquerade."
+        } else if !kube_proxy_replacement {
+            "BPF host routing requires kube-proxy-replacement=true."
+        } else {
+            return Self::Bpf;
+        };
+        Self::Legacy {
+            why: Some(why.into()),
+        }
+    }
+
+    pub fn is_bpf(&self) -> bool {
+        *self == Self::Bpf
+    }
+
+    /// Status's `Routing: ... Host:` word.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Bpf => "BPF",
+            Self::Legacy { .. } => "Legacy",
+        }
+    }
+}
