@@ -409,38 +409,38 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         services: Arc::clone(&cp.services),
         health: cluster_health.as_ref().map(|h| Arc::clone(&h.prober)),
     });
-    let api = crate::api_server::router([
+    let api = crate::api::server::router([
         crate::status::routes(Arc::clone(&status)),
-        crate::api_config::routes(Arc::new(crate::api_config::ConfigApi {
+        crate::api::config::routes(Arc::new(crate::api::config::ConfigApi {
             config: Arc::clone(&config),
             runtime: Mutex::new(runtime),
             policies: Arc::clone(&cp.policies),
             endpoints: Arc::clone(&cp.endpoints),
         })),
-        crate::api_debuginfo::routes(Arc::new(crate::api_debuginfo::Sources {
+        crate::api::debuginfo::routes(Arc::new(crate::api::debuginfo::Sources {
             status: Arc::clone(&status),
             endpoints: Arc::clone(&cp.endpoints),
             ipam: Arc::clone(&cp.ipam),
             policies: Arc::clone(&cp.policies),
             services: Arc::clone(&cp.services),
         })),
-        crate::api_ipam::routes(Arc::new(crate::api_ipam::IpamApi {
+        crate::api::ipam::routes(Arc::new(crate::api::ipam::IpamApi {
             config: Arc::clone(&config),
             ipam: Arc::clone(&cp.ipam),
         })),
-        crate::api_map::routes(Arc::new(crate::api_map::MapApi {
+        crate::api::map::routes(Arc::new(crate::api::map::MapApi {
             bpf_root: config.bpf_root.clone(),
             ipcache: Arc::clone(&cp.ipcache),
             endpoints: Arc::clone(&cp.endpoints),
         })),
-        crate::api_nodes::routes(Arc::clone(&cp.nodes), Arc::clone(&cp.node_ids)),
-        crate::api_identity::routes(Arc::new(crate::api_identity::IdentityApi {
+        crate::api::nodes::routes(Arc::clone(&cp.nodes), Arc::clone(&cp.node_ids)),
+        crate::api::identity::routes(Arc::new(crate::api::identity::IdentityApi {
             identities: Arc::clone(&cp.identities),
             endpoints: Arc::clone(&cp.endpoints),
         })),
-        crate::api_features_off::routes(),
-        crate::api_service::routes(Arc::clone(&cp.services)),
-        crate::api_policy::routes(Arc::new(crate::api_policy::PolicyApi {
+        crate::api::features_off::routes(),
+        crate::api::service::routes(Arc::clone(&cp.services)),
+        crate::api::policy::routes(Arc::new(crate::api::policy::PolicyApi {
             bpf_root: config.bpf_root.clone(),
             policies: Arc::clone(&cp.policies),
             endpoints: Arc::clone(&cp.endpoints),
@@ -449,7 +449,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             kvstore: kv,
         })),
         crate::metrics::routes(Arc::clone(&metrics)),
-        crate::api_endpoint::routes(Arc::clone(&cp.endpoints)),
+        crate::api::endpoint::routes(Arc::clone(&cp.endpoints)),
         crate::statedb::routes(Arc::new(crate::statedb::StateDb::new(
             crate::statedb::Sources {
                 status: Arc::clone(&status),

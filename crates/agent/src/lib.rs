@@ -8,17 +8,7 @@
 // it would only add an allocation.
 #![allow(clippy::result_large_err)]
 
-pub mod api_config;
-pub mod api_debuginfo;
-pub mod api_endpoint;
-pub mod api_features_off;
-pub mod api_identity;
-pub mod api_ipam;
-pub mod api_map;
-pub mod api_nodes;
-pub mod api_policy;
-pub mod api_server;
-pub mod api_service;
+pub mod api;
 pub mod cluster_health;
 pub mod cni_config;
 pub mod ct_gc;

@@ -87,7 +87,7 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     {
         let (api, failed_tx) = (agent.api.clone(), failed_tx.clone());
         tasks.spawn_graceful("api-server", |stop| async move {
-            let served = agent::api_server::serve(api, &socket, stop).await;
+            let served = agent::api::server::serve(api, &socket, stop).await;
             report_end(&failed_tx, "API server", served).await;
         });
     }
