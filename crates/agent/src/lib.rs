@@ -14,8 +14,6 @@ pub mod cni_config;
 pub mod ct_gc;
 pub mod daemon;
 pub mod explain;
-pub mod health;
-pub mod health_api;
 pub mod hostips;
 pub mod hubble;
 pub mod k8s;
