@@ -1,6 +1,7 @@
 //! cilium-agent: the composition root (`daemon`) that builds the control
 //! plane's subsystems over the kernel ports of `kernel`, the REST API's
-//! routes for each subsystem, status, metrics, the monitor and the
+//! routes for each subsystem and the other APIs it serves (`api`), its
+//! side of Kubernetes (`k8s`), status, metrics, the monitor and the
 //! configuration. The decisions themselves live in `controlplane`.
 
 // The REST handlers' helpers fail with the response to send (axum's
