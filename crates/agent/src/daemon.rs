@@ -78,7 +78,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
 
     let kubernetes = match &config.kubernetes {
         Some(opts) => {
-            let k = crate::kubernetes::Kubernetes::connect(opts)
+            let k = crate::k8s::connection::Kubernetes::connect(opts)
                 .await
                 .context("connecting to Kubernetes")?;
             k.probe(&tasks);
@@ -92,14 +92,14 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             anyhow::bail!("ipam=kubernetes needs the Kubernetes API server")
         }
         (IpamMode::Kubernetes, Some(k)) => Some(
-            crate::k8s_nodes::wait_pod_cidr(k, &config.node_name)
+            crate::k8s::nodes::wait_pod_cidr(k, &config.node_name)
                 .await
                 .context("waiting for the node's pod CIDR (ipam=kubernetes)")?,
         ),
         // Without an API server there is no operator: the pool is the
         // node's own ipv4-range, as in kvstore mode.
         (IpamMode::ClusterPool, Some(k)) => Some(
-            crate::k8s_nodes::wait_cluster_pool_cidr(k, &config.node_name)
+            crate::k8s::nodes::wait_cluster_pool_cidr(k, &config.node_name)
                 .await
                 .context("waiting for the node's pod CIDR (ipam=cluster-pool)")?,
         ),
@@ -236,9 +236,9 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     };
     let pod_cache = kubernetes
         .as_ref()
-        .map(|k| crate::k8s_pods::PodCache::new(k, &config.cluster_name));
+        .map(|k| crate::k8s::pods::PodCache::new(k, &config.cluster_name));
     let cilium_identities =
-        crate::k8s_identities::backend(config.identity_allocation_mode, kubernetes.as_ref());
+        crate::k8s::identities::backend(config.identity_allocation_mode, kubernetes.as_ref());
     let settings = Settings {
         state_dir: config.state_dir.clone(),
         pod_cidr: config.ipv4_range,
@@ -326,7 +326,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     cp.start(&tasks);
     if let Some(k) = &kubernetes {
         if let Some(store) = &cilium_identities {
-            crate::k8s_identities::follow(
+            crate::k8s::identities::follow(
                 &cp.identities,
                 store,
                 config.kvstore_periodic_sync,
@@ -334,34 +334,34 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
                 &tasks,
             );
         }
-        crate::k8s_policies::follow(&cp.policies, k, &tasks);
+        crate::k8s::policies::follow(&cp.policies, k, &tasks);
         if let Some(cache) = &pod_cache {
             let endpoints = Arc::clone(&cp.endpoints);
-            crate::k8s_pods::follow(cache, endpoints, k, &config.node_name, &tasks);
+            crate::k8s::pods::follow(cache, endpoints, k, &config.node_name, &tasks);
         }
-        crate::k8s_nodes::follow_own_labels(
+        crate::k8s::nodes::follow_own_labels(
             Arc::clone(&cp.endpoints),
             k,
             &config.node_name,
             &tasks,
         );
-        crate::k8s_endpoints::mirror(Arc::clone(&cp.endpoints), k, node_ip, &tasks);
+        crate::k8s::endpoints::mirror(Arc::clone(&cp.endpoints), k, node_ip, &tasks);
         let learner = cp.remote_endpoints(controlplane::ipcache::Source::CustomResource);
-        crate::k8s_endpoints::follow_remote(learner, k, &tasks);
-        crate::k8s_nodes::register(k, cp.nodes.local().clone(), &tasks);
-        crate::k8s_nodes::follow(Arc::clone(&cp.nodes), k, &tasks);
-        let scope = crate::k8s_services::Scope {
+        crate::k8s::endpoints::follow_remote(learner, k, &tasks);
+        crate::k8s::nodes::register(k, cp.nodes.local().clone(), &tasks);
+        crate::k8s::nodes::follow(Arc::clone(&cp.nodes), k, &tasks);
+        let scope = crate::k8s::services::Scope {
             node_name: config.node_name.clone(),
             node_port: config.enable_node_port,
         };
-        crate::k8s_services::follow(Arc::clone(&cp.services), scope, k, &tasks);
+        crate::k8s::services::follow(Arc::clone(&cp.services), scope, k, &tasks);
         if let Some(node_ip) = node_ip.filter(|_| config.enable_host_port) {
-            let scope = crate::k8s_hostports::Scope {
+            let scope = crate::k8s::hostports::Scope {
                 node_name: config.node_name.clone(),
                 node_ip,
                 node_port_range: config.node_port_range,
             };
-            crate::k8s_hostports::follow(Arc::clone(&cp.services), scope, k, &tasks);
+            crate::k8s::hostports::follow(Arc::clone(&cp.services), scope, k, &tasks);
         }
     }
     let controllers = Controllers::new(tasks.clone());
@@ -410,38 +410,38 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         services: Arc::clone(&cp.services),
         health: cluster_health.as_ref().map(|h| Arc::clone(&h.prober)),
     });
-    let api = crate::api_server::router([
+    let api = crate::api::server::router([
         crate::status::routes(Arc::clone(&status)),
-        crate::api_config::routes(Arc::new(crate::api_config::ConfigApi {
+        crate::api::config::routes(Arc::new(crate::api::config::ConfigApi {
             config: Arc::clone(&config),
             runtime: Mutex::new(runtime),
             policies: Arc::clone(&cp.policies),
             endpoints: Arc::clone(&cp.endpoints),
         })),
-        crate::api_debuginfo::routes(Arc::new(crate::api_debuginfo::Sources {
+        crate::api::debuginfo::routes(Arc::new(crate::api::debuginfo::Sources {
             status: Arc::clone(&status),
             endpoints: Arc::clone(&cp.endpoints),
             ipam: Arc::clone(&cp.ipam),
             policies: Arc::clone(&cp.policies),
             services: Arc::clone(&cp.services),
         })),
-        crate::api_ipam::routes(Arc::new(crate::api_ipam::IpamApi {
+        crate::api::ipam::routes(Arc::new(crate::api::ipam::IpamApi {
             config: Arc::clone(&config),
             ipam: Arc::clone(&cp.ipam),
         })),
-        crate::api_map::routes(Arc::new(crate::api_map::MapApi {
+        crate::api::map::routes(Arc::new(crate::api::map::MapApi {
             bpf_root: config.bpf_root.clone(),
             ipcache: Arc::clone(&cp.ipcache),
             endpoints: Arc::clone(&cp.endpoints),
         })),
-        crate::api_nodes::routes(Arc::clone(&cp.nodes), Arc::clone(&cp.node_ids)),
-        crate::api_identity::routes(Arc::new(crate::api_identity::IdentityApi {
+        crate::api::nodes::routes(Arc::clone(&cp.nodes), Arc::clone(&cp.node_ids)),
+        crate::api::identity::routes(Arc::new(crate::api::identity::IdentityApi {
             identities: Arc::clone(&cp.identities),
             endpoints: Arc::clone(&cp.endpoints),
         })),
-        crate::api_features_off::routes(),
-        crate::api_service::routes(Arc::clone(&cp.services)),
-        crate::api_policy::routes(Arc::new(crate::api_policy::PolicyApi {
+        crate::api::features_off::routes(),
+        crate::api::service::routes(Arc::clone(&cp.services)),
+        crate::api::policy::routes(Arc::new(crate::api::policy::PolicyApi {
             bpf_root: config.bpf_root.clone(),
             policies: Arc::clone(&cp.policies),
             endpoints: Arc::clone(&cp.endpoints),
@@ -450,7 +450,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             kvstore: kv,
         })),
         crate::metrics::routes(Arc::clone(&metrics)),
-        crate::api_endpoint::routes(Arc::clone(&cp.endpoints)),
+        crate::api::endpoint::routes(Arc::clone(&cp.endpoints)),
         crate::statedb::routes(Arc::new(crate::statedb::StateDb::new(
             crate::statedb::Sources {
                 status: Arc::clone(&status),

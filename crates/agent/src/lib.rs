@@ -1,6 +1,7 @@
 //! cilium-agent: the composition root (`daemon`) that builds the control
 //! plane's subsystems over the kernel ports of `kernel`, the REST API's
-//! routes for each subsystem, status, metrics, the monitor and the
+//! routes for each subsystem and the other APIs it serves (`api`), its
+//! side of Kubernetes (`k8s`), status, metrics, the monitor and the
 //! configuration. The decisions themselves live in `controlplane`.
 
 // The REST handlers' helpers fail with the response to send (axum's
@@ -8,35 +9,16 @@
 // it would only add an allocation.
 #![allow(clippy::result_large_err)]
 
-pub mod api_config;
-pub mod api_debuginfo;
-pub mod api_endpoint;
-pub mod api_features_off;
-pub mod api_identity;
-pub mod api_ipam;
-pub mod api_map;
-pub mod api_nodes;
-pub mod api_policy;
-pub mod api_server;
-pub mod api_service;
+pub mod api;
 pub mod cluster_health;
 pub mod cni_config;
 pub mod ct_gc;
 pub mod daemon;
 pub mod explain;
-pub mod health;
-pub mod health_api;
 pub mod hostips;
 pub mod hubble;
-pub mod k8s_endpoints;
-pub mod k8s_hostports;
-pub mod k8s_identities;
-pub mod k8s_nodes;
-pub mod k8s_pods;
-pub mod k8s_policies;
-pub mod k8s_services;
+pub mod k8s;
 pub mod kernel;
-pub mod kubernetes;
 pub mod logging;
 pub mod masquerade;
 pub mod metrics;

@@ -87,7 +87,7 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     {
         let (api, failed_tx) = (agent.api.clone(), failed_tx.clone());
         tasks.spawn_graceful("api-server", |stop| async move {
-            let served = agent::api_server::serve(api, &socket, stop).await;
+            let served = agent::api::server::serve(api, &socket, stop).await;
             report_end(&failed_tx, "API server", served).await;
         });
     }
@@ -141,7 +141,7 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     if let Some(health) = agent.cluster_health.clone() {
         let (status, socket) = (agent.status.clone(), agent.config.health_socket());
         tasks.spawn_graceful("cilium-health-api", |stop| async move {
-            if let Err(e) = agent::health_api::serve(health, status, socket, stop).await {
+            if let Err(e) = agent::api::cilium_health::serve(health, status, socket, stop).await {
                 tracing::error!(subsys = "health-server", error = %e, "cilium-health API failed");
             }
         });
@@ -149,7 +149,7 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     {
         let status = agent.status.clone();
         tasks.spawn_graceful("health-server", |stop| async move {
-            let served = agent::health::serve(status, port, stop).await;
+            let served = agent::api::healthz::serve(status, port, stop).await;
             report_end(&failed_tx, "health server", served).await;
         });
     }

@@ -406,5 +406,5 @@ pub async fn serve(
     let app = Router::new()
         .route("/metrics", get(metrics))
         .with_state(sources);
-    crate::health::serve_http(addr, app, shutdown, "prometheus metrics server").await
+    crate::api::healthz::serve_http(addr, app, shutdown, "prometheus metrics server").await
 }

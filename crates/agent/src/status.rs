@@ -48,7 +48,7 @@ pub struct AgentStatus {
     /// The device cil_from_netdev serves NodePorts on, when enabled.
     pub native_device: Option<String>,
     /// The API server connection; None when Kubernetes is not used.
-    pub kubernetes: Option<Arc<crate::kubernetes::Kubernetes>>,
+    pub kubernetes: Option<Arc<crate::k8s::connection::Kubernetes>>,
     /// What masquerading was set up (`crate::masquerade`).
     pub masquerading: Masquerading,
     /// cilium-health; None when health checking is off.

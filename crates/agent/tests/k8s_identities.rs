@@ -6,7 +6,7 @@
 //! operator marked for collection loses the mark when an agent takes it
 //! up again, and while the agent keeps using it.
 
-use agent::k8s_identities::CiliumIdentities;
+use agent::k8s::identities::CiliumIdentities;
 use controlplane::identity::{labels_key, Backend, Identities};
 use controlplane::tasks::Tasks;
 use std::collections::BTreeMap;

@@ -1,8 +1,9 @@
 //! cilium-health inside the agent: the responder on the node's cluster
 //! health port, the health endpoint and its controller, the prober, and
-//! the health API (`/v1beta` on `health.sock`). Cilium runs these in the
-//! agent process too, except the endpoint's responder, which is a child
-//! process there and a socket in the endpoint's namespace here.
+//! the health API (`/v1beta` on `health.sock`, served from
+//! `api/cilium_health.rs`). Cilium runs these in the agent process too,
+//! except the endpoint's responder, which is a child process there and a
+//! socket in the endpoint's namespace here.
 
 pub mod endpoint;
 pub mod http;

@@ -3,7 +3,7 @@
 //! map get` shows what the agent believes next to `cilium bpf ... list`
 //! showing what the kernel holds; and the ipcache's recent changes.
 
-use crate::api_server::error;
+use crate::api::server::error;
 use api::ipam::{IpListEntry, IpListEntryMetadata};
 use api::models::{BpfMap, BpfMapEntry, BpfMapList};
 use axum::body::Body;
@@ -138,7 +138,7 @@ async fn events(State(d): State<Arc<MapApi>>, Path(name): Path<String>, uri: Uri
     if name != Ipcache::NAME {
         return StatusCode::NOT_FOUND.into_response();
     }
-    let follow = crate::api_server::query_params(&uri)
+    let follow = crate::api::server::query_params(&uri)
         .get("follow")
         .is_some_and(|v| v == "true");
     let past = d.ipcache.events();

@@ -1,6 +1,6 @@
 //! `/endpoint` handlers.
 
-use crate::api_server::error;
+use crate::api::server::error;
 use api::endpoint::{EndpointBatchDeleteRequest, EndpointChangeRequest};
 use axum::body::Bytes;
 use axum::extract::{Path, State};

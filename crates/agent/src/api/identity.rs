@@ -1,7 +1,7 @@
 //! `/identity` handlers: the identities this node knows, and those its
 //! endpoints use.
 
-use crate::api_server::error;
+use crate::api::server::error;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

@@ -1,7 +1,7 @@
 //! `/service` handlers. In kvstore mode a change is realized here first and
 //! then published, so every other node applies the same service.
 
-use crate::api_server::error;
+use crate::api::server::error;
 use api::service::ServiceSpec;
 use axum::body::Bytes;
 use axum::extract::{Path, State};

@@ -6,7 +6,7 @@
 //! what failed. In: every node's CEPs, whose addresses, identities and
 //! nodes the ipcache learns (this node's own are skipped).
 
-use crate::kubernetes::Kubernetes;
+use crate::k8s::connection::Kubernetes;
 use api::endpoint::EndpointState;
 use controlplane::endpoint::{Endpoint, Endpoints};
 use controlplane::ipsync::{IpIdentityPair, RemoteEndpoints};

@@ -3,7 +3,7 @@
 //! source the policy subsystem follows. An object the parser refuses is
 //! logged with its name and the reason, and changes nothing else.
 
-use crate::kubernetes::Kubernetes;
+use crate::k8s::connection::Kubernetes;
 use controlplane::policies::{Origin, Policies, PolicyError, Stored};
 use controlplane::tasks::Tasks;
 use k8s::kube::api::{ApiResource, DynamicObject};

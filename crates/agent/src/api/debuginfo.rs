@@ -75,7 +75,7 @@ async fn get(State(d): State<Arc<Sources>>) -> Json<DebugInfo> {
         endpoint_list: endpoints,
         service_list: d.services.list(),
         policy: Policy {
-            policy: crate::api_policy::joined(&docs),
+            policy: crate::api::policy::joined(&docs),
             revision,
         },
         cilium_memory_map: std::fs::read_to_string("/proc/self/maps").unwrap_or_default(),

@@ -4,7 +4,7 @@
 //! its namespace's labels change, so its identity and its peers' verdicts
 //! follow.
 
-use crate::kubernetes::Kubernetes;
+use crate::k8s::connection::Kubernetes;
 use controlplane::endpoint::{Endpoints, LabelsUnknown, PodLabels};
 use controlplane::labels::{pod_identity_labels, PodMeta};
 use controlplane::ports::PortFuture;

@@ -55,13 +55,13 @@ pub async fn serve(
         health: Arc::clone(&health),
         status,
     });
-    let app = crate::api_server::router([Router::new()
+    let app = crate::api::server::router([Router::new()
         .route("/v1beta/healthz", get(healthz))
         .route("/v1beta/status", get(health_status))
         .route("/v1beta/status/probe", put(probe))
         .with_state(state)]);
     health.set_serving(true);
-    let served = crate::api_server::serve(app, &socket, shutdown).await;
+    let served = crate::api::server::serve(app, &socket, shutdown).await;
     health.set_serving(false);
     served
 }

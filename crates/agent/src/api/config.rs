@@ -1,7 +1,7 @@
 //! `/config`: the agent's configuration, and the runtime options
 //! `cilium config` may change.
 
-use crate::api_server::{error, node_addressing};
+use crate::api::server::{error, node_addressing};
 use crate::option::modes::MonitorAggregation;
 use crate::option::runtime::RuntimeOptions;
 use crate::option::DaemonConfig;
@@ -60,7 +60,7 @@ async fn get_endpoint_config(
     State(d): Shared,
     axum::extract::Path(raw): axum::extract::Path<String>,
 ) -> Response {
-    let ep = match crate::api_endpoint::lookup(&d.endpoints, &raw) {
+    let ep = match crate::api::endpoint::lookup(&d.endpoints, &raw) {
         Ok(ep) => ep,
         Err(resp) => return resp,
     };

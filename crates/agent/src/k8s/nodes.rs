@@ -2,7 +2,7 @@
 //! an owner reference to its Node), and every CiliumNode as the node
 //! manager's source, so other nodes are routed to as they appear.
 
-use crate::kubernetes::Kubernetes;
+use crate::k8s::connection::Kubernetes;
 use controlplane::endpoint::{EndpointError, Endpoints};
 use controlplane::node::{IpNet, Node, NodeAddress};
 use controlplane::nodes::Nodes;

@@ -5,7 +5,7 @@
 //! brought about by adding, changing and removing services, after both
 //! initial lists are in (a restarted agent changes no LB entry before).
 
-use crate::kubernetes::Kubernetes;
+use crate::k8s::connection::Kubernetes;
 use api::service::{BackendAddress, FrontendAddress, L4Protocol, ServiceSpec, ServiceSpecFlags};
 use controlplane::services::Services;
 use controlplane::tasks::Tasks;
@@ -216,7 +216,7 @@ pub(crate) fn frontend_of(spec: &ServiceSpec) -> Frontend {
 
 /// Whether a service came from a Kubernetes Service (it is named after
 /// one), not from the REST API, which keeps its own, nor from a pod's
-/// hostPort (`k8s_hostports` keeps those).
+/// hostPort (`hostports` keeps those).
 fn from_kubernetes(spec: &ServiceSpec) -> bool {
     spec.flags
         .as_ref()

@@ -1,6 +1,6 @@
 //! `/ipam` and `/ip` handlers.
 
-use crate::api_server::{error, query_params};
+use crate::api::server::{error, query_params};
 use api::ipam::{AddressPair, IpamAddressResponse, IpamResponse};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -103,7 +103,7 @@ async fn allocate_next(State(d): State<Arc<IpamApi>>, uri: Uri, headers: HeaderM
             ..Default::default()
         }),
         ipv6: None,
-        host_addressing: crate::api_server::node_addressing(c),
+        host_addressing: crate::api::server::node_addressing(c),
     };
     (StatusCode::CREATED, Json(resp)).into_response()
 }

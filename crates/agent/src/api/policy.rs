@@ -2,7 +2,7 @@
 //! so a bad document leaves the policy in force as it was; with a kvstore
 //! the documents are then shared, and every node enforces them.
 
-use crate::api_server::error;
+use crate::api::server::error;
 use api::models::Policy;
 use axum::body::Bytes;
 use axum::extract::State;

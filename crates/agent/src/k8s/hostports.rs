@@ -15,8 +15,8 @@
 //! so is a frontend another pod already holds (the scheduler keeps such
 //! pods apart; two that still meet are told in the log).
 
-use crate::k8s_services::{frontend_name, frontend_of, reconcile, Frontend};
-use crate::kubernetes::Kubernetes;
+use crate::k8s::connection::Kubernetes;
+use crate::k8s::services::{frontend_name, frontend_of, reconcile, Frontend};
 use api::service::{BackendAddress, FrontendAddress, L4Protocol, ServiceSpec, ServiceSpecFlags};
 use controlplane::services::Services;
 use controlplane::tasks::Tasks;

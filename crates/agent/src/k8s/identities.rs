@@ -11,7 +11,7 @@
 //! marked for collection (`io.cilium.heartbeat`) that this node uses has
 //! the mark removed with an update, as Cilium's agent takes it back.
 
-use crate::kubernetes::Kubernetes;
+use crate::k8s::connection::Kubernetes;
 use controlplane::identity::objects::{IdentityObjects, StoreError};
 use controlplane::identity::Identities;
 use controlplane::ports::PortFuture;

@@ -6,7 +6,7 @@
 //! A client (cilium-dbg, its debuginfo) then reports the feature as off
 //! instead of failing on a path it did not expect to be missing.
 
-use crate::api_server::error;
+use crate::api::server::error;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
