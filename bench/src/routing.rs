@@ -4,9 +4,12 @@
 //! the same two nodes and pods in tunnel mode (cilium_vxlan), and against
 //! plain routing between the same kind of namespaces: two machines on the
 //! same underlay, each with a pod behind a plain veth and a kernel route to
-//! the other's pods via its address, no BPF. The agents are restarted with
-//! the other mode between measurements, so the three take turns (median of
-//! three rounds each) and the machine's noise hits them alike.
+//! the other's pods via its address, no BPF. Cilium runs as the lab runs
+//! it (kube-proxy replacement, BPF masquerading), so with BPF host routing;
+//! native routing is measured again with legacy host routing, the rest
+//! alike. The agents are restarted with the other mode between
+//! measurements, so the four take turns (median of three rounds each) and
+//! the machine's noise hits them alike.
 
 use crate::{goals, in_ns, iperf, plain_veth};
 use anyhow::Context;
@@ -20,6 +23,12 @@ const NATIVE: [&str; 3] = [
     "--auto-direct-node-routes=true",
 ];
 const TUNNEL: [&str; 1] = ["--routing-mode=tunnel"];
+/// What BPF host routing needs (Cilium chooses it then).
+const HOST_ROUTING: [&str; 2] = [
+    "--kube-proxy-replacement=true",
+    "--enable-bpf-masquerade=true",
+];
+const LEGACY: &str = "--enable-host-legacy-routing=true";
 
 /// Restarts both agents with `mode` (on top of the cluster's own flags),
 /// then gives the mode's own client (node1) and server (node2) pods, made
@@ -104,11 +113,15 @@ pub fn run_bench(secs: u32) -> anyhow::Result<()> {
         let (client_ns, server_ns) = (c.nodes[0].netns(pods.0), c.nodes[1].netns(pods.1));
         iperf(&server_ns, &client_ns, server, secs)
     };
-    let [native, tunnel, plain] = crate::interleaved(
+    let native_bpf: Vec<&str> = NATIVE.iter().chain(&HOST_ROUTING).copied().collect();
+    let native_legacy: Vec<&str> = native_bpf.iter().copied().chain([LEGACY]).collect();
+    let tunnel_bpf: Vec<&str> = TUNNEL.iter().chain(&HOST_ROUTING).copied().collect();
+    let [native, legacy, tunnel, plain] = crate::interleaved(
         3,
         [
-            &mut || under(&NATIVE, ("native-client", "native-server")),
-            &mut || under(&TUNNEL, ("tunnel-client", "tunnel-server")),
+            &mut || under(&native_bpf, ("native-client", "native-server")),
+            &mut || under(&native_legacy, ("legacy-client", "legacy-server")),
+            &mut || under(&tunnel_bpf, ("tunnel-client", "tunnel-server")),
             &mut || iperf(&plain_server, &plain_client, plain_ip, secs),
         ],
     )
@@ -117,11 +130,16 @@ pub fn run_bench(secs: u32) -> anyhow::Result<()> {
         "cross-node pod-to-pod TCP throughput by routing mode (iperf3, {secs} s, median of 3):"
     );
     println!(
-        "  native routing + direct routes + BPF  {:7.2} Gbit/s",
+        "  native routing, BPF host routing      {:7.2} Gbit/s",
         native / 1e9
     );
     println!(
-        "  tunnel mode (cilium_vxlan) + BPF      {:7.2} Gbit/s",
+        "  native routing, legacy host routing   {:7.2} Gbit/s   BPF/legacy {:.2}x",
+        legacy / 1e9,
+        native / legacy
+    );
+    println!(
+        "  tunnel mode, BPF host routing         {:7.2} Gbit/s",
         tunnel / 1e9
     );
     println!(
