@@ -394,6 +394,12 @@ fn main() -> anyhow::Result<()> {
             anyhow::ensure!(sizes.iter().all(|n| *n >= 1), "{usage}: sizes from 1");
             operator::run_bench(&sizes)
         }
+        Some("one-node") => {
+            let usage = "one-node [pods] [secs]";
+            let pods = arg(&args, 2, scaled(100, 2), usage)?;
+            anyhow::ensure!((2..=200).contains(&pods), "pods must be in 2..200");
+            one_node(pods, arg(&args, 3, secs_default, usage)?)
+        }
         Some("masquerade") => {
             masquerade::run_bench(arg(&args, 2, secs_default, "masquerade [secs]")?)
         }

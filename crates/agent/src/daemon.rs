@@ -70,6 +70,9 @@ async fn detect_node_ip(nl: &netdev::Netlink) -> Result<Option<Ipv4Addr>, netdev
 /// entries. Returns once the agent is ready to serve.
 pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> {
     let t0 = Instant::now();
+    // the BPF loader's one-time set-up overlaps with what comes before the
+    // first load (Kubernetes, IPAM, devices)
+    std::thread::spawn(datapath::loader::prepare);
     for dir in [&config.run_dir, &config.state_dir] {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }

@@ -12,7 +12,9 @@ use crate::Error;
 use aya::programs::SchedClassifier;
 use aya::{Ebpf, EbpfLoader};
 use aya_obj::maps::PinningType;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
 
 const BPF_MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
 const MIGRATING_SUFFIX: &str = ":migrating";
@@ -243,6 +245,69 @@ impl Datapath {
     }
 }
 
+/// One loader for every load of the process. aya's `EbpfLoader::new()`
+/// parses the kernel's BTF (some 80-100 ms and tens of MB here, once per
+/// object: most of the agent's start) for CO-RE relocations, which our
+/// objects do not use. This one is made where the kernel's BTF cannot be
+/// found (see `without_kernel_btf`), or else parses it once and drops it.
+struct SharedLoader {
+    loader: EbpfLoader<'static>,
+    /// Map names a load gave a size (`map_max_entries` is never undone).
+    overridden: HashSet<&'static str>,
+}
+
+static SHARED_LOADER: LazyLock<Mutex<SharedLoader>> = LazyLock::new(|| {
+    let mut loader = without_kernel_btf(EbpfLoader::new);
+    loader.btf(None);
+    Mutex::new(SharedLoader {
+        loader,
+        overridden: HashSet::new(),
+    })
+});
+
+/// Runs `f` on a thread of its own whose mount namespace hides
+/// /sys/kernel/btf under an empty tmpfs, so aya's loader skips the
+/// kernel's BTF instead of parsing it. The namespace goes with the thread.
+/// Where that cannot be done (no CAP_SYS_ADMIN), `f` runs as it is.
+fn without_kernel_btf<T: Send + 'static>(f: fn() -> T) -> T {
+    std::thread::spawn(move || {
+        // SAFETY: plain syscalls with valid arguments, on this thread's
+        // own copy of the filesystem context (CLONE_NEWNS unshares it).
+        let hidden = unsafe {
+            libc::unshare(libc::CLONE_NEWNS) == 0
+                && libc::mount(
+                    c"none".as_ptr(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ) == 0
+                && libc::mount(
+                    c"none".as_ptr(),
+                    c"/sys/kernel/btf".as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    0,
+                    std::ptr::null(),
+                ) == 0
+        };
+        if !hidden {
+            tracing::debug!(
+                subsys = "datapath",
+                "Parsing the kernel's BTF once (cannot hide it)"
+            );
+        }
+        f()
+    })
+    .join()
+    .unwrap_or_else(|_| f())
+}
+
+/// Makes the shared loader now (on a thread of its own, the agent's start
+/// does other work meanwhile) rather than at the first load.
+pub fn prepare() {
+    LazyLock::force(&SHARED_LOADER);
+}
+
 /// Loads `obj` with its pinned-by-name maps under `pin_dir`, migrating any
 /// incompatible pin first.
 pub fn load_object(
@@ -255,12 +320,23 @@ pub fn load_object(
     adopt_renamed_pins(pin_dir, &expected);
     let moved = move_incompatible_pins(pin_dir, &expected)?;
 
-    let mut loader = EbpfLoader::new();
+    let mut shared = SHARED_LOADER.lock().unwrap_or_else(|e| e.into_inner());
+    let SharedLoader { loader, overridden } = &mut *shared;
     loader.default_map_pin_directory(pin_dir);
+    // the loader keeps an earlier load's sizes: each name ever given one
+    // gets this load's (its override, else the object's own)
+    for name in overridden.iter().copied() {
+        if let Some((_, meta)) = expected.iter().find(|(n, _)| n == name) {
+            loader.map_max_entries(name, meta.max_entries);
+        }
+    }
     for (name, size) in overrides {
         loader.map_max_entries(name, *size);
+        overridden.insert(name);
     }
-    match loader.load(obj.bytes) {
+    let loaded = loader.load(obj.bytes);
+    drop(shared);
+    match loaded {
         Ok(ebpf) => {
             for aside in moved {
                 if let Err(e) = std::fs::remove_file(&aside) {
