@@ -118,6 +118,13 @@ fn node(sb: &Sandbox, object: datapath::objects::Object, on: bool) -> TestObject
     obj
 }
 
+/// Runs `pkt` through `program`: it must be left, untouched, to the stack.
+fn assert_to_stack(obj: &mut TestObject, program: &str, pkt: &[u8], why: &str) {
+    let out = obj.run(program, pkt).unwrap();
+    assert_eq!(out.retval, TC_ACT_OK, "{why}");
+    assert_eq!(out.packet, pkt, "{why}: untouched");
+}
+
 fn ttl(pkt: &[u8]) -> u8 {
     pkt[14 + 8]
 }
@@ -164,17 +171,18 @@ fn what_the_fib_cannot_route_falls_back_to_the_stack() {
     underlay();
     let mut obj = node(&sb, BPF_LXC, true);
     let pkt = ipv4(LOCAL_POD, NO_ROUTE, 6, &tcp(40000, 80, 0x02));
-    let out = obj.run("cil_from_container", &pkt).unwrap();
-    assert_eq!(out.retval, TC_ACT_OK, "no route: the stack answers it");
-    assert_eq!(out.packet, pkt, "untouched");
+    assert_to_stack(
+        &mut obj,
+        "cil_from_container",
+        &pkt,
+        "no route: the stack answers it",
+    );
 
     // forwarding off on the pod's device: the FIB refuses, the stack
     // decides
     set_forwarding(false);
     let pkt = ipv4(LOCAL_POD, REMOTE_POD, 6, &tcp(40001, 80, 0x02));
-    let out = obj.run("cil_from_container", &pkt).unwrap();
-    assert_eq!(out.retval, TC_ACT_OK);
-    assert_eq!(out.packet, pkt);
+    assert_to_stack(&mut obj, "cil_from_container", &pkt, "the stack's");
     assert_eq!(metric(&obj, 0, DIR_EGRESS).0, 2, "both forwarded");
 }
 
@@ -188,9 +196,12 @@ fn the_last_hop_of_a_ttl_is_the_stacks_to_answer() {
     pkt[24..26].copy_from_slice(&[0, 0]);
     let csum = ipv4_checksum(&pkt[14..34]);
     pkt[24..26].copy_from_slice(&csum.to_be_bytes());
-    let out = obj.run("cil_from_container", &pkt).unwrap();
-    assert_eq!(out.retval, TC_ACT_OK, "the stack sends time exceeded");
-    assert_eq!(out.packet, pkt);
+    assert_to_stack(
+        &mut obj,
+        "cil_from_container",
+        &pkt,
+        "the stack sends time exceeded",
+    );
 }
 
 #[test]
@@ -199,9 +210,7 @@ fn legacy_host_routing_leaves_it_to_the_stack() {
     underlay();
     let mut obj = node(&sb, BPF_LXC, false);
     let pkt = ipv4(LOCAL_POD, REMOTE_POD, 6, &tcp(40000, 80, 0x02));
-    let out = obj.run("cil_from_container", &pkt).unwrap();
-    assert_eq!(out.retval, TC_ACT_OK);
-    assert_eq!(out.packet, pkt);
+    assert_to_stack(&mut obj, "cil_from_container", &pkt, "the stack's");
 }
 
 #[test]
@@ -219,9 +228,7 @@ fn the_node_itself_is_reached_through_the_stack() {
         .put(&abi::ipcache::IpcacheKey::v4(REMOTE_NODE, 32), &host)
         .unwrap();
     let pkt = ipv4(LOCAL_POD, REMOTE_NODE, 6, &tcp(40000, 10250, 0x02));
-    let out = obj.run("cil_from_container", &pkt).unwrap();
-    assert_eq!(out.retval, TC_ACT_OK);
-    assert_eq!(out.packet, pkt);
+    assert_to_stack(&mut obj, "cil_from_container", &pkt, "the stack's");
 }
 
 #[test]
@@ -245,9 +252,7 @@ fn from_the_native_device_a_local_pod_is_entered_directly_through_its_policy() {
 
     // not a local pod: the stack's
     let passing = ipv4(REMOTE_POD, NODE_IP, 6, &tcp(40002, 22, 0x02));
-    let out = obj.run("cil_from_netdev", &passing).unwrap();
-    assert_eq!(out.retval, TC_ACT_OK);
-    assert_eq!(out.packet, passing);
+    assert_to_stack(&mut obj, "cil_from_netdev", &passing, "the stack's");
 }
 
 #[test]
@@ -256,7 +261,5 @@ fn without_host_routing_the_native_device_leaves_pods_traffic_to_the_stack() {
     underlay();
     let mut obj = node(&sb, BPF_HOST, false);
     let pkt = ipv4(REMOTE_POD, LOCAL_POD, 6, &tcp(40000, 80, 0x02));
-    let out = obj.run("cil_from_netdev", &pkt).unwrap();
-    assert_eq!(out.retval, TC_ACT_OK);
-    assert_eq!(out.packet, pkt);
+    assert_to_stack(&mut obj, "cil_from_netdev", &pkt, "the stack's");
 }
