@@ -20,12 +20,12 @@ for f in "${node_files[@]}"; do
 done
 if ! command -v clang >/dev/null || ! command -v cc >/dev/null || ! command -v etcd >/dev/null || ! [ -f /usr/include/bpf/bpf_helpers.h ] \
     || ! command -v curl >/dev/null || ! command -v iperf3 >/dev/null || ! command -v ip >/dev/null \
-    || ! command -v ping >/dev/null || ! command -v nsenter >/dev/null \
+    || ! command -v ping >/dev/null || ! command -v nsenter >/dev/null || ! command -v sysctl >/dev/null \
     || ! command -v protoc >/dev/null || ! [ -f /usr/include/google/protobuf/descriptor.proto ] \
     || ! command -v iptables >/dev/null || ! command -v python3 >/dev/null || $node_missing; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends \
-        gcc libc6-dev clang llvm libbpf-dev linux-libc-dev iproute2 etcd-server curl iperf3 iputils-ping util-linux protobuf-compiler libprotobuf-dev iptables python3 ca-certificates \
+        gcc libc6-dev clang llvm libbpf-dev linux-libc-dev iproute2 etcd-server curl iperf3 iputils-ping util-linux protobuf-compiler libprotobuf-dev iptables python3 ca-certificates procps \
         "${node_packages[@]}" >/dev/null
 fi
 
