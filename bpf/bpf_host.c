@@ -37,6 +37,19 @@ static __always_inline int host_to_remote_pod(struct __sk_buff *ctx,
 	return ret;
 }
 
+/* A packet for local pod `ep` handed over by the host's stack or the
+ * native device: through the pod's ingress policy, judged by the sender's
+ * identity in the ipcache. Returns only when it was dropped. */
+static __always_inline int ipcache_sender_to_pod(struct __sk_buff *ctx,
+						 const struct iphdr *ip4,
+						 const struct endpoint_info *ep, __u32 flags)
+{
+	__u32 src_id = ip4_identity(ip4->saddr);
+	int ret = policy_tail_call_ingress(ctx, ep, ip4->daddr, src_id, flags);
+
+	return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id, ret, METRIC_INGRESS, 0);
+}
+
 /* Packets the host stack routes into cilium_host (tc egress): the pod CIDR
  * routes point here, so pod-bound traffic is tracked as the pod's ingress
  * and handed to its veth, or sent through the overlay when the pod lives on
@@ -47,7 +60,6 @@ int cil_from_host(struct __sk_buff *ctx)
 {
 	struct endpoint_info *ep;
 	struct iphdr *ip4;
-	__u32 src_id;
 	__u16 proto = 0;
 	int ret;
 
@@ -61,9 +73,7 @@ int cil_from_host(struct __sk_buff *ctx)
 	ep = lookup_ip4_endpoint(ip4->daddr);
 	if (!is_local_pod(ep))
 		return host_to_remote_pod(ctx, ip4);
-	src_id = ip4_identity(ip4->saddr);
-	ret = policy_tail_call_ingress(ctx, ep, ip4->daddr, src_id, 0);
-	return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id, ret, METRIC_INGRESS, 0);
+	return ipcache_sender_to_pod(ctx, ip4, ep, 0);
 }
 
 /* With BPF host routing, a packet for a pod of this node that arrived on
@@ -75,8 +85,6 @@ static __always_inline int netdev_to_local_pod(struct __sk_buff *ctx)
 {
 	struct endpoint_info *ep;
 	struct iphdr *ip4;
-	__u32 src_id;
-	int ret;
 
 	if (!host_routing_enabled())
 		return CTX_ACT_OK;
@@ -86,9 +94,7 @@ static __always_inline int netdev_to_local_pod(struct __sk_buff *ctx)
 	ep = lookup_ip4_endpoint(ip4->daddr);
 	if (!is_local_pod(ep))
 		return CTX_ACT_OK;
-	src_id = ip4_identity(ip4->saddr);
-	ret = policy_tail_call_ingress(ctx, ep, ip4->daddr, src_id, POLICY_F_PEER);
-	return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id, ret, METRIC_INGRESS, 0);
+	return ipcache_sender_to_pod(ctx, ip4, ep, POLICY_F_PEER);
 }
 
 /* Packets arriving on the node's native device (tc ingress): NodePort

@@ -46,13 +46,31 @@ use testsupport::Sandbox;
 const POD_CIDR: &str = "10.3.0.0/24";
 const BASE_GW: Ipv4Addr = Ipv4Addr::new(10, 4, 0, 1);
 const NETCONF: &str = r#"{"cniVersion":"1.0.0","name":"cilium","type":"cilium-cni"}"#;
+
+/// The sections' default sizes, in a measuring run and in a smoke run
+/// (each is also the size a section run on its own takes).
+fn default_pods() -> usize {
+    scaled(100, 2)
+}
+
+fn default_secs() -> u32 {
+    scaled(5, 1)
+}
+
 /// The Kubernetes section's rounds per measure and cluster scale.
-const K8S_ROUNDS: usize = 20;
-const K8S_SCALE: usize = 1000;
+fn k8s_rounds_and_scale() -> (usize, usize) {
+    scaled((20, 1000), (2, 10))
+}
+
 /// Nodes joining at once in the operator's rounds (issue 19: 1 and 50).
-const OPERATOR_SIZES: [usize; 2] = [1, 50];
+fn operator_sizes() -> Vec<usize> {
+    scaled(vec![1, 50], vec![1])
+}
+
 /// Pods made one after another on a real node (issue 30: 50).
-const REAL_NODE_PODS: usize = 50;
+fn real_node_pods() -> usize {
+    scaled(50, 2)
+}
 
 pub(crate) fn run(cmd: &mut Command) -> anyhow::Result<String> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
@@ -355,7 +373,7 @@ fn main() -> anyhow::Result<()> {
     }
     // The connection-rate client runs as a process of its own, so it can
     // be placed in a cgroup (socket LB) or left out of it.
-    let secs_default = scaled(5, 1);
+    let secs_default = default_secs();
     match args.get(1).map(String::as_str) {
         Some("conn-rate") => {
             let usage = "conn-rate <ip> <port> <secs>";
@@ -367,19 +385,17 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Some("services") => services::run_bench(arg(&args, 2, secs_default, "services [secs]")?),
-        Some("real-node") => real_node::run_bench(arg(
-            &args,
-            2,
-            scaled(REAL_NODE_PODS, 2),
-            "real-node [pods]",
-        )?),
+        Some("real-node") => {
+            real_node::run_bench(arg(&args, 2, real_node_pods(), "real-node [pods]")?)
+        }
         Some("endpoints-latency") => endpoints_latency::run_bench(),
         Some("lifecycle") => lifecycle::run_bench(),
         Some("events") => events::run_bench(arg(&args, 2, secs_default, "events [secs]")?),
         Some("kubernetes") => {
             let usage = "kubernetes [rounds] [scale]";
-            let rounds = arg(&args, 2, scaled(K8S_ROUNDS, 2), usage)?;
-            let scale = arg(&args, 3, scaled(K8S_SCALE, 10), usage)?;
+            let (rounds, scale) = k8s_rounds_and_scale();
+            let rounds = arg(&args, 2, rounds, usage)?;
+            let scale = arg(&args, 3, scale, usage)?;
             kubernetes::run_bench(rounds, scale)
         }
         Some("operator") => {
@@ -389,14 +405,14 @@ fn main() -> anyhow::Result<()> {
                     .split(',')
                     .map(|n| n.parse::<usize>().context(usage))
                     .collect::<anyhow::Result<Vec<_>>>()?,
-                None => scaled(OPERATOR_SIZES.to_vec(), vec![1]),
+                None => operator_sizes(),
             };
             anyhow::ensure!(sizes.iter().all(|n| *n >= 1), "{usage}: sizes from 1");
             operator::run_bench(&sizes)
         }
         Some("one-node") => {
             let usage = "one-node [pods] [secs]";
-            let pods = arg(&args, 2, scaled(100, 2), usage)?;
+            let pods = arg(&args, 2, default_pods(), usage)?;
             anyhow::ensure!((2..=200).contains(&pods), "pods must be in 2..200");
             one_node(pods, arg(&args, 3, secs_default, usage)?)
         }
@@ -407,7 +423,7 @@ fn main() -> anyhow::Result<()> {
         Some("policy") => policy::run_bench(arg(&args, 2, secs_default, "policy [secs]")?),
         _ => {
             let usage = "[--smoke] [pods] [iperf-seconds]";
-            let pods = arg(&args, 1, scaled(100, 2), usage)?;
+            let pods = arg(&args, 1, default_pods(), usage)?;
             let secs = arg(&args, 2, secs_default, usage)?;
             anyhow::ensure!((2..=200).contains(&pods), "pods must be in 2..200");
             every_section(pods, secs)
@@ -438,15 +454,10 @@ fn every_section(pods: usize, secs: u32) -> anyhow::Result<()> {
     section("masquerade", || masquerade::run_bench(secs))?;
     match kubernetes::available() {
         Ok(()) => {
-            section("kubernetes", || {
-                kubernetes::run_bench(scaled(K8S_ROUNDS, 2), scaled(K8S_SCALE, 10))
-            })?;
-            section("operator", || {
-                operator::run_bench(&scaled(OPERATOR_SIZES.to_vec(), vec![1]))
-            })?;
-            section("real-node", || {
-                real_node::run_bench(scaled(REAL_NODE_PODS, 2))
-            })?;
+            let (rounds, scale) = k8s_rounds_and_scale();
+            section("kubernetes", || kubernetes::run_bench(rounds, scale))?;
+            section("operator", || operator::run_bench(&operator_sizes()))?;
+            section("real-node", || real_node::run_bench(real_node_pods()))?;
             section("endpoints-latency", endpoints_latency::run_bench)?;
         }
         Err(e) if smoke() => anyhow::bail!("Kubernetes sections cannot run: {e}"),

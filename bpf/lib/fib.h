@@ -31,9 +31,9 @@ static __always_inline int host_routing_enabled(void)
  * are written here and the packet is redirected; otherwise the kernel
  * resolves it (bpf_redirect_neigh to the next hop). Where the FIB gives no
  * such answer (no route, a local address, forwarding off, a packet too big
- * for the device, a TTL run out) it returns FIB_TO_STACK: the stack then routes, answers
- * or refuses the packet as it would without host routing. *oif is the
- * device chosen; a negative return is a drop reason.
+ * for the device, a TTL run out) it returns FIB_TO_STACK: the stack then
+ * routes, answers or refuses the packet as it would without host routing.
+ * *oif is the device chosen; a negative return is a drop reason.
  */
 static __always_inline int fib_redirect4(struct __sk_buff *ctx, __u32 saddr, __u32 daddr,
 					 __u32 *oif)
