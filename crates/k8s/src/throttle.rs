@@ -2,7 +2,9 @@
 //! a token bucket every request to the API server takes a token from,
 //! waiting for one when the bucket is empty, so an agent on every node
 //! cannot flood the API server (a thousand pods' CiliumEndpoint writes
-//! after a restart, say).
+//! after a restart, say). Watches take no token, as in client-go: one is
+//! a long-lived stream, not load, and a start that opens a dozen of them
+//! would otherwise hold every write behind them for seconds.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -77,9 +79,17 @@ pub struct Throttled<S> {
     throttle: Throttle,
 }
 
-impl<S, R> tower::Service<R> for Throttled<S>
+/// Whether `uri` asks for a watch stream (`?watch=true` or `?watch=1`).
+fn is_watch(uri: &http::Uri) -> bool {
+    uri.query().is_some_and(|q| {
+        q.split('&')
+            .any(|kv| kv == "watch=true" || kv == "watch=1")
+    })
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Throttled<S>
 where
-    S: tower::Service<R>,
+    S: tower::Service<http::Request<B>>,
     S::Future: Send + 'static,
 {
     type Response = S::Response;
@@ -90,8 +100,12 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: R) -> Self::Future {
-        let wait = self.throttle.wait();
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let wait = if is_watch(req.uri()) {
+            Duration::ZERO
+        } else {
+            self.throttle.wait()
+        };
         // the inner future sends nothing until polled: it waits its turn
         let sent = self.inner.call(req);
         Box::pin(async move {
@@ -106,6 +120,16 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_watch_streams_skip_the_bucket() {
+        let uri = |s: &str| s.parse::<http::Uri>().unwrap();
+        assert!(is_watch(&uri("/api/v1/pods?watch=true&resourceVersion=5")));
+        assert!(is_watch(&uri("/apis/cilium.io/v2/ciliumnodes?fieldSelector=x&watch=1")));
+        assert!(!is_watch(&uri("/api/v1/pods?resourceVersion=5")));
+        assert!(!is_watch(&uri("/api/v1/pods?watchful=true")));
+        assert!(!is_watch(&uri("/api/v1/namespaces/watch=true/pods")));
+    }
 
     #[test]
     fn a_burst_goes_at_once_then_requests_come_at_the_rate() {
