@@ -154,6 +154,9 @@ impl Kube {
             ..Default::default()
         };
         let client = rt.block_on(k8s::connect(&opts))?;
+        // the connection (its TLS handshake) is made here, not in the
+        // first round's requests
+        rt.block_on(k8s::version_line(&client))?;
         Ok(Self { rt, client })
     }
 

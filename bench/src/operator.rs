@@ -26,7 +26,7 @@ use testsupport::topology;
 const ROUND_LIMIT: Duration = Duration::from_secs(180);
 
 /// The client rate limits Cilium's chart sets for Kubernetes 1.27 and
-/// later, for the agents and the operator alike (kube-controller-manager
+/// later, for the operator as for the agents (kube-controller-manager
 /// keeps its own defaults, 20 and 30).
 const CLIENT_QPS: &str = "--k8s-client-qps=10";
 const CLIENT_BURST: &str = "--k8s-client-burst=20";
@@ -153,8 +153,6 @@ fn round(
             format!("--k8s-kubeconfig-path={}", kubeconfig.display()),
             format!("--ipv4-node={}", topology::node_ip(i + 1)),
             format!("--ipam={ipam}"),
-            CLIENT_QPS.into(),
-            CLIENT_BURST.into(),
         ];
     }
     let list = format!(

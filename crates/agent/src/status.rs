@@ -91,6 +91,12 @@ fn cluster_status(d: &AgentStatus) -> ClusterStatus {
     }
 }
 
+/// The watched Kubernetes APIs still in their first listing, if any.
+fn pending_caches(d: &AgentStatus) -> Option<Vec<String>> {
+    let pending = d.kubernetes.as_ref()?.caches_pending();
+    (!pending.is_empty()).then_some(pending)
+}
+
 /// The full status; `brief` keeps only what `cilium status --brief` needs
 /// (Cilium's brief answer: `cilium`, `cluster`, a failing controller).
 fn collect(d: &AgentStatus, brief: bool) -> StatusResponse {
@@ -113,7 +119,20 @@ fn collect(d: &AgentStatus, brief: bool) -> StatusResponse {
                 kubernetes.msg
             ),
         },
-        _ => Status::ok(api::version_string()),
+        _ => match pending_caches(d) {
+            // not up until the cluster is seen as it is, as Cilium's daemon
+            // waits for its caches before it serves at all: a pod scheduled
+            // meanwhile would find no Service and no policy yet
+            Some(apis) => Status {
+                state: State::Warning,
+                msg: format!(
+                    "{}    Waiting until all pre-existing resources have been received: {}",
+                    api::version_string(),
+                    apis.join(", ")
+                ),
+            },
+            None => Status::ok(api::version_string()),
+        },
     });
     if brief {
         let failing = controllers

@@ -46,6 +46,9 @@ impl std::fmt::Display for WatchState {
 #[derive(Debug)]
 pub struct WatchHealth {
     states: Mutex<BTreeMap<String, WatchState>>,
+    /// The APIs whose first listing has ended (synced or refused): a
+    /// later relisting does not put them back.
+    settled: Mutex<std::collections::BTreeSet<String>>,
     server_back: tokio::sync::watch::Sender<u64>,
 }
 
@@ -53,6 +56,7 @@ impl Default for WatchHealth {
     fn default() -> Self {
         Self {
             states: Mutex::default(),
+            settled: Mutex::default(),
             server_back: tokio::sync::watch::Sender::new(0),
         }
     }
@@ -66,6 +70,12 @@ impl WatchHealth {
     }
 
     fn set(&self, api: &str, state: WatchState) {
+        if state != WatchState::Listing {
+            let mut settled = self.settled.lock().expect("watch health lock");
+            if !settled.contains(api) {
+                settled.insert(api.to_owned());
+            }
+        }
         let mut all = self.states.lock().expect("watch health lock");
         if all.get(api) != Some(&state) {
             all.insert(api.to_owned(), state);
@@ -76,6 +86,19 @@ impl WatchHealth {
     pub fn any_failing(&self) -> bool {
         let all = self.states.lock().expect("watch health lock");
         all.values().any(|s| matches!(s, WatchState::Failing(_)))
+    }
+
+    /// The APIs still in their first listing: until there are none, the
+    /// agent has not seen the cluster as it is (Cilium's daemon waits for
+    /// its caches to sync before it calls itself up). A watch the server
+    /// refuses does not hold this up; status names it instead.
+    pub fn first_lists_pending(&self) -> Vec<String> {
+        let settled = self.settled.lock().expect("watch health lock");
+        let all = self.states.lock().expect("watch health lock");
+        all.keys()
+            .filter(|api| !settled.contains(*api))
+            .cloned()
+            .collect()
     }
 
     /// Every watch and where it is.
@@ -257,5 +280,27 @@ where
             };
             return Some(ev);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_first_listing_holds_the_caches_back() {
+        let h = WatchHealth::default();
+        h.set("core/v1::Service", WatchState::Listing);
+        h.set("cilium/v2::CiliumNode", WatchState::Listing);
+        h.set("cilium/v2::CiliumIdentity", WatchState::Listing);
+        assert_eq!(h.first_lists_pending().len(), 3);
+        h.set("core/v1::Service", WatchState::Synced);
+        // refused (RBAC, a missing CRD): status names it, start goes on
+        h.set("cilium/v2::CiliumIdentity", WatchState::Failing("forbidden".into()));
+        assert_eq!(h.first_lists_pending(), ["cilium/v2::CiliumNode"]);
+        h.set("cilium/v2::CiliumNode", WatchState::Synced);
+        // a relisting later (410 Gone) is no start
+        h.set("core/v1::Service", WatchState::Listing);
+        assert!(h.first_lists_pending().is_empty());
     }
 }

@@ -156,8 +156,11 @@ impl Node {
             .arg(format!("--cgroup-root={}", self.cgroup.display()))
             .arg("--bpf-ct-global-tcp-max=4096")
             .arg("--bpf-ct-global-any-max=4096")
-            // as Cilium's chart installs it
+            // as Cilium's chart installs it (the client's rate limits are
+            // the chart's for Kubernetes 1.27 and later)
             .arg("--enable-hubble=true")
+            .arg("--k8s-client-qps=10")
+            .arg("--k8s-client-burst=20")
             .args(&self.agent_args)
             .stdout(Stdio::null())
             .stderr(if self.quiet {

@@ -88,6 +88,11 @@ impl Kubernetes {
         source.reporting(Arc::clone(&self.health), api)
     }
 
+    /// The watched APIs whose first listing is still under way.
+    pub fn caches_pending(&self) -> Vec<String> {
+        self.health.first_lists_pending()
+    }
+
     /// What `cilium status` shows on its `Kubernetes` lines; the APIs are
     /// left out while the API server is unreachable, as Cilium does. A
     /// watch that fails while the server answers (a verb missing from the
