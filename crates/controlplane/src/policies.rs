@@ -486,8 +486,12 @@ impl Policies {
     pub async fn import(&self, docs: Vec<Document>) -> Result<(Vec<Stored>, u64), PolicyError> {
         let stored: Vec<Stored> = docs.iter().map(Stored::of).collect();
         let revision = self.import_here(docs)?;
-        self.deps.regeneration.run("policy imported").await;
-        if let Some(shared) = &self.deps.shared {
+        // shared while this node regenerates, so the other nodes work on
+        // it at the same time instead of after this one
+        let share = async {
+            let Some(shared) = &self.deps.shared else {
+                return Ok::<(), PolicyError>(());
+            };
             for s in &stored {
                 let body = serde_json::to_vec(s).expect("policy serializes");
                 shared
@@ -500,7 +504,10 @@ impl Policies {
                         source,
                     })?;
             }
-        }
+            Ok(())
+        };
+        let ((), shared) = tokio::join!(self.deps.regeneration.run("policy imported"), share);
+        shared?;
         tracing::info!(
             subsys = "policy",
             policies = stored.len(),
