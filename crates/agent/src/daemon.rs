@@ -222,12 +222,12 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         ipcache: Arc::new(crate::kernel::IpcacheWriter {
             bpf_root: config.bpf_root.clone(),
         }),
-        endpoints: Arc::new(crate::kernel::Endpoints {
-            bpf_root: config.bpf_root.clone(),
-            datapath: Arc::new(Mutex::new(dp)),
-            mode: attach_mode,
+        endpoints: Arc::new(crate::kernel::Endpoints::new(
+            config.bpf_root.clone(),
+            Arc::new(Mutex::new(dp)),
+            attach_mode,
             template,
-        }),
+        )),
         lb: Arc::new(crate::kernel::LoadBalancer {
             bpf_root: config.bpf_root.clone(),
         }),

@@ -11,9 +11,12 @@ use controlplane::ports::{
 };
 use datapath::attach::AttachMode;
 use datapath::maps::{Ipcache, Lb4Backends, Lxc, NodeMap, NodeMapV2, Tunnel};
+use datapath::policymap;
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 fn kernel(e: datapath::Error) -> KernelError {
     KernelError::new(e)
@@ -81,14 +84,38 @@ impl NodeIdMap for NodeIdWriter {
 
 /// Endpoint programs (the loader), cilium_lxc and the policy maps.
 pub struct Endpoints {
-    pub bpf_root: PathBuf,
-    pub datapath: Arc<Mutex<datapath::Datapath>>,
-    pub mode: AttachMode,
+    bpf_root: PathBuf,
+    datapath: Arc<Mutex<datapath::Datapath>>,
+    mode: AttachMode,
     /// The installed program template (`datapath::templates::install`).
-    pub template: String,
+    template: String,
+    /// What each endpoint's policy map was last made to hold, and when it
+    /// was last read back (the agent is its only writer).
+    realized: Mutex<HashMap<u16, (policymap::Written, Instant)>>,
 }
 
+/// How long a policy map's last writing stands for what it holds before
+/// the next regeneration reads it back, undoing whatever was written by
+/// hand (`cilium bpf policy add`): Cilium's
+/// `policy-map-full-reconciliation-interval`.
+const POLICY_MAP_FULL_RECONCILIATION: Duration = Duration::from_secs(15 * 60);
+
 impl Endpoints {
+    pub fn new(
+        bpf_root: PathBuf,
+        datapath: Arc<Mutex<datapath::Datapath>>,
+        mode: AttachMode,
+        template: String,
+    ) -> Self {
+        Self {
+            bpf_root,
+            datapath,
+            mode,
+            template,
+            realized: Mutex::default(),
+        }
+    }
+
     fn loader(&self) -> std::sync::MutexGuard<'_, datapath::Datapath> {
         self.datapath.lock().expect("datapath lock")
     }
@@ -133,14 +160,27 @@ impl EndpointDatapath for Endpoints {
     }
 
     fn remove_policy(&self, id: u16) {
+        self.realized.lock().expect("policy lock").remove(&id);
         datapath::policymap::remove(&self.globals(), id);
         self.loader().remove_policy_program(id);
     }
 
     fn write_policy(&self, id: u16, state: &policy::MapState) -> Result<(), KernelError> {
-        datapath::policymap::PolicyMap::open(&self.globals(), id)
-            .and_then(|m| m.sync(&state.to_abi()))
-            .map_err(kernel)
+        // held through the writing: two writers of one map would each
+        // trust a stale idea of what it holds
+        let mut realized = self.realized.lock().expect("policy lock");
+        let known = realized
+            .remove(&id)
+            .filter(|(_, read)| read.elapsed() < POLICY_MAP_FULL_RECONCILIATION);
+        let map = policymap::PolicyMap::open(&self.globals(), id).map_err(kernel)?;
+        let want = state.to_abi();
+        // a failed write leaves the map unknown: the next one reads it
+        let (written, read) = match known {
+            Some((have, read)) => (map.sync_from(&have, &want).map_err(kernel)?, read),
+            None => (map.sync(&want).map_err(kernel)?, Instant::now()),
+        };
+        realized.insert(id, (written, read));
+        Ok(())
     }
 
     fn prepare_policy(&self, id: u16) {

@@ -43,6 +43,10 @@ pub fn pin_path(bpffs_root: &Path, endpoint_id: u16) -> PathBuf {
     crate::map::global_pin_path(bpffs_root, &name(endpoint_id))
 }
 
+/// What a policy map holds, by key: the key and the entry's flags (its
+/// counters are the kernel's).
+pub type Written = BTreeMap<[u8; 12], (PolicyKey, u8)>;
+
 /// One endpoint's policy map, registered with the datapath.
 pub struct PolicyMap {
     map: Map<PolicyKey, PolicyEntry>,
@@ -76,34 +80,45 @@ impl PolicyMap {
         Ok(Self { map })
     }
 
-    /// Makes the map hold exactly `entries`: new and changed entries are
-    /// written before stale ones go, so traffic the old and the new policy
-    /// both allow never meets a gap. Unchanged entries keep their counters.
-    pub fn sync(&self, entries: &[(PolicyKey, PolicyEntry)]) -> Result<(), Error> {
-        let have: BTreeMap<[u8; 12], (PolicyKey, PolicyEntry)> = self
+    /// Makes the map hold exactly `entries`, reading what it holds first;
+    /// returns what it holds now.
+    pub fn sync(&self, entries: &[(PolicyKey, PolicyEntry)]) -> Result<Written, Error> {
+        let have: Written = self
             .map
             .entries()?
             .into_iter()
-            .map(|(k, v)| (key_bytes(&k), (k, v)))
+            .map(|(k, v)| (key_bytes(&k), (k, v.flags)))
             .collect();
-        let mut want = BTreeMap::new();
+        self.sync_from(&have, entries)
+    }
+
+    /// Makes the map hold exactly `entries`, given that it holds `have`
+    /// (what the last sync returned: reading a map of a thousand entries
+    /// back costs two thousand system calls); returns what it holds now.
+    /// New and changed entries are written before stale ones go, so
+    /// traffic the old and the new policy both allow never meets a gap.
+    /// Unchanged entries keep their counters.
+    pub fn sync_from(
+        &self,
+        have: &Written,
+        entries: &[(PolicyKey, PolicyEntry)],
+    ) -> Result<Written, Error> {
+        let mut want = Written::new();
         for (k, v) in entries {
-            want.insert(key_bytes(k), ());
-            if have
-                .get(&key_bytes(k))
-                .is_none_or(|(_, old)| old.flags != v.flags)
-            {
+            let bytes = key_bytes(k);
+            if have.get(&bytes).is_none_or(|(_, flags)| *flags != v.flags) {
                 self.map.put(k, v)?;
             }
+            want.insert(bytes, (*k, v.flags));
         }
         // Only this agent writes the map, so what it held before is all
         // that can be stale.
-        for (bytes, (k, _)) in &have {
+        for (bytes, (k, _)) in have {
             if !want.contains_key(bytes) {
                 self.map.remove(k)?;
             }
         }
-        Ok(())
+        Ok(want)
     }
 
     pub fn entries(&self) -> Result<Vec<(PolicyKey, PolicyEntry)>, Error> {
@@ -111,7 +126,8 @@ impl PolicyMap {
     }
 
     /// Writes one entry by hand (`cilium bpf policy add`); the agent's
-    /// next regeneration of the endpoint takes it out again.
+    /// next regeneration that reads the map back takes it out again (at
+    /// most every 15 minutes, as Cilium's full reconciliation).
     pub fn put(&self, key: &PolicyKey, entry: &PolicyEntry) -> Result<(), Error> {
         self.map.put(key, entry)
     }

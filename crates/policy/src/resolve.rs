@@ -132,7 +132,16 @@ fn port_keys(p: &PortProtocol) -> Vec<(u8, u16, u8)> {
         .collect()
 }
 
-fn keys(rules: &[PeerRule], egress: bool, identities: &[Identity]) -> Vec<Key> {
+/// What each peer selects, worked out once per resolution: a thousand
+/// rules tend to name a handful of peers (Cilium's selector cache).
+type Selected<'r> = std::collections::HashMap<&'r Peer, Vec<u32>>;
+
+fn keys<'r>(
+    rules: &'r [PeerRule],
+    egress: bool,
+    identities: &[Identity],
+    selected: &mut Selected<'r>,
+) -> Vec<Key> {
     let mut out = Vec::new();
     for r in rules {
         let ports: Vec<(u8, u16, u8)> = if r.ports.is_empty() {
@@ -141,7 +150,10 @@ fn keys(rules: &[PeerRule], egress: bool, identities: &[Identity]) -> Vec<Key> {
             r.ports.iter().flat_map(port_keys).collect()
         };
         for peer in &r.peers {
-            for id in peer_identities(peer, identities) {
+            let ids = selected
+                .entry(peer)
+                .or_insert_with(|| peer_identities(peer, identities));
+            for &id in ids.iter() {
                 out.extend(
                     ports
                         .iter()
@@ -173,6 +185,7 @@ pub fn resolve(
     let ingress_enforced = enforced(selecting.iter().any(|r| r.sets_ingress()));
     let egress_enforced = enforced(selecting.iter().any(|r| r.sets_egress()));
     let (mut allows, mut denies) = (Vec::new(), Vec::new());
+    let mut selected = Selected::new();
     for (egress, on) in [(false, ingress_enforced), (true, egress_enforced)] {
         if !on {
             allows.push(Key::new(0, egress, 0, 0, 0));
@@ -191,11 +204,13 @@ pub fn resolve(
                 allow.as_deref().unwrap_or_default(),
                 egress,
                 identities,
+                &mut selected,
             ));
             denies.extend(keys(
                 deny.as_deref().unwrap_or_default(),
                 egress,
                 identities,
+                &mut selected,
             ));
         }
     }

@@ -156,7 +156,7 @@ pub struct PortProtocol {
 }
 
 /// Who a rule is about on the other side.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Peer {
     Endpoints(Selector),
     Cidr {

@@ -2,7 +2,7 @@
 
 use crate::labels::{split_source, Labels};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Operator {
     In,
     NotIn,
@@ -12,7 +12,7 @@ pub enum Operator {
 
 /// One requirement: a key (with an optional `source:`), an operator and
 /// values.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Requirement {
     pub source: String,
     pub key: String,
@@ -43,7 +43,7 @@ impl Requirement {
 }
 
 /// All requirements must hold; none at all selects everything.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Selector {
     pub requirements: Vec<Requirement>,
 }
