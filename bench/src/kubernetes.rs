@@ -73,7 +73,8 @@ fn piped(mut cmd: Command, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn kubectl(cp: &kubeplane::ControlPlane, verb: &str, text: &str) -> anyhow::Result<()> {
+/// `kubectl <verb> -f -` with `text`, insisting on success.
+pub(crate) fn kubectl(cp: &kubeplane::ControlPlane, verb: &str, text: &str) -> anyhow::Result<()> {
     let mut cmd = cp.kubectl();
     cmd.args([verb, "-f", "-"]);
     piped(cmd, text)

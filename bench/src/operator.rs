@@ -94,32 +94,6 @@ fn wait_leading(cp: &kubeplane::ControlPlane) -> anyhow::Result<()> {
     }
 }
 
-/// `kubectl create` of `list`: unlike `apply`, it reads no OpenAPI
-/// document first, whose first build after the CRDs took up to a second,
-/// all of it inside the first round.
-fn create(cp: &kubeplane::ControlPlane, list: &str) -> anyhow::Result<()> {
-    let mut child = cp
-        .kubectl()
-        .args(["create", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running kubectl create")?;
-    child
-        .stdin
-        .take()
-        .context("kubectl's stdin")?
-        .write_all(list.as_bytes())?;
-    let out = child.wait_with_output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "kubectl create: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(())
-}
-
 struct Round {
     /// Per node: from the Nodes' apply to a pod CIDR on the object the
     /// agent waits on, and to its agent being ready (ms).
@@ -160,7 +134,10 @@ fn round(
         objects.join(",")
     );
     let t0 = Instant::now();
-    create(cp, &list)?;
+    // `create`, not `apply`: it reads no OpenAPI document first, whose
+    // first build after the CRDs took up to a second, all of it inside
+    // the first round
+    crate::kubernetes::kubectl(cp, "create", &list)?;
     for &i in &idx {
         cluster.nodes[i].spawn_agent();
     }
