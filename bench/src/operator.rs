@@ -78,7 +78,13 @@ fn wait_leading(cp: &kubeplane::ControlPlane) -> anyhow::Result<()> {
     loop {
         let held = cp
             .kubectl()
-            .args(["-n", "kube-system", "get", "lease", "cilium-operator-resource-lock"])
+            .args([
+                "-n",
+                "kube-system",
+                "get",
+                "lease",
+                "cilium-operator-resource-lock",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()?

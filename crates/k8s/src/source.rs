@@ -296,7 +296,10 @@ mod tests {
         assert_eq!(h.first_lists_pending().len(), 3);
         h.set("core/v1::Service", WatchState::Synced);
         // refused (RBAC, a missing CRD): status names it, start goes on
-        h.set("cilium/v2::CiliumIdentity", WatchState::Failing("forbidden".into()));
+        h.set(
+            "cilium/v2::CiliumIdentity",
+            WatchState::Failing("forbidden".into()),
+        );
         assert_eq!(h.first_lists_pending(), ["cilium/v2::CiliumNode"]);
         h.set("cilium/v2::CiliumNode", WatchState::Synced);
         // a relisting later (410 Gone) is no start

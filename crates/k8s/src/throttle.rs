@@ -81,10 +81,8 @@ pub struct Throttled<S> {
 
 /// Whether `uri` asks for a watch stream (`?watch=true` or `?watch=1`).
 fn is_watch(uri: &http::Uri) -> bool {
-    uri.query().is_some_and(|q| {
-        q.split('&')
-            .any(|kv| kv == "watch=true" || kv == "watch=1")
-    })
+    uri.query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"))
 }
 
 impl<S, B> tower::Service<http::Request<B>> for Throttled<S>
@@ -125,7 +123,9 @@ mod tests {
     fn only_watch_streams_skip_the_bucket() {
         let uri = |s: &str| s.parse::<http::Uri>().unwrap();
         assert!(is_watch(&uri("/api/v1/pods?watch=true&resourceVersion=5")));
-        assert!(is_watch(&uri("/apis/cilium.io/v2/ciliumnodes?fieldSelector=x&watch=1")));
+        assert!(is_watch(&uri(
+            "/apis/cilium.io/v2/ciliumnodes?fieldSelector=x&watch=1"
+        )));
         assert!(!is_watch(&uri("/api/v1/pods?resourceVersion=5")));
         assert!(!is_watch(&uri("/api/v1/pods?watchful=true")));
         assert!(!is_watch(&uri("/api/v1/namespaces/watch=true/pods")));
