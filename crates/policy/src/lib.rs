@@ -9,6 +9,7 @@ pub mod parse;
 pub mod resolve;
 pub mod rule;
 pub mod selector;
+mod text_tree;
 
 pub use labels::{Label, Labels};
 pub use mapstate::{Key, MapState, Verdict};

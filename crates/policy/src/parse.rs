@@ -6,7 +6,7 @@ use crate::labels::{Label, Labels, NAMESPACE_KEY, SOURCE_K8S};
 use crate::manifest::*;
 use crate::rule::{Peer, PeerRule, PortProtocol, Protocol, Rule};
 use crate::selector::{Operator, Requirement, Selector};
-use serde::Deserialize;
+use crate::text_tree;
 
 const POLICY_LABEL_PREFIX: &str = "io.cilium.k8s.policy";
 /// Cilium's pod label for a namespace label `K`.
@@ -61,9 +61,13 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, ParseError> {
 /// per rule.
 ///
 /// Each document is read once into a tree, which picks the kind and gives
-/// the canonical text; the typed reading then walks the tree. Only when
-/// that fails is the text read again, for the error's line.
+/// the canonical text; the typed reading then reads that text. Only when
+/// that fails is the tree walked and the text read again, for the error's
+/// path and line. What nodes share skips the tree (`shared_policy`).
 pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
+    if let Some(docs) = shared_policy(text) {
+        return Ok(docs);
+    }
     let mut docs = Vec::new();
     let (trees, json) = trees(text)?;
     // JSON (what nodes share) is kept as written; a tree read from it
@@ -80,7 +84,7 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
         match tree {
             serde_json::Value::Null => continue,
             serde_json::Value::Array(items) => {
-                let specs: Vec<RuleSpec> = typed(text, i, tree)?;
+                let specs: Vec<RuleSpec> = typed(&canonical(tree), text, i, tree)?;
                 for (n, spec) in specs.iter().enumerate() {
                     let labels = spec_labels(spec);
                     let rule = cilium_rule(spec, None, labels).map_err(|e| ParseError {
@@ -104,18 +108,20 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
                 let kind = m.get("kind").and_then(|k| k.as_str()).unwrap_or("");
                 match kind {
                     "CiliumNetworkPolicy" | "CiliumClusterwideNetworkPolicy" => {
-                        let p: CiliumPolicy = typed(text, i, tree)?;
+                        let canonical = canonical(tree);
+                        let p: CiliumPolicy = typed(&canonical, text, i, tree)?;
                         api_version(document, &p.api_version, "cilium.io/v2")?;
                         docs.push(Document {
-                            text: canonical(tree),
+                            text: canonical,
                             rules: cilium_policy(document, &p)?,
                         });
                     }
                     "NetworkPolicy" => {
-                        let p: NetworkPolicy = typed(text, i, tree)?;
+                        let canonical = canonical(tree);
+                        let p: NetworkPolicy = typed(&canonical, text, i, tree)?;
                         api_version(document, &p.api_version, "networking.k8s.io/v1")?;
                         docs.push(Document {
-                            text: canonical(tree),
+                            text: canonical,
                             rules: vec![network_policy(&p)],
                         });
                     }
@@ -151,63 +157,46 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
     Ok(docs)
 }
 
-/// The documents of `text` as trees with every scalar a string. A YAML
-/// scalar is text until a field's type reads it, so this is the tree the
-/// typed reading of the YAML itself sees, and the JSON written from it
-/// reads back to the same policy. JSON (what nodes share) skips YAML, and
-/// says so.
+/// The policy one node shares with the others (one CiliumNetworkPolicy or
+/// CiliumClusterwideNetworkPolicy, or one bare rule, as JSON whose every
+/// scalar is a string) read straight into its types, without a tree: a
+/// thousand rules in a tenth of the time. None sends anything else the
+/// long way, which also words the errors.
+fn shared_policy(text: &str) -> Option<Vec<Document>> {
+    let trimmed = text.trim();
+    let rules = if trimmed.starts_with('{') {
+        let p: CiliumPolicy = serde_json::from_str(trimmed).ok()?;
+        let kinds = ["CiliumNetworkPolicy", "CiliumClusterwideNetworkPolicy"];
+        if !kinds.contains(&p.kind.as_str()) || p.api_version != "cilium.io/v2" {
+            return None;
+        }
+        cilium_policy(1, &p).ok()?
+    } else if trimmed.starts_with('[') {
+        let [spec]: [RuleSpec; 1] = serde_json::from_str(trimmed).ok()?;
+        vec![cilium_rule(&spec, None, spec_labels(&spec)).ok()?]
+    } else {
+        return None;
+    };
+    (!rules.is_empty()).then(|| {
+        vec![Document {
+            text: trimmed.to_owned(),
+            rules,
+        }]
+    })
+}
+
+/// The documents of `text` as trees with every scalar a string (see
+/// `text_tree`). JSON (what nodes share) skips YAML, and says so.
 fn trees(text: &str) -> Result<(Vec<serde_json::Value>, bool), ParseError> {
     let head = text.trim_start();
     if head.starts_with('{') || head.starts_with('[') {
         if let Ok(mut tree) = serde_json::from_str::<serde_json::Value>(text) {
-            scalars_as_text(&mut tree);
+            text_tree::scalars_as_text(&mut tree);
             return Ok((vec![tree], true));
         }
     }
-    let trees = serde_yaml::Deserializer::from_str(text)
-        .enumerate()
-        .map(|(i, doc)| {
-            serde_yaml::Value::deserialize(doc)
-                .map(yaml_tree)
-                .map_err(|e| yaml_error(i + 1, e))
-        })
-        .collect::<Result<_, _>>()?;
+    let trees = text_tree::yaml_documents(text).map_err(|(i, e)| yaml_error(i, e))?;
     Ok((trees, false))
-}
-
-fn yaml_tree(v: serde_yaml::Value) -> serde_json::Value {
-    use serde_json::Value as J;
-    use serde_yaml::Value as Y;
-    match v {
-        Y::Null => J::Null,
-        Y::Bool(b) => J::String(b.to_string()),
-        Y::Number(n) => J::String(n.to_string()),
-        Y::String(s) => J::String(s),
-        Y::Sequence(items) => J::Array(items.into_iter().map(yaml_tree).collect()),
-        Y::Mapping(m) => J::Object(
-            m.into_iter()
-                .map(|(k, v)| {
-                    let key = match yaml_tree(k) {
-                        J::String(s) => s,
-                        other => other.to_string(),
-                    };
-                    (key, yaml_tree(v))
-                })
-                .collect(),
-        ),
-        Y::Tagged(t) => yaml_tree(t.value),
-    }
-}
-
-fn scalars_as_text(v: &mut serde_json::Value) {
-    use serde_json::Value as J;
-    match v {
-        J::Bool(b) => *v = J::String(b.to_string()),
-        J::Number(n) => *v = J::String(n.to_string()),
-        J::Array(items) => items.iter_mut().for_each(scalars_as_text),
-        J::Object(m) => m.values_mut().for_each(scalars_as_text),
-        J::Null | J::String(_) => {}
-    }
 }
 
 fn api_version(document: usize, have: &str, want: &str) -> Result<(), ParseError> {
@@ -231,14 +220,19 @@ fn yaml_error(document: usize, e: serde_yaml::Error) -> ParseError {
     }
 }
 
-/// Reads document `index` as `T` from its tree; when that fails, from the
-/// text, whose error has the line (and whose reading is the one that
+/// Reads document `index` as `T` from its canonical JSON (the tree as
+/// text: the fast reading); when that fails, from its tree, and then from
+/// the text, whose error has the line (and whose reading is the one that
 /// counts, should the two ever differ).
 fn typed<T: serde::de::DeserializeOwned>(
+    canonical: &str,
     text: &str,
     index: usize,
     tree: &serde_json::Value,
 ) -> Result<T, ParseError> {
+    if let Ok(v) = serde_json::from_str(canonical) {
+        return Ok(v);
+    }
     let tree_err = match serde_path_to_error::deserialize(tree) {
         Ok(v) => return Ok(v),
         Err(e) => e,
