@@ -112,10 +112,48 @@ struct Repo {
 
 impl Repo {
     /// The documents changed: a new revision, and the list is remade.
-    fn changed(&mut self) {
+    /// Returns the list it drops, for [`discard`].
+    fn changed(&mut self) -> Option<Arc<Vec<policy::Rule>>> {
         self.revision += 1;
-        self.flat = None;
+        self.flat.take()
     }
+
+    /// The documents as of this revision, for the state file (none are
+    /// collected when there is no state file).
+    fn unsaved(&self, state_file: Option<&StateFile>) -> Unsaved {
+        Unsaved {
+            revision: self.revision,
+            stored: match state_file {
+                Some(_) => self.docs.values().map(Stored::of).collect(),
+                None => Vec::new(),
+            },
+        }
+    }
+}
+
+/// The documents as of one revision, not yet in the state file: written
+/// after the change is on its way to enforcement, not before.
+#[must_use]
+struct Unsaved {
+    revision: u64,
+    stored: Vec<Stored>,
+}
+
+/// Where the documents in force are kept for a restart without a
+/// kvstore, and the revision last written there: saves may finish out of
+/// order, and an older one must not overwrite a newer.
+struct StateFile {
+    path: PathBuf,
+    written: Mutex<u64>,
+}
+
+/// Frees what a change replaced on a thread of its own: a thousand rules
+/// take milliseconds to free, which enforcing the new ones need not wait
+/// for.
+fn discard<T: Send + 'static>(garbage: T) {
+    let _ = std::thread::Builder::new()
+        .name("policy-free".into())
+        .spawn(move || drop(garbage));
 }
 
 /// Where policies are shared with the other nodes.
@@ -180,7 +218,7 @@ pub struct Policies {
     /// on flows the previous one let through.
     synced: std::sync::atomic::AtomicBool,
     repo: Mutex<Repo>,
-    state_file: Option<PathBuf>,
+    state_file: Option<StateFile>,
     mode: Mutex<Enforcement>,
     cidrs: Mutex<CidrIdentities>,
 }
@@ -236,7 +274,10 @@ impl Policies {
                 revision: 1,
                 ..Default::default()
             }),
-            state_file,
+            state_file: state_file.map(|path| StateFile {
+                path,
+                written: Mutex::new(0),
+            }),
             mode: Mutex::new(mode),
             cidrs: Mutex::default(),
         }
@@ -301,7 +342,7 @@ impl Policies {
 
     /// Takes back the documents a previous run saved (no kvstore).
     pub fn restore(&self) -> usize {
-        let Some(path) = &self.state_file else {
+        let Some(StateFile { path, .. }) = &self.state_file else {
             return 0;
         };
         let Ok(raw) = std::fs::read(path) else {
@@ -315,32 +356,40 @@ impl Policies {
             }
         };
         let mut n = 0;
+        let mut unsaved = None;
         for s in &stored {
             match self.upsert(s) {
-                Ok(_) => n += 1,
+                Ok(changed) => {
+                    n += 1;
+                    unsaved = changed.or(unsaved);
+                }
                 Err(e) => {
                     tracing::warn!(subsys = "policy", labels = ?s.labels, error = %e, "Unable to restore policy")
                 }
             }
         }
+        if let Some(Err(e)) = unsaved.map(|u| self.save(u)) {
+            tracing::warn!(subsys = "policy", error = %e, "Unable to save restored policies");
+        }
         n
     }
 
     /// Adds `docs`, each replacing the document with its labels; returns
-    /// the new revision.
-    fn import_here(&self, docs: Vec<Document>) -> Result<u64, PolicyError> {
+    /// the new revision and what to save.
+    fn import_here(&self, docs: Vec<Document>) -> (u64, Unsaved) {
         let mut repo = self.repo.lock().expect("policy lock");
+        let mut replaced = Vec::new();
         for doc in docs {
             let key = label_strings(&doc);
-            repo.docs.insert(key, doc);
+            replaced.extend(repo.docs.insert(key, doc));
         }
-        repo.changed();
-        self.save(&repo)?;
-        Ok(repo.revision)
+        discard((replaced, repo.changed()));
+        (repo.revision, repo.unsaved(self.state_file.as_ref()))
     }
 
-    /// A document learned from the kvstore; Ok(false) when nothing changed.
-    pub fn upsert(&self, stored: &Stored) -> Result<bool, PolicyError> {
+    /// A document learned from the kvstore or the state file; what to save
+    /// when it changed anything.
+    fn upsert(&self, stored: &Stored) -> Result<Option<Unsaved>, PolicyError> {
         // The echo of this node's own import, and every relist, carry the
         // text already in force: no need to parse it again.
         if self
@@ -352,17 +401,16 @@ impl Policies {
             .map(|d| &d.text)
             == Some(&stored.text)
         {
-            return Ok(false);
+            return Ok(None);
         }
         let doc = stored.parse()?;
         let mut repo = self.repo.lock().expect("policy lock");
         if repo.docs.get(&stored.labels) == Some(&doc) {
-            return Ok(false);
+            return Ok(None);
         }
-        repo.docs.insert(stored.labels.clone(), doc);
-        repo.changed();
-        self.save(&repo)?;
-        Ok(true)
+        let replaced = repo.docs.insert(stored.labels.clone(), doc);
+        discard((replaced, repo.changed()));
+        Ok(Some(repo.unsaved(self.state_file.as_ref())))
     }
 
     /// Deletes the documents whose labels include all of `labels` (every
@@ -381,11 +429,14 @@ impl Policies {
             .filter_map(|k| repo.docs.remove(k))
             .map(|d| Stored::of(&d))
             .collect();
-        if !removed.is_empty() {
-            repo.changed();
-            self.save(&repo)?;
+        if removed.is_empty() {
+            return Ok((removed, repo.revision));
         }
-        Ok((removed, repo.revision))
+        discard(repo.changed());
+        let (revision, unsaved) = (repo.revision, repo.unsaved(self.state_file.as_ref()));
+        drop(repo);
+        self.save(unsaved)?;
+        Ok((removed, revision))
     }
 
     /// Drops the document `origin` keys `key`, which the cluster no
@@ -398,14 +449,16 @@ impl Policies {
             .filter(|(_, d)| origin.key(&Stored::of(d)).as_deref() == Some(key))
             .map(|(k, _)| k.clone())
             .collect();
-        for k in &gone {
-            repo.docs.remove(k);
-        }
         if gone.is_empty() {
             return false;
         }
-        repo.changed();
-        let _ = self.save(&repo);
+        let removed: Vec<Document> = gone.iter().filter_map(|k| repo.docs.remove(k)).collect();
+        discard((removed, repo.changed()));
+        let unsaved = repo.unsaved(self.state_file.as_ref());
+        drop(repo);
+        if let Err(e) = self.save(unsaved) {
+            tracing::warn!(subsys = "policy", error = %e, "Unable to save policies");
+        }
         true
     }
 
@@ -437,19 +490,26 @@ impl Policies {
         self.repo.lock().expect("policy lock").revision
     }
 
-    fn save(&self, repo: &Repo) -> Result<(), PolicyError> {
-        let Some(path) = &self.state_file else {
+    /// Writes `unsaved` to the state file, unless a newer revision is
+    /// there already.
+    fn save(&self, unsaved: Unsaved) -> Result<(), PolicyError> {
+        let Some(StateFile { path, written }) = &self.state_file else {
             return Ok(());
         };
-        let stored: Vec<Stored> = repo.docs.values().map(Stored::of).collect();
-        let body = serde_json::to_vec_pretty(&stored).expect("policies serialize");
+        let mut written = written.lock().expect("state file lock");
+        if *written >= unsaved.revision {
+            return Ok(());
+        }
+        let body = serde_json::to_vec_pretty(&unsaved.stored).expect("policies serialize");
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, body)
             .and_then(|()| std::fs::rename(&tmp, path))
             .map_err(|source| PolicyError::Save {
                 path: path.clone(),
                 source,
-            })
+            })?;
+        *written = unsaved.revision;
+        Ok(())
     }
 }
 
@@ -485,7 +545,7 @@ impl Policies {
     /// its endpoints enforce them), then shares them with the cluster.
     pub async fn import(&self, docs: Vec<Document>) -> Result<(Vec<Stored>, u64), PolicyError> {
         let stored: Vec<Stored> = docs.iter().map(Stored::of).collect();
-        let revision = self.import_here(docs)?;
+        let (revision, unsaved) = self.import_here(docs);
         // shared while this node regenerates, so the other nodes work on
         // it at the same time instead of after this one
         let share = async {
@@ -506,7 +566,14 @@ impl Policies {
             }
             Ok(())
         };
-        let ((), shared) = tokio::join!(self.deps.regeneration.run("policy imported"), share);
+        // the put goes out first, then the state file is written while
+        // both this node and the others enforce
+        let (shared, (), saved) = tokio::join!(
+            share,
+            self.deps.regeneration.run("policy imported"),
+            async { self.save(unsaved) }
+        );
+        saved?;
         shared?;
         tracing::info!(
             subsys = "policy",
@@ -631,12 +698,14 @@ impl Policies {
     ) -> Result<(), PolicyError> {
         let changed = match change {
             watch::Change::Upsert { key, new, .. } => match self.upsert(&new) {
-                Ok(changed) => {
-                    if changed {
-                        self.announce(AgentNotify::PolicyUpdated, &new.labels, 1);
-                    }
-                    changed
+                Ok(Some(unsaved)) => {
+                    // enforced first, saved while that runs
+                    self.deps.regeneration.request("policy changed");
+                    self.announce(AgentNotify::PolicyUpdated, &new.labels, 1);
+                    self.save(unsaved)?;
+                    return Ok(());
                 }
+                Ok(None) => false,
                 Err(e @ (PolicyError::Parse(_) | PolicyError::NotOne(_))) => {
                     tracing::warn!(subsys = "policy", key = %key, error = %e, "Ignoring policy that does not parse");
                     false

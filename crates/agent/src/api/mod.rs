@@ -18,6 +18,7 @@ pub mod features_off;
 pub mod healthz;
 pub mod identity;
 pub mod ipam;
+mod json_indent;
 pub mod map;
 pub mod nodes;
 pub mod policy;

@@ -2,6 +2,7 @@
 //! so a bad document leaves the policy in force as it was; with a kvstore
 //! the documents are then shared, and every node enforces them.
 
+use crate::api::json_indent;
 use crate::api::server::error;
 use api::models::Policy;
 use axum::body::Bytes;
@@ -48,12 +49,10 @@ fn policy_error(e: PolicyError) -> Response {
 /// YAML stream that `policy import` takes back.
 pub(crate) fn joined(docs: &[Stored]) -> String {
     docs.iter()
-        .map(
-            |d| match serde_json::from_str::<serde_json::Value>(&d.text) {
-                Ok(tree) => format!("{tree:#}\n"),
-                Err(_) => d.text.clone(),
-            },
-        )
+        .map(|d| match json_indent::indent(&d.text) {
+            Some(pretty) => pretty + "\n",
+            None => d.text.clone(),
+        })
         .collect::<Vec<_>>()
         .join("---\n")
 }
