@@ -10,6 +10,7 @@
 
 use crate::{goals, latency_line};
 use anyhow::Context;
+use serde::Deserialize as _;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 use testsupport::cluster::Cluster;
@@ -124,12 +125,15 @@ pub fn run_bench(secs: u32) -> anyhow::Result<()> {
     println!("policy import to enforcement on both nodes (cilium policy import on node1 until the selected endpoints' policy maps on node1 and node2 hold the new rule, {ROUNDS} imports each):");
     let (floor_p50, _) = latency_line("baseline: etcd put to watch", &mut floor);
     let mut marker = 20000u16;
-    let scales = crate::scaled(&SCALES[..], &SCALES[..2]);
-    for &n in scales {
+    let mut import = |n: usize, json: bool| -> anyhow::Result<Vec<f64>> {
         let mut samples = Vec::new();
         for _ in 0..crate::scaled(ROUNDS, 2) {
             marker += 1;
-            let text = policy(n, marker);
+            let mut text = policy(n, marker);
+            if json {
+                let tree: serde_json::Value = serde_yaml::from_str(&text)?;
+                text = tree.to_string();
+            }
             let t = Instant::now();
             let out = cluster.nodes[0].import_policy(&text);
             anyhow::ensure!(
@@ -146,7 +150,11 @@ pub fn run_bench(secs: u32) -> anyhow::Result<()> {
             }
             samples.push(t.elapsed().as_secs_f64() * 1000.0);
         }
-        let (p50, _) = latency_line(&format!("{n} rules"), &mut samples);
+        Ok(samples)
+    };
+    let scales = crate::scaled(&SCALES[..], &SCALES[..2]);
+    for &n in scales {
+        let (p50, _) = latency_line(&format!("{n} rules"), &mut import(n, false)?);
         let goal = if n == *scales.last().expect("scales") {
             goals::under(
                 &format!("policy import to enforcement, {n} rules, p50"),
@@ -163,6 +171,23 @@ pub fn run_bench(secs: u32) -> anyhow::Result<()> {
             p50 / floor_p50
         );
     }
+    // What the largest policy costs before any policy work: reading its
+    // YAML, nothing kept. Cilium's own `policy import` takes JSON, which
+    // ours takes too.
+    let largest = *scales.last().expect("scales");
+    let text = policy(largest, 0);
+    let mut read = (0..crate::scaled(ROUNDS, 2))
+        .map(|_| {
+            let t = Instant::now();
+            serde::de::IgnoredAny::deserialize(serde_yaml::Deserializer::from_str(&text))?;
+            Ok(t.elapsed().as_secs_f64() * 1000.0)
+        })
+        .collect::<anyhow::Result<Vec<f64>>>()?;
+    latency_line("  reading its YAML alone", &mut read);
+    latency_line(
+        &format!("{largest} rules, as JSON"),
+        &mut import(largest, true)?,
+    );
 
     // Same-node pods on node2, a 1000-rule policy in force on both.
     let (sns, cns) = (
