@@ -13,6 +13,7 @@ pub mod map;
 pub mod maps;
 pub mod objects;
 pub mod policymap;
+mod program_pins;
 pub mod socketlb;
 mod sys;
 pub mod templates;

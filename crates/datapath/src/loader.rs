@@ -7,12 +7,13 @@
 
 use crate::attach::{attach_pinned, remove_links, AttachMode, Hook};
 use crate::objects::{self, Object};
+use crate::program_pins::ProgramPins;
 use crate::sys::{self, MapMeta};
 use crate::Error;
 use aya::programs::SchedClassifier;
 use aya::{Ebpf, EbpfLoader};
 use aya_obj::maps::PinningType;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 
@@ -68,6 +69,9 @@ pub struct Datapath {
     lxc: Ebpf,
     host: Ebpf,
     overlay: Ebpf,
+    /// Programs an earlier start verified against these very maps
+    /// (`program_pins`), by name: used instead of the objects' own.
+    reused: HashMap<&'static str, SchedClassifier>,
 }
 
 const FROM_CONTAINER: &str = "cil_from_container";
@@ -78,6 +82,14 @@ const FROM_OVERLAY: &str = "cil_from_overlay";
 const TO_OVERLAY: &str = "cil_to_overlay";
 /// An endpoint's ingress, tail-called through `cilium_call_policy`.
 pub const LXC_POLICY: &str = "cil_lxc_policy";
+
+/// The objects a [`Datapath`] holds.
+#[derive(Clone, Copy)]
+enum Which {
+    Lxc,
+    Host,
+    Overlay,
+}
 
 impl Datapath {
     /// Creates or reopens every global map under `<bpffs_root>/tc/globals`
@@ -90,10 +102,20 @@ impl Datapath {
         let mut lxc = load_object(objects::BPF_LXC, &globals, &sizes.overrides())?;
         let mut host = load_object(objects::BPF_HOST, &globals, &sizes.overrides())?;
         let mut overlay = load_object(objects::BPF_OVERLAY, &globals, &sizes.overrides())?;
-        let verify = |ebpf: &mut Ebpf, object: Object, programs: [&str; 2]| {
-            programs
-                .iter()
-                .try_for_each(|p| load_classifier(ebpf, object.name, p).map(drop))
+        // what a previous start verified against these maps is run as it
+        // is; the rest goes through the verifier and is kept for the next
+        let mut reused = HashMap::new();
+        let verify = |ebpf: &mut Ebpf, object: Object, programs: [&'static str; 2]| {
+            let pins = ProgramPins::of(bpffs_root, &globals, object, ebpf);
+            let mut found = Vec::new();
+            for p in programs {
+                if let Some(prog) = pins.reuse(p) {
+                    found.push((p, prog));
+                    continue;
+                }
+                pins.keep(p, load_classifier(ebpf, object.name, p)?);
+            }
+            Ok::<_, Error>(found)
         };
         std::thread::scope(|s| {
             let host = s.spawn(|| verify(&mut host, objects::BPF_HOST, [FROM_HOST, FROM_NETDEV]));
@@ -105,7 +127,7 @@ impl Datapath {
                 )
             });
             let lxc = verify(&mut lxc, objects::BPF_LXC, [FROM_CONTAINER, LXC_POLICY]);
-            let joined = |h: std::thread::ScopedJoinHandle<'_, Result<(), Error>>| {
+            let joined = |h: std::thread::ScopedJoinHandle<'_, Result<_, Error>>| {
                 h.join().unwrap_or_else(|_| {
                     Err(Error::Map {
                         map: "programs".into(),
@@ -113,7 +135,10 @@ impl Datapath {
                     })
                 })
             };
-            lxc.and(joined(host)).and(joined(overlay))
+            for found in [lxc, joined(host), joined(overlay)] {
+                reused.extend(found?);
+            }
+            Ok::<_, Error>(())
         })?;
         Ok(Self {
             bpffs_root: bpffs_root.to_owned(),
@@ -121,7 +146,22 @@ impl Datapath {
             lxc,
             host,
             overlay,
+            reused,
         })
+    }
+
+    /// Program `name` of object `which`: the one reused from an earlier
+    /// start, or the object's own (verified now if it was not yet).
+    fn classifier(&mut self, which: Which, name: &str) -> Result<&mut SchedClassifier, Error> {
+        if self.reused.contains_key(name) {
+            return Ok(self.reused.get_mut(name).expect("reused program"));
+        }
+        let (ebpf, object) = match which {
+            Which::Lxc => (&mut self.lxc, objects::BPF_LXC),
+            Which::Host => (&mut self.host, objects::BPF_HOST),
+            Which::Overlay => (&mut self.overlay, objects::BPF_OVERLAY),
+        };
+        load_classifier(ebpf, object.name, name)
     }
 
     /// Prefer tcx links (the default) or legacy tc filters (`enable-tcx=false`).
@@ -177,19 +217,16 @@ impl Datapath {
         mode: AttachMode,
     ) -> Result<AttachMode, Error> {
         let links = self.endpoint_dir(endpoint_id).join("links");
-        let prog = load_classifier(&mut self.lxc, objects::BPF_LXC.name, FROM_CONTAINER)?;
+        let prog = self.classifier(Which::Lxc, FROM_CONTAINER)?;
         attach_pinned(prog, FROM_CONTAINER, ifname, Hook::Ingress, &links, mode)
     }
 
     /// Puts the endpoint's ingress program into its `cilium_call_policy`
     /// slot, which local delivery tail-calls.
     pub fn install_policy_program(&mut self, endpoint_id: u16) -> Result<(), Error> {
-        let prog = load_classifier(&mut self.lxc, objects::BPF_LXC.name, LXC_POLICY)?;
-        install_tail_call(
-            &self.bpffs_root.join(abi::maps::GLOBALS_DIR),
-            prog,
-            endpoint_id,
-        )
+        let globals = self.bpffs_root.join(abi::maps::GLOBALS_DIR);
+        let prog = self.classifier(Which::Lxc, LXC_POLICY)?;
+        install_tail_call(&globals, prog, endpoint_id)
     }
 
     /// Empties the endpoint's `cilium_call_policy` slot: its traffic drops
@@ -216,8 +253,9 @@ impl Datapath {
     /// Attaches `cil_from_host` to the egress of cilium_host.
     pub fn attach_host_device(&mut self, ifname: &str) -> Result<AttachMode, Error> {
         let links = self.device_links(ifname);
-        let prog = load_classifier(&mut self.host, objects::BPF_HOST.name, FROM_HOST)?;
-        attach_pinned(prog, FROM_HOST, ifname, Hook::Egress, &links, self.mode)
+        let mode = self.mode;
+        let prog = self.classifier(Which::Host, FROM_HOST)?;
+        attach_pinned(prog, FROM_HOST, ifname, Hook::Egress, &links, mode)
     }
 
     /// Attaches `cil_from_netdev` and `cil_to_netdev` to the ingress and
@@ -226,8 +264,9 @@ impl Datapath {
         let links = self.device_links(ifname);
         let mut mode = self.mode;
         for (symbol, hook) in [(FROM_NETDEV, Hook::Ingress), (TO_NETDEV, Hook::Egress)] {
-            let prog = load_classifier(&mut self.host, objects::BPF_HOST.name, symbol)?;
-            mode = attach_pinned(prog, symbol, ifname, hook, &links, self.mode)?;
+            let configured = self.mode;
+            let prog = self.classifier(Which::Host, symbol)?;
+            mode = attach_pinned(prog, symbol, ifname, hook, &links, configured)?;
         }
         Ok(mode)
     }
@@ -238,8 +277,9 @@ impl Datapath {
         let links = self.device_links(ifname);
         let mut mode = self.mode;
         for (symbol, hook) in [(FROM_OVERLAY, Hook::Ingress), (TO_OVERLAY, Hook::Egress)] {
-            let prog = load_classifier(&mut self.overlay, objects::BPF_OVERLAY.name, symbol)?;
-            mode = attach_pinned(prog, symbol, ifname, hook, &links, self.mode)?;
+            let configured = self.mode;
+            let prog = self.classifier(Which::Overlay, symbol)?;
+            mode = attach_pinned(prog, symbol, ifname, hook, &links, configured)?;
         }
         Ok(mode)
     }

@@ -138,3 +138,84 @@ fn maps_pinned_under_a_former_name_of_ours_move_to_the_new_one() {
     assert_eq!(other.id().unwrap(), other_id, "another shape is left alone");
     assert!(globals.join(maps::RATELIMIT).exists(), "a fresh bucket map");
 }
+
+/// The pinned program of each object's key directory, by program name.
+fn pinned_programs(sb: &Sandbox) -> Vec<(String, u32)> {
+    let mut found = Vec::new();
+    let root = sb.bpffs().join("cilium/programs");
+    for dir in std::fs::read_dir(&root).expect("programs pinned").flatten() {
+        for pin in std::fs::read_dir(dir.path()).unwrap().flatten() {
+            let prog =
+                aya::programs::SchedClassifier::from_pin(pin.path()).expect("pinned program");
+            let name = format!(
+                "{}/{}",
+                dir.file_name().to_string_lossy(),
+                pin.file_name().to_string_lossy()
+            );
+            found.push((name, prog.info().expect("program info").id()));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// What an interface's tcx ingress runs.
+fn tcx_ingress(ifname: &str) -> Vec<u32> {
+    let (_, progs) =
+        aya::programs::SchedClassifier::query_tcx(ifname, aya::programs::TcAttachType::Ingress)
+            .expect("query tcx");
+    progs.iter().map(|p| p.id()).collect()
+}
+
+#[test]
+fn verified_programs_are_reused_only_against_the_same_maps() {
+    let sb = Sandbox::enter();
+    drop(Datapath::init(&sb.bpffs(), &small()).expect("first init"));
+    let first = pinned_programs(&sb);
+    assert_eq!(first.len(), 6, "{first:?}");
+
+    // a restart runs the very programs the first start verified
+    let mut dp = Datapath::init(&sb.bpffs(), &small()).expect("second init");
+    assert_eq!(pinned_programs(&sb), first);
+    let status = std::process::Command::new("ip")
+        .args([
+            "link",
+            "add",
+            "lxcreuse",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "reusepeer",
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    dp.attach_endpoint(7, "lxcreuse").expect("attach");
+    let (_, lxc_id) = first
+        .iter()
+        .find(|(n, _)| n.starts_with("bpf_lxc-") && n.ends_with("/cil_from_container"))
+        .expect("cil_from_container pinned");
+    assert_eq!(tcx_ingress("lxcreuse"), vec![*lxc_id]);
+    drop(dp);
+
+    // a resized conntrack map is made again: programs holding the old
+    // one are verified anew, under a new key, and the old pins go
+    let bigger = MapSizes {
+        ct_tcp: 2048,
+        ..small()
+    };
+    drop(Datapath::init(&sb.bpffs(), &bigger).expect("init with a resized map"));
+    let third = pinned_programs(&sb);
+    assert_eq!(third.len(), 6, "{third:?}");
+    let lxc = |list: &[(String, u32)]| {
+        list.iter()
+            .find(|(n, _)| n.ends_with("/cil_from_container"))
+            .cloned()
+            .expect("cil_from_container pinned")
+    };
+    let (old_name, old_id) = lxc(&first);
+    let (new_name, new_id) = lxc(&third);
+    assert_ne!(old_name, new_name, "a new key");
+    assert_ne!(old_id, new_id, "verified again");
+}
