@@ -112,36 +112,19 @@ struct Repo {
 
 impl Repo {
     /// The documents changed: a new revision, and the list is remade.
-    /// Returns the list it drops, for [`discard`].
-    fn changed(&mut self) -> Option<Arc<Vec<policy::Rule>>> {
+    /// The old list and what the change `replaced` are freed aside
+    /// ([`discard`]).
+    fn changed<T: Send + 'static>(&mut self, replaced: T) {
         self.revision += 1;
-        self.flat.take()
+        discard((replaced, self.flat.take()));
     }
-
-    /// The documents as of this revision, for the state file (none are
-    /// collected when there is no state file).
-    fn unsaved(&self, state_file: Option<&StateFile>) -> Unsaved {
-        Unsaved {
-            revision: self.revision,
-            stored: match state_file {
-                Some(_) => self.docs.values().map(Stored::of).collect(),
-                None => Vec::new(),
-            },
-        }
-    }
-}
-
-/// The documents as of one revision, not yet in the state file: written
-/// after the change is on its way to enforcement, not before.
-#[must_use]
-struct Unsaved {
-    revision: u64,
-    stored: Vec<Stored>,
 }
 
 /// Where the documents in force are kept for a restart without a
-/// kvstore, and the revision last written there: saves may finish out of
-/// order, and an older one must not overwrite a newer.
+/// kvstore, and the revision last written there. A change is saved after
+/// it is on its way to enforcement, not before; each save writes the
+/// documents in force when it runs, and skips the write when a save
+/// already wrote that revision.
 struct StateFile {
     path: PathBuf,
     written: Mutex<u64>,
@@ -356,40 +339,40 @@ impl Policies {
             }
         };
         let mut n = 0;
-        let mut unsaved = None;
+        let mut changed = false;
         for s in &stored {
             match self.upsert(s) {
-                Ok(changed) => {
+                Ok(c) => {
                     n += 1;
-                    unsaved = changed.or(unsaved);
+                    changed |= c;
                 }
                 Err(e) => {
                     tracing::warn!(subsys = "policy", labels = ?s.labels, error = %e, "Unable to restore policy")
                 }
             }
         }
-        if let Some(Err(e)) = unsaved.map(|u| self.save(u)) {
+        if let Err(e) = changed.then(|| self.save()).unwrap_or(Ok(())) {
             tracing::warn!(subsys = "policy", error = %e, "Unable to save restored policies");
         }
         n
     }
 
     /// Adds `docs`, each replacing the document with its labels; returns
-    /// the new revision and what to save.
-    fn import_here(&self, docs: Vec<Document>) -> (u64, Unsaved) {
+    /// the new revision (not saved yet).
+    fn import_here(&self, docs: Vec<Document>) -> u64 {
         let mut repo = self.repo.lock().expect("policy lock");
         let mut replaced = Vec::new();
         for doc in docs {
             let key = label_strings(&doc);
             replaced.extend(repo.docs.insert(key, doc));
         }
-        discard((replaced, repo.changed()));
-        (repo.revision, repo.unsaved(self.state_file.as_ref()))
+        repo.changed(replaced);
+        repo.revision
     }
 
-    /// A document learned from the kvstore or the state file; what to save
-    /// when it changed anything.
-    fn upsert(&self, stored: &Stored) -> Result<Option<Unsaved>, PolicyError> {
+    /// A document learned from the kvstore or the state file; Ok(false)
+    /// when nothing changed. The caller saves.
+    fn upsert(&self, stored: &Stored) -> Result<bool, PolicyError> {
         // The echo of this node's own import, and every relist, carry the
         // text already in force: no need to parse it again.
         if self
@@ -401,16 +384,16 @@ impl Policies {
             .map(|d| &d.text)
             == Some(&stored.text)
         {
-            return Ok(None);
+            return Ok(false);
         }
         let doc = stored.parse()?;
         let mut repo = self.repo.lock().expect("policy lock");
         if repo.docs.get(&stored.labels) == Some(&doc) {
-            return Ok(None);
+            return Ok(false);
         }
         let replaced = repo.docs.insert(stored.labels.clone(), doc);
-        discard((replaced, repo.changed()));
-        Ok(Some(repo.unsaved(self.state_file.as_ref())))
+        repo.changed(replaced);
+        Ok(true)
     }
 
     /// Deletes the documents whose labels include all of `labels` (every
@@ -432,10 +415,10 @@ impl Policies {
         if removed.is_empty() {
             return Ok((removed, repo.revision));
         }
-        discard(repo.changed());
-        let (revision, unsaved) = (repo.revision, repo.unsaved(self.state_file.as_ref()));
+        repo.changed(());
+        let revision = repo.revision;
         drop(repo);
-        self.save(unsaved)?;
+        self.save()?;
         Ok((removed, revision))
     }
 
@@ -453,10 +436,9 @@ impl Policies {
             return false;
         }
         let removed: Vec<Document> = gone.iter().filter_map(|k| repo.docs.remove(k)).collect();
-        discard((removed, repo.changed()));
-        let unsaved = repo.unsaved(self.state_file.as_ref());
+        repo.changed(removed);
         drop(repo);
-        if let Err(e) = self.save(unsaved) {
+        if let Err(e) = self.save() {
             tracing::warn!(subsys = "policy", error = %e, "Unable to save policies");
         }
         true
@@ -490,17 +472,22 @@ impl Policies {
         self.repo.lock().expect("policy lock").revision
     }
 
-    /// Writes `unsaved` to the state file, unless a newer revision is
-    /// there already.
-    fn save(&self, unsaved: Unsaved) -> Result<(), PolicyError> {
+    /// Writes the documents in force to the state file, unless a save
+    /// already wrote their revision.
+    fn save(&self) -> Result<(), PolicyError> {
         let Some(StateFile { path, written }) = &self.state_file else {
             return Ok(());
         };
         let mut written = written.lock().expect("state file lock");
-        if *written >= unsaved.revision {
-            return Ok(());
-        }
-        let body = serde_json::to_vec_pretty(&unsaved.stored).expect("policies serialize");
+        let (revision, stored) = {
+            let repo = self.repo.lock().expect("policy lock");
+            if *written >= repo.revision {
+                return Ok(());
+            }
+            let stored: Vec<Stored> = repo.docs.values().map(Stored::of).collect();
+            (repo.revision, stored)
+        };
+        let body = serde_json::to_vec_pretty(&stored).expect("policies serialize");
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, body)
             .and_then(|()| std::fs::rename(&tmp, path))
@@ -508,7 +495,7 @@ impl Policies {
                 path: path.clone(),
                 source,
             })?;
-        *written = unsaved.revision;
+        *written = revision;
         Ok(())
     }
 }
@@ -545,7 +532,7 @@ impl Policies {
     /// its endpoints enforce them), then shares them with the cluster.
     pub async fn import(&self, docs: Vec<Document>) -> Result<(Vec<Stored>, u64), PolicyError> {
         let stored: Vec<Stored> = docs.iter().map(Stored::of).collect();
-        let (revision, unsaved) = self.import_here(docs);
+        let revision = self.import_here(docs);
         // shared while this node regenerates, so the other nodes work on
         // it at the same time instead of after this one
         let share = async {
@@ -571,7 +558,7 @@ impl Policies {
         let (shared, (), saved) = tokio::join!(
             share,
             self.deps.regeneration.run("policy imported"),
-            async { self.save(unsaved) }
+            async { self.save() }
         );
         saved?;
         shared?;
@@ -698,14 +685,14 @@ impl Policies {
     ) -> Result<(), PolicyError> {
         let changed = match change {
             watch::Change::Upsert { key, new, .. } => match self.upsert(&new) {
-                Ok(Some(unsaved)) => {
+                Ok(true) => {
                     // enforced first, saved while that runs
                     self.deps.regeneration.request("policy changed");
                     self.announce(AgentNotify::PolicyUpdated, &new.labels, 1);
-                    self.save(unsaved)?;
+                    self.save()?;
                     return Ok(());
                 }
-                Ok(None) => false,
+                Ok(false) => false,
                 Err(e @ (PolicyError::Parse(_) | PolicyError::NotOne(_))) => {
                     tracing::warn!(subsys = "policy", key = %key, error = %e, "Ignoring policy that does not parse");
                     false
