@@ -194,33 +194,51 @@ impl Args {
     }
 }
 
+/// How the agent's stream begins: `{"type":"hello","cpus":N}`.
+const HELLO: &str = r#"{"type":"hello""#;
+
 pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
     // The agent's JSON-lines stream of decoded events (its
     // `monitor1_2.sock` speaks Cilium's gob protocol, for cilium-dbg).
     let path = agent_socket(ctx, "cilium-rs-monitor.sock");
     let stream = std::os::unix::net::UnixStream::connect(&path)
         .with_context(|| format!("connecting to the monitor at {}", path.display()))?;
-    let mut out = std::io::stdout().lock();
-    for text in BufReader::new(stream).lines() {
-        let text = text.context("reading from the monitor")?;
-        let raw: serde_json::Value = serde_json::from_str(&text).context("malformed event")?;
-        if raw["type"] == "hello" {
+    // stdout flushes each line by itself: batches need a buffer of their own
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut events = BufReader::new(stream);
+    let mut text = String::new();
+    loop {
+        // what arrived together is written together; a reader sees each
+        // event as soon as nothing more is waiting
+        if events.buffer().is_empty() {
+            out.flush()?;
+        }
+        text.clear();
+        if events
+            .read_line(&mut text)
+            .context("reading from the monitor")?
+            == 0
+        {
+            break;
+        }
+        let text = text.trim_end_matches('\n');
+        if text.starts_with(HELLO) {
+            let raw: serde_json::Value = serde_json::from_str(text).context("malformed event")?;
             if args.output.is_none() {
                 writeln!(
                     out,
                     "Listening for events on {} CPUs with 64x4096 of shared memory\nPress Ctrl-C to quit",
                     raw["cpus"]
                 )?;
-                out.flush()?;
             }
             continue;
         }
-        let ev: MonitorEvent = serde_json::from_value(raw).context("malformed event")?;
+        let ev: MonitorEvent = serde_json::from_str(text).context("malformed event")?;
         if ev.kind != "lost" && !args.wants(&ev) {
             continue;
         }
         let shown = if args.output.is_some() {
-            Some(text)
+            Some(text.to_owned())
         } else if args.verbose > 0 {
             verbose(&ev, args.verbose)
         } else {
@@ -228,9 +246,9 @@ pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
         };
         if let Some(s) = shown {
             writeln!(out, "{s}")?;
-            out.flush()?;
         }
     }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,18 +1,15 @@
-//! Our `cilium monitor`'s stream: events as
-//! JSON objects, one a line.
+//! Our `cilium monitor`'s stream: events as JSON objects, one a line,
+//! decoded here rather than on the thread that drains the rings.
 
-use super::MonitorEvent;
+use super::batch::Next;
+use super::Hub;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::broadcast;
 
 /// Streams `first`, then the live events, to one client; a client too slow
 /// for them gets a `lost` line with the count it missed.
-pub async fn stream(
-    mut conn: tokio::net::UnixStream,
-    first: Vec<String>,
-    mut rx: broadcast::Receiver<Arc<MonitorEvent>>,
-) {
+pub async fn stream(mut conn: tokio::net::UnixStream, first: Vec<String>, hub: Arc<Hub>) {
+    let mut rx = hub.tx.subscribe();
     for line in first {
         if conn
             .write_all(format!("{line}\n").as_bytes())
@@ -22,19 +19,23 @@ pub async fn stream(
             return;
         }
     }
-    loop {
-        let line = match rx.recv().await {
-            Ok(ev) => serde_json::to_string(&*ev).expect("event serializes"),
-            Err(broadcast::error::RecvError::Lagged(n)) => {
-                format!("{{\"type\":\"lost\",\"len_orig\":{n}}}")
+    let mut batch = Vec::new();
+    let mut lines: Vec<u8> = Vec::new();
+    while super::batch::next(&mut rx, &mut batch).await {
+        lines.clear();
+        for next in &batch {
+            match next {
+                Next::Event(live) => match hub.decoded(live) {
+                    Some(ev) => serde_json::to_writer(&mut lines, &*ev).expect("event serializes"),
+                    None => continue,
+                },
+                Next::Lagged(n) => {
+                    lines.extend(format!("{{\"type\":\"lost\",\"len_orig\":{n}}}").bytes())
+                }
             }
-            Err(broadcast::error::RecvError::Closed) => return,
-        };
-        if conn
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .is_err()
-        {
+            lines.push(b'\n');
+        }
+        if conn.write_all(&lines).await.is_err() {
             return;
         }
     }

@@ -20,6 +20,7 @@
 //! As in Cilium, a listener too slow for the events loses the ones it could
 //! not take, without a lost record.
 
+use super::batch::Next;
 use super::gob::{self, Kind, StructType, Value};
 use super::AgentNotify;
 use std::sync::Arc;
@@ -110,20 +111,20 @@ impl Payload {
 /// Streams the payloads to one client until it goes away.
 pub async fn stream(mut conn: tokio::net::UnixStream, mut rx: broadcast::Receiver<Arc<Payload>>) {
     let mut enc = gob::Encoder::new();
-    loop {
-        let pl = match rx.recv().await {
-            Ok(pl) => pl,
-            Err(broadcast::error::RecvError::Lagged(n)) => {
-                tracing::debug!(
+    let (mut batch, mut bytes) = (Vec::new(), Vec::new());
+    while super::batch::next(&mut rx, &mut batch).await {
+        bytes.clear();
+        for next in &batch {
+            match next {
+                Next::Event(pl) => bytes.extend(pl.encode(&mut enc)),
+                Next::Lagged(n) => tracing::debug!(
                     subsys = "monitor-agent",
                     dropped = n,
                     "Per listener queue is full, dropping message"
-                );
-                continue;
+                ),
             }
-            Err(broadcast::error::RecvError::Closed) => return,
-        };
-        if let Err(e) = conn.write_all(&pl.encode(&mut enc)).await {
+        }
+        if let Err(e) = conn.write_all(&bytes).await {
             tracing::debug!(subsys = "monitor-agent", error = %e, "Listener disconnected");
             return;
         }
