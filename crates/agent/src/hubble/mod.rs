@@ -15,6 +15,7 @@ mod parse;
 mod peer;
 mod resolve;
 mod ring;
+mod text;
 
 pub use observer::{absolute_node_name, Observer};
 pub use parse::Resolve;

@@ -124,14 +124,7 @@ impl Observer {
         let (a, b) = (mix(n), mix(n ^ 0x5555_5555_5555_5555));
         let a = (a & !0xf000) | 0x4000;
         let b = (b & !(0xc << 60)) | (0x8 << 60);
-        format!(
-            "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-            a >> 32,
-            (a >> 16) & 0xffff,
-            a & 0xffff,
-            b >> 48,
-            b & 0xffff_ffff_ffff
-        )
+        super::text::uuid(a, b)
     }
 
     /// A record read from the datapath's rings.
