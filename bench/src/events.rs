@@ -81,12 +81,19 @@ fn scraped_sum(text: &str, family: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
-/// (read, lost) by the agent so far.
-fn agent_counts() -> (u64, u64) {
+/// (read, lost) by the agent so far, and the lost by where (Hubble's
+/// `source` label: the kernel's rings or the observer's queue).
+fn agent_counts() -> (u64, u64, Vec<String>) {
     let text = testsupport::node::scrape(testsupport::topology::node_ip(1), PROM_PORT);
+    let by_source = text
+        .lines()
+        .filter(|l| l.starts_with("hubble_lost_events_total{"))
+        .map(str::to_owned)
+        .collect();
     (
         scraped_sum(&text, "hubble_flows_processed_total"),
         scraped_sum(&text, "hubble_lost_events_total"),
+        by_source,
     )
 }
 
@@ -197,11 +204,13 @@ pub fn run_bench(secs: u32) -> anyhow::Result<()> {
     // Event throughput, through the agent.
     node.cilium_ok(&["config", "MonitorAggregationLevel=None"]);
     let mut agent_steps = Vec::new();
+    let mut lost_by = Vec::new();
     for &rate in rates() {
-        let (r0, l0) = agent_counts();
+        let (r0, l0, _) = agent_counts();
         let sent = paced_udp(&cns, server, rate)?;
         std::thread::sleep(Duration::from_millis(300));
-        let (r1, l1) = agent_counts();
+        let (r1, l1, by) = agent_counts();
+        lost_by = by;
         agent_steps.push(Step {
             rate,
             sent,
@@ -236,6 +245,9 @@ pub fn run_bench(secs: u32) -> anyhow::Result<()> {
         "cilium-agent (decode, keep for observe, stream to a monitor client)",
         &agent_steps,
     );
+    if !lost_by.is_empty() {
+        println!("    lost in all, by where: {}", lost_by.join(", "));
+    }
     let bare = print_steps("baseline: bare ring reader (count only)", &bare_steps);
     println!(
         "  highest lossless rate: agent {agent}/s, bare reader {bare}/s, ratio {:.2}x   {}",

@@ -776,6 +776,12 @@ fn rss(cluster: &Cluster, cp: &kubeplane::ControlPlane, scale: usize) -> anyhow:
         k8s2 / rest2,
         (k8s2 - k8s0) / (rest2 - rest0).max(0.1)
     );
+    // Most of an idle agent's RSS is its binary's pages, not its heap.
+    let [rest_file, k8s_file] = [rest_pid, k8s_pid].map(|p| crate::status_mb(p, "RssFile"));
+    println!(
+        "  of the loaded RSS, pages of the binary and libraries (RssFile): Kubernetes mode {:.1} MB, REST {:.1} MB",
+        k8s_file?, rest_file?
+    );
     println!(
         "  Kubernetes mode: idle {}; loaded {}",
         goals::under(

@@ -86,13 +86,18 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn rss_mb(pid: u32) -> anyhow::Result<f64> {
+    status_mb(pid, "VmRSS")
+}
+
+/// A size line of `/proc/<pid>/status` (`VmRSS`, `RssAnon`, `RssFile`), in MB.
+fn status_mb(pid: u32, field: &str) -> anyhow::Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kb: f64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
-        .context("VmRSS")?;
+        .with_context(|| format!("{field} of process {pid}"))?;
     Ok(kb / 1024.0)
 }
 

@@ -351,7 +351,7 @@ impl Policies {
                 }
             }
         }
-        if let Err(e) = changed.then(|| self.save()).unwrap_or(Ok(())) {
+        if let Err(e) = if changed { self.save() } else { Ok(()) } {
             tracing::warn!(subsys = "policy", error = %e, "Unable to save restored policies");
         }
         n
