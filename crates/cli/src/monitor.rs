@@ -183,6 +183,13 @@ fn verbose(ev: &MonitorEvent, level: u8) -> Option<String> {
 }
 
 impl Args {
+    fn filters(&self) -> bool {
+        !(self.types.is_empty()
+            && self.from.is_empty()
+            && self.to.is_empty()
+            && self.related_to.is_empty())
+    }
+
     fn wants(&self, ev: &MonitorEvent) -> bool {
         let (src, dst) = (ev.source, ev.dst_id);
         (self.types.is_empty() || self.types.contains(&ev.kind))
@@ -231,6 +238,11 @@ pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
                     raw["cpus"]
                 )?;
             }
+            continue;
+        }
+        // JSON out and nothing to filter: the line goes as it came
+        if args.output.is_some() && !args.filters() {
+            writeln!(out, "{text}")?;
             continue;
         }
         let ev: MonitorEvent = serde_json::from_str(text).context("malformed event")?;

@@ -12,6 +12,7 @@ pub mod loader;
 pub mod map;
 pub mod maps;
 pub mod objects;
+mod perf_ring;
 pub mod policymap;
 mod program_pins;
 pub mod socketlb;

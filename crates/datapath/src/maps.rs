@@ -235,6 +235,13 @@ impl CallPolicy {
     }
 }
 
+impl Events {
+    /// Points the datapath's output on `cpu` at the perf ring `ring_fd`.
+    pub(crate) fn attach_ring(&self, cpu: u32, ring_fd: i32) -> Result<(), Error> {
+        self.0.put(&cpu, &(ring_fd as u32))
+    }
+}
+
 impl PolicyMaps {
     /// The kernel ID of the policy map registered for the endpoint.
     pub fn get(&self, endpoint_id: u16) -> Result<Option<u32>, Error> {

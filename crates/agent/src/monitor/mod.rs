@@ -270,14 +270,6 @@ pub fn json_socket_path(socket: &Path) -> PathBuf {
     socket.with_file_name("cilium-rs-monitor.sock")
 }
 
-/// A round that read this many records means a busy datapath: the reader
-/// then lets records gather for `BUSY_PAUSE` instead of waking for each
-/// (the kernel wakes a waiting reader on every record). A ring of
-/// `RING_PAGES` holds some 1,500 traces of a full capture, over 3 ms even
-/// at 500,000 a second on one CPU.
-const BUSY_ROUND: usize = 16;
-const BUSY_PAUSE: std::time::Duration = std::time::Duration::from_micros(500);
-
 /// Reads the rings on a thread of their own into the hub; returns the
 /// number of CPUs read.
 fn read_rings(bpf_root: &Path, hub: Arc<Hub>, tasks: &Tasks) -> Option<usize> {
@@ -296,17 +288,10 @@ fn read_rings(bpf_root: &Path, hub: Arc<Hub>, tasks: &Tasks) -> Option<usize> {
         .name("monitor".into())
         .spawn(move || {
             while !tasks.is_stopping() {
-                let mut read = 0;
-                reader.poll(1000, &mut |cpu, rec| {
-                    read += 1;
-                    match rec {
-                        datapath::events::Record::Sample(raw) => hub.sample(cpu, raw),
-                        datapath::events::Record::Lost(n) => hub.lost_samples(cpu, n),
-                    }
+                reader.poll(1000, &mut |cpu, rec| match rec {
+                    datapath::events::Record::Sample(raw) => hub.sample(cpu, raw),
+                    datapath::events::Record::Lost(n) => hub.lost_samples(cpu, n),
                 });
-                if read >= BUSY_ROUND {
-                    std::thread::sleep(BUSY_PAUSE);
-                }
             }
         })
         .ok()?;
