@@ -415,6 +415,30 @@ pub fn install_tail_call(
     crate::maps::CallPolicy::open_in(globals)?.set(endpoint_id, fd.as_fd().as_raw_fd())
 }
 
+/// How often a load the verifier gave up on because a signal arrived is
+/// tried (libbpf's PROG_LOAD_ATTEMPTS).
+const LOAD_ATTEMPTS: usize = 5;
+
+/// Runs `load` again while the verifier answers EAGAIN: it stops and says
+/// so when the loading thread has a signal pending (a child process of
+/// any thread ending, once something caught SIGCHLD), which says nothing
+/// about the program.
+pub(crate) fn verify(
+    mut load: impl FnMut() -> Result<(), aya::programs::ProgramError>,
+) -> Result<(), aya::programs::ProgramError> {
+    let mut attempt = 1;
+    loop {
+        match load() {
+            Err(aya::programs::ProgramError::LoadError { io_error, .. })
+                if io_error.raw_os_error() == Some(libc::EAGAIN) && attempt < LOAD_ATTEMPTS =>
+            {
+                attempt += 1;
+            }
+            done => return done,
+        }
+    }
+}
+
 /// Loads (verifies) a tc program of a loaded object and returns it.
 pub fn load_classifier<'a>(
     ebpf: &'a mut Ebpf,
@@ -434,7 +458,7 @@ pub fn load_classifier<'a>(
             source: Box::new(e),
         })?;
     if prog.fd().is_err() {
-        prog.load().map_err(|e| Error::Program {
+        verify(|| prog.load()).map_err(|e| Error::Program {
             object,
             program: name.to_owned(),
             source: Box::new(e),
@@ -582,4 +606,48 @@ fn move_incompatible_pins(
         moved.push(aside);
     }
     Ok(moved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aya::programs::ProgramError;
+
+    fn refused(errno: i32) -> ProgramError {
+        ProgramError::LoadError {
+            io_error: std::io::Error::from_raw_os_error(errno),
+            verifier_log: aya_obj::VerifierLog::new(String::new()),
+        }
+    }
+
+    #[test]
+    fn a_load_interrupted_by_a_signal_is_tried_again_and_a_refusal_is_not() {
+        let mut calls = 0;
+        let interrupted_twice = verify(|| {
+            calls += 1;
+            if calls < 3 {
+                Err(refused(libc::EAGAIN))
+            } else {
+                Ok(())
+            }
+        });
+        assert!(interrupted_twice.is_ok());
+        assert_eq!(calls, 3);
+
+        calls = 0;
+        let always = verify(|| {
+            calls += 1;
+            Err(refused(libc::EAGAIN))
+        });
+        assert!(always.is_err());
+        assert_eq!(calls, LOAD_ATTEMPTS);
+
+        calls = 0;
+        let rejected = verify(|| {
+            calls += 1;
+            Err(refused(libc::EACCES))
+        });
+        assert!(rejected.is_err());
+        assert_eq!(calls, 1, "the verifier's verdict stands");
+    }
 }

@@ -67,9 +67,8 @@ impl SocketLb {
     pub fn load(globals: &Path, sizes: &MapSizes) -> Result<Self, Error> {
         let mut ebpf = load_object(objects::BPF_SOCK, globals, &sizes.overrides())?;
         for name in PROGRAMS {
-            program(&mut ebpf, name)?
-                .load()
-                .map_err(|e| program_error(name, e))?;
+            let prog = program(&mut ebpf, name)?;
+            crate::loader::verify(|| prog.load()).map_err(|e| program_error(name, e))?;
         }
         Ok(Self { ebpf })
     }
