@@ -47,9 +47,8 @@ impl EventReader {
     }
 
     /// Waits up to `timeout_ms` (less while records may be waiting) for
-    /// records and hands each to `f` with the CPU whose ring held it;
-    /// returns how many there were.
-    pub fn poll(&mut self, timeout_ms: i32, f: &mut dyn FnMut(usize, Record<'_>)) -> usize {
+    /// records and hands each to `f` with the CPU whose ring held it.
+    pub fn poll(&mut self, timeout_ms: i32, f: &mut dyn FnMut(usize, Record<'_>)) {
         let mut fds: Vec<libc::pollfd> = self
             .rings
             .iter()
@@ -67,10 +66,8 @@ impl EventReader {
                 timeout_ms.clamp(0, STRAGGLER_MS),
             )
         };
-        let mut n = 0;
         for (cpu, ring) in self.rings.iter_mut().enumerate() {
-            n += ring.drain(&mut |rec| f(cpu, rec));
+            ring.drain(&mut |rec| f(cpu, rec));
         }
-        n
     }
 }

@@ -420,8 +420,7 @@ pub fn install_tail_call(
 const LOAD_ATTEMPTS: usize = 5;
 
 /// Runs `load` again while the verifier answers EAGAIN: it stops and says
-/// so when the loading thread has a signal pending (a child process of
-/// any thread ending, once something caught SIGCHLD), which says nothing
+/// so when the loading thread has a signal pending, which says nothing
 /// about the program.
 pub(crate) fn verify(
     mut load: impl FnMut() -> Result<(), aya::programs::ProgramError>,

@@ -53,8 +53,9 @@ pub struct PerfRing {
     map_len: usize,
     page: usize,
     data_len: usize,
-    /// a record that wraps around the ring's end, made whole
-    joined: Vec<u8>,
+    /// the record being read, copied out of the ring (around whose end
+    /// it may wrap)
+    record: Vec<u8>,
 }
 
 // SAFETY: the mapping belongs to this value alone and is only read through
@@ -115,7 +116,7 @@ impl PerfRing {
             map_len,
             page,
             data_len,
-            joined: Vec::new(),
+            record: Vec::new(),
         };
         // SAFETY: an ioctl without argument on our own perf event.
         if unsafe { libc::ioctl(ring.fd.as_raw_fd(), PERF_EVENT_IOC_ENABLE, 0) } < 0 {
@@ -148,43 +149,40 @@ impl PerfRing {
     }
 
     /// Hands every record written so far to `f`, then gives their room
-    /// back to the kernel; returns how many there were.
-    pub fn drain(&mut self, f: &mut dyn FnMut(Record<'_>)) -> usize {
+    /// back to the kernel.
+    pub fn drain(&mut self, f: &mut dyn FnMut(Record<'_>)) {
         let head = self.word(DATA_HEAD).load(Ordering::Acquire) as usize;
         let mut tail = self.word(DATA_TAIL).load(Ordering::Relaxed) as usize;
-        let mut joined = std::mem::take(&mut self.joined);
-        let mut n = 0;
+        let mut record = std::mem::take(&mut self.record);
         while tail < head {
-            self.copy_out(tail, 8, &mut joined);
-            let kind = u32::from_ne_bytes(joined[0..4].try_into().expect("4 bytes"));
+            self.copy_out(tail, 8, &mut record);
+            let kind = u32::from_ne_bytes(record[0..4].try_into().expect("4 bytes"));
             let size = usize::from(u16::from_ne_bytes(
-                joined[6..8].try_into().expect("2 bytes"),
+                record[6..8].try_into().expect("2 bytes"),
             ));
             if size < 8 {
                 // a header the kernel never writes: give up on what is left
                 tail = head;
                 break;
             }
-            self.copy_out(tail, size, &mut joined);
+            self.copy_out(tail, size, &mut record);
             match kind {
                 PERF_RECORD_SAMPLE if size >= 12 => {
                     let raw =
-                        u32::from_ne_bytes(joined[8..12].try_into().expect("4 bytes")) as usize;
-                    f(Record::Sample(&joined[12..(12 + raw).min(size)]));
+                        u32::from_ne_bytes(record[8..12].try_into().expect("4 bytes")) as usize;
+                    f(Record::Sample(&record[12..(12 + raw).min(size)]));
                 }
                 PERF_RECORD_LOST if size >= 24 => {
                     f(Record::Lost(u64::from_ne_bytes(
-                        joined[16..24].try_into().expect("8 bytes"),
+                        record[16..24].try_into().expect("8 bytes"),
                     )));
                 }
                 _ => {}
             }
-            n += 1;
             tail += size;
         }
-        self.joined = joined;
+        self.record = record;
         self.word(DATA_TAIL).store(tail as u64, Ordering::Release);
-        n
     }
 }
 
