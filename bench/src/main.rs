@@ -424,6 +424,12 @@ fn main() -> anyhow::Result<()> {
         Some("masquerade") => {
             masquerade::run_bench(arg(&args, 2, secs_default, "masquerade [secs]")?)
         }
+        Some("overlay") => {
+            let usage = "overlay [pods] [secs]";
+            let pods = arg(&args, 2, default_pods().min(50), usage)?;
+            anyhow::ensure!((1..=200).contains(&pods), "pods must be in 1..200");
+            overlay::run_bench(pods, arg(&args, 3, secs_default, usage)?)
+        }
         Some("routing") => routing::run_bench(arg(&args, 2, secs_default, "routing [secs]")?),
         Some("policy") => policy::run_bench(arg(&args, 2, secs_default, "policy [secs]")?),
         _ => {

@@ -24,6 +24,7 @@ pub mod ports;
 pub mod regeneration;
 pub mod remote_nodes;
 pub mod services;
+pub mod statefile;
 pub mod tasks;
 
 pub use events::AgentNotify;

@@ -488,10 +488,7 @@ impl Policies {
             (repo.revision, stored)
         };
         let body = serde_json::to_vec_pretty(&stored).expect("policies serialize");
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, body)
-            .and_then(|()| std::fs::rename(&tmp, path))
-            .map_err(|source| PolicyError::Save {
+        crate::statefile::replace(path, &body).map_err(|source| PolicyError::Save {
                 path: path.clone(),
                 source,
             })?;

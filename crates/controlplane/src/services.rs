@@ -301,10 +301,7 @@ impl Services {
         };
         let body = serde_json::to_vec_pretty(&specs.values().collect::<Vec<_>>())
             .expect("specs serialize");
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, body)
-            .and_then(|()| std::fs::rename(&tmp, path))
-            .map_err(|e| ServiceError::Failed(format!("saving {}: {e}", path.display())))
+        crate::statefile::replace(path, &body).map_err(|e| ServiceError::Failed(format!("saving {}: {e}", path.display())))
     }
 
     /// Realizes a spec; true when the service is new.

@@ -43,9 +43,7 @@ pub fn refresh_template(state_dir: &Path, id: u16, template: &str) -> std::io::R
     if std::fs::read(&path).is_ok_and(|had| had == template.as_bytes()) {
         return Ok(());
     }
-    let tmp = dir(state_dir, id).join(format!("{TEMPLATE_ID}.tmp"));
-    std::fs::write(&tmp, template)?;
-    std::fs::rename(&tmp, &path)
+    crate::statefile::replace(&path, template.as_bytes())
 }
 
 pub fn remove(state_dir: &Path, id: u16) -> std::io::Result<()> {

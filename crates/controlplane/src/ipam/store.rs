@@ -1,10 +1,7 @@
-//! The allocation file: JSON, replaced atomically (write, rename). No fsync:
-//! the file must survive the agent being killed, which the page cache
-//! already guarantees; like Cilium's state dir it lives for one boot.
+//! The allocation file: JSON, replaced atomically (`statefile::replace`).
 
 use super::Allocation;
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
@@ -55,10 +52,7 @@ impl Store {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(self.io("creating the directory of"))?;
         }
-        let tmp = self.path.with_extension("json.tmp");
         let body = serde_json::to_vec_pretty(allocations).expect("allocations serialize");
-        let mut f = std::fs::File::create(&tmp).map_err(self.io("writing"))?;
-        f.write_all(&body).map_err(self.io("writing"))?;
-        std::fs::rename(&tmp, &self.path).map_err(self.io("replacing"))
+        crate::statefile::replace(&self.path, &body).map_err(self.io("writing"))
     }
 }
