@@ -41,7 +41,7 @@ pub enum Live {
     Sample {
         cpu: u32,
         at: std::time::SystemTime,
-        raw: Box<[u8]>,
+        raw: Arc<[u8]>,
     },
     Event(MonitorEvent),
 }
@@ -176,15 +176,22 @@ impl Hub {
         let kind = usize::from(raw.first().copied().unwrap_or(0));
         self.received[if kind < 6 { kind } else { 0 }].fetch_add(1, Ordering::Relaxed);
         self.send_payload(|| Payload::sample(cpu, raw));
-        if let Some(feed) = self.observer.get() {
-            feed.sample(raw);
+        let feed = self.observer.get();
+        let clients = self.tx.receiver_count() > 0;
+        if feed.is_none() && !clients {
+            return;
         }
-        if self.tx.receiver_count() > 0 {
+        // One copy for the observer and the JSON clients both.
+        let raw: Arc<[u8]> = raw.into();
+        if clients {
             let _ = self.tx.send(Arc::new(Live::Sample {
                 cpu: cpu as u32,
                 at: std::time::SystemTime::now(),
-                raw: raw.into(),
+                raw: Arc::clone(&raw),
             }));
+        }
+        if let Some(feed) = feed {
+            feed.sample(raw);
         }
     }
 

@@ -22,7 +22,7 @@ pub fn default_queue_size() -> usize {
 }
 
 enum Item {
-    Sample(Box<[u8]>),
+    Sample(Arc<[u8]>),
     RingLost { cpu: usize, count: u64 },
     QueueLost(u64),
     Agent(AgentNotify, serde_json::Value),
@@ -95,8 +95,9 @@ impl ObserverFeed {
         self.dropped.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn sample(&self, raw: &[u8]) {
-        self.send(Item::Sample(raw.into()));
+    /// A ring's sample, shared with the monitor's JSON clients.
+    pub fn sample(&self, raw: Arc<[u8]>) {
+        self.send(Item::Sample(raw));
     }
 
     pub fn ring_lost(&self, cpu: usize, count: u64) {
@@ -156,13 +157,13 @@ mod tests {
         drop_record[0] = abi::events::NOTIFY_DROP;
         drop_record[1] = 133;
         for _ in 0..5 {
-            feed.sample(&drop_record);
+            feed.sample(drop_record.as_slice().into());
         }
         assert_eq!(feed.dropped(), 3, "two queued, three dropped");
         for item in rx.try_iter().take(2) {
             deliver(&observer, item);
         }
-        feed.sample(&drop_record);
+        feed.sample(drop_record.as_slice().into());
         let items: Vec<Item> = rx.try_iter().collect();
         assert!(matches!(items[0], Item::QueueLost(3)), "the loss first");
         assert!(matches!(items[1], Item::Sample(_)));
