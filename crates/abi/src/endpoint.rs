@@ -94,16 +94,12 @@ impl EndpointInfo {
 
 /// Formats the first six bytes of a MAC (a 6-byte address or an 8-byte field).
 pub fn format_mac(mac: &[u8]) -> String {
-    // by hand: Hubble formats two for every event it reads, and the
-    // formatting machinery costs ten times as much
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut text = String::with_capacity(17);
-    for (i, b) in mac[..6].iter().enumerate() {
+    for (i, &b) in mac[..6].iter().enumerate() {
         if i > 0 {
             text.push(':');
         }
-        text.push(char::from(HEX[usize::from(b >> 4)]));
-        text.push(char::from(HEX[usize::from(b & 0xf)]));
+        crate::hex::push_byte(&mut text, b);
     }
     text
 }

@@ -12,6 +12,7 @@ pub mod drop;
 pub mod endpoint;
 pub mod events;
 pub mod frag;
+pub mod hex;
 pub mod identity;
 pub mod ipcache;
 pub mod lb;

@@ -3,6 +3,15 @@
 
 use serde::{Deserialize, Serialize};
 
+/// How the agent's JSON stream begins: `{"type":"hello","cpus":N}`, N
+/// the CPUs whose rings it reads. Clients match lines by this prefix.
+pub const HELLO_PREFIX: &str = r#"{"type":"hello""#;
+
+/// The stream's first line.
+pub fn hello_line(cpus: usize) -> String {
+    format!(r#"{HELLO_PREFIX},"cpus":{cpus}}}"#)
+}
+
 /// The packet a record captured, as far as its first bytes tell.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Packet {
@@ -118,4 +127,15 @@ pub struct MonitorEvent {
     /// Agent notifications: the JSON text Cilium prints after the name
     #[serde(default)]
     pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_hello_line_is_json_that_begins_with_the_prefix() {
+        let line = super::hello_line(2);
+        assert!(line.starts_with(super::HELLO_PREFIX));
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v, serde_json::json!({"type": "hello", "cpus": 2}));
+    }
 }

@@ -103,13 +103,6 @@ fn bytes_of(hex: &str) -> Vec<u8> {
         .collect()
 }
 
-fn mac(b: &[u8]) -> String {
-    b.iter()
-        .map(|x| format!("{x:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
 /// Cilium's verbose form: the packet layer by layer, then what happened.
 fn verbose(ev: &MonitorEvent, level: u8) -> Option<String> {
     let what = match ev.kind.as_str() {
@@ -139,8 +132,8 @@ fn verbose(ev: &MonitorEvent, level: u8) -> Option<String> {
     if frame.len() >= 14 {
         out += &format!(
             "Ethernet\t{{SrcMAC={} DstMAC={} EthernetType={}}}\n",
-            mac(&frame[6..12]),
-            mac(&frame[0..6]),
+            abi::endpoint::format_mac(&frame[6..12]),
+            abi::endpoint::format_mac(&frame[0..6]),
             if frame[12..14] == [8, 0] {
                 "IPv4"
             } else {
@@ -201,9 +194,6 @@ impl Args {
     }
 }
 
-/// How the agent's stream begins: `{"type":"hello","cpus":N}`.
-const HELLO: &str = r#"{"type":"hello""#;
-
 pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
     // The agent's JSON-lines stream of decoded events (its
     // `monitor1_2.sock` speaks Cilium's gob protocol, for cilium-dbg).
@@ -229,7 +219,7 @@ pub fn run(ctx: &Ctx, args: &Args) -> anyhow::Result<ExitCode> {
             break;
         }
         let text = text.trim_end_matches('\n');
-        if text.starts_with(HELLO) {
+        if text.starts_with(api::monitor::HELLO_PREFIX) {
             let raw: serde_json::Value = serde_json::from_str(text).context("malformed event")?;
             if args.output.is_none() {
                 writeln!(

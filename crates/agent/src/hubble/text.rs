@@ -30,15 +30,14 @@ pub fn ipv4(addr: Ipv4Addr) -> String {
 
 /// `a` and `b`'s 32 hex digits as a UUID's five groups.
 pub fn uuid(a: u64, b: u64) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut text = String::with_capacity(36);
     for i in 0..32 {
         if matches!(i, 8 | 12 | 16 | 20) {
             text.push('-');
         }
         let word = if i < 16 { a } else { b };
-        let nibble = (word >> (60 - 4 * (i % 16))) & 0xf;
-        text.push(char::from(HEX[nibble as usize]));
+        let nibble = word >> (60 - 4 * (i % 16));
+        text.push(abi::hex::digit(nibble));
     }
     text
 }

@@ -62,17 +62,6 @@ pub fn summarize(frame: &[u8]) -> String {
     parse_packet(frame).map(|p| p.summary()).unwrap_or_default()
 }
 
-/// Per event on the monitor's hot path: no formatting machinery.
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    out
-}
-
 /// The captured bytes behind a record's fixed header `T`.
 fn captured<T>(bytes: &[u8], len_cap: u16) -> &[u8] {
     let payload = bytes.get(std::mem::size_of::<T>()..).unwrap_or_default();
@@ -88,7 +77,7 @@ fn with_packet(kind: &str, hdr: &abi::events::NotifyCommonHdr, frame: &[u8]) -> 
         hash: hdr.hash,
         summary: packet.as_ref().map(Packet::summary).unwrap_or_default(),
         packet,
-        data: hex(frame),
+        data: abi::hex::encode(frame),
         ..Default::default()
     }
 }

@@ -337,7 +337,7 @@ pub async fn serve(
             }
             accepted = json.accept() => {
                 let Ok((conn, _)) = accepted else { continue };
-                let hello = format!("{{\"type\":\"hello\",\"cpus\":{cpus}}}");
+                let hello = api::monitor::hello_line(cpus);
                 tasks.spawn("monitor-client", json_lines::stream(conn, vec![hello], Arc::clone(&hub)));
             }
         }
