@@ -64,8 +64,15 @@ pub fn replace(path: &Path, body: &[u8]) -> std::io::Result<()> {
         .write_all(body)?;
     match exchange(&tmp, path) {
         Ok(()) => std::fs::remove_file(&tmp),
-        // Nothing to swap with yet, or a filesystem that cannot swap.
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINVAL)) => {
+        // Nothing to swap with yet, a filesystem that cannot swap, or a
+        // seccomp filter that refuses renameat2: the plain rename is just
+        // as atomic.
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOENT | libc::EINVAL | libc::ENOSYS | libc::EPERM)
+            ) =>
+        {
             std::fs::rename(&tmp, path)
         }
         Err(e) => Err(e),
