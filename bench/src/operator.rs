@@ -157,7 +157,9 @@ fn round(
     while ready.iter().any(Option::is_none) || cidr.iter().any(Option::is_none) {
         anyhow::ensure!(
             t0.elapsed() < ROUND_LIMIT,
-            "{n} nodes with ipam={ipam}: not all ready within {ROUND_LIMIT:?}"
+            "{n} nodes with ipam={ipam}: not all ready within {ROUND_LIMIT:?} ({} without a pod CIDR, {} agents not ready)",
+            cidr.iter().filter(|c| c.is_none()).count(),
+            ready.iter().filter(|r| r.is_none()).count()
         );
         if cidr.iter().any(Option::is_none) {
             let have = with_cidrs(cp, kind, path)?;
