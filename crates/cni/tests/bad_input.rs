@@ -16,9 +16,23 @@ fn assert_error(out: &CniOutput, code: u64, needle: &str) {
     assert!(out.json["cniVersion"].is_string());
 }
 
+/// The node's own endpoints, once the health endpoint is among them: the
+/// agent reports ready before it launches that one.
+fn node_endpoints(node: &Node) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let eps = node.cilium_ok(&["endpoint", "list", "-o", "json"]);
+        let eps: serde_json::Value = serde_json::from_str(&eps).unwrap();
+        let list = eps.as_array().expect("a list");
+        if list.iter().any(is_health_endpoint) || std::time::Instant::now() > deadline {
+            return eps;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn assert_nothing_leaked(node: &Node) {
-    let eps = node.cilium_ok(&["endpoint", "list", "-o", "json"]);
-    let eps: serde_json::Value = serde_json::from_str(&eps).unwrap();
+    let eps = node_endpoints(node);
     let node_only = eps
         .as_array()
         .is_some_and(|eps| eps.len() == 2 && eps.iter().all(is_node_endpoint));

@@ -69,8 +69,9 @@ pub async fn create_pod_veth(
         let peer = pod.require_link(pod_name).await?;
         pod.set_up(peer.index).await?;
         // The agent attaches the pod's programs with tc filters first; their
-        // qdisc costs less on a link that is not up yet.
-        host.add_clsact(host_link.index).await?;
+        // qdisc costs less on a link that is not up yet. Where it cannot be
+        // added here the agent adds it, or attaches with tcx alone.
+        let _ = host.add_clsact(host_link.index).await;
         host.set_up(host_link.index).await?;
         Ok(PodVeth {
             host_name: host_name.to_owned(),
