@@ -489,9 +489,9 @@ impl Policies {
         };
         let body = serde_json::to_vec_pretty(&stored).expect("policies serialize");
         crate::statefile::replace(path, &body).map_err(|source| PolicyError::Save {
-                path: path.clone(),
-                source,
-            })?;
+            path: path.clone(),
+            source,
+        })?;
         *written = revision;
         Ok(())
     }

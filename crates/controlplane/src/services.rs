@@ -301,7 +301,8 @@ impl Services {
         };
         let body = serde_json::to_vec_pretty(&specs.values().collect::<Vec<_>>())
             .expect("specs serialize");
-        crate::statefile::replace(path, &body).map_err(|e| ServiceError::Failed(format!("saving {}: {e}", path.display())))
+        crate::statefile::replace(path, &body)
+            .map_err(|e| ServiceError::Failed(format!("saving {}: {e}", path.display())))
     }
 
     /// Realizes a spec; true when the service is new.

@@ -145,7 +145,6 @@ impl Netlink {
         use rtnetlink::packet_core::{
             NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
         };
-        let fail = Error::nl("add clsact qdisc to", index.to_string());
         let mut msg = TcMessage::with_index(index as i32);
         msg.header.parent = TcHandle::INGRESS; // TC_H_CLSACT is the same value
         msg.header.handle = TcHandle::from(0xffff_0000);
@@ -154,18 +153,19 @@ impl Netlink {
             netlink_packet_route::RouteNetlinkMessage::NewQueueDiscipline(msg),
         );
         req.header.flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
-        let mut replies = self.handle.clone().request(req).map_err(fail)?;
-        while let Some(reply) = replies.next().await {
-            if let NetlinkPayload::Error(e) = reply.payload {
-                if e.raw_code() == -libc::EEXIST {
-                    return Ok(());
+        let added = async {
+            let mut replies = self.handle.clone().request(req)?;
+            while let Some(reply) = replies.next().await {
+                if let NetlinkPayload::Error(e) = reply.payload {
+                    return Err(rtnetlink::Error::NetlinkError(e));
                 }
-                return Err(Error::nl("add clsact qdisc to", index.to_string())(
-                    rtnetlink::Error::NetlinkError(e),
-                ));
             }
+            Ok(())
+        };
+        match added.await {
+            Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::EEXIST => Ok(()),
+            other => other.map_err(Error::nl("add clsact qdisc to", index.to_string())),
         }
-        Ok(())
     }
 
     pub async fn delete_link(&self, index: u32) -> Result<(), Error> {
