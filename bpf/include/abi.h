@@ -358,6 +358,99 @@ struct ipv4_nat_entry {
 	__u16 rev_port;		/* NodePort: the other side's port (Cilium: pad) */
 };
 
+/* ---- The IPv6 twins of the per-family maps, as 1.16 lays them out.
+ * Addresses are 16 bytes in network order with byte alignment (1.16's
+ * packed union v6addr), so a struct's alignment comes from its other
+ * fields. Maps keyed by either family (cilium_lxc, cilium_ipcache,
+ * cilium_tunnel_map, the node map) and the policy maps have no twin. ---- */
+union v6addr {
+	__u8 addr[16];
+	__u32 p[4];
+	__u64 d[2];
+} __attribute__((packed));
+
+/* cilium_ct6_global / cilium_ct_any6_global: ipv6_ct_tuple -> ct_entry */
+struct ipv6_ct_tuple {
+	union v6addr daddr;
+	union v6addr saddr;
+	__u16 dport;
+	__u16 sport;
+	__u8 nexthdr;
+	__u8 flags;
+} __attribute__((packed));
+
+/* cilium_lb6_services_v2: lb6_key -> lb6_service (lb4_service's layout) */
+struct lb6_key {
+	union v6addr address;	/* VIP */
+	__u16 dport;		/* network order */
+	__u16 backend_slot;	/* 0 = the service entry, 1..N = backends */
+	__u8 proto;		/* the frontend's L4 protocol; 0 = any */
+	__u8 scope;
+	__u8 pad[2];
+};
+
+struct lb6_service {
+	__u32 backend_id;	/* slot entries; affinity timeout in the service entry */
+	__u16 count;
+	__u16 rev_nat_index;	/* network order */
+	__u8 flags;
+	__u8 flags2;
+	__u8 pad[2];
+};
+
+/* cilium_lb6_backends_v3: u32 backend ID -> lb6_backend; backend IDs and
+ * rev-NAT indexes come from one pool for both families, as in 1.16. */
+struct lb6_backend {
+	union v6addr address;
+	__u16 port;		/* network order */
+	__u8 proto;
+	__u8 flags;		/* BE_STATE_* */
+	__u16 cluster_id;
+	__u8 zone;
+	__u8 pad;
+};
+
+/* cilium_lb6_reverse_nat: u16 rev-NAT index (network order) -> lb6_reverse_nat */
+struct lb6_reverse_nat {
+	union v6addr address;
+	__u16 port;
+} __attribute__((packed));
+
+/* cilium_lb6_affinity: lb6_affinity_key -> lb_affinity_val (LRU) */
+struct lb6_affinity_key {
+	union v6addr client_id;	/* client IPv6, or a netns cookie in the first 8 bytes */
+	__u16 rev_nat_id;	/* network order */
+	__u8 netns_cookie;	/* bit0: client_id is a netns cookie */
+	__u8 pad1;
+	__u32 pad2;
+} __attribute__((packed));
+
+/* cilium_lb6_reverse_sk: ipv6_revnat_tuple -> ipv6_revnat_entry (LRU) */
+struct ipv6_revnat_tuple {
+	__u64 cookie;		/* socket cookie */
+	union v6addr address;	/* backend */
+	__u16 port;		/* backend, network order */
+	__u16 pad;
+};
+
+struct ipv6_revnat_entry {
+	union v6addr address;	/* frontend */
+	__u16 port;		/* frontend, network order */
+	__u16 rev_nat_index;	/* network order */
+};
+
+/* cilium_snat_v6_external: ipv6_ct_tuple (real port order) -> ipv6_nat_entry */
+struct ipv6_nat_entry {
+	__u64 created;
+	__u64 needs_ct;
+	__u64 last_used;	/* as ipv4_nat_entry (Cilium: pad) */
+	__u64 pad2;
+	union v6addr to_addr;	/* egress: new source; ingress: new destination */
+	__u16 to_port;
+	__u16 rev_port;		/* as ipv4_nat_entry (Cilium: pad) */
+	__u32 pad3;
+};
+
 /* ---- cilium_ipv4_frag_datagrams: ipv4_frag_id -> ipv4_frag_l4ports (LRU)
  * The ports of a fragmented datagram, learned from its first fragment, for
  * the fragments after it, which carry no L4 header. ---- */
@@ -704,6 +797,15 @@ ABI_SIZE(struct lb_affinity_val, 16);
 ABI_SIZE(struct lb_affinity_match, 8);
 ABI_SIZE(struct ipv4_revnat_tuple, 16);
 ABI_SIZE(struct ipv4_revnat_entry, 8);
+ABI_SIZE(struct ipv6_ct_tuple, 38);
+ABI_SIZE(struct lb6_key, 24);
+ABI_SIZE(struct lb6_service, 12);
+ABI_SIZE(struct lb6_backend, 24);
+ABI_SIZE(struct lb6_reverse_nat, 18);
+ABI_SIZE(struct lb6_affinity_key, 24);
+ABI_SIZE(struct ipv6_revnat_tuple, 32);
+ABI_SIZE(struct ipv6_revnat_entry, 20);
+ABI_SIZE(struct ipv6_nat_entry, 56);
 ABI_SIZE(struct metrics_key, 8);
 ABI_SIZE(struct rs_ratelimit_key, 8);
 ABI_SIZE(struct rs_ratelimit_value, 16);

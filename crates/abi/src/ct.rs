@@ -1,10 +1,11 @@
-//! `cilium_ct4_global` / `cilium_ct_any4_global`: IPv4 connection tracking.
+//! `cilium_ct4_global` / `cilium_ct_any4_global` and their IPv6 twins
+//! `cilium_ct6_global` / `cilium_ct_any6_global`: connection tracking.
 //!
 //! Cilium's tuple names are skewed: addresses are named for the reply
 //! direction and ports for the original one. The layout here keeps the C
 //! names so stored keys stay byte-identical.
 
-use crate::{assert_layout, Be16, Be32, Plain};
+use crate::{assert_layout, Be16, Be32, Plain, V6Addr};
 
 pub const TUPLE_F_OUT: u8 = 0;
 pub const TUPLE_F_IN: u8 = 1;
@@ -68,6 +69,30 @@ assert_layout!(
     flags = 13
 );
 unsafe impl Plain for Ipv4CtTuple {}
+
+/// `cilium_ct6_global` / `cilium_ct_any6_global` key: the IPv4 tuple's
+/// fields and conventions with 16-byte addresses.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Ipv6CtTuple {
+    pub daddr: V6Addr,
+    pub saddr: V6Addr,
+    pub dport: Be16,
+    pub sport: Be16,
+    pub nexthdr: u8,
+    pub flags: u8,
+}
+assert_layout!(
+    Ipv6CtTuple,
+    size = 38,
+    daddr = 0,
+    saddr = 16,
+    dport = 32,
+    sport = 34,
+    nexthdr = 36,
+    flags = 37
+);
+unsafe impl Plain for Ipv6CtTuple {}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

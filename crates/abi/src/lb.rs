@@ -1,8 +1,8 @@
 //! The service load-balancing maps: services (frontend and backend slots),
 //! backends and reverse NAT, with Cilium 1.16's layouts.
 
-use crate::{assert_layout, Be16, Be32, Plain};
-use std::net::Ipv4Addr;
+use crate::{assert_layout, Be16, Be32, Plain, V6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 pub const LB_LOOKUP_SCOPE_EXT: u8 = 0;
 pub const LB_LOOKUP_SCOPE_INT: u8 = 1;
@@ -124,6 +124,101 @@ pub struct Lb4ReverseNat {
 assert_layout!(Lb4ReverseNat, size = 6, address = 0, port = 4);
 unsafe impl Plain for Lb4ReverseNat {}
 
+/// `cilium_lb6_services_v2` key: `Lb4Key` with a 16-byte address.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Lb6Key {
+    pub address: V6Addr,
+    pub dport: Be16,
+    pub backend_slot: u16,
+    pub proto: u8,
+    pub scope: u8,
+    pub pad: [u8; 2],
+}
+assert_layout!(
+    Lb6Key,
+    size = 24,
+    address = 0,
+    dport = 16,
+    backend_slot = 18,
+    proto = 20,
+    scope = 21
+);
+unsafe impl Plain for Lb6Key {}
+
+impl Lb6Key {
+    /// As [`Lb4Key::new`].
+    pub fn new(vip: Ipv6Addr, port: u16, proto: u8, slot: u16, scope: u8) -> Self {
+        Self {
+            address: vip.into(),
+            dport: Be16::new(port),
+            backend_slot: slot,
+            proto,
+            scope,
+            ..Default::default()
+        }
+    }
+}
+
+/// `cilium_lb6_services_v2` value: 1.16 gives it a struct of its own with
+/// `lb4_service`'s very layout.
+pub type Lb6Service = Lb4Service;
+
+/// `cilium_lb6_backends_v3` value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lb6Backend {
+    pub address: V6Addr,
+    pub port: Be16,
+    pub proto: u8,
+    /// `BE_STATE_*`.
+    pub flags: u8,
+    pub cluster_id: u16,
+    pub zone: u8,
+    pub pad: u8,
+}
+assert_layout!(
+    Lb6Backend,
+    size = 24,
+    address = 0,
+    port = 16,
+    proto = 18,
+    flags = 19,
+    cluster_id = 20,
+    zone = 22
+);
+unsafe impl Plain for Lb6Backend {}
+
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lb6ReverseNat {
+    pub address: V6Addr,
+    pub port: Be16,
+}
+assert_layout!(Lb6ReverseNat, size = 18, address = 0, port = 16);
+unsafe impl Plain for Lb6ReverseNat {}
+
+/// `cilium_lb6_affinity` key (value: `lb_affinity_val`).
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Lb6AffinityKey {
+    /// The client's IPv6 address, or a netns cookie in the first 8 bytes.
+    pub client_id: [u8; 16],
+    pub rev_nat_id: Be16,
+    /// Bit 0: `client_id` is a netns cookie.
+    pub netns_cookie: u8,
+    pub pad1: u8,
+    pub pad2: u32,
+}
+assert_layout!(
+    Lb6AffinityKey,
+    size = 24,
+    client_id = 0,
+    rev_nat_id = 16,
+    netns_cookie = 18
+);
+unsafe impl Plain for Lb6AffinityKey {}
+
 pub const NAT_DIR_EGRESS: u8 = 0;
 pub const NAT_DIR_INGRESS: u8 = 1;
 
@@ -155,6 +250,30 @@ assert_layout!(
     rev_port = 38
 );
 unsafe impl Plain for Ipv4NatEntry {}
+
+/// `cilium_snat_v6_external` value: 1.16's 56 bytes, its padding used as
+/// in [`Ipv4NatEntry`] (a NodePort's source address has no room here).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ipv6NatEntry {
+    pub created: u64,
+    pub needs_ct: u64,
+    pub last_used: u64,
+    pub pad2: u64,
+    pub to_addr: V6Addr,
+    pub to_port: Be16,
+    pub rev_port: Be16,
+    pub pad3: u32,
+}
+assert_layout!(
+    Ipv6NatEntry,
+    size = 56,
+    last_used = 16,
+    to_addr = 32,
+    to_port = 48,
+    rev_port = 50
+);
+unsafe impl Plain for Ipv6NatEntry {}
 
 /// `cilium_lb_affinity_match` key: presence means the backend still
 /// belongs to the service (value: u8, unused).
@@ -204,6 +323,41 @@ assert_layout!(
 );
 unsafe impl Plain for Ipv4RevnatEntry {}
 
+/// `cilium_lb6_reverse_sk` key.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Ipv6RevnatTuple {
+    pub cookie: u64,
+    pub address: V6Addr,
+    pub port: Be16,
+    pub pad: u16,
+}
+assert_layout!(
+    Ipv6RevnatTuple,
+    size = 32,
+    cookie = 0,
+    address = 8,
+    port = 24
+);
+unsafe impl Plain for Ipv6RevnatTuple {}
+
+/// `cilium_lb6_reverse_sk` value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ipv6RevnatEntry {
+    pub address: V6Addr,
+    pub port: Be16,
+    pub rev_nat_index: Be16,
+}
+assert_layout!(
+    Ipv6RevnatEntry,
+    size = 20,
+    address = 0,
+    port = 16,
+    rev_nat_index = 18
+);
+unsafe impl Plain for Ipv6RevnatEntry {}
+
 /// Slots of a Maglev table (`LB_MAGLEV_LUT_SIZE`, compiled into the datapath).
 pub const LB_MAGLEV_LUT_SIZE: usize = 16381;
 
@@ -215,3 +369,21 @@ pub struct MaglevLut {
 }
 assert_layout!(MaglevLut, size = 65524, backend_ids = 0);
 unsafe impl Plain for MaglevLut {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Plain as _;
+
+    #[test]
+    fn an_ipv6_frontend_key_holds_the_address_and_port_in_network_order() {
+        let vip: Ipv6Addr = "fd00:10:96::a".parse().unwrap();
+        let key = Lb6Key::new(vip, 80, 6, 2, LB_LOOKUP_SCOPE_INT);
+        let bytes = key.as_bytes();
+        assert_eq!(&bytes[..16], &vip.octets());
+        assert_eq!(&bytes[16..18], &[0, 80]);
+        assert_eq!(&bytes[18..22], &[2, 0, 6, LB_LOOKUP_SCOPE_INT]);
+        assert_eq!(Lb6Key::from_bytes(bytes), Some(key));
+        assert_eq!({ key.address }.ip(), vip);
+    }
+}

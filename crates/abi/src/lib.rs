@@ -27,4 +27,4 @@ pub mod state_dir;
 pub mod tunnel;
 
 pub use bytes::Plain;
-pub use order::{Be16, Be32};
+pub use order::{Be16, Be32, V6Addr};

@@ -2,7 +2,7 @@
 //! in host order by accident.
 
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// A u16 stored in network byte order.
 #[repr(transparent)]
@@ -53,5 +53,30 @@ impl fmt::Debug for Be32 {
     }
 }
 
+/// An IPv6 address as the maps hold it: 16 bytes in network order, byte
+/// aligned (1.16's packed `union v6addr`).
+#[repr(transparent)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct V6Addr(pub [u8; 16]);
+
+impl V6Addr {
+    pub fn ip(self) -> Ipv6Addr {
+        Ipv6Addr::from(self.0)
+    }
+}
+
+impl From<Ipv6Addr> for V6Addr {
+    fn from(ip: Ipv6Addr) -> Self {
+        Self(ip.octets())
+    }
+}
+
+impl fmt::Debug for V6Addr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.ip())
+    }
+}
+
+unsafe impl crate::Plain for V6Addr {}
 unsafe impl crate::Plain for Be16 {}
 unsafe impl crate::Plain for Be32 {}
