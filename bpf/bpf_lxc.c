@@ -14,6 +14,7 @@
 #include "lib/endpoint.h"
 #include "lib/conntrack.h"
 #include "lib/arp.h"
+#include "lib/icmp6.h"
 #include "lib/l3.h"
 #include "lib/fib.h"
 #include "lib/encap.h"
@@ -193,6 +194,24 @@ drop:
 				ep ? ep->lxc_id : 0, ret, METRIC_INGRESS, ep ? ep->lxc_id : 0);
 }
 
+/* IPv6 from a pod: neighbour discovery is answered here; the rest of
+ * IPv6 is not forwarded yet, and nothing of it while IPv6 is off. */
+static __always_inline int handle_ipv6_from_lxc(struct __sk_buff *ctx)
+{
+	union v6addr router;
+	int ret = -DROP_UNKNOWN_L3;
+
+	if (ipv6_router(&router)) {
+		ret = icmp6_ndp_from_lxc(ctx, &router);
+		if (ret == NDP_NOT_HANDLED)
+			ret = -DROP_UNKNOWN_L3;
+	}
+	if (IS_ERR(ret))
+		return send_drop_notify(ctx, IDENTITY_UNKNOWN, IDENTITY_UNKNOWN, 0,
+					ret, METRIC_EGRESS, 0);
+	return ret;
+}
+
 /* Packets leaving the pod (tc ingress of the host-side veth). */
 __section_entry
 int cil_from_container(struct __sk_buff *ctx)
@@ -215,6 +234,8 @@ int cil_from_container(struct __sk_buff *ctx)
 						IDENTITY_UNKNOWN, 0, ret,
 						METRIC_EGRESS, 0);
 		return ret == ARP_NOT_HANDLED ? CTX_ACT_OK : ret;
+	case ETH_P_IPV6:
+		return handle_ipv6_from_lxc(ctx);
 	default:
 		return send_drop_notify(ctx, IDENTITY_UNKNOWN, IDENTITY_UNKNOWN, 0,
 					-DROP_UNKNOWN_L3, METRIC_EGRESS, 0);

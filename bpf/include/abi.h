@@ -588,6 +588,10 @@ struct rs_ratelimit_metrics_value {
  * redirect, and traffic for pods arriving on the native device goes
  * straight into them, neither walking the host's stack */
 #define RUNTIME_CONFIG_HOST_ROUTING		17
+/* the node's IPv6 router address (1.16's ROUTER_IP), bytes 0-7 and 8-15
+ * as they lie in memory; both 0 while IPv6 is off */
+#define RUNTIME_CONFIG_ROUTER_IPV6_HI		18
+#define RUNTIME_CONFIG_ROUTER_IPV6_LO		19
 #define NODEPORT_PORT_MIN_DEFAULT	30000
 #define NODEPORT_PORT_MAX_DEFAULT	32767
 #define LB_ALGORITHM_RANDOM		0

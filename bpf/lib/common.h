@@ -26,4 +26,15 @@
 /* Drop reasons travel as negative return codes inside the datapath. */
 #define IS_ERR(x)	((x) < 0)
 
+/* A checksum from bpf_csum_diff's 32-bit sum, folded and complemented,
+ * ready to store as it lies in memory. */
+static __always_inline __u16 csum_fold32(__s64 sum)
+{
+	__u32 c = (__u32)sum;
+
+	c = (c & 0xffff) + (c >> 16);
+	c = (c & 0xffff) + (c >> 16);
+	return (__u16)~c;
+}
+
 #endif /* __LIB_COMMON_H_ */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Local endpoint and ipcache lookups by IPv4 address. */
+/* Local endpoint and ipcache lookups by address. */
 #ifndef __LIB_ENDPOINT_H_
 #define __LIB_ENDPOINT_H_
 
@@ -11,6 +11,16 @@ static __always_inline struct endpoint_info *lookup_ip4_endpoint(__u32 addr)
 
 	key.addr.ip4 = addr;
 	key.family = ENDPOINT_KEY_IPV4;
+	return bpf_map_lookup_elem(&cilium_lxc, &key);
+}
+
+static __always_inline struct endpoint_info *
+lookup_ip6_endpoint(const union v6addr *addr)
+{
+	struct endpoint_key key = {};
+
+	__builtin_memcpy(key.addr.ip6, addr->addr, sizeof(key.addr.ip6));
+	key.family = ENDPOINT_KEY_IPV6;
 	return bpf_map_lookup_elem(&cilium_lxc, &key);
 }
 

@@ -27,15 +27,6 @@ struct tcp_pseudo4 {
 	struct tcphdr tcp;
 };
 
-static __always_inline __u16 csum_fold32(__s64 sum)
-{
-	__u32 c = (__u32)sum;
-
-	c = (c & 0xffff) + (c >> 16);
-	c = (c & 0xffff) + (c >> 16);
-	return (__u16)~c;
-}
-
 /* Returns the redirect verdict that sends the RST back out of the device
  * the SYN came in on, or 0 when the packet is not a SYN to refuse. */
 static __always_inline int tcp_reject4(struct __sk_buff *ctx)

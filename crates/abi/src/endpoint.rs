@@ -1,7 +1,7 @@
 //! `cilium_lxc`: local endpoints and host addresses.
 
 use crate::{assert_layout, Plain};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 pub const ENDPOINT_KEY_IPV4: u8 = 1;
 pub const ENDPOINT_KEY_IPV6: u8 = 2;
@@ -32,6 +32,15 @@ impl EndpointKey {
         Self {
             ip: bytes,
             family: ENDPOINT_KEY_IPV4,
+            key: 0,
+            cluster_id: 0,
+        }
+    }
+
+    pub fn v6(ip: Ipv6Addr) -> Self {
+        Self {
+            ip: ip.octets(),
+            family: ENDPOINT_KEY_IPV6,
             key: 0,
             cluster_id: 0,
         }

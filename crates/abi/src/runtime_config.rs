@@ -39,6 +39,10 @@ pub const HOST_NETNS_COOKIE: u32 = 16;
 /// 1: BPF host routing; 0: legacy (the host's stack routes pods' traffic
 /// beyond the node and to pods from the native device).
 pub const HOST_ROUTING: u32 = 17;
+/// The node's IPv6 router address, bytes 0-7 and 8-15 as they lie in
+/// memory (see [`ipv6_halves`]); both 0 while IPv6 is off.
+pub const ROUTER_IPV6_HI: u32 = 18;
+pub const ROUTER_IPV6_LO: u32 = 19;
 pub const LB_ALGORITHM_RANDOM: u64 = 0;
 pub const LB_ALGORITHM_MAGLEV: u64 = 1;
 
@@ -63,6 +67,16 @@ pub fn index_name(index: u32) -> Option<&'static str> {
         SNAT_EXCLUSION_IPV4 => Some("SNATExclusionIPv4"),
         HOST_NETNS_COOKIE => Some("HostNetnsCookie"),
         HOST_ROUTING => Some("HostRouting"),
+        ROUTER_IPV6_HI => Some("RouterIPv6Hi"),
+        ROUTER_IPV6_LO => Some("RouterIPv6Lo"),
         _ => None,
     }
+}
+
+/// An IPv6 address as two runtime config values: the datapath reads them
+/// back into its 16 bytes as they were.
+pub fn ipv6_halves(ip: std::net::Ipv6Addr) -> [u64; 2] {
+    let b = ip.octets();
+    let half = |i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+    [half(0), half(8)]
 }

@@ -268,3 +268,51 @@ pub fn addrs(frame: &[u8]) -> (Ipv4Addr, Ipv4Addr, u16, u16) {
         u16::from_be_bytes([l4[2], l4[3]]),
     )
 }
+
+/// The ones' complement sum of `bytes` as 16-bit words, folded.
+fn sum16(bytes: &[u8], mut sum: u32) -> u32 {
+    for c in bytes.chunks(2) {
+        sum += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum
+}
+
+/// The ICMPv6 checksum of `msg` (its own checksum field zero, or as
+/// stored: then 0 means right) between `src` and `dst`.
+pub fn icmp6_checksum(src: std::net::Ipv6Addr, dst: std::net::Ipv6Addr, msg: &[u8]) -> u16 {
+    let mut pseudo = Vec::with_capacity(40);
+    pseudo.extend_from_slice(&src.octets());
+    pseudo.extend_from_slice(&dst.octets());
+    pseudo.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+    pseudo.extend_from_slice(&[0, 0, 0, 58]);
+    !(sum16(msg, sum16(&pseudo, 0)) as u16)
+}
+
+/// An IPv6 packet in an Ethernet frame from `src_mac` to `dst_mac`.
+pub fn ipv6(
+    (src_mac, dst_mac): ([u8; 6], [u8; 6]),
+    src: std::net::Ipv6Addr,
+    dst: std::net::Ipv6Addr,
+    (nexthdr, hop_limit): (u8, u8),
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut ip = vec![0x60, 0, 0, 0];
+    ip.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+    ip.extend_from_slice(&[nexthdr, hop_limit]);
+    ip.extend_from_slice(&src.octets());
+    ip.extend_from_slice(&dst.octets());
+    ip.extend_from_slice(payload);
+    frame(dst_mac, src_mac, 0x86dd, &ip)
+}
+
+/// An ICMPv6 message of `ty` with its checksum between `src` and `dst`.
+pub fn icmp6(src: std::net::Ipv6Addr, dst: std::net::Ipv6Addr, ty: u8, body: &[u8]) -> Vec<u8> {
+    let mut msg = vec![ty, 0, 0, 0];
+    msg.extend_from_slice(body);
+    let csum = icmp6_checksum(src, dst, &msg);
+    msg[2..4].copy_from_slice(&csum.to_be_bytes());
+    msg
+}
