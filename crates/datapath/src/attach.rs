@@ -107,28 +107,44 @@ const TC_HANDLE: TcHandle = TcHandle::new(0, 1);
 
 /// A direct-action filter at Cilium's priority and handle, replacing the
 /// program of an existing one in place so the device is never uncovered.
+/// The clsact qdisc is added only when the first try finds none: a pod's
+/// veth has it from cilium-cni, and asking again costs the endpoint's
+/// creation an RTNL round trip.
 fn attach_tc(prog: &mut SchedClassifier, ifname: &str, hook: Hook) -> Result<(), AttachError> {
-    if let Err(e) = tc::qdisc_add_clsact(ifname) {
-        if !matches!(&e, tc::TcError::AlreadyAttached) {
-            tracing::debug!(subsys = "datapath", device = ifname, error = %e, "clsact qdisc");
-        }
-    }
-    let options = NlOptions {
-        priority: TC_PRIORITY,
-        handle: TC_HANDLE,
-        classid: None,
+    let attach = |prog: &mut SchedClassifier| {
+        let options = NlOptions {
+            priority: TC_PRIORITY,
+            handle: TC_HANDLE,
+            classid: None,
+        };
+        prog.attach_with_options(ifname, hook.tc(), TcAttachOptions::Netlink(options))
     };
-    let id = match prog.attach_with_options(ifname, hook.tc(), TcAttachOptions::Netlink(options)) {
+    let id = match attach(prog) {
         Ok(id) => id,
-        Err(create_err) => {
-            let existing =
-                SchedClassifierLink::attached(ifname, hook.tc(), TC_PRIORITY, TC_HANDLE, None)
+        Err(_) => {
+            if let Err(e) = tc::qdisc_add_clsact(ifname) {
+                if !matches!(&e, tc::TcError::AlreadyAttached) {
+                    tracing::debug!(subsys = "datapath", device = ifname, error = %e, "clsact qdisc");
+                }
+            }
+            match attach(prog) {
+                Ok(id) => id,
+                Err(create_err) => {
+                    let existing = SchedClassifierLink::attached(
+                        ifname,
+                        hook.tc(),
+                        TC_PRIORITY,
+                        TC_HANDLE,
+                        None,
+                    )
                     .map_err(AttachError::TcLookup)?;
-            prog.attach_to_link(existing)
-                .map_err(|replace| AttachError::TcReplace {
-                    create: Box::new(create_err),
-                    replace: Box::new(replace),
-                })?
+                    prog.attach_to_link(existing)
+                        .map_err(|replace| AttachError::TcReplace {
+                            create: Box::new(create_err),
+                            replace: Box::new(replace),
+                        })?
+                }
+            }
         }
     };
     // The filter stays in the kernel when the handle is forgotten.

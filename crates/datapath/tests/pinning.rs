@@ -3,6 +3,7 @@
 
 use abi::endpoint::{EndpointInfo, EndpointKey};
 use abi::maps;
+use datapath::attach::AttachMode;
 use datapath::{Datapath, MapSizes, PinnedMap};
 use std::net::Ipv4Addr;
 use testsupport::Sandbox;
@@ -218,4 +219,45 @@ fn verified_programs_are_reused_only_against_the_same_maps() {
     let (new_name, new_id) = lxc(&third);
     assert_ne!(old_name, new_name, "a new key");
     assert_ne!(old_id, new_id, "verified again");
+}
+
+/// The tc filter `ifname`'s ingress has at Cilium's priority 1, if any.
+fn tc_ingress_filter(ifname: &str) -> bool {
+    aya::programs::tc::SchedClassifierLink::attached(
+        ifname,
+        aya::programs::TcAttachType::Ingress,
+        1,
+        aya::programs::tc::TcHandle::new(0, 1),
+        None,
+    )
+    .is_ok()
+}
+
+#[test]
+fn tc_attach_adds_the_clsact_qdisc_only_where_there_is_none_and_replaces_a_filter() {
+    let sb = Sandbox::enter();
+    let mut dp = Datapath::init(&sb.bpffs(), &small()).expect("init");
+    for (dev, peer) in [("lxcbare", "barepeer"), ("lxcqdisc", "qdiscpeer")] {
+        let status = std::process::Command::new("ip")
+            .args(["link", "add", dev, "type", "veth", "peer", "name", peer])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let status = std::process::Command::new("tc")
+        .args(["qdisc", "add", "dev", "lxcqdisc", "clsact"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for dev in ["lxcbare", "lxcqdisc"] {
+        let mode = dp
+            .attach_endpoint_as(8, dev, AttachMode::Tc)
+            .expect("tc attach");
+        assert_eq!(mode, AttachMode::Tc);
+        assert!(tc_ingress_filter(dev), "{dev} has its filter");
+        // a second attach (a restart) replaces the program in place
+        dp.attach_endpoint_as(8, dev, AttachMode::Tc)
+            .expect("tc attach again");
+        assert!(tc_ingress_filter(dev), "{dev} keeps its filter");
+    }
 }
