@@ -157,6 +157,87 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_ipv4_frag_datagrams SEC(".maps");
 
+#ifdef ENABLE_IPV6
+/* The IPv6 twins, only in the dual-stack build of each object (1.16
+ * creates them only with enable-ipv6): an IPv4-only node pins none. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct ipv6_ct_tuple);
+	__type(value, struct ct_entry);
+	__uint(max_entries, CT_MAP_SIZE_TCP);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_ct6_global SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct ipv6_ct_tuple);
+	__type(value, struct ct_entry);
+	__uint(max_entries, CT_MAP_SIZE_ANY);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_ct_any6_global SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct lb6_key);
+	__type(value, struct lb6_service);
+	__uint(max_entries, LB_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_lb6_services_v2 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct lb6_backend);
+	__uint(max_entries, LB_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_lb6_backends_v3 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u16);
+	__type(value, struct lb6_reverse_nat);
+	__uint(max_entries, LB_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_lb6_reverse_nat SEC(".maps");
+
+/* Maglev tables of v6 services: the inner arrays are cilium_lb4_maglev's */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__type(key, __u16);
+	__uint(max_entries, LB_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct lb4_maglev_inner);
+} cilium_lb6_maglev SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct lb6_affinity_key);
+	__type(value, struct lb_affinity_val);
+	__uint(max_entries, LB_MAP_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_lb6_affinity SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct ipv6_revnat_tuple);
+	__type(value, struct ipv6_revnat_entry);
+	__uint(max_entries, LB_REVERSE_SK_MAP_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_lb6_reverse_sk SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct ipv6_ct_tuple);
+	__type(value, struct ipv6_nat_entry);
+	__uint(max_entries, NAT_MAP_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_snat_v6_external SEC(".maps");
+#endif /* ENABLE_IPV6 */
+
 /* An endpoint's ingress, by endpoint ID (Cilium's POLICY_CALL_MAP): local
  * delivery tail-calls the endpoint's slot, which applies its ingress
  * policy and delivers. An endpoint without a slot is not served. */

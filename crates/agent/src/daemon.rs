@@ -124,6 +124,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         ct_tcp: config.ct_tcp_max,
         ct_any: config.ct_any_max,
         frag: config.frag_max,
+        ..Default::default()
     };
     let mut dp = datapath::Datapath::init(&config.bpf_root, &sizes)
         .context("initialising BPF maps and programs")?;

@@ -20,12 +20,15 @@ use std::sync::{LazyLock, Mutex};
 const BPF_MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
 const MIGRATING_SUFFIX: &str = ":migrating";
 
-/// Sizes of the maps whose capacity is a cilium-config knob.
+/// The node's map set: the sizes of the maps whose capacity is a
+/// cilium-config knob, and whether the IPv6 maps exist (the dual-stack
+/// builds of the objects, see [`objects::Family`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapSizes {
     pub ct_tcp: u32,
     pub ct_any: u32,
     pub frag: u32,
+    pub ipv6: bool,
 }
 
 impl Default for MapSizes {
@@ -34,6 +37,7 @@ impl Default for MapSizes {
             ct_tcp: abi::maps::CT_MAP_SIZE_TCP,
             ct_any: abi::maps::CT_MAP_SIZE_ANY,
             frag: abi::maps::FRAG_MAP_SIZE,
+            ipv6: false,
         }
     }
 }
@@ -51,14 +55,23 @@ impl MapSizes {
         }
     }
 
-    /// Each sized map's max entries, for [`load_object`].
-    pub fn overrides(&self) -> [(&'static str, u32); 4] {
+    /// Each sized map's max entries, for [`load_object`]; the IPv6 maps
+    /// take the IPv4 ones' sizes, as in 1.16.
+    pub fn overrides(&self) -> [(&'static str, u32); 7] {
         [
             (abi::maps::CT4_GLOBAL, self.ct_tcp),
             (abi::maps::CT_ANY4_GLOBAL, self.ct_any),
             (abi::maps::SNAT4_EXTERNAL, self.nat()),
             (abi::maps::IPV4_FRAG_DATAGRAMS, self.frag),
+            (abi::maps::CT6_GLOBAL, self.ct_tcp),
+            (abi::maps::CT_ANY6_GLOBAL, self.ct_any),
+            (abi::maps::SNAT6_EXTERNAL, self.nat()),
         ]
+    }
+
+    /// The objects this node runs.
+    pub fn objects(&self) -> objects::Family {
+        objects::Family::of(self.ipv6)
     }
 }
 
@@ -69,6 +82,8 @@ pub struct Datapath {
     lxc: Ebpf,
     host: Ebpf,
     overlay: Ebpf,
+    /// Which builds `lxc`, `host` and `overlay` are.
+    objects: objects::Family,
     /// Programs an earlier start verified against these very maps
     /// (`program_pins`), by name: used instead of the objects' own.
     reused: HashMap<&'static str, SchedClassifier>,
@@ -99,9 +114,10 @@ impl Datapath {
         // Objects one after the other (the first creates and pins the
         // maps the others reuse), then the verifier on every program at
         // once: it is most of an agent's start.
-        let mut lxc = load_object(objects::BPF_LXC, &globals, &sizes.overrides())?;
-        let mut host = load_object(objects::BPF_HOST, &globals, &sizes.overrides())?;
-        let mut overlay = load_object(objects::BPF_OVERLAY, &globals, &sizes.overrides())?;
+        let objects = sizes.objects();
+        let mut lxc = load_object(objects.lxc, &globals, &sizes.overrides())?;
+        let mut host = load_object(objects.host, &globals, &sizes.overrides())?;
+        let mut overlay = load_object(objects.overlay, &globals, &sizes.overrides())?;
         // what a previous start verified against these maps is run as it
         // is; the rest goes through the verifier and is kept for the next
         let mut reused = HashMap::new();
@@ -118,15 +134,10 @@ impl Datapath {
             Ok::<_, Error>(found)
         };
         std::thread::scope(|s| {
-            let host = s.spawn(|| verify(&mut host, objects::BPF_HOST, [FROM_HOST, FROM_NETDEV]));
-            let overlay = s.spawn(|| {
-                verify(
-                    &mut overlay,
-                    objects::BPF_OVERLAY,
-                    [FROM_OVERLAY, TO_OVERLAY],
-                )
-            });
-            let lxc = verify(&mut lxc, objects::BPF_LXC, [FROM_CONTAINER, LXC_POLICY]);
+            let host = s.spawn(|| verify(&mut host, objects.host, [FROM_HOST, FROM_NETDEV]));
+            let overlay =
+                s.spawn(|| verify(&mut overlay, objects.overlay, [FROM_OVERLAY, TO_OVERLAY]));
+            let lxc = verify(&mut lxc, objects.lxc, [FROM_CONTAINER, LXC_POLICY]);
             let joined = |h: std::thread::ScopedJoinHandle<'_, Result<_, Error>>| {
                 h.join().unwrap_or_else(|_| {
                     Err(Error::Map {
@@ -146,6 +157,7 @@ impl Datapath {
             lxc,
             host,
             overlay,
+            objects,
             reused,
         })
     }
@@ -157,9 +169,9 @@ impl Datapath {
             return Ok(self.reused.get_mut(name).expect("reused program"));
         }
         let (ebpf, object) = match which {
-            Which::Lxc => (&mut self.lxc, objects::BPF_LXC),
-            Which::Host => (&mut self.host, objects::BPF_HOST),
-            Which::Overlay => (&mut self.overlay, objects::BPF_OVERLAY),
+            Which::Lxc => (&mut self.lxc, self.objects.lxc),
+            Which::Host => (&mut self.host, self.objects.host),
+            Which::Overlay => (&mut self.overlay, self.objects.overlay),
         };
         load_classifier(ebpf, object.name, name)
     }
@@ -498,11 +510,12 @@ pub(crate) fn global_map_definition(name: &str) -> Result<MapMeta, Error> {
         std::sync::OnceLock::new();
     let defined = DEFINED.get_or_init(|| {
         let mut all = Vec::new();
+        // the dual-stack builds define every map the others do, and more
         for obj in [
-            objects::BPF_LXC,
-            objects::BPF_HOST,
-            objects::BPF_OVERLAY,
-            objects::BPF_SOCK,
+            objects::BPF_LXC_V6,
+            objects::BPF_HOST_V6,
+            objects::BPF_OVERLAY_V6,
+            objects::BPF_SOCK_V6,
         ] {
             all.extend(object_maps(obj).map_err(|e| e.to_string())?);
         }

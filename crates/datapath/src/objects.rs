@@ -30,3 +30,54 @@ pub const BPF_SOCK: Object = Object {
     name: "bpf_sock.o",
     bytes: aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/bpf_sock.o")),
 };
+
+/// The dual-stack builds (`ENABLE_IPV6`): the IPv6 maps and paths besides
+/// the IPv4 ones.
+pub const BPF_LXC_V6: Object = Object {
+    name: "bpf_lxc_v6.o",
+    bytes: aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/bpf_lxc_v6.o")),
+};
+
+pub const BPF_HOST_V6: Object = Object {
+    name: "bpf_host_v6.o",
+    bytes: aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/bpf_host_v6.o")),
+};
+
+pub const BPF_OVERLAY_V6: Object = Object {
+    name: "bpf_overlay_v6.o",
+    bytes: aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/bpf_overlay_v6.o")),
+};
+
+pub const BPF_SOCK_V6: Object = Object {
+    name: "bpf_sock_v6.o",
+    bytes: aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/bpf_sock_v6.o")),
+};
+
+/// The objects a node runs: the dual-stack builds when IPv6 is on.
+#[derive(Clone, Copy)]
+pub struct Family {
+    pub lxc: Object,
+    pub host: Object,
+    pub overlay: Object,
+    pub sock: Object,
+}
+
+impl Family {
+    pub const fn of(ipv6: bool) -> Self {
+        if ipv6 {
+            Self {
+                lxc: BPF_LXC_V6,
+                host: BPF_HOST_V6,
+                overlay: BPF_OVERLAY_V6,
+                sock: BPF_SOCK_V6,
+            }
+        } else {
+            Self {
+                lxc: BPF_LXC,
+                host: BPF_HOST,
+                overlay: BPF_OVERLAY,
+                sock: BPF_SOCK,
+            }
+        }
+    }
+}

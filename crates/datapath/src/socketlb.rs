@@ -65,7 +65,7 @@ impl SocketLb {
     /// `sizes` must be the node's: a map sized otherwise would count as
     /// incompatible and replace the pinned one (and its contents).
     pub fn load(globals: &Path, sizes: &MapSizes) -> Result<Self, Error> {
-        let mut ebpf = load_object(objects::BPF_SOCK, globals, &sizes.overrides())?;
+        let mut ebpf = load_object(sizes.objects().sock, globals, &sizes.overrides())?;
         for name in PROGRAMS {
             let prog = program(&mut ebpf, name)?;
             crate::loader::verify(|| prog.load()).map_err(|e| program_error(name, e))?;

@@ -117,6 +117,26 @@ const TABLE: &[Row] = &[
     row("cilium_policy_*", LPM_TRIE, 12, 24, 16384, NO_PREALLOC),
 ];
 
+/// The IPv6 maps 1.16 creates with enable-ipv6, as it defines them (the
+/// same files and sizes as their IPv4 twins above).
+const TABLE_V6: &[Row] = &[
+    // pkg/maps/ctmap/ctmap.go newMap: LRUHash, CtKey6Global, CtEntry
+    row("cilium_ct6_global", LRU_HASH, 38, 56, 524288, 0),
+    row("cilium_ct_any6_global", LRU_HASH, 38, 56, 262144, 0),
+    // pkg/maps/nat/nat.go NewMap: LRUHash, NatKey6, NatEntry6
+    row("cilium_snat_v6_external", LRU_HASH, 38, 56, 524288, 0),
+    // pkg/maps/lbmap/ipv6.go: Service6Key, Service6Value; Backend6KeyV3, Backend6ValueV3; RevNat6Key, RevNat6Value
+    row("cilium_lb6_services_v2", HASH, 24, 12, 65536, NO_PREALLOC),
+    row("cilium_lb6_backends_v3", HASH, 4, 24, 65536, NO_PREALLOC),
+    row("cilium_lb6_reverse_nat", HASH, 2, 18, 65536, NO_PREALLOC),
+    // pkg/maps/lbmap/ipv6.go CreateSockRevNat6Map: LRUHash, SockRevNat6Key/Value
+    row("cilium_lb6_reverse_sk", LRU_HASH, 32, 20, 262144, 0),
+    // pkg/maps/lbmap/affinity.go: LRUHash, Affinity6Key, AffinityValue
+    row("cilium_lb6_affinity", LRU_HASH, 24, 16, 65536, 0),
+    // pkg/maps/lbmap/maglev_outer_map.go: HashOfMaps, MaglevOuterKey, MaglevOuterVal
+    row("cilium_lb6_maglev", HASH_OF_MAPS, 2, 4, 65536, NO_PREALLOC),
+];
+
 /// pkg/maps/lbmap/maglev_inner_map.go newMaglevInnerMapSpec: the inner
 /// array of a Maglev table (its value size is what 1.16's agent reads the
 /// table size from, deleteMapIfMNotMatch).
@@ -251,11 +271,15 @@ fn possible_cpus() -> u32 {
         .sum()
 }
 
-/// The node's maps as the agent pins them at the default config: the
-/// endpoint, host and overlay objects, bpf_sock (bpf-lb-sock), one
-/// endpoint's policy map and one service's Maglev table.
-fn agent_pins(sb: &Sandbox) -> Datapath {
-    let sizes = MapSizes::default();
+/// The node's maps as the agent pins them at the default config (with
+/// IPv6 on or off): the endpoint, host and overlay objects, bpf_sock
+/// (bpf-lb-sock), one endpoint's policy map and one service's Maglev
+/// table.
+fn agent_pins(sb: &Sandbox, ipv6: bool) -> Datapath {
+    let sizes = MapSizes {
+        ipv6,
+        ..Default::default()
+    };
     let globals = sb.bpffs().join(maps::GLOBALS_DIR);
     let dp = Datapath::init(&sb.bpffs(), &sizes).expect("load the datapath");
     datapath::socketlb::SocketLb::load(&globals, &sizes).expect("load bpf_sock");
@@ -281,20 +305,18 @@ fn pins(globals: &Path) -> Vec<String> {
     names
 }
 
-#[test]
-fn every_pinned_map_is_as_cilium_1_16_asks_for_it() {
-    let sb = Sandbox::enter();
-    let _dp = agent_pins(&sb);
-    let globals = sb.bpffs().join(maps::GLOBALS_DIR);
+/// What 1.16's tools would re-create or misread among the pins under
+/// `globals`, against `table`.
+fn problems(globals: &Path, table: &[&Row]) -> Vec<String> {
     let cpus = possible_cpus();
     let mut problems = Vec::new();
-    let mut seen = vec![false; TABLE.len()];
-    for name in pins(&globals) {
+    let mut seen = vec![false; table.len()];
+    for name in pins(globals) {
         let map = PinnedMap::open(&globals.join(&name), &name).unwrap();
-        match TABLE.iter().position(|r| matches(r.name, &name)) {
+        match table.iter().position(|r| matches(r.name, &name)) {
             Some(i) => {
                 seen[i] = true;
-                problems.extend(differences(&name, &TABLE[i], &map, cpus));
+                problems.extend(differences(&name, table[i], &map, cpus));
             }
             None => {
                 if let Some(p) = PREFIXES_1_16.iter().find(|p| name.starts_with(*p)) {
@@ -310,11 +332,21 @@ fn every_pinned_map_is_as_cilium_1_16_asks_for_it() {
             }
         }
     }
-    for (row, seen) in TABLE.iter().zip(&seen) {
+    for (row, seen) in table.iter().zip(&seen) {
         if !seen {
             problems.push(format!("{}: in the table but not pinned", row.name));
         }
     }
+    problems
+}
+
+#[test]
+fn every_pinned_map_is_as_cilium_1_16_asks_for_it() {
+    let sb = Sandbox::enter();
+    let _dp = agent_pins(&sb, false);
+    let globals = sb.bpffs().join(maps::GLOBALS_DIR);
+    let cpus = possible_cpus();
+    let mut problems = problems(&globals, &TABLE.iter().collect::<Vec<_>>());
 
     let maglev = PinnedMap::open(&globals.join(maps::LB4_MAGLEV), maps::LB4_MAGLEV).unwrap();
     let entries = maglev.entries::<abi::Be16, u32>().unwrap();
@@ -330,9 +362,23 @@ fn every_pinned_map_is_as_cilium_1_16_asks_for_it() {
 }
 
 #[test]
+fn with_ipv6_the_v6_maps_are_pinned_as_cilium_1_16_asks_for_them_too() {
+    let sb = Sandbox::enter();
+    let _dp = agent_pins(&sb, true);
+    let globals = sb.bpffs().join(maps::GLOBALS_DIR);
+    let table: Vec<&Row> = TABLE.iter().chain(TABLE_V6).collect();
+    let problems = problems(&globals, &table);
+    assert!(
+        problems.is_empty(),
+        "1.16's tools would re-create or misread:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
 fn maps_of_our_own_carry_names_of_our_own() {
     let sb = Sandbox::enter();
-    let _dp = agent_pins(&sb);
+    let _dp = agent_pins(&sb, false);
     let ours: Vec<String> = pins(&sb.bpffs().join(maps::GLOBALS_DIR))
         .into_iter()
         .filter(|n| !TABLE.iter().any(|r| matches(r.name, n)))

@@ -130,13 +130,14 @@ pub fn udp(sport: u16, dport: u16) -> Vec<u8> {
 
 /// A test node's map sizes: small CT maps (and so, as in Cilium, a NAT map
 /// of 2/3 their size).
-fn sizes() -> [(&'static str, u32); 4] {
+fn sizes() -> Vec<(&'static str, u32)> {
     datapath::MapSizes {
         ct_tcp: 1024,
         ct_any: 1024,
         ..Default::default()
     }
     .overrides()
+    .to_vec()
 }
 
 pub fn load(sb: &Sandbox, obj: datapath::objects::Object) -> TestObject {
