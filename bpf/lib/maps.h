@@ -159,23 +159,8 @@ struct {
 
 #ifdef ENABLE_IPV6
 /* The IPv6 twins, only in the dual-stack build of each object (1.16
- * creates them only with enable-ipv6): an IPv4-only node pins none. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__type(key, struct ipv6_ct_tuple);
-	__type(value, struct ct_entry);
-	__uint(max_entries, CT_MAP_SIZE_TCP);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} cilium_ct6_global SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__type(key, struct ipv6_ct_tuple);
-	__type(value, struct ct_entry);
-	__uint(max_entries, CT_MAP_SIZE_ANY);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} cilium_ct_any6_global SEC(".maps");
-
+ * creates them only with enable-ipv6): an IPv4-only node pins none. The
+ * v6 conntrack tables are in conntrack_map.h. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, struct lb6_key);

@@ -373,7 +373,6 @@ unsafe impl Plain for MaglevLut {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Plain as _;
 
     #[test]
     fn an_ipv6_frontend_key_holds_the_address_and_port_in_network_order() {
