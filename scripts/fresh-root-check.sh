@@ -18,6 +18,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
+# The root gets a tmpfs of its own at /tmp (below), which would hide a
+# copy of a checkout that lives there.
+case $src/ in
+/tmp/*)
+    echo "fresh root: the checkout is under /tmp ($src), which the fresh root mounts a tmpfs over; clone it elsewhere" >&2
+    exit 1
+    ;;
+esac
 
 cache=${CILIUM_RS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cilium-rs}/fresh-root
 mkdir -p "$cache/debs" "$cache/apt-archives/partial"
