@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* IPv6 headers and the node's IPv6 router address. */
+/* The IPv6 header's definitions and the node's IPv6 router address. */
 #ifndef __LIB_IPV6_H_
 #define __LIB_IPV6_H_
 
@@ -7,17 +7,6 @@
 #include "runtime_config.h"
 
 #define NEXTHDR_ICMP	58
-
-static __always_inline struct ipv6hdr *ipv6_hdr(struct __sk_buff *ctx)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ipv6hdr *ip6 = data + ETH_HLEN;
-
-	if ((void *)(ip6 + 1) > data_end)
-		return NULL;
-	return ip6;
-}
 
 /* The router address (1.16's ROUTER_IP for IPv6) from the runtime config,
  * its two halves as the agent stored them; false while IPv6 is off. */
