@@ -8,6 +8,7 @@
 #include "lib/drop.h"
 #include "lib/eth.h"
 #include "lib/ipv4.h"
+#include "lib/ipv6.h"
 #include "lib/endpoint.h"
 #include "lib/conntrack.h"
 #include "lib/l3.h"
@@ -55,6 +56,43 @@ static __always_inline int ipcache_sender_to_pod(struct __sk_buff *ctx,
  * and handed to its veth, or sent through the overlay when the pod lives on
  * another node; the rest continues to cilium_net as the kernel intended.
  * Pods need no program on their veth's egress this way. */
+#ifdef ENABLE_IPV6
+/* cil_from_host for IPv6: into a local pod through its ingress policy, or
+ * through the overlay to a pod elsewhere; the rest (neighbour discovery
+ * among it) goes on as the kernel intended. */
+static __always_inline int ipv6_from_host(struct __sk_buff *ctx)
+{
+	struct endpoint_info *ep;
+	struct ipv6hdr *ip6;
+	union v6addr saddr, daddr;
+	__u32 src_id, tunnel_ep;
+	int ret;
+
+	ip6 = ipv6_hdr(ctx);
+	if (!ip6)
+		return send_drop_notify(ctx, IDENTITY_HOST, IDENTITY_UNKNOWN, 0,
+					-DROP_INVALID, METRIC_EGRESS, 0);
+	ipv6_saddr(ip6, &saddr);
+	ipv6_daddr(ip6, &daddr);
+	ep = lookup_ip6_endpoint(&daddr);
+	if (is_local_pod(ep)) {
+		src_id = ip6_identity(&saddr);
+		ret = policy_tail_call_ingress(ctx, ep, 0, src_id, 0);
+		return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id, ret,
+					METRIC_INGRESS, 0);
+	}
+	tunnel_ep = tunnel_endpoint6(lookup_ip6_remote(&daddr));
+	if (!tunnel_ep)
+		return CTX_ACT_OK;
+	ret = encap_and_redirect4(ctx, tunnel_ep, IDENTITY_REMOTE_NODE);
+	if (IS_ERR(ret))
+		return send_drop_notify(ctx, IDENTITY_HOST, IDENTITY_UNKNOWN, 0,
+					ret, METRIC_EGRESS, 0);
+	update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
+	return ret;
+}
+#endif /* ENABLE_IPV6 */
+
 __section_entry
 int cil_from_host(struct __sk_buff *ctx)
 {
@@ -64,6 +102,10 @@ int cil_from_host(struct __sk_buff *ctx)
 	int ret;
 
 	ret = validate_ethertype(ctx, &proto);
+#ifdef ENABLE_IPV6
+	if (!IS_ERR(ret) && proto == ETH_P_IPV6)
+		return ipv6_from_host(ctx);
+#endif
 	if (IS_ERR(ret) || proto != ETH_P_IP)
 		return CTX_ACT_OK;
 	ip4 = ipv4_hdr(ctx);

@@ -13,6 +13,7 @@
 #include "lib/ipv4.h"
 #include "lib/endpoint.h"
 #include "lib/conntrack.h"
+#include "lib/conntrack6.h"
 #include "lib/arp.h"
 #include "lib/icmp6.h"
 #include "lib/l3.h"
@@ -140,6 +141,121 @@ drop:
 	return reject_no_service(ctx, ret, verdict);
 }
 
+#ifdef ENABLE_IPV6
+/* IPv6 from a pod that is not neighbour discovery: IPv4's path without a
+ * load balancer yet. The endpoint map and the ipcache are keyed by the v6
+ * address, the policy maps are shared by both families. */
+static __always_inline int ipv6_from_lxc(struct __sk_buff *ctx)
+{
+	struct endpoint_info *src_ep, *dst_ep;
+	struct remote_endpoint_info *info;
+	struct ct_state ct = {};
+	struct ct6_packet pkt;
+	struct ipv6hdr *ip6;
+	union v6addr saddr;
+	__u32 tunnel_ep, sec_id = IDENTITY_UNKNOWN, dst_id = IDENTITY_UNKNOWN;
+	__u8 drop_dir = METRIC_EGRESS;
+	__u16 drop_ep = 0, src_lxc = 0;
+	int ret;
+
+	ip6 = ipv6_hdr(ctx);
+	if (!ip6) {
+		ret = -DROP_INVALID;
+		goto drop;
+	}
+	ipv6_saddr(ip6, &saddr);
+	src_ep = lookup_ip6_endpoint(&saddr);
+	if (!is_local_pod(src_ep) || src_ep->ifindex != ctx->ifindex) {
+		ret = -DROP_INVALID_SIP;
+		goto drop;
+	}
+	sec_id = src_ep->sec_id;
+	src_lxc = src_ep->lxc_id;
+	ret = ct_parse6(ctx, ip6, &pkt);
+	if (ret < 0)
+		goto drop;
+	info = lookup_ip6_remote(&pkt.tuple.daddr);
+	dst_id = info ? info->sec_identity : IDENTITY_WORLD_IPV6;
+	ret = ct_track6_policy(ctx, &pkt, CT_EGRESS, sec_id, 0, &ct, src_lxc, dst_id);
+	if (ret < 0)
+		goto drop;
+
+	dst_ep = lookup_ip6_endpoint(&pkt.tuple.daddr);
+	if (is_local_pod(dst_ep)) {
+		drop_dir = METRIC_INGRESS;
+		drop_ep = dst_ep->lxc_id;
+		update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
+		/* the callee reads the endpoint's address from the packet */
+		ret = policy_tail_call_ingress(ctx, dst_ep, 0, sec_id, POLICY_F_PEER);
+		goto drop;
+	}
+
+	tunnel_ep = tunnel_endpoint6(info);
+	if (tunnel_ep) {
+		send_trace_notify(ctx, TRACE_TO_OVERLAY, src_lxc, sec_id, dst_id, 0, 0, ct.status,
+				  pkt.tcp_flags);
+		ret = encap_and_redirect4(ctx, tunnel_ep, sec_id);
+		if (ret < 0)
+			goto drop;
+		update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
+		return ret;
+	}
+	if (ct.status == CT_REPLY)
+		nat_done_set(ctx);
+	send_trace_notify(ctx, TRACE_TO_STACK, src_lxc, sec_id, dst_id, 0, 0, ct.status,
+			  pkt.tcp_flags);
+	update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
+	return CTX_ACT_OK;
+drop:
+	return send_drop_notify(ctx, sec_id, dst_id, drop_ep, ret, drop_dir, src_lxc);
+}
+
+/* cil_lxc_policy for IPv6: the endpoint is the packet's destination. */
+static __always_inline int ipv6_lxc_policy(struct __sk_buff *ctx, __u32 src_id, __u32 flags)
+{
+	struct endpoint_info *ep = NULL;
+	struct ct_state ct = {};
+	struct ct6_packet pkt;
+	struct ipv6hdr *ip6;
+	union v6addr daddr;
+	int ret;
+
+	ip6 = ipv6_hdr(ctx);
+	if (!ip6) {
+		ret = -DROP_INVALID;
+		goto drop;
+	}
+	ipv6_daddr(ip6, &daddr);
+	ep = lookup_ip6_endpoint(&daddr);
+	if (!is_local_pod(ep)) {
+		ret = -DROP_UNKNOWN_TARGET;
+		goto drop;
+	}
+	ret = ct_parse6(ctx, ip6, &pkt);
+	if (ret < 0)
+		goto drop;
+	ct.node_port = !!(flags & POLICY_F_NODEPORT);
+	if (flags & POLICY_F_SKIP)
+		ret = ct_track6(ctx, &pkt, CT_INGRESS, src_id, (__u16)ep->ifindex, &ct);
+	else
+		ret = ct_track6_policy(ctx, &pkt, CT_INGRESS, src_id, (__u16)ep->ifindex, &ct,
+				       ep->lxc_id, src_id);
+	if (ret < 0)
+		goto drop;
+	update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
+	send_trace_notify(ctx, TRACE_TO_LXC, ep->lxc_id, src_id, ep->sec_id, ep->lxc_id,
+			  ep->ifindex, ct.status, pkt.tcp_flags);
+	send_debug_capture(ctx, DBG_CAPTURE_DELIVERY, ep->lxc_id, ep->ifindex);
+	ret = local_delivery(ctx, ep, flags & POLICY_F_PEER);
+	if (ret < 0)
+		goto drop;
+	return ret;
+drop:
+	return send_drop_notify(ctx, src_id, ep ? ep->sec_id : IDENTITY_UNKNOWN,
+				ep ? ep->lxc_id : 0, ret, METRIC_INGRESS, ep ? ep->lxc_id : 0);
+}
+#endif /* ENABLE_IPV6 */
+
 /*
  * An endpoint's ingress (Cilium's handle_policy), reached by tail call
  * through cilium_call_policy[endpoint ID] from every local delivery: the
@@ -152,12 +268,17 @@ int cil_lxc_policy(struct __sk_buff *ctx)
 {
 	__u32 src_id = ctx->cb[CB_SRC_LABEL], flags = ctx->cb[CB_POLICY_FLAGS];
 	__u32 ep_addr = ctx->cb[CB_EP_ADDR];
-	struct endpoint_info *ep = lookup_ip4_endpoint(ep_addr);
+	struct endpoint_info *ep;
 	struct ct_state ct = {};
 	struct ct_packet pkt;
 	struct iphdr *ip4;
 	int ret;
 
+#ifdef ENABLE_IPV6
+	if (ctx->protocol == bpf_htons(ETH_P_IPV6))
+		return ipv6_lxc_policy(ctx, src_id, flags);
+#endif
+	ep = lookup_ip4_endpoint(ep_addr);
 	ip4 = ipv4_hdr(ctx);
 	if (!ip4) {
 		ret = -DROP_INVALID;
@@ -185,7 +306,7 @@ int cil_lxc_policy(struct __sk_buff *ctx)
 	send_trace_notify(ctx, TRACE_TO_LXC, ep->lxc_id, src_id, ep->sec_id, ep->lxc_id,
 			  ep->ifindex, ct.status, pkt.tcp_flags);
 	send_debug_capture(ctx, DBG_CAPTURE_DELIVERY, ep->lxc_id, ep->ifindex);
-	ret = ipv4_local_delivery(ctx, ep, flags & POLICY_F_PEER);
+	ret = local_delivery(ctx, ep, flags & POLICY_F_PEER);
 	if (ret < 0)
 		goto drop;
 	return ret;
@@ -194,8 +315,8 @@ drop:
 				ep ? ep->lxc_id : 0, ret, METRIC_INGRESS, ep ? ep->lxc_id : 0);
 }
 
-/* IPv6 from a pod: neighbour discovery is answered here; the rest of
- * IPv6 is not forwarded yet, and nothing of it while IPv6 is off. */
+/* IPv6 from a pod: neighbour discovery is answered here and, in the
+ * dual-stack build, the rest forwarded; nothing of it while IPv6 is off. */
 static __always_inline int handle_ipv6_from_lxc(struct __sk_buff *ctx)
 {
 	union v6addr router;
@@ -203,6 +324,10 @@ static __always_inline int handle_ipv6_from_lxc(struct __sk_buff *ctx)
 
 	if (ipv6_router(&router)) {
 		ret = icmp6_ndp_from_lxc(ctx, &router);
+#ifdef ENABLE_IPV6
+		if (ret == NDP_NOT_HANDLED)
+			return ipv6_from_lxc(ctx);
+#endif
 		if (ret == NDP_NOT_HANDLED)
 			ret = -DROP_UNKNOWN_L3;
 	}

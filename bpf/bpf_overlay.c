@@ -11,6 +11,7 @@
 #include "lib/drop.h"
 #include "lib/eth.h"
 #include "lib/ipv4.h"
+#include "lib/ipv6.h"
 #include "lib/endpoint.h"
 #include "lib/conntrack.h"
 #include "lib/l3.h"
@@ -20,12 +21,12 @@
 
 /* The sender's identity rides in the VNI. A node never sends as host (it
  * uses remote-node), so a host VNI is forged. For remote-node the ipcache
- * may know better: a pod the VNI could not name. */
+ * may know better (`info`, the sender's entry): a pod the VNI could not
+ * name. */
 static __always_inline int overlay_source_identity(struct __sk_buff *ctx,
-						   const struct iphdr *ip4,
+						   const struct remote_endpoint_info *info,
 						   __u32 *src_id)
 {
-	struct remote_endpoint_info *info;
 	int ret;
 
 	ret = tunnel_source_identity(ctx, src_id);
@@ -33,11 +34,8 @@ static __always_inline int overlay_source_identity(struct __sk_buff *ctx,
 		return ret;
 	if (*src_id == IDENTITY_HOST)
 		return -DROP_INVALID_IDENTITY;
-	if (*src_id == IDENTITY_REMOTE_NODE) {
-		info = lookup_ip4_remote(ip4->saddr);
-		if (info)
-			*src_id = info->sec_identity;
-	}
+	if (*src_id == IDENTITY_REMOTE_NODE && info)
+		*src_id = info->sec_identity;
 	return 0;
 }
 
@@ -53,7 +51,7 @@ static __always_inline int handle_ipv4_from_overlay(struct __sk_buff *ctx)
 		ret = -DROP_INVALID;
 		goto drop;
 	}
-	ret = overlay_source_identity(ctx, ip4, &src_id);
+	ret = overlay_source_identity(ctx, lookup_ip4_remote(ip4->saddr), &src_id);
 	if (IS_ERR(ret))
 		goto drop;
 	/* The inner destination MAC is the sender's gateway, not ours: without
@@ -74,6 +72,46 @@ drop:
 				ep ? ep->lxc_id : 0, ret, METRIC_INGRESS, 0);
 }
 
+#ifdef ENABLE_IPV6
+/* IPv6 inside the IPv4 tunnel: the same way to a local pod. */
+static __always_inline int handle_ipv6_from_overlay(struct __sk_buff *ctx)
+{
+	struct endpoint_info *ep = NULL;
+	struct ipv6hdr *ip6;
+	union v6addr saddr, daddr;
+	__u32 src_id = IDENTITY_UNKNOWN;
+	int ret;
+
+	ip6 = ipv6_hdr(ctx);
+	if (!ip6) {
+		ret = -DROP_INVALID;
+		goto drop;
+	}
+	ipv6_saddr(ip6, &saddr);
+	ipv6_daddr(ip6, &daddr);
+	ret = overlay_source_identity(ctx, lookup_ip6_remote(&saddr), &src_id);
+	if (IS_ERR(ret))
+		goto drop;
+	/* a dual-stack sender's world is the IPv6 world here (1.16's
+	 * get_id_from_tunnel_id) */
+	if (src_id == IDENTITY_WORLD)
+		src_id = IDENTITY_WORLD_IPV6;
+	if (bpf_skb_change_type(ctx, PACKET_HOST) < 0) {
+		ret = -DROP_WRITE_ERROR;
+		goto drop;
+	}
+	ep = lookup_ip6_endpoint(&daddr);
+	if (!is_local_pod(ep)) {
+		update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
+		return CTX_ACT_OK;
+	}
+	ret = policy_tail_call_ingress(ctx, ep, 0, src_id, POLICY_F_PEER);
+drop:
+	return send_drop_notify(ctx, src_id, ep ? ep->sec_id : IDENTITY_UNKNOWN,
+				ep ? ep->lxc_id : 0, ret, METRIC_INGRESS, 0);
+}
+#endif /* ENABLE_IPV6 */
+
 /* Decapsulated packets (tc ingress of cilium_vxlan). */
 __section_entry
 int cil_from_overlay(struct __sk_buff *ctx)
@@ -87,6 +125,10 @@ int cil_from_overlay(struct __sk_buff *ctx)
 					ret, METRIC_INGRESS, 0);
 	if (proto == ETH_P_IP)
 		return handle_ipv4_from_overlay(ctx);
+#ifdef ENABLE_IPV6
+	if (proto == ETH_P_IPV6)
+		return handle_ipv6_from_overlay(ctx);
+#endif
 	return send_drop_notify(ctx, IDENTITY_UNKNOWN, IDENTITY_UNKNOWN, 0,
 				-DROP_UNKNOWN_L3, METRIC_INGRESS, 0);
 }

@@ -467,6 +467,17 @@ struct ipv4_frag_l4ports {
 	__u16 dport;		/* its destination port */
 };
 
+/* cilium_rs_ipv6_frag_datagrams: ipv6_frag_id -> ipv4_frag_l4ports (LRU).
+ * Not in 1.16, which drops every IPv6 fragment (DROP_FRAG_NOSUPPORT):
+ * its IPv6 twin, keyed by the fragment header's 32-bit identification. */
+struct ipv6_frag_id {
+	union v6addr daddr;
+	union v6addr saddr;
+	__u32 id;		/* network order */
+	__u8 proto;		/* the datagram's L4 protocol */
+	__u8 pad[3];
+};
+
 /* ---- cilium_policy_<EPID>: policy_key (LPM) -> policy_entry ---- */
 struct policy_key {
 	__u32 prefixlen;
@@ -751,6 +762,7 @@ struct trace_sock_notify {
 #define DROP_CSUM_L3		153
 #define DROP_CSUM_L4		154
 #define DROP_CT_CREATE_FAILED	155
+#define DROP_INVALID_EXTHDR	156
 #define DROP_FRAG_NOSUPPORT	157
 #define DROP_NO_SERVICE		158
 #define DROP_NO_TUNNEL_ENDPOINT	160
@@ -810,6 +822,7 @@ ABI_SIZE(struct lb6_affinity_key, 24);
 ABI_SIZE(struct ipv6_revnat_tuple, 32);
 ABI_SIZE(struct ipv6_revnat_entry, 20);
 ABI_SIZE(struct ipv6_nat_entry, 56);
+ABI_SIZE(struct ipv6_frag_id, 40);
 ABI_SIZE(struct metrics_key, 8);
 ABI_SIZE(struct rs_ratelimit_key, 8);
 ABI_SIZE(struct rs_ratelimit_value, 16);

@@ -74,6 +74,19 @@ static __always_inline int ct_icmp_tuple(struct ipv4_ct_tuple *tuple, __u8 type,
 	}
 }
 
+/* TCP and UDP (either family): the ports into a tuple's dport and sport
+ * (sport then dport on the wire land in dport then sport), and TCP's
+ * flags, which live in byte 13 of its header. */
+static __always_inline int ct_load_ports(struct __sk_buff *ctx, int l4_off, __u8 nexthdr,
+					 void *tuple_ports, __u8 *tcp_flags)
+{
+	if (nexthdr == IPPROTO_TCP && bpf_skb_load_bytes(ctx, l4_off + 13, tcp_flags, 1) < 0)
+		return -DROP_CT_INVALID_HDR;
+	if (bpf_skb_load_bytes(ctx, l4_off, tuple_ports, 4) < 0)
+		return -DROP_CT_INVALID_HDR;
+	return 0;
+}
+
 /* Fills the tuple's ports and flags, and the TCP flags or ICMP type, from
  * the L4 header at l4_off. Returns 0 or a negative drop reason. */
 static __always_inline int ct_extract_l4(struct __sk_buff *ctx, int l4_off,
@@ -83,15 +96,8 @@ static __always_inline int ct_extract_l4(struct __sk_buff *ctx, int l4_off,
 
 	switch (tuple->nexthdr) {
 	case IPPROTO_TCP:
-		/* flags live in byte 13 of the TCP header */
-		if (bpf_skb_load_bytes(ctx, l4_off + 13, &pkt->tcp_flags, 1) < 0)
-			return -DROP_CT_INVALID_HDR;
-		/* fallthrough */
 	case IPPROTO_UDP:
-		/* sport then dport on the wire land in dport then sport */
-		if (bpf_skb_load_bytes(ctx, l4_off, &tuple->dport, 4) < 0)
-			return -DROP_CT_INVALID_HDR;
-		return 0;
+		return ct_load_ports(ctx, l4_off, tuple->nexthdr, &tuple->dport, &pkt->tcp_flags);
 	case IPPROTO_ICMP: {
 		struct icmphdr icmp;
 
@@ -193,6 +199,31 @@ static __always_inline int ct_parse4(struct __sk_buff *ctx, const struct iphdr *
 	return 0;
 }
 
+/* A packet matched `entry`, as a reply or in its original direction:
+ * state says what the flow is, the entry counts the packet. */
+static __always_inline void ct_entry_hit(struct __sk_buff *ctx, struct ct_entry *entry,
+					 int dir, int reply, int related, __u8 nexthdr,
+					 struct ct_state *state)
+{
+	/* the load balancer's decisions for this packet, made before lookup */
+	__u16 rev_nat_index = state->rev_nat_index;
+	__u8 node_port = state->node_port;
+
+	state->status = related ? CT_RELATED : reply ? CT_REPLY : CT_ESTABLISHED;
+	state->src_sec_id = entry->src_sec_id;
+	/* A flow's own packets carry the translation made for them now: the
+	 * tuple may have served another (closed) flow that went through a
+	 * different service, or none. */
+	if (!reply && dir == CT_EGRESS)
+		entry->rev_nat_index = rev_nat_index;
+	state->rev_nat_index = entry->rev_nat_index;
+	if (!reply && node_port)
+		entry->flags |= CT_F_NODE_PORT;
+	state->node_port = !!(entry->flags & CT_F_NODE_PORT);
+	state->loopback = !!(entry->flags & CT_F_LB_LOOPBACK);
+	ct_update(entry, nexthdr, state->tcp_flags, reply, ctx->len);
+}
+
 /*
  * Looks the packet up for direction dir (CT_EGRESS leaving an endpoint,
  * CT_INGRESS entering one). On return the tuple is the key to create under
@@ -202,9 +233,6 @@ static __always_inline void ct_lookup4(struct __sk_buff *ctx, int dir,
 				       struct ipv4_ct_tuple *tuple,
 				       struct ct_state *state)
 {
-	/* the load balancer's decisions for this packet, made before lookup */
-	__u16 rev_nat_index = state->rev_nat_index;
-	__u8 node_port = state->node_port;
 	struct ct_entry *entry;
 	void *map = ct_map_for(tuple->nexthdr);
 
@@ -213,20 +241,8 @@ static __always_inline void ct_lookup4(struct __sk_buff *ctx, int dir,
 	for (int reply = 1; reply >= 0; reply--) {
 		entry = bpf_map_lookup_elem(map, tuple);
 		if (entry) {
-			state->status = (tuple->flags & TUPLE_F_RELATED) ? CT_RELATED :
-					reply ? CT_REPLY : CT_ESTABLISHED;
-			state->src_sec_id = entry->src_sec_id;
-			/* A flow's own packets carry the translation made for them
-			 * now: the tuple may have served another (closed) flow
-			 * that went through a different service, or none. */
-			if (!reply && dir == CT_EGRESS)
-				entry->rev_nat_index = rev_nat_index;
-			state->rev_nat_index = entry->rev_nat_index;
-			if (!reply && node_port)
-				entry->flags |= CT_F_NODE_PORT;
-			state->node_port = !!(entry->flags & CT_F_NODE_PORT);
-			state->loopback = !!(entry->flags & CT_F_LB_LOOPBACK);
-			ct_update(entry, tuple->nexthdr, state->tcp_flags, reply, ctx->len);
+			ct_entry_hit(ctx, entry, dir, reply, tuple->flags & TUPLE_F_RELATED,
+				     tuple->nexthdr, state);
 			return;
 		}
 		if (reply)
@@ -242,6 +258,16 @@ static __always_inline void ct_lookup4(struct __sk_buff *ctx, int dir,
  * new ICMP flow. It lives as long as a non-TCP flow and is refreshed by the
  * errors it lets through.
  */
+static __always_inline void ct_related_entry(struct ct_entry *entry, const struct ct_entry *flow)
+{
+	*entry = *flow;
+	entry->flags = (flow->flags & CT_F_LB_LOOPBACK) | CT_F_SEEN_NON_SYN;
+	/* it counts the errors, not the flow's packets */
+	entry->packets = 0;
+	entry->bytes = 0;
+	entry->lifetime = ct_now() + CT_CONNECTION_LIFETIME_NONTCP;
+}
+
 static __always_inline int ct_create_related4(const struct ipv4_ct_tuple *tuple,
 					      const struct ct_entry *flow)
 {
@@ -251,16 +277,36 @@ static __always_inline int ct_create_related4(const struct ipv4_ct_tuple *tuple,
 		.nexthdr = IPPROTO_ICMP,
 		.flags = tuple->flags | TUPLE_F_RELATED,
 	};
-	struct ct_entry entry = *flow;
+	struct ct_entry entry;
 
-	entry.flags = (flow->flags & CT_F_LB_LOOPBACK) | CT_F_SEEN_NON_SYN;
-	/* it counts the errors, not the flow's packets */
-	entry.packets = 0;
-	entry.bytes = 0;
-	entry.lifetime = ct_now() + CT_CONNECTION_LIFETIME_NONTCP;
+	ct_related_entry(&entry, flow);
 	if (bpf_map_update_elem(&cilium_ct_any4_global, &icmp, &entry, BPF_ANY) < 0)
 		return -DROP_CT_CREATE_FAILED;
 	return 0;
+}
+
+/* The entry a new flow of this packet gets (either family). */
+static __always_inline void ct_new_entry(struct __sk_buff *ctx, struct ct_entry *entry,
+					 const struct ct_state *state, __u8 nexthdr,
+					 __u32 src_sec_id, __u16 ifindex)
+{
+	__u32 now = ct_now();
+
+	__builtin_memset(entry, 0, sizeof(*entry));
+	entry->src_sec_id = src_sec_id;
+	entry->ifindex = ifindex;
+	entry->packets = 1;
+	entry->bytes = ctx->len;
+	entry->tx_flags_seen = state->tcp_flags;
+	entry->last_tx_report = now;
+	entry->rev_nat_index = state->rev_nat_index;
+	if (nexthdr == IPPROTO_TCP && !(state->tcp_flags & TCP_FLAG_SYN))
+		entry->flags |= CT_F_SEEN_NON_SYN;
+	if (state->loopback)
+		entry->flags |= CT_F_LB_LOOPBACK;
+	if (state->node_port)
+		entry->flags |= CT_F_NODE_PORT;
+	entry->lifetime = now + ct_lifetime(entry, nexthdr);
 }
 
 /* Stores a new entry under the tuple ct_lookup4 left. */
@@ -269,24 +315,9 @@ static __always_inline int ct_create4(struct __sk_buff *ctx,
 				      const struct ct_state *state,
 				      __u32 src_sec_id, __u16 ifindex)
 {
-	__u32 now = ct_now();
-	struct ct_entry entry = {
-		.src_sec_id = src_sec_id,
-		.ifindex = ifindex,
-		.packets = 1,
-		.bytes = ctx->len,
-		.tx_flags_seen = state->tcp_flags,
-		.last_tx_report = now,
-		.rev_nat_index = state->rev_nat_index,
-	};
+	struct ct_entry entry;
 
-	if (tuple->nexthdr == IPPROTO_TCP && !(state->tcp_flags & TCP_FLAG_SYN))
-		entry.flags |= CT_F_SEEN_NON_SYN;
-	if (state->loopback)
-		entry.flags |= CT_F_LB_LOOPBACK;
-	if (state->node_port)
-		entry.flags |= CT_F_NODE_PORT;
-	entry.lifetime = now + ct_lifetime(&entry, tuple->nexthdr);
+	ct_new_entry(ctx, &entry, state, tuple->nexthdr, src_sec_id, ifindex);
 	if (bpf_map_update_elem(ct_map_for(tuple->nexthdr), tuple, &entry, BPF_ANY) < 0)
 		return -DROP_CT_CREATE_FAILED;
 	if (tuple->nexthdr != IPPROTO_ICMP)

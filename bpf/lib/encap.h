@@ -40,6 +40,17 @@ tunnel_endpoint4(__u32 daddr, const struct remote_endpoint_info *info)
 	return tv ? tv->addr.ip4 : 0;
 }
 
+/* The IPv4 underlay address of the node behind an IPv6 destination (1.16
+ * tunnels IPv6 over an IPv4 underlay only), from the ipcache alone: the
+ * tunnel map has no IPv6 pod CIDRs. */
+static __always_inline __u32 tunnel_endpoint6(const struct remote_endpoint_info *info)
+{
+	if (!runtime_config(RUNTIME_CONFIG_ENCAP_IFINDEX) || !info ||
+	    (info->flags & IPCACHE_F_SKIP_TUNNEL))
+		return 0;
+	return info->tunnel_endpoint;
+}
+
 /* Hands the packet to cilium_vxlan for tunnel_ep (network order). */
 static __always_inline int encap_and_redirect4(struct __sk_buff *ctx,
 					       __u32 tunnel_ep, __u32 src_id)

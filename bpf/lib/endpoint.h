@@ -49,4 +49,24 @@ static __always_inline __u32 ip4_identity(__u32 addr)
 	return info ? info->sec_identity : IDENTITY_WORLD;
 }
 
+static __always_inline struct remote_endpoint_info *lookup_ip6_remote(const union v6addr *addr)
+{
+	struct ipcache_key key = {
+		.prefixlen = IPCACHE_STATIC_PREFIX_BITS + 128,
+		.family = ENDPOINT_KEY_IPV6,
+	};
+
+	__builtin_memcpy(key.addr.ip6, addr->addr, sizeof(key.addr.ip6));
+	return bpf_map_lookup_elem(&cilium_ipcache, &key);
+}
+
+/* Security identity of an IPv6 address: the ipcache's, else world-ipv6,
+ * the world a dual-stack node gives IPv6 (1.16's WORLD_IPV6_ID). */
+static __always_inline __u32 ip6_identity(const union v6addr *addr)
+{
+	struct remote_endpoint_info *info = lookup_ip6_remote(addr);
+
+	return info ? info->sec_identity : IDENTITY_WORLD_IPV6;
+}
+
 #endif /* __LIB_ENDPOINT_H_ */

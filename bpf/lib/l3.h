@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include "common.h"
+#include "ipv6.h"
 
 /* Returns 0, or a negative drop reason when the TTL runs out. */
 static __always_inline int ipv4_dec_ttl(struct __sk_buff *ctx)
@@ -36,13 +37,13 @@ static __always_inline int eth_rewrite(struct __sk_buff *ctx, const __u8 *src,
 
 /*
  * Hands the packet to a local pod as its gateway would: MACs rewritten to
- * veth -> pod, TTL decremented. From a tc ingress hook the packet goes
+ * veth -> pod, TTL (IPv6: hop limit) decremented. From a tc ingress hook the packet goes
  * straight into the pod's namespace (bpf_redirect_peer); elsewhere it is
  * sent out of the host-side veth.
  */
-static __always_inline int ipv4_local_delivery(struct __sk_buff *ctx,
-					       const struct endpoint_info *ep,
-					       int from_ingress)
+static __always_inline int local_delivery(struct __sk_buff *ctx,
+					  const struct endpoint_info *ep,
+					  int from_ingress)
 {
 	__u8 node_mac[ETH_ALEN], pod_mac[ETH_ALEN];
 	__u32 ifindex = ep->ifindex;
@@ -50,7 +51,7 @@ static __always_inline int ipv4_local_delivery(struct __sk_buff *ctx,
 
 	__builtin_memcpy(node_mac, ep->node_mac, ETH_ALEN);
 	__builtin_memcpy(pod_mac, ep->mac, ETH_ALEN);
-	ret = ipv4_dec_ttl(ctx);
+	ret = ctx->protocol == bpf_htons(ETH_P_IPV6) ? ipv6_dec_hoplimit(ctx) : ipv4_dec_ttl(ctx);
 	if (ret < 0)
 		return ret;
 	ret = eth_rewrite(ctx, node_mac, pod_mac);

@@ -221,6 +221,14 @@ struct {
 	__uint(max_entries, NAT_MAP_SIZE);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cilium_snat_v6_external SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct ipv6_frag_id);
+	__type(value, struct ipv4_frag_l4ports);
+	__uint(max_entries, FRAG_MAP_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cilium_rs_ipv6_frag_datagrams SEC(".maps");
 #endif /* ENABLE_IPV6 */
 
 /* An endpoint's ingress, by endpoint ID (Cilium's POLICY_CALL_MAP): local

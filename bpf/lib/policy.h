@@ -13,6 +13,8 @@
 #include "common.h"
 #include "maps.h"
 #include "conntrack.h"
+#include "conntrack6.h"
+#include "ipv6.h"
 #include "endpoint.h"
 #include "notify.h"
 
@@ -42,9 +44,9 @@ static __always_inline int policy_exact_proto(const struct policy_entry *e)
  * given direction, to destination port dport (network order; policy_dport
  * gives it, 0 for protocols without ports)? Returns 0 or a negative drop
  * reason. */
-static __always_inline int policy_can_access4(__u32 ep_id, __u32 remote, __u8 egress,
-					      __u8 proto, __u16 dport, __u32 len,
-					      __u8 *match)
+static __always_inline int policy_can_access(__u32 ep_id, __u32 remote, __u8 egress,
+					     __u8 proto, __u16 dport, __u32 len,
+					     __u8 *match)
 {
 	struct policy_key key = {
 		.prefixlen = POLICY_FULL_PREFIX,
@@ -110,27 +112,46 @@ static __always_inline void send_policy_verdict_notify(struct __sk_buff *ctx, __
 }
 
 /* The "port" policy keys carry: the destination port (CT tuples keep it in
- * sport), or for ICMP the type << 8, as Cilium keys ICMP rules. */
-static __always_inline __u16 policy_dport(const struct ct_packet *pkt)
+ * sport), or for ICMP and ICMPv6 the type << 8, as Cilium keys ICMP rules. */
+static __always_inline __u16 policy_dport(__u8 nexthdr, __u16 tuple_sport, __u8 icmp_type)
 {
-	switch (pkt->tuple.nexthdr) {
+	switch (nexthdr) {
 	case IPPROTO_TCP:
 	case IPPROTO_UDP:
-		return pkt->tuple.sport;
+		return tuple_sport;
 	case IPPROTO_ICMP:
-		return bpf_htons((__u16)pkt->icmp_type << 8);
+	case NEXTHDR_ICMP:
+		return bpf_htons((__u16)icmp_type << 8);
 	default:
 		return 0;
 	}
 }
 
-/*
- * ct_track4 with the policy of endpoint ep_id between: the flow is looked
- * up, a packet that is not a reply is checked against the policy for its
- * peer `remote`, and only an allowed new flow gets its entry. Allowed
- * established flows keep passing across policy changes as long as the
- * policy still allows them.
- */
+/* The policy half of tracking a packet for endpoint ep_id in direction
+ * dir, once its flow was looked up: a packet that is not a reply is
+ * checked against the policy for its peer `remote`. Allowed established
+ * flows keep passing across policy changes as long as the policy still
+ * allows them. Returns 0 or a negative drop reason. */
+static __always_inline int ct_policy_check(struct __sk_buff *ctx, const struct ct_state *state,
+					   int dir, __u32 ep_id, __u32 remote, __u8 nexthdr,
+					   __u16 dport)
+{
+	__u8 match = POLICY_MATCH_NONE;
+	int ret;
+
+	if (state->status == CT_REPLY || state->status == CT_RELATED)
+		return 0;
+	ret = policy_can_access(ep_id, remote, dir == CT_EGRESS, nexthdr, dport, ctx->len,
+				&match);
+	/* every denial, and the allow that opens a connection */
+	if (ret < 0 || state->status == CT_NEW)
+		send_policy_verdict_notify(ctx, ep_id, remote, dport, nexthdr, dir == CT_EGRESS,
+					   match, ret);
+	return ret;
+}
+
+/* ct_track4 with the policy of endpoint ep_id between: only an allowed new
+ * flow gets its entry. */
 static __always_inline int ct_track4_policy(struct __sk_buff *ctx, const struct ct_packet *pkt,
 					    int dir, __u32 src_sec_id, __u16 ifindex,
 					    struct ct_state *state, __u32 ep_id, __u32 remote)
@@ -140,22 +161,30 @@ static __always_inline int ct_track4_policy(struct __sk_buff *ctx, const struct 
 
 	state->tcp_flags = pkt->tcp_flags;
 	ct_lookup4(ctx, dir, &tuple, state);
-	if (state->status != CT_REPLY && state->status != CT_RELATED) {
-		__u8 match = POLICY_MATCH_NONE;
-
-		ret = policy_can_access4(ep_id, remote, dir == CT_EGRESS, pkt->tuple.nexthdr,
-					 policy_dport(pkt), ctx->len, &match);
-		/* every denial, and the allow that opens a connection */
-		if (ret < 0 || state->status == CT_NEW)
-			send_policy_verdict_notify(ctx, ep_id, remote, policy_dport(pkt),
-						   pkt->tuple.nexthdr, dir == CT_EGRESS, match, ret);
-		if (ret < 0)
-			return ret;
-	}
-	if (state->status != CT_NEW)
-		return 0;
+	ret = ct_policy_check(ctx, state, dir, ep_id, remote, tuple.nexthdr,
+			      policy_dport(tuple.nexthdr, pkt->tuple.sport, pkt->icmp_type));
+	if (ret < 0 || state->status != CT_NEW)
+		return ret;
 	return ct_create4(ctx, &tuple, state, src_sec_id, ifindex);
 }
+
+#ifdef ENABLE_IPV6
+static __always_inline int ct_track6_policy(struct __sk_buff *ctx, const struct ct6_packet *pkt,
+					    int dir, __u32 src_sec_id, __u16 ifindex,
+					    struct ct_state *state, __u32 ep_id, __u32 remote)
+{
+	struct ipv6_ct_tuple tuple = pkt->tuple;
+	int ret;
+
+	state->tcp_flags = pkt->tcp_flags;
+	ct_lookup6(ctx, dir, &tuple, state);
+	ret = ct_policy_check(ctx, state, dir, ep_id, remote, tuple.nexthdr,
+			      policy_dport(tuple.nexthdr, pkt->tuple.sport, pkt->icmp_type));
+	if (ret < 0 || state->status != CT_NEW)
+		return ret;
+	return ct_create6(ctx, &tuple, state, src_sec_id, ifindex);
+}
+#endif /* ENABLE_IPV6 */
 
 /* skb->cb slots of a tail call into an endpoint's ingress */
 #define CB_SRC_LABEL		0	/* the source identity */

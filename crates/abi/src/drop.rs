@@ -34,6 +34,7 @@ drop_reasons! {
     DROP_CSUM_L3 = 153, "Error while correcting L3 checksum";
     DROP_CSUM_L4 = 154, "Error while correcting L4 checksum";
     DROP_CT_CREATE_FAILED = 155, "CT: Map insertion failed";
+    DROP_INVALID_EXTHDR = 156, "Invalid IPv6 extension header";
     DROP_FRAG_NOSUPPORT = 157, "IP fragmentation not supported";
     DROP_NO_SERVICE = 158, "Service backend not found";
     DROP_NO_TUNNEL_ENDPOINT = 160, "No tunnel/encapsulation endpoint (datapath BUG!)";

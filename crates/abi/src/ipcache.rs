@@ -1,7 +1,7 @@
 //! `cilium_ipcache`: IP prefix to identity and tunnel endpoint (LPM trie).
 
 use crate::{assert_layout, Be32, Plain};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Bits of the key before the address (cluster_id, pad1, family); LPM
 /// prefix lengths count them, so an IPv4 /32 is stored as 64.
@@ -42,6 +42,33 @@ impl IpcacheKey {
             family: crate::endpoint::ENDPOINT_KEY_IPV4,
             ip: bytes,
         }
+    }
+
+    /// Key for an IPv6 prefix; host bits beyond `len` are cleared.
+    pub fn v6(ip: Ipv6Addr, len: u8) -> Self {
+        let len = len.min(128);
+        let mask = if len == 0 {
+            0
+        } else {
+            u128::MAX << (128 - len)
+        };
+        Self {
+            prefixlen: IPCACHE_STATIC_PREFIX_BITS + u32::from(len),
+            cluster_id: 0,
+            pad1: 0,
+            family: crate::endpoint::ENDPOINT_KEY_IPV6,
+            ip: (u128::from(ip) & mask).to_be_bytes(),
+        }
+    }
+
+    /// The IPv6 prefix this key stands for, if it is an IPv6 key.
+    pub fn ipv6_prefix(&self) -> Option<(Ipv6Addr, u8)> {
+        if self.family != crate::endpoint::ENDPOINT_KEY_IPV6 {
+            return None;
+        }
+        let plen = self.prefixlen;
+        let len = plen.checked_sub(IPCACHE_STATIC_PREFIX_BITS)?;
+        Some((Ipv6Addr::from(self.ip), len.min(128) as u8))
     }
 
     /// The IPv4 prefix this key stands for, if it is an IPv4 key.

@@ -36,6 +36,8 @@ pub const RATELIMIT_METRICS: &str = "cilium_rs_ratelimit_metrics";
 /// Each endpoint's `cilium_policy_<EPID>` by endpoint ID (ours).
 pub const POLICY_MAPS: &str = "cilium_rs_policy_maps";
 pub const IPV4_FRAG_DATAGRAMS: &str = "cilium_ipv4_frag_datagrams";
+/// The ports of fragmented IPv6 datagrams (ours: 1.16 drops IPv6 fragments).
+pub const IPV6_FRAG_DATAGRAMS: &str = "cilium_rs_ipv6_frag_datagrams";
 /// Node IP to node ID, as before 1.16 (value: the ID alone).
 pub const NODE: &str = "cilium_node_map";
 /// Node IP to node ID and IPsec SPI: what 1.16's programs read.

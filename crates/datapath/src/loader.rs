@@ -57,7 +57,7 @@ impl MapSizes {
 
     /// Each sized map's max entries, for [`load_object`]; the IPv6 maps
     /// take the IPv4 ones' sizes, as in 1.16.
-    pub fn overrides(&self) -> [(&'static str, u32); 7] {
+    pub fn overrides(&self) -> [(&'static str, u32); 8] {
         [
             (abi::maps::CT4_GLOBAL, self.ct_tcp),
             (abi::maps::CT_ANY4_GLOBAL, self.ct_any),
@@ -66,6 +66,7 @@ impl MapSizes {
             (abi::maps::CT6_GLOBAL, self.ct_tcp),
             (abi::maps::CT_ANY6_GLOBAL, self.ct_any),
             (abi::maps::SNAT6_EXTERNAL, self.nat()),
+            (abi::maps::IPV6_FRAG_DATAGRAMS, self.frag),
         ]
     }
 

@@ -46,6 +46,11 @@ impl TestObject {
         })
     }
 
+    /// The object this is.
+    pub fn object(&self) -> Object {
+        self.object
+    }
+
     /// Where the object's maps are pinned.
     pub fn pin_dir(&self) -> &Path {
         &self.pin_dir

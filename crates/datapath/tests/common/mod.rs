@@ -160,12 +160,14 @@ pub fn add_pod(obj: &TestObject, ip: Ipv4Addr, id: u16, n: u8, identity: u32) {
     );
 }
 
-/// Puts an endpoint's ingress program into its cilium_call_policy slot
-/// (the slot keeps the program when this object goes).
+/// Puts an endpoint's ingress program, of `obj`'s build (IPv4 only or dual
+/// stack), into its cilium_call_policy slot (the slot keeps the program
+/// when this object goes).
 pub fn install_ingress(obj: &TestObject, endpoint_id: u16) {
     use datapath::loader::{install_tail_call, load_classifier, load_object, LXC_POLICY};
-    let mut lxc =
-        load_object(datapath::objects::BPF_LXC, obj.pin_dir(), &sizes()).expect("load bpf_lxc");
+    let v6 = obj.object().name.ends_with("_v6.o");
+    let lxc = datapath::objects::Family::of(v6).lxc;
+    let mut lxc = load_object(lxc, obj.pin_dir(), &sizes()).expect("load bpf_lxc");
     let prog =
         load_classifier(&mut lxc, "bpf_lxc.o", LXC_POLICY).expect("load the ingress program");
     install_tail_call(obj.pin_dir(), prog, endpoint_id).expect("fill cilium_call_policy");
