@@ -1,4 +1,5 @@
-//! Host-scope IPv4 allocation from this node's pod CIDR (cluster-pool mode).
+//! Host-scope allocation from this node's pod CIDR (cluster-pool mode), one
+//! allocator per address family (`Ipam` is IPv4's, `Ipam<Ipv6Addr>` IPv6's).
 //!
 //! Every change is written to disk before it is acknowledged, so a restarted
 //! agent never hands out an address that is still in use, even one whose
@@ -7,7 +8,7 @@
 mod store;
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -23,13 +24,13 @@ pub const EXPIRATION: Duration = Duration::from_secs(600);
 #[derive(Debug, thiserror::Error)]
 pub enum IpamError {
     #[error("range is full: all {0} addresses of {1} are allocated")]
-    Full(u32, String),
+    Full(u128, String),
     #[error("IP {0} is not in this node's pod CIDR {1}")]
-    OutOfRange(Ipv4Addr, String),
+    OutOfRange(IpAddr, String),
     #[error("IP {0} is already allocated to {1}")]
-    InUse(Ipv4Addr, String),
+    InUse(IpAddr, String),
     #[error("IP {0} is not allocated")]
-    NotAllocated(Ipv4Addr),
+    NotAllocated(IpAddr),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -44,10 +45,43 @@ pub struct Allocation {
     pub expiration_uuid: String,
 }
 
-pub struct Ipam {
-    network: Ipv4Addr,
+/// An address of one family, as a number the allocator counts with.
+pub trait PoolAddr:
+    Copy + Ord + std::fmt::Display + Into<IpAddr> + serde::Serialize + serde::de::DeserializeOwned
+{
+    const BITS: u32;
+    /// The family as Cilium's status names it.
+    const FAMILY: &'static str;
+    fn to_bits(self) -> u128;
+    fn from_bits(bits: u128) -> Self;
+}
+
+impl PoolAddr for Ipv4Addr {
+    const BITS: u32 = 32;
+    const FAMILY: &'static str = "IPv4";
+    fn to_bits(self) -> u128 {
+        u128::from(u32::from(self))
+    }
+    fn from_bits(bits: u128) -> Self {
+        Ipv4Addr::from(bits as u32)
+    }
+}
+
+impl PoolAddr for Ipv6Addr {
+    const BITS: u32 = 128;
+    const FAMILY: &'static str = "IPv6";
+    fn to_bits(self) -> u128 {
+        u128::from(self)
+    }
+    fn from_bits(bits: u128) -> Self {
+        Ipv6Addr::from(bits)
+    }
+}
+
+pub struct Ipam<A: PoolAddr = Ipv4Addr> {
+    network: A,
     prefix_len: u8,
-    allocations: BTreeMap<Ipv4Addr, Allocation>,
+    allocations: BTreeMap<A, Allocation>,
     store: store::Store,
 }
 
@@ -58,15 +92,10 @@ fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
-impl Ipam {
+impl<A: PoolAddr> Ipam<A> {
     /// Opens the allocator for `network/prefix_len`, loading what a previous
     /// run persisted under `path`, and reserves the router address.
-    pub fn open(
-        network: Ipv4Addr,
-        prefix_len: u8,
-        router: Ipv4Addr,
-        path: PathBuf,
-    ) -> Result<Self, IpamError> {
+    pub fn open(network: A, prefix_len: u8, router: A, path: PathBuf) -> Result<Self, IpamError> {
         let store = store::Store::new(path);
         let mut ipam = Self {
             network,
@@ -74,7 +103,7 @@ impl Ipam {
             allocations: store.load()?,
             store,
         };
-        let stale: Vec<Ipv4Addr> = ipam
+        let stale: Vec<A> = ipam
             .allocations
             .keys()
             .copied()
@@ -105,37 +134,39 @@ impl Ipam {
         format!("{}/{}", self.network, self.prefix_len)
     }
 
-    fn first_last(&self) -> (u32, u32) {
-        let base = u32::from(self.network);
-        let size = 1u64 << (32 - u32::from(self.prefix_len));
-        if size <= 2 {
-            return (base, base + size as u32 - 1);
+    fn first_last(&self) -> (u128, u128) {
+        let base = self.network.to_bits();
+        let host_bits = A::BITS - u32::from(self.prefix_len);
+        let last = base | u128::MAX.checked_shr(128 - host_bits).unwrap_or(0);
+        if host_bits <= 1 {
+            return (base, last);
         }
-        (base + 1, base + size as u32 - 2)
+        (base + 1, last - 1)
     }
 
-    /// Usable addresses: the CIDR without network and broadcast.
-    pub fn capacity(&self) -> u32 {
+    /// Usable addresses: the CIDR without its first and last.
+    pub fn capacity(&self) -> u128 {
         let (first, last) = self.first_last();
         last - first + 1
     }
 
-    fn contains(&self, ip: Ipv4Addr) -> bool {
+    fn contains(&self, ip: A) -> bool {
         let (first, last) = self.first_last();
-        (first..=last).contains(&u32::from(ip))
+        (first..=last).contains(&ip.to_bits())
     }
 
-    /// The lowest free address, or the highest with `from_top`.
-    fn free_address(&self, from_top: bool) -> Result<Ipv4Addr, IpamError> {
+    /// The lowest free address, or the highest with `from_top`: at most one
+    /// more than the allocations are looked at either way.
+    fn free_address(&self, from_top: bool) -> Result<A, IpamError> {
         let (first, last) = self.first_last();
-        let free = |ip: &u32| !self.allocations.contains_key(&Ipv4Addr::from(*ip));
+        let free = |ip: &u128| !self.allocations.contains_key(&A::from_bits(*ip));
         let found = if from_top {
             (first..=last).rev().find(free)
         } else {
             (first..=last).find(free)
         };
         found
-            .map(Ipv4Addr::from)
+            .map(A::from_bits)
             .ok_or_else(|| IpamError::Full(self.capacity(), self.cidr()))
     }
 
@@ -144,7 +175,7 @@ impl Ipam {
         &mut self,
         owner: &str,
         expiring: bool,
-    ) -> Result<(Ipv4Addr, Allocation), IpamError> {
+    ) -> Result<(A, Allocation), IpamError> {
         let ip = self.free_address(false)?;
         let alloc = self.insert(ip, owner, expiring)?;
         Ok((ip, alloc))
@@ -153,7 +184,7 @@ impl Ipam {
     /// The address `owner` holds for good, or the highest free one given
     /// to it: how a node-wide owner (the health endpoint) keeps its
     /// address across restarts.
-    pub fn reserve(&mut self, owner: &str) -> Result<Ipv4Addr, IpamError> {
+    pub fn reserve(&mut self, owner: &str) -> Result<A, IpamError> {
         let held = self
             .allocations
             .iter()
@@ -170,8 +201,8 @@ impl Ipam {
     }
 
     /// Frees every address `owner` holds (a node-wide owner switched off).
-    pub fn release_owner(&mut self, owner: &str) -> Result<Vec<Ipv4Addr>, IpamError> {
-        let held: Vec<Ipv4Addr> = self
+    pub fn release_owner(&mut self, owner: &str) -> Result<Vec<A>, IpamError> {
+        let held: Vec<A> = self
             .allocations
             .iter()
             .filter(|(_, a)| a.owner == owner)
@@ -184,24 +215,19 @@ impl Ipam {
     }
 
     /// Allocates a specific address (`POST /ipam/{ip}`, endpoint restore).
-    pub fn allocate_ip(&mut self, ip: Ipv4Addr, owner: &str) -> Result<Allocation, IpamError> {
+    pub fn allocate_ip(&mut self, ip: A, owner: &str) -> Result<Allocation, IpamError> {
         if !self.contains(ip) {
-            return Err(IpamError::OutOfRange(ip, self.cidr()));
+            return Err(IpamError::OutOfRange(ip.into(), self.cidr()));
         }
         if let Some(a) = self.allocations.get(&ip) {
             if a.owner != owner {
-                return Err(IpamError::InUse(ip, a.owner.clone()));
+                return Err(IpamError::InUse(ip.into(), a.owner.clone()));
             }
         }
         self.insert(ip, owner, false)
     }
 
-    fn insert(
-        &mut self,
-        ip: Ipv4Addr,
-        owner: &str,
-        expiring: bool,
-    ) -> Result<Allocation, IpamError> {
+    fn insert(&mut self, ip: A, owner: &str, expiring: bool) -> Result<Allocation, IpamError> {
         let alloc = Allocation {
             owner: owner.to_owned(),
             expires: expiring.then(|| now_secs() + EXPIRATION.as_secs()),
@@ -218,11 +244,11 @@ impl Ipam {
         Ok(alloc)
     }
 
-    pub fn release(&mut self, ip: Ipv4Addr) -> Result<Allocation, IpamError> {
+    pub fn release(&mut self, ip: A) -> Result<Allocation, IpamError> {
         let alloc = self
             .allocations
             .remove(&ip)
-            .ok_or(IpamError::NotAllocated(ip))?;
+            .ok_or(IpamError::NotAllocated(ip.into()))?;
         if let Err(e) = self.store.save(&self.allocations) {
             self.allocations.insert(ip, alloc);
             return Err(e.into());
@@ -231,20 +257,20 @@ impl Ipam {
     }
 
     /// An endpoint now owns the address: it no longer expires.
-    pub fn claim(&mut self, ip: Ipv4Addr, owner: &str) -> Result<(), IpamError> {
+    pub fn claim(&mut self, ip: A, owner: &str) -> Result<(), IpamError> {
         match self.allocations.get(&ip) {
             Some(a) if a.expires.is_none() && a.owner == owner => Ok(()),
             Some(a) if a.owner != owner && a.expires.is_none() => {
-                Err(IpamError::InUse(ip, a.owner.clone()))
+                Err(IpamError::InUse(ip.into(), a.owner.clone()))
             }
             _ => self.insert(ip, owner, false).map(|_| ()),
         }
     }
 
     /// Frees allocations whose expiration passed without an endpoint.
-    pub fn release_expired(&mut self) -> Result<Vec<Ipv4Addr>, IpamError> {
+    pub fn release_expired(&mut self) -> Result<Vec<A>, IpamError> {
         let now = now_secs();
-        let expired: Vec<Ipv4Addr> = self
+        let expired: Vec<A> = self
             .allocations
             .iter()
             .filter(|(_, a)| a.expires.is_some_and(|t| t <= now))
@@ -256,14 +282,15 @@ impl Ipam {
         Ok(expired)
     }
 
-    pub fn allocations(&self) -> &BTreeMap<Ipv4Addr, Allocation> {
+    pub fn allocations(&self) -> &BTreeMap<A, Allocation> {
         &self.allocations
     }
 
     /// Cilium's status string: `IPv4: 2/254 allocated from 10.0.0.0/24, `.
     pub fn status_line(&self) -> String {
         format!(
-            "IPv4: {}/{} allocated from {}, ",
+            "{}: {}/{} allocated from {}, ",
+            A::FAMILY,
             self.allocations.len(),
             self.capacity(),
             self.cidr()
@@ -348,6 +375,30 @@ mod tests {
             ipam.allocate_next("ns/late", false).unwrap().0,
             Ipv4Addr::new(10, 0, 0, 4)
         );
+    }
+
+    #[test]
+    fn an_ipv6_pool_counts_the_same_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let net: Ipv6Addr = "fd00:10:0:1::".parse().unwrap();
+        let router: Ipv6Addr = "fd00:10:0:1::1".parse().unwrap();
+        let mut ipam = Ipam::open(net, 120, router, dir.path().join("ipam6.json")).unwrap();
+        assert_eq!(ipam.capacity(), 254);
+        let (a, _) = ipam.allocate_next("default/a", false).unwrap();
+        assert_eq!(a, "fd00:10:0:1::2".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(
+            ipam.reserve(OWNER_HEALTH).unwrap(),
+            "fd00:10:0:1::fe".parse::<Ipv6Addr>().unwrap()
+        );
+        drop(ipam);
+        let ipam: Ipam<Ipv6Addr> =
+            Ipam::open(net, 120, router, dir.path().join("ipam6.json")).unwrap();
+        assert_eq!(
+            ipam.status_line(),
+            "IPv6: 3/254 allocated from fd00:10:0:1::/120, "
+        );
+        let wide = Ipam::open(net, 64, router, dir.path().join("wide.json")).unwrap();
+        assert_eq!(wide.capacity(), (1u128 << 64) - 2);
     }
 
     #[test]

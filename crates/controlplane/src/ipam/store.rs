@@ -1,8 +1,7 @@
 //! The allocation file: JSON, replaced atomically (`statefile::replace`).
 
-use super::Allocation;
+use super::{Allocation, PoolAddr};
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +33,7 @@ impl Store {
         }
     }
 
-    pub(super) fn load(&self) -> Result<BTreeMap<Ipv4Addr, Allocation>, StoreError> {
+    pub(super) fn load<A: PoolAddr>(&self) -> Result<BTreeMap<A, Allocation>, StoreError> {
         match std::fs::read(&self.path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
                 path: self.path.clone(),
@@ -45,9 +44,9 @@ impl Store {
         }
     }
 
-    pub(super) fn save(
+    pub(super) fn save<A: PoolAddr>(
         &self,
-        allocations: &BTreeMap<Ipv4Addr, Allocation>,
+        allocations: &BTreeMap<A, Allocation>,
     ) -> Result<(), StoreError> {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(self.io("creating the directory of"))?;
