@@ -101,6 +101,9 @@ fn ipcache(d: &Sources<'_>, ip: Ipv4Addr) -> (u32, Option<Ipv4Addr>) {
         .list()
         .into_iter()
         .filter(|((net, len), _)| {
+            let std::net::IpAddr::V4(net) = net else {
+                return false;
+            };
             let mask = u32::MAX.checked_shl(32 - u32::from(*len)).unwrap_or(0);
             u32::from(ip) & mask == u32::from(*net)
         })

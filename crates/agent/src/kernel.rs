@@ -27,16 +27,23 @@ pub struct IpcacheWriter {
     pub bpf_root: PathBuf,
 }
 
+fn ipcache_key(ip: IpAddr, len: u8) -> IpcacheKey {
+    match ip {
+        IpAddr::V4(ip) => IpcacheKey::v4(ip, len),
+        IpAddr::V6(ip) => IpcacheKey::v6(ip, len),
+    }
+}
+
 impl IpcacheMap for IpcacheWriter {
-    fn write(&self, ip: Ipv4Addr, len: u8, value: &RemoteEndpointInfo) -> Result<(), KernelError> {
+    fn write(&self, ip: IpAddr, len: u8, value: &RemoteEndpointInfo) -> Result<(), KernelError> {
         Ipcache::open(&self.bpf_root)
-            .and_then(|m| m.put(&IpcacheKey::v4(ip, len), value))
+            .and_then(|m| m.put(&ipcache_key(ip, len), value))
             .map_err(kernel)
     }
 
-    fn delete(&self, ip: Ipv4Addr, len: u8) -> Result<(), KernelError> {
+    fn delete(&self, ip: IpAddr, len: u8) -> Result<(), KernelError> {
         Ipcache::open(&self.bpf_root)
-            .and_then(|m| m.remove(&IpcacheKey::v4(ip, len)))
+            .and_then(|m| m.remove(&ipcache_key(ip, len)))
             .map(drop)
             .map_err(kernel)
     }

@@ -6,7 +6,7 @@ use crate::map_events::Action;
 use crate::ports::{IpcacheMap, KernelError};
 use abi::ipcache::RemoteEndpointInfo;
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex};
 
 /// Where an entry came from (Cilium's `source.Source`). The order is
@@ -69,7 +69,7 @@ impl Entry {
 
 pub struct IpCache {
     map: Arc<dyn IpcacheMap>,
-    entries: Mutex<BTreeMap<(Ipv4Addr, u8), Entry>>,
+    entries: Mutex<BTreeMap<(IpAddr, u8), Entry>>,
     events: crate::map_events::MapEvents,
 }
 
@@ -82,9 +82,15 @@ impl IpCache {
         }
     }
 
-    /// Writes an entry unless one from a stronger source holds the prefix;
-    /// returns whether it was written.
-    pub fn upsert(&self, ip: Ipv4Addr, len: u8, entry: Entry) -> Result<bool, KernelError> {
+    /// Writes an entry unless one from a stronger source holds the prefix
+    /// (of either family); returns whether it was written.
+    pub fn upsert(
+        &self,
+        ip: impl Into<IpAddr>,
+        len: u8,
+        entry: Entry,
+    ) -> Result<bool, KernelError> {
+        let ip = ip.into();
         let mut entries = self.entries.lock().expect("ipcache lock");
         if let Some(old) = entries.get(&(ip, len)) {
             if old.source > entry.source {
@@ -105,7 +111,13 @@ impl IpCache {
     }
 
     /// Removes the prefix if `source` is the one that wrote it.
-    pub fn remove(&self, ip: Ipv4Addr, len: u8, source: Source) -> Result<(), KernelError> {
+    pub fn remove(
+        &self,
+        ip: impl Into<IpAddr>,
+        len: u8,
+        source: Source,
+    ) -> Result<(), KernelError> {
+        let ip = ip.into();
         let mut entries = self.entries.lock().expect("ipcache lock");
         if entries.get(&(ip, len)).is_some_and(|e| e.source != source) {
             return Ok(());
@@ -122,11 +134,11 @@ impl IpCache {
         Ok(())
     }
 
-    pub fn get(&self, ip: Ipv4Addr, len: u8) -> Option<Entry> {
+    pub fn get(&self, ip: impl Into<IpAddr>, len: u8) -> Option<Entry> {
         self.entries
             .lock()
             .expect("ipcache lock")
-            .get(&(ip, len))
+            .get(&(ip.into(), len))
             .cloned()
     }
 
@@ -135,7 +147,7 @@ impl IpCache {
         self.events.list()
     }
 
-    pub fn list(&self) -> Vec<((Ipv4Addr, u8), Entry)> {
+    pub fn list(&self) -> Vec<((IpAddr, u8), Entry)> {
         let entries = self.entries.lock().expect("ipcache lock");
         entries.iter().map(|(k, v)| (*k, v.clone())).collect()
     }

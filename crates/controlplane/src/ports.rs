@@ -26,8 +26,8 @@ pub type PortFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// cilium_ipcache: prefix to identity and tunnel endpoint.
 pub trait IpcacheMap: Send + Sync {
-    fn write(&self, ip: Ipv4Addr, len: u8, value: &RemoteEndpointInfo) -> Result<(), KernelError>;
-    fn delete(&self, ip: Ipv4Addr, len: u8) -> Result<(), KernelError>;
+    fn write(&self, ip: IpAddr, len: u8, value: &RemoteEndpointInfo) -> Result<(), KernelError>;
+    fn delete(&self, ip: IpAddr, len: u8) -> Result<(), KernelError>;
 }
 
 /// What makes a local endpoint real: programs on its interface, its

@@ -29,6 +29,7 @@ pub struct Held {
     pub prepared: BTreeSet<u16>,
     pub lxc: BTreeMap<Ipv4Addr, EndpointInfo>,
     pub ipcache: BTreeMap<(Ipv4Addr, u8), RemoteEndpointInfo>,
+    pub ipcache6: BTreeMap<(std::net::Ipv6Addr, u8), RemoteEndpointInfo>,
     pub services: Vec<(Lb4Key, Lb4Service)>,
     pub backends: BTreeMap<u32, Lb4Backend>,
     pub rev_nat: BTreeSet<u16>,
@@ -112,15 +113,21 @@ impl FakeKernel {
 }
 
 impl IpcacheMap for FakeKernel {
-    fn write(&self, ip: Ipv4Addr, len: u8, value: &RemoteEndpointInfo) -> Result<(), KernelError> {
+    fn write(&self, ip: IpAddr, len: u8, value: &RemoteEndpointInfo) -> Result<(), KernelError> {
         self.check("ipcache")?;
-        self.held().ipcache.insert((ip, len), *value);
+        match ip {
+            IpAddr::V4(ip) => self.held().ipcache.insert((ip, len), *value),
+            IpAddr::V6(ip) => self.held().ipcache6.insert((ip, len), *value),
+        };
         Ok(())
     }
 
-    fn delete(&self, ip: Ipv4Addr, len: u8) -> Result<(), KernelError> {
+    fn delete(&self, ip: IpAddr, len: u8) -> Result<(), KernelError> {
         self.check("ipcache")?;
-        self.held().ipcache.remove(&(ip, len));
+        match ip {
+            IpAddr::V4(ip) => self.held().ipcache.remove(&(ip, len)),
+            IpAddr::V6(ip) => self.held().ipcache6.remove(&(ip, len)),
+        };
         Ok(())
     }
 }
