@@ -119,12 +119,15 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     }
     netdev::sysctl::use_procfs(&config.procfs);
     netdev::sysctl::enable_ipv4_forwarding().context("enabling IP forwarding")?;
+    if config.ipv6.is_some() {
+        netdev::sysctl::enable_ipv6_forwarding().context("enabling IPv6 forwarding")?;
+    }
 
     let sizes = datapath::MapSizes {
         ct_tcp: config.ct_tcp_max,
         ct_any: config.ct_any_max,
         frag: config.frag_max,
-        ..Default::default()
+        ipv6: config.ipv6.is_some(),
     };
     let mut dp = datapath::Datapath::init(&config.bpf_root, &sizes)
         .context("initialising BPF maps and programs")?;
@@ -153,6 +156,18 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     nl.replace_route(&local_pods)
         .await
         .context("installing the local pod CIDR route")?;
+    if let Some(v6) = config.ipv6 {
+        netdev::host::ensure_host_ipv6(
+            &nl,
+            host.host.index,
+            v6.router_ip,
+            v6.pod_cidr,
+            config.route_mtu(),
+        )
+        .await
+        .context("setting up cilium_host for IPv6")?;
+    }
+    RuntimeConfig::open(&config.bpf_root)?.set_router_ipv6(config.ipv6.map(|p| p.router_ip))?;
     if !config.enable_tcx {
         dp.set_attach_mode(datapath::attach::AttachMode::Tc);
     }
@@ -181,7 +196,11 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     } else {
         None
     };
-    let host_ips: Vec<Ipv4Addr> = std::iter::once(config.router_ip).chain(node_ip).collect();
+    let host_ips: Vec<std::net::IpAddr> = std::iter::once(config.router_ip)
+        .chain(node_ip)
+        .map(std::net::IpAddr::from)
+        .chain(config.ipv6.map(|p| p.router_ip.into()))
+        .collect();
     set_host_routing(&config)?;
     write_utime_offset(&config.bpf_root)?;
     write_lb_config(&config)?;
@@ -247,6 +266,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         state_dir: config.state_dir.clone(),
         pod_cidr: config.ipv4_range,
         router_ip: config.router_ip,
+        ipv6: config.ipv6,
         node,
         health: config.health.endpoint,
         node_ip,
@@ -432,6 +452,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         crate::api::ipam::routes(Arc::new(crate::api::ipam::IpamApi {
             config: Arc::clone(&config),
             ipam: Arc::clone(&cp.ipam),
+            ipam6: cp.ipam6.clone(),
         })),
         crate::api::map::routes(Arc::new(crate::api::map::MapApi {
             bpf_root: config.bpf_root.clone(),
@@ -686,7 +707,7 @@ fn start_controllers(
     ipcache: &Arc<IpCache>,
     ipam: &Arc<Mutex<Ipam>>,
     kv: Option<kvstore::Kvstore>,
-    host_ips: Vec<Ipv4Addr>,
+    host_ips: Vec<std::net::IpAddr>,
 ) {
     let root = config.bpf_root.clone();
     controllers.spawn(

@@ -6,21 +6,27 @@ use abi::identity;
 use controlplane::ipcache::{Entry, IpCache, Source};
 use controlplane::KernelError;
 use datapath::maps::Lxc;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
-/// Writes host entries for `host_ips` and the world catch-all.
-pub fn sync(
-    bpffs_root: &Path,
-    ipcache: &IpCache,
-    host_ips: &[Ipv4Addr],
-) -> Result<(), KernelError> {
+/// Writes host entries for `host_ips` and the world catch-all of each
+/// family they have (IPv6's is world-ipv6, as on a 1.16 dual-stack node).
+pub fn sync(bpffs_root: &Path, ipcache: &IpCache, host_ips: &[IpAddr]) -> Result<(), KernelError> {
     let lxc = Lxc::open(bpffs_root).map_err(KernelError::new)?;
     for ip in host_ips {
-        lxc.put(&EndpointKey::v4(*ip), &EndpointInfo::host())
+        let (key, len) = match ip {
+            IpAddr::V4(v4) => (EndpointKey::v4(*v4), 32),
+            IpAddr::V6(v6) => (EndpointKey::v6(*v6), 128),
+        };
+        lxc.put(&key, &EndpointInfo::host())
             .map_err(KernelError::new)?;
-        ipcache.upsert(*ip, 32, Entry::new(identity::HOST, Source::Local))?;
+        ipcache.upsert(*ip, len, Entry::new(identity::HOST, Source::Local))?;
     }
     let world = Entry::new(identity::WORLD, Source::Generated);
-    ipcache.upsert(Ipv4Addr::UNSPECIFIED, 0, world).map(drop)
+    ipcache.upsert(Ipv4Addr::UNSPECIFIED, 0, world)?;
+    if host_ips.iter().any(IpAddr::is_ipv6) {
+        let world6 = Entry::new(identity::WORLD_IPV6, Source::Generated);
+        ipcache.upsert(Ipv6Addr::UNSPECIFIED, 0, world6)?;
+    }
+    Ok(())
 }

@@ -27,6 +27,13 @@ pub struct IpcacheWriter {
     pub bpf_root: PathBuf,
 }
 
+fn endpoint_key(ip: IpAddr) -> EndpointKey {
+    match ip {
+        IpAddr::V4(ip) => EndpointKey::v4(ip),
+        IpAddr::V6(ip) => EndpointKey::v6(ip),
+    }
+}
+
 fn ipcache_key(ip: IpAddr, len: u8) -> IpcacheKey {
     match ip {
         IpAddr::V4(ip) => IpcacheKey::v4(ip, len),
@@ -196,15 +203,15 @@ impl EndpointDatapath for Endpoints {
         }
     }
 
-    fn write_endpoint(&self, ip: Ipv4Addr, info: &EndpointInfo) -> Result<(), KernelError> {
+    fn write_endpoint(&self, ip: IpAddr, info: &EndpointInfo) -> Result<(), KernelError> {
         Lxc::open(&self.bpf_root)
-            .and_then(|m| m.put(&EndpointKey::v4(ip), info))
+            .and_then(|m| m.put(&endpoint_key(ip), info))
             .map_err(kernel)
     }
 
-    fn remove_endpoint(&self, ip: Ipv4Addr) {
+    fn remove_endpoint(&self, ip: IpAddr) {
         if let Ok(map) = Lxc::open(&self.bpf_root) {
-            let _ = map.remove(&EndpointKey::v4(ip));
+            let _ = map.remove(&endpoint_key(ip));
         }
     }
 }

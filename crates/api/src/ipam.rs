@@ -25,6 +25,10 @@ pub struct AddressPair {
     pub ipv4_pool_name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub ipv6: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ipv6_expiration_uuid: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ipv6_pool_name: String,
 }
 
 /// `IPAMAddressResponse`.

@@ -19,7 +19,7 @@ use crate::regeneration::Regeneration;
 use crate::remote_nodes::RemoteNodes;
 use crate::services::Services;
 use crate::tasks::Tasks;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -30,6 +30,8 @@ const SERVICES_STATE: &str = "services.json";
 const POLICIES_STATE: &str = "policies.json";
 /// IPAM allocations, relative to the state dir.
 const IPAM_STATE: &str = "ipam-ipv4.json";
+/// IPv6's, beside it.
+const IPAM6_STATE: &str = "ipam-ipv6.json";
 
 /// The kernel as the control plane reaches it.
 pub struct Ports {
@@ -51,6 +53,8 @@ pub struct Settings {
     pub pod_cidr: (Ipv4Addr, u8),
     /// cilium_host's address, never handed to a pod.
     pub router_ip: Ipv4Addr,
+    /// On a dual-stack node, the IPv6 pod CIDR and router address.
+    pub ipv6: Option<Ipv6Pool>,
     /// This node as published to the cluster (its health address is
     /// filled in here).
     pub node: Node,
@@ -75,6 +79,13 @@ pub struct Settings {
     pub pod_labels: Option<Arc<dyn crate::endpoint::PodLabels>>,
 }
 
+/// This node's IPv6 pod CIDR and its router address (cilium_host's IPv6).
+#[derive(Clone, Copy, Debug)]
+pub struct Ipv6Pool {
+    pub pod_cidr: (Ipv6Addr, u8),
+    pub router_ip: Ipv6Addr,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("opening IPAM: {0}")]
@@ -84,6 +95,8 @@ pub enum StartError {
 /// Handles to every subsystem; each owns its state.
 pub struct ControlPlane {
     pub ipam: Arc<Mutex<Ipam>>,
+    /// IPv6's allocator on a dual-stack node.
+    pub ipam6: Option<Arc<Mutex<Ipam<Ipv6Addr>>>>,
     pub identities: Arc<Identities>,
     pub ipcache: Arc<IpCache>,
     pub policies: Arc<Policies>,
@@ -113,6 +126,19 @@ impl ControlPlane {
             node.health_ipv4 = Some(ipam.reserve(crate::ipam::OWNER_HEALTH)?);
         }
         let ipam = Arc::new(Mutex::new(ipam));
+        let ipam6 = match s.ipv6 {
+            Some(pool) => {
+                let (net, len) = pool.pod_cidr;
+                let path = s.state_dir.join(IPAM6_STATE);
+                Some(Arc::new(Mutex::new(Ipam::open(
+                    net,
+                    len,
+                    pool.router_ip,
+                    path,
+                )?)))
+            }
+            None => None,
+        };
         let kvwriter = s.kvstore.clone().map(|kv| KvWriter::start(kv, tasks));
         let node_suffix = s
             .node_ip
@@ -149,6 +175,7 @@ impl ControlPlane {
         let endpoints = Arc::new(Endpoints::new(
             crate::endpoint::Deps {
                 ipam: Arc::clone(&ipam),
+                ipam6: ipam6.clone(),
                 identities: Arc::clone(&identities),
                 ipcache: Arc::clone(&ipcache),
                 policies: Arc::clone(&policies),
@@ -195,6 +222,7 @@ impl ControlPlane {
         ));
         Ok(Self {
             ipam,
+            ipam6,
             identities,
             ipcache,
             policies,

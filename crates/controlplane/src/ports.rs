@@ -49,8 +49,8 @@ pub trait EndpointDatapath: Send + Sync {
     fn write_policy(&self, id: u16, state: &policy::MapState) -> Result<(), KernelError>;
     /// Creates the policy map of an ID ahead of its endpoint (best effort).
     fn prepare_policy(&self, id: u16);
-    fn write_endpoint(&self, ip: Ipv4Addr, info: &EndpointInfo) -> Result<(), KernelError>;
-    fn remove_endpoint(&self, ip: Ipv4Addr);
+    fn write_endpoint(&self, ip: IpAddr, info: &EndpointInfo) -> Result<(), KernelError>;
+    fn remove_endpoint(&self, ip: IpAddr);
     /// The program template endpoints run (Cilium's datapath SHA), named
     /// in each endpoint's state directory; None when there is none.
     fn template_id(&self) -> Option<String> {

@@ -86,6 +86,7 @@ fn plane_with(
         state_dir: dir.to_owned(),
         pod_cidr: (ip("10.1.0.0"), 24),
         router_ip: ip("10.1.0.1"),
+        ipv6: None,
         node: node("node1", "198.18.0.11", "10.1.0.1", (ip("10.1.0.0"), 24)),
         health: false,
         node_ip: Some(ip("198.18.0.11")),

@@ -275,6 +275,14 @@ impl RuntimeConfig {
         Ok(self.0.get(&index)?.unwrap_or(0))
     }
 
+    /// The node's IPv6 router address, which turns the datapath's IPv6 on
+    /// (None: off).
+    pub fn set_router_ipv6(&self, router: Option<std::net::Ipv6Addr>) -> Result<(), Error> {
+        let halves = router.map_or([0, 0], abi::runtime_config::ipv6_halves);
+        self.set(rc::ROUTER_IPV6_HI, halves[0])?;
+        self.set(rc::ROUTER_IPV6_LO, halves[1])
+    }
+
     /// Wall clock minus the datapath's monotonic clock, in 512 ns units.
     pub fn set_utime_offset(&self, offset: u64) -> Result<(), Error> {
         self.set(rc::UTIME_OFFSET, offset)

@@ -2,7 +2,7 @@
 
 use crate::link::{Link, Netlink};
 use crate::{sysctl, Error};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub const CILIUM_HOST: &str = "cilium_host";
 pub const CILIUM_NET: &str = "cilium_net";
@@ -50,4 +50,46 @@ pub async fn ensure_host_devices(
     nl.replace_route(&crate::link::Route::new(host.index, router_ip, 32))
         .await?;
     Ok(HostDevices { host, net })
+}
+
+/// A dual-stack node's IPv6 side of cilium_host: IPv6 on the device, the
+/// router address as /128 (no duplicate address detection: the address
+/// is the node's alone) and the node's IPv6 pod CIDR routed onto it, as
+/// the IPv4 one is. cilium_host is NOARP, so the stack neither solicits
+/// pods' neighbours there nor waits for them.
+pub async fn ensure_host_ipv6(
+    nl: &Netlink,
+    host_index: u32,
+    router: Ipv6Addr,
+    (net, len): (Ipv6Addr, u8),
+    mtu: u32,
+) -> Result<(), Error> {
+    sysctl::write(&format!("net.ipv6.conf.{CILIUM_HOST}.disable_ipv6"), "0")?;
+    let mut add = nl
+        .handle()
+        .address()
+        .add(host_index, IpAddr::V6(router), 128)
+        .replace();
+    add.message_mut().header.flags |= netlink_packet_route::address::AddressHeaderFlags::Nodad;
+    add.execute()
+        .await
+        .map_err(Error::nl("add address", format!("{router}/128")))?;
+    let mut route = rtnetlink::RouteMessageBuilder::<Ipv6Addr>::new()
+        .destination_prefix(net, len)
+        .output_interface(host_index)
+        .pref_source(router)
+        .protocol(netlink_packet_route::route::RouteProtocol::Kernel)
+        .build();
+    route
+        .attributes
+        .push(netlink_packet_route::route::RouteAttribute::Metrics(vec![
+            netlink_packet_route::route::RouteMetric::Mtu(mtu),
+        ]));
+    nl.handle()
+        .route()
+        .add(route)
+        .replace()
+        .execute()
+        .await
+        .map_err(Error::nl("replace route", format!("{net}/{len}")))
 }

@@ -98,6 +98,12 @@ pub fn enable_ipv4_forwarding() -> Result<(), Error> {
     write("net.ipv4.conf.all.rp_filter", "0")
 }
 
+/// IPv6 forwarding, as Cilium's datapath sets it with enable-ipv6.
+pub fn enable_ipv6_forwarding() -> Result<(), Error> {
+    write("net.ipv6.conf.all.disable_ipv6", "0")?;
+    write("net.ipv6.conf.all.forwarding", "1")
+}
+
 /// The per-device settings Cilium applies to its own devices.
 pub fn configure_cilium_device(dev: &str) -> Result<(), Error> {
     write(&format!("net.ipv4.conf.{dev}.forwarding"), "1")?;

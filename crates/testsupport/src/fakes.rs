@@ -28,6 +28,7 @@ pub struct Held {
     pub policy_maps: BTreeMap<u16, policy::MapState>,
     pub prepared: BTreeSet<u16>,
     pub lxc: BTreeMap<Ipv4Addr, EndpointInfo>,
+    pub lxc6: BTreeMap<std::net::Ipv6Addr, EndpointInfo>,
     pub ipcache: BTreeMap<(Ipv4Addr, u8), RemoteEndpointInfo>,
     pub ipcache6: BTreeMap<(std::net::Ipv6Addr, u8), RemoteEndpointInfo>,
     pub services: Vec<(Lb4Key, Lb4Service)>,
@@ -185,14 +186,20 @@ impl EndpointDatapath for FakeKernel {
         self.held().prepared.insert(id);
     }
 
-    fn write_endpoint(&self, ip: Ipv4Addr, info: &EndpointInfo) -> Result<(), KernelError> {
+    fn write_endpoint(&self, ip: IpAddr, info: &EndpointInfo) -> Result<(), KernelError> {
         self.check("write_endpoint")?;
-        self.held().lxc.insert(ip, *info);
+        match ip {
+            IpAddr::V4(ip) => self.held().lxc.insert(ip, *info),
+            IpAddr::V6(ip) => self.held().lxc6.insert(ip, *info),
+        };
         Ok(())
     }
 
-    fn remove_endpoint(&self, ip: Ipv4Addr) {
-        self.held().lxc.remove(&ip);
+    fn remove_endpoint(&self, ip: IpAddr) {
+        match ip {
+            IpAddr::V4(ip) => self.held().lxc.remove(&ip),
+            IpAddr::V6(ip) => self.held().lxc6.remove(&ip),
+        };
     }
 }
 

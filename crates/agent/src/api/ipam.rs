@@ -6,8 +6,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use controlplane::ipam::{Ipam, IpamError};
-use std::net::Ipv4Addr;
+use controlplane::ipam::{Allocation, Ipam, IpamError, PoolAddr};
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
 
 fn ipam_status(e: &IpamError) -> StatusCode {
@@ -24,6 +24,16 @@ fn ipam_status(e: &IpamError) -> StatusCode {
 pub struct IpamApi {
     pub config: Arc<crate::option::DaemonConfig>,
     pub ipam: Arc<Mutex<Ipam>>,
+    /// IPv6's allocator on a dual-stack node.
+    pub ipam6: Option<Arc<Mutex<Ipam<Ipv6Addr>>>>,
+}
+
+/// Which families a request asks for (`family`: empty for every family
+/// the node has).
+#[derive(Clone, Copy)]
+struct Families {
+    ipv4: bool,
+    ipv6: bool,
 }
 
 /// `/v1/ipam` and `/v1/ipam/{ip}`.
@@ -35,11 +45,26 @@ pub fn routes(api: Arc<IpamApi>) -> axum::Router {
         .with_state(api)
 }
 
-/// Checks `family` and `pool`; only IPv4 from the default pool exists.
-fn check_family_pool(uri: &Uri) -> Result<std::collections::BTreeMap<String, String>, Response> {
+/// Checks `family` and `pool` (only the default pool exists) against the
+/// families this node has.
+fn check_family_pool(
+    uri: &Uri,
+    ipv6_enabled: bool,
+) -> Result<(std::collections::BTreeMap<String, String>, Families), Response> {
     let q = query_params(uri);
-    match q.get("family").map(String::as_str) {
-        None | Some("") | Some("ipv4") => {}
+    let families = match q.get("family").map(String::as_str) {
+        None | Some("") => Families {
+            ipv4: true,
+            ipv6: ipv6_enabled,
+        },
+        Some("ipv4") => Families {
+            ipv4: true,
+            ipv6: false,
+        },
+        Some("ipv6") if ipv6_enabled => Families {
+            ipv4: false,
+            ipv6: true,
+        },
         Some("ipv6") => {
             return Err(error(
                 StatusCode::BAD_REQUEST,
@@ -52,9 +77,9 @@ fn check_family_pool(uri: &Uri) -> Result<std::collections::BTreeMap<String, Str
                 format!("invalid family {other:?}: expected ipv4, ipv6 or empty"),
             ))
         }
-    }
+    };
     match q.get("pool").map(String::as_str) {
-        None | Some("") | Some("default") => Ok(q),
+        None | Some("") | Some("default") => Ok((q, families)),
         Some(other) => Err(error(
             StatusCode::BAD_REQUEST,
             format!("unknown IPAM pool {other:?}"),
@@ -62,9 +87,27 @@ fn check_family_pool(uri: &Uri) -> Result<std::collections::BTreeMap<String, Str
     }
 }
 
-/// `POST /ipam`: the next free address, with the gateway the pod should use.
+/// The next free address of one family's allocator.
+fn allocate_from<A: PoolAddr>(
+    ipam: &Mutex<Ipam<A>>,
+    owner: &str,
+    expiring: bool,
+) -> Result<(A, Allocation), Response> {
+    let result = ipam.lock().expect("ipam lock").allocate_next(owner, expiring);
+    let (ip, alloc) = result.map_err(|e| {
+        error(
+            ipam_status(&e),
+            format!("failed to allocate {} address: {e}", A::FAMILY),
+        )
+    })?;
+    tracing::info!(subsys = "ipam", ip = %ip, owner = %owner, "Allocated IP");
+    Ok((ip, alloc))
+}
+
+/// `POST /ipam`: the next free address of each family asked for, with the
+/// gateway the pod should use. Either both are handed out or neither.
 async fn allocate_next(State(d): State<Arc<IpamApi>>, uri: Uri, headers: HeaderMap) -> Response {
-    let q = match check_family_pool(&uri) {
+    let (q, families) = match check_family_pool(&uri, d.ipam6.is_some()) {
         Ok(q) => q,
         Err(r) => return r,
     };
@@ -73,42 +116,52 @@ async fn allocate_next(State(d): State<Arc<IpamApi>>, uri: Uri, headers: HeaderM
         .get("expiration")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let result = d
-        .ipam
-        .lock()
-        .expect("ipam lock")
-        .allocate_next(&owner, expiring);
-    let (ip, alloc) = match result {
-        Ok(r) => r,
-        Err(e) => {
-            return error(
-                ipam_status(&e),
-                format!("failed to allocate IPv4 address: {e}"),
-            );
-        }
-    };
-    tracing::info!(subsys = "ipam", ip = %ip, owner = %owner, "Allocated IP");
     let c = &d.config;
-    let resp = IpamResponse {
-        address: AddressPair {
-            ipv4: ip.to_string(),
-            ipv4_expiration_uuid: alloc.expiration_uuid.clone(),
-            ..Default::default()
-        },
-        ipv4: Some(IpamAddressResponse {
+    let mut resp = IpamResponse {
+        address: AddressPair::default(),
+        ipv4: None,
+        ipv6: None,
+        host_addressing: crate::api::server::node_addressing(c),
+    };
+    if families.ipv4 {
+        let (ip, alloc) = match allocate_from(&d.ipam, &owner, expiring) {
+            Ok(r) => r,
+            Err(r) => return r,
+        };
+        resp.address.ipv4 = ip.to_string();
+        resp.address.ipv4_expiration_uuid = alloc.expiration_uuid.clone();
+        resp.ipv4 = Some(IpamAddressResponse {
             ip: ip.to_string(),
             gateway: c.router_ip.to_string(),
             cidrs: vec![c.pod_cidr()],
             expiration_uuid: alloc.expiration_uuid,
             ..Default::default()
-        }),
-        ipv6: None,
-        host_addressing: crate::api::server::node_addressing(c),
-    };
+        });
+    }
+    if let (true, Some(ipam6), Some(v6)) = (families.ipv6, &d.ipam6, c.ipv6) {
+        let (ip, alloc) = match allocate_from(ipam6, &owner, expiring) {
+            Ok(r) => r,
+            Err(r) => {
+                if let Ok(v4) = resp.address.ipv4.parse() {
+                    let _ = d.ipam.lock().expect("ipam lock").release(v4);
+                }
+                return r;
+            }
+        };
+        resp.address.ipv6 = ip.to_string();
+        resp.address.ipv6_expiration_uuid = alloc.expiration_uuid.clone();
+        resp.ipv6 = Some(IpamAddressResponse {
+            ip: ip.to_string(),
+            gateway: v6.router_ip.to_string(),
+            cidrs: c.pod_cidr6().into_iter().collect(),
+            expiration_uuid: alloc.expiration_uuid,
+            ..Default::default()
+        });
+    }
     (StatusCode::CREATED, Json(resp)).into_response()
 }
 
-fn parse_ip(raw: &str) -> Result<Ipv4Addr, Response> {
+fn parse_ip(raw: &str) -> Result<IpAddr, Response> {
     raw.parse().map_err(|_| {
         error(
             StatusCode::BAD_REQUEST,
@@ -119,8 +172,8 @@ fn parse_ip(raw: &str) -> Result<Ipv4Addr, Response> {
 
 /// `POST /ipam/{ip}`: a specific address.
 async fn allocate_ip(State(d): State<Arc<IpamApi>>, Path(raw): Path<String>, uri: Uri) -> Response {
-    let q = match check_family_pool(&uri) {
-        Ok(q) => q,
+    let q = match check_family_pool(&uri, d.ipam6.is_some()) {
+        Ok((q, _)) => q,
         Err(r) => return r,
     };
     let ip = match parse_ip(&raw) {
@@ -128,28 +181,43 @@ async fn allocate_ip(State(d): State<Arc<IpamApi>>, Path(raw): Path<String>, uri
         Err(r) => return r,
     };
     let owner = q.get("owner").cloned().unwrap_or_default();
-    match d.ipam.lock().expect("ipam lock").allocate_ip(ip, &owner) {
+    let result = match (ip, &d.ipam6) {
+        (IpAddr::V4(ip), _) => d.ipam.lock().expect("ipam lock").allocate_ip(ip, &owner),
+        (IpAddr::V6(ip), Some(ipam6)) => ipam6.lock().expect("ipam lock").allocate_ip(ip, &owner),
+        (IpAddr::V6(_), None) => return no_ipv6(),
+    };
+    match result {
         Ok(_) => StatusCode::OK.into_response(),
         Err(e) => error(ipam_status(&e), e.to_string()),
     }
 }
 
+fn no_ipv6() -> Response {
+    error(StatusCode::BAD_REQUEST, "IPv6 is not enabled on this node")
+}
+
 /// `DELETE /ipam/{ip}`.
 async fn release(State(d): State<Arc<IpamApi>>, Path(raw): Path<String>, uri: Uri) -> Response {
-    if let Err(r) = check_family_pool(&uri) {
+    if let Err(r) = check_family_pool(&uri, d.ipam6.is_some()) {
         return r;
     }
     let ip = match parse_ip(&raw) {
         Ok(ip) => ip,
         Err(r) => return r,
     };
-    if ip == d.config.router_ip {
+    let router6 = d.config.ipv6.map(|p| IpAddr::from(p.router_ip));
+    if ip == IpAddr::from(d.config.router_ip) || Some(ip) == router6 {
         return error(
             StatusCode::BAD_REQUEST,
             format!("IP {ip} is the router address and cannot be released"),
         );
     }
-    match d.ipam.lock().expect("ipam lock").release(ip) {
+    let result = match (ip, &d.ipam6) {
+        (IpAddr::V4(ip), _) => d.ipam.lock().expect("ipam lock").release(ip),
+        (IpAddr::V6(ip), Some(ipam6)) => ipam6.lock().expect("ipam lock").release(ip),
+        (IpAddr::V6(_), None) => return no_ipv6(),
+    };
+    match result {
         Ok(a) => {
             tracing::info!(subsys = "ipam", ip = %ip, owner = %a.owner, "Released IP");
             StatusCode::OK.into_response()

@@ -62,9 +62,17 @@ pub(crate) fn node_addressing(c: &crate::option::DaemonConfig) -> NodeAddressing
             alloc_range: c.pod_cidr(),
             address_type: String::new(),
         }),
-        ipv6: Some(NodeAddressingElement {
-            enabled: false,
-            ..Default::default()
+        ipv6: Some(match c.ipv6 {
+            Some(v6) => NodeAddressingElement {
+                enabled: true,
+                ip: v6.router_ip.to_string(),
+                alloc_range: c.pod_cidr6().unwrap_or_default(),
+                address_type: String::new(),
+            },
+            None => NodeAddressingElement {
+                enabled: false,
+                ..Default::default()
+            },
         }),
     }
 }

@@ -7,7 +7,7 @@ use super::sources::{Loaded, Source};
 use super::validate::{parse_bool, parse_cidr4};
 use super::ConfigError;
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 /// What the datapath writes into cilium_events (bpf-events-*).
@@ -64,6 +64,8 @@ pub struct DaemonConfig {
     pub ipv4_range: (Ipv4Addr, u8),
     /// cilium_host's address: the pods' gateway.
     pub router_ip: Ipv4Addr,
+    /// `enable-ipv6`: this node's IPv6 pod CIDR and router address.
+    pub ipv6: Option<controlplane::plane::Ipv6Pool>,
     /// None = detect from the node's devices.
     pub node_ip: Option<Ipv4Addr>,
     pub mtu: u32,
@@ -365,6 +367,77 @@ fn node_name() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
+/// An IPv6 CIDR with its host bits clear.
+fn parse_cidr6(v: &str) -> Option<(Ipv6Addr, u8)> {
+    let (ip, len) = v.split_once('/')?;
+    let ip: Ipv6Addr = ip.parse().ok()?;
+    let len: u8 = len.parse().ok().filter(|l| *l <= 128)?;
+    let host = u128::MAX.checked_shr(u32::from(len)).unwrap_or(0);
+    (u128::from(ip) & host == 0).then_some((ip, len))
+}
+
+/// This node's IPv6 pod CIDR (`ipv6-range`, else the first block of
+/// `cluster-pool-ipv6-cidr` by `cluster-pool-ipv6-mask-size`) and its
+/// router address (`local-router-ipv6`, else the CIDR's first address).
+fn ipv6_pool(l: &Loaded) -> Result<controlplane::plane::Ipv6Pool, ConfigError> {
+    let bad = |key: &str, why: String| ConfigError::BadValue {
+        key: key.into(),
+        value: l.get(key).into(),
+        why,
+    };
+    let cidr = |key: &str| {
+        parse_cidr6(l.get(key)).ok_or_else(|| {
+            bad(
+                key,
+                "expected an IPv6 CIDR with its host bits clear, e.g. fd00:10:0:1::/112".into(),
+            )
+        })
+    };
+    let (net, len) = match l.get("ipv6-range") {
+        "auto" | "" => {
+            let (pool, pool_len) = cidr("cluster-pool-ipv6-cidr")?;
+            let mask: u8 = l
+                .get("cluster-pool-ipv6-mask-size")
+                .parse()
+                .expect("validated uint");
+            if mask < pool_len {
+                return Err(bad(
+                    "cluster-pool-ipv6-mask-size",
+                    format!("must not be shorter than the pool prefix /{pool_len}"),
+                ));
+            }
+            (pool, mask)
+        }
+        _ => cidr("ipv6-range")?,
+    };
+    if len > 126 {
+        return Err(bad(
+            "ipv6-range",
+            "needs room for a router and pods (/126 or wider)".into(),
+        ));
+    }
+    let host = u128::MAX.checked_shr(u32::from(len)).unwrap_or(0);
+    let router_ip = match l.get("local-router-ipv6") {
+        "" => Ipv6Addr::from(u128::from(net) + 1),
+        s => {
+            let ip: Ipv6Addr = s
+                .parse()
+                .map_err(|_| bad("local-router-ipv6", "expected an IPv6 address".into()))?;
+            if u128::from(ip) & !host != u128::from(net) {
+                return Err(bad(
+                    "local-router-ipv6",
+                    format!("not inside the node's IPv6 pod CIDR {net}/{len}"),
+                ));
+            }
+            ip
+        }
+    };
+    Ok(controlplane::plane::Ipv6Pool {
+        pod_cidr: (net, len),
+        router_ip,
+    })
+}
+
 impl DaemonConfig {
     pub fn from_loaded(l: &Loaded) -> Result<Self, ConfigError> {
         let boolean = |k: &str| parse_bool(l.get(k)).expect("validated bool");
@@ -374,11 +447,18 @@ impl DaemonConfig {
                 "enable-ipv4=false: this agent needs IPv4".into(),
             ));
         }
-        if boolean("enable-ipv6") {
-            return Err(ConfigError::Unsupported(
-                "enable-ipv6=true: IPv6 is not supported yet".into(),
-            ));
-        }
+        let kubernetes_configured =
+            kubernetes(l, std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()).is_some();
+        let ipv6 = if boolean("enable-ipv6") {
+            if kubernetes_configured || !l.get("kvstore").is_empty() {
+                return Err(ConfigError::Unsupported(
+                    "enable-ipv6=true: IPv6 pod CIDRs from Kubernetes or a kvstore are not supported yet (a node on its own only)".into(),
+                ));
+            }
+            Some(ipv6_pool(l)?)
+        } else {
+            None
+        };
         let kvstore = super::kvstore::parse(
             l.get("kvstore"),
             l.get("kvstore-opt"),
@@ -533,6 +613,7 @@ impl DaemonConfig {
             debug: boolean("debug"),
             ipv4_range,
             router_ip,
+            ipv6,
             node_ip,
             mtu,
             ct_tcp_max: num("bpf-ct-global-tcp-max") as u32,
@@ -653,6 +734,12 @@ impl DaemonConfig {
     pub fn pod_cidr(&self) -> String {
         format!("{}/{}", self.ipv4_range.0, self.ipv4_range.1)
     }
+
+    /// The IPv6 pod CIDR as text, on a dual-stack node.
+    pub fn pod_cidr6(&self) -> Option<String> {
+        self.ipv6
+            .map(|p| format!("{}/{}", p.pod_cidr.0, p.pod_cidr.1))
+    }
 }
 
 #[cfg(test)]
@@ -743,14 +830,59 @@ mod tests {
         assert_eq!(c.router_ip, Ipv4Addr::new(10, 0, 0, 1));
         assert_eq!(c.pid_file(), PathBuf::from("/var/run/cilium/cilium.pid"));
         assert_eq!(c.mtu, 1500);
+        assert!(c.ipv6.is_none(), "IPv4 only unless enable-ipv6");
+    }
+
+    #[test]
+    fn dual_stack_takes_the_first_ipv6_block_or_the_given_range() {
+        let c = cfg(&["--enable-ipv6"]).unwrap();
+        assert_eq!(c.pod_cidr6().as_deref(), Some("fd00::/120"));
+        assert_eq!(
+            c.ipv6.unwrap().router_ip,
+            "fd00::1".parse::<Ipv6Addr>().unwrap()
+        );
+        let c = cfg(&[
+            "--enable-ipv6=true",
+            "--ipv6-range=fd00:10:0:1::/112",
+            "--local-router-ipv6=fd00:10:0:1::ff",
+        ])
+        .unwrap();
+        assert_eq!(c.pod_cidr6().as_deref(), Some("fd00:10:0:1::/112"));
+        assert_eq!(
+            c.ipv6.unwrap().router_ip,
+            "fd00:10:0:1::ff".parse::<Ipv6Addr>().unwrap()
+        );
     }
 
     #[test]
     fn inconsistent_settings_are_refused_with_the_key() {
         let e = cfg(&["--ipv4-range=10.1.0.0/24", "--local-router-ipv4=10.2.0.1"]).unwrap_err();
         assert!(e.to_string().contains("local-router-ipv4"), "{e}");
-        let e = cfg(&["--enable-ipv6"]).unwrap_err();
+        let e = cfg(&["--enable-ipv6", "--kvstore=etcd"]).unwrap_err();
         assert!(e.to_string().contains("enable-ipv6"), "{e}");
+        for (args, key) in [
+            (
+                &["--enable-ipv6", "--ipv6-range=fd00::1/64"][..],
+                "ipv6-range",
+            ),
+            (&["--enable-ipv6", "--ipv6-range=10.0.0.0/24"], "ipv6-range"),
+            (&["--enable-ipv6", "--ipv6-range=fd00::/127"], "ipv6-range"),
+            (
+                &["--enable-ipv6", "--cluster-pool-ipv6-mask-size=96"],
+                "cluster-pool-ipv6-mask-size",
+            ),
+            (
+                &[
+                    "--enable-ipv6",
+                    "--ipv6-range=fd00:1::/112",
+                    "--local-router-ipv6=fd00:2::1",
+                ],
+                "local-router-ipv6",
+            ),
+        ] {
+            let e = cfg(args).unwrap_err();
+            assert!(e.to_string().contains(key), "{args:?}: {e}");
+        }
         let e = cfg(&["--mtu=100"]).unwrap_err();
         assert!(e.to_string().contains("mtu"), "{e}");
         let e = cfg(&["--bpf-lb-maglev-table-size=1021"]).unwrap_err();

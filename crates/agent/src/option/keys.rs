@@ -85,6 +85,11 @@ pub const KEYS: &[Key] = &[
     k("ipv4-node", Str, "auto"),
     k("cluster-pool-ipv4-cidr", Cidr4, "10.0.0.0/8"),
     k("cluster-pool-ipv4-mask-size", Uint(1, 30), "24"),
+    k("ipv6-range", Str, "auto"),
+    k("local-router-ipv6", Str, ""),
+    // Helm's defaults (the operator's own are empty and /112)
+    k("cluster-pool-ipv6-cidr", Str, "fd00::/104"),
+    k("cluster-pool-ipv6-mask-size", Uint(1, 127), "120"),
     k("mtu", Uint(0, 65535), "0"),
     k("bpf-ct-global-tcp-max", Uint(1024, 1 << 24), "524288"),
     k("bpf-ct-global-any-max", Uint(1024, 1 << 24), "262144"),

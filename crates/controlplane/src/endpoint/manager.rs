@@ -13,7 +13,7 @@ use crate::ports::{EndpointDatapath, Events};
 use abi::endpoint::{parse_mac, EndpointInfo};
 use api::endpoint::{EndpointChangeRequest, EndpointState};
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -48,6 +48,8 @@ fn failed<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> EndpointError +
 /// The handles the endpoint manager works with.
 pub struct Deps {
     pub ipam: Arc<Mutex<Ipam>>,
+    /// IPv6's allocator on a dual-stack node; None while IPv6 is off.
+    pub ipam6: Option<Arc<Mutex<Ipam<Ipv6Addr>>>>,
     pub identities: Arc<Identities>,
     pub ipcache: Arc<IpCache>,
     pub policies: Arc<Policies>,
@@ -155,7 +157,12 @@ impl Endpoints {
         self: &Arc<Self>,
         req: &EndpointChangeRequest,
     ) -> Result<Endpoint, EndpointError> {
-        from_request(&self.table(), self.deps.datapath.as_ref(), req)?;
+        from_request(
+            &self.table(),
+            self.deps.datapath.as_ref(),
+            self.deps.ipam6.is_some(),
+            req,
+        )?;
         // The labels and identity may take round trips: not under the lock.
         let labels = self.labels_for(req).await;
         let identity = self.allocate(&labels).await?;
@@ -217,7 +224,12 @@ impl Endpoints {
     ) -> Result<Endpoint, EndpointError> {
         let started = std::time::Instant::now();
         let mut table = self.table();
-        let mut ep = from_request(&table, self.deps.datapath.as_ref(), req)?;
+        let mut ep = from_request(
+            &table,
+            self.deps.datapath.as_ref(),
+            self.deps.ipam6.is_some(),
+            req,
+        )?;
         ep.labels = labels;
         ep.identity = identity;
         self.claim_ip(&ep)?;
@@ -452,6 +464,7 @@ impl Endpoints {
             mac: mac.to_owned(),
             host_mac: mac.to_owned(),
             ipv4: Ipv4Addr::UNSPECIFIED,
+            ipv6: None,
             k8s_namespace: String::new(),
             k8s_pod_name: String::new(),
             k8s_uid: String::new(),
@@ -574,22 +587,43 @@ impl Endpoints {
 
     /// Claims the endpoint's address from IPAM (unless it came from elsewhere).
     fn claim_ip(&self, ep: &Endpoint) -> Result<(), EndpointError> {
-        if !ep.external_ipam {
-            self.deps
-                .ipam
+        if ep.external_ipam {
+            return Ok(());
+        }
+        let owner = ep.ipam_owner();
+        let exists = |e: crate::ipam::IpamError| EndpointError::Exists(e.to_string());
+        self.deps
+            .ipam
+            .lock()
+            .expect("ipam lock")
+            .claim(ep.ipv4, &owner)
+            .map_err(exists)?;
+        if let (Some(ip), Some(ipam6)) = (ep.ipv6, &self.deps.ipam6) {
+            ipam6
                 .lock()
                 .expect("ipam lock")
-                .claim(ep.ipv4, &ep.ipam_owner())
-                .map_err(|e| EndpointError::Exists(e.to_string()))?;
+                .claim(ip, &owner)
+                .map_err(exists)?;
         }
         Ok(())
     }
 
     fn release_ip(&self, ep: &Endpoint) {
-        if !ep.external_ipam {
-            if let Err(e) = self.deps.ipam.lock().expect("ipam lock").release(ep.ipv4) {
-                tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to release endpoint IP");
-            }
+        if ep.external_ipam {
+            return;
+        }
+        let mut released = self
+            .deps
+            .ipam
+            .lock()
+            .expect("ipam lock")
+            .release(ep.ipv4)
+            .map(drop);
+        if let (Some(ip), Some(ipam6)) = (ep.ipv6, &self.deps.ipam6) {
+            released = released.and(ipam6.lock().expect("ipam lock").release(ip).map(drop));
+        }
+        if let Err(e) = released {
+            tracing::warn!(subsys = "endpoint", endpointID = ep.id, error = %e, "Unable to release endpoint IP");
         }
     }
 
@@ -671,14 +705,16 @@ impl Endpoints {
             parse_mac(&ep.host_mac).unwrap_or_default(),
             ep.identity,
         );
-        self.deps
-            .datapath
-            .write_endpoint(ep.ipv4, &info)
-            .map_err(failed("writing cilium_lxc"))?;
-        self.deps
-            .ipcache
-            .upsert(ep.ipv4, 32, Entry::new(ep.identity, Source::Local))
-            .map_err(failed("writing cilium_ipcache"))?;
+        for (ip, len) in ep.addresses() {
+            self.deps
+                .datapath
+                .write_endpoint(ip, &info)
+                .map_err(failed("writing cilium_lxc"))?;
+            self.deps
+                .ipcache
+                .upsert(ip, len, Entry::new(ep.identity, Source::Local))
+                .map_err(failed("writing cilium_ipcache"))?;
+        }
         self.deps.publisher.publish(ep);
         Ok(())
     }
@@ -691,8 +727,10 @@ impl Endpoints {
             dp.remove_policy(ep.id);
             return;
         }
-        dp.remove_endpoint(ep.ipv4);
-        let _ = self.deps.ipcache.remove(ep.ipv4, 32, Source::Local);
+        for (ip, len) in ep.addresses() {
+            dp.remove_endpoint(ip);
+            let _ = self.deps.ipcache.remove(ip, len, Source::Local);
+        }
         self.deps.publisher.withdraw(ep.ipv4);
         self.deps.events.forget_pod(ep.ipv4);
         dp.remove_policy(ep.id);
@@ -733,6 +771,7 @@ fn free_id(table: &BTreeMap<u16, Endpoint>) -> Option<u16> {
 fn from_request(
     table: &BTreeMap<u16, Endpoint>,
     dp: &dyn EndpointDatapath,
+    ipv6_enabled: bool,
     req: &EndpointChangeRequest,
 ) -> Result<Endpoint, EndpointError> {
     let bad = |m: String| EndpointError::Invalid(m);
@@ -754,9 +793,22 @@ fn from_request(
     let addressing = req.addressing.clone().unwrap_or_default();
     if addressing.ipv4.is_empty() {
         return Err(bad(
-            "addressing.ipv4 is required (IPv6 is not enabled)".into()
+            "addressing.ipv4 is required (IPv6-only is not supported)".into(),
         ));
     }
+    let ipv6 = match addressing.ipv6.as_str() {
+        "" => None,
+        _ if !ipv6_enabled => {
+            return Err(bad(format!(
+                "addressing.ipv6 {:?} given, but IPv6 is not enabled (enable-ipv6)",
+                addressing.ipv6
+            )))
+        }
+        s => Some(
+            s.parse::<Ipv6Addr>()
+                .map_err(|_| bad(format!("addressing.ipv6 {s:?} is not an IPv6 address")))?,
+        ),
+    };
     let ipv4: Ipv4Addr = addressing.ipv4.parse().map_err(|_| {
         bad(format!(
             "addressing.ipv4 {:?} is not an IPv4 address",
@@ -786,6 +838,7 @@ fn from_request(
         mac: req.mac.to_ascii_lowercase(),
         host_mac: req.host_mac.to_ascii_lowercase(),
         ipv4,
+        ipv6,
         k8s_namespace: req.k8s_namespace.clone(),
         k8s_pod_name: req.k8s_pod_name.clone(),
         k8s_uid: req.k8s_uid.clone(),
@@ -807,6 +860,8 @@ fn from_request(
                 "IP {} is already used by endpoint {}",
                 ep.ipv4, other.id
             ))
+        } else if let Some(ip) = ep.ipv6.filter(|ip| other.ipv6 == Some(*ip)) {
+            Some(format!("IP {ip} is already used by endpoint {}", other.id))
         } else if other.ifname == ep.ifname {
             Some(format!(
                 "interface {} already belongs to endpoint {}",

@@ -16,7 +16,7 @@ pub use state::StateError;
 
 use api::endpoint::EndpointState;
 use serde::{Deserialize, Serialize};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Why a pod's labels could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +61,9 @@ pub struct Endpoint {
     #[serde(rename = "host-mac")]
     pub host_mac: String,
     pub ipv4: Ipv4Addr,
+    /// Its IPv6 address on a dual-stack node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv6: Option<Ipv6Addr>,
     #[serde(rename = "k8s-namespace", default)]
     pub k8s_namespace: String,
     #[serde(rename = "k8s-pod-name", default)]
@@ -102,6 +105,11 @@ impl Endpoint {
     /// reserved:host, no address of its own, not a pod's.
     pub fn is_host(&self) -> bool {
         is_host(&self.labels)
+    }
+
+    /// Its addresses as host prefixes: IPv4's, then IPv6's if it has one.
+    pub fn addresses(&self) -> impl Iterator<Item = (std::net::IpAddr, u8)> {
+        std::iter::once((self.ipv4.into(), 32)).chain(self.ipv6.map(|ip| (ip.into(), 128)))
     }
 
     /// The IPAM owner of the endpoint's address: `<namespace>/<pod>`.
@@ -157,6 +165,7 @@ impl Endpoint {
                         } else {
                             self.ipv4.to_string()
                         },
+                        ipv6: self.ipv6.map(|ip| ip.to_string()).unwrap_or_default(),
                         ..Default::default()
                     }],
                     host_mac: self.host_mac.clone(),
