@@ -71,6 +71,13 @@ impl IpcacheKey {
         Some((Ipv6Addr::from(self.ip), len.min(128) as u8))
     }
 
+    /// The prefix this key stands for, of either family.
+    pub fn prefix(&self) -> Option<(std::net::IpAddr, u8)> {
+        self.ipv4_prefix()
+            .map(|(ip, len)| (ip.into(), len))
+            .or_else(|| self.ipv6_prefix().map(|(ip, len)| (ip.into(), len)))
+    }
+
     /// The IPv4 prefix this key stands for, if it is an IPv4 key.
     pub fn ipv4_prefix(&self) -> Option<(Ipv4Addr, u8)> {
         if self.family != crate::endpoint::ENDPOINT_KEY_IPV4 {

@@ -286,7 +286,7 @@ fn ipcache(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     let entries = open::<Ipcache>(ctx)?.entries()?;
     let mut pairs = Vec::new();
     for (k, v) in &entries {
-        let Some((ip, len)) = k.ipv4_prefix() else {
+        let Some((ip, len)) = k.prefix() else {
             continue;
         };
         pairs.push((format!("{ip}/{len}"), v.to_string()));

@@ -10,7 +10,7 @@ use api::ipam::{AddressPair, IpamResponse};
 use netdev::{NetNs, Netlink};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 fn client() -> Result<api::Client, CniError> {
     Ok(api::Client::from_host(None)?.with_timeout(std::time::Duration::from_secs(30)))
@@ -34,6 +34,7 @@ fn open_netns(path: &str) -> Result<NetNs, CniError> {
 #[derive(Default)]
 struct Undo {
     release_ip: Option<Ipv4Addr>,
+    release_ip6: Option<Ipv6Addr>,
     delete_veth: Option<String>,
 }
 
@@ -75,7 +76,8 @@ pub async fn add(env: &Env, conf: &NetConf) -> Result<Value, CniError> {
             if let Some(name) = &undo.delete_veth {
                 let _ = netdev::veth::delete_by_name(&host_nl, name).await;
             }
-            if let Some(ip) = undo.release_ip {
+            let ips = undo.release_ip.map(IpAddr::from).into_iter();
+            for ip in ips.chain(undo.release_ip6.map(IpAddr::from)) {
                 let _ = client.call("DELETE", &format!("/ipam/{ip}"), &[], None);
             }
             Err(e)
@@ -121,6 +123,8 @@ async fn add_steps(
         .parse()
         .map_err(|_| CniError::new(PLUGIN_FAILURE, "IPAM returned no IPv4 address"))?;
     undo.release_ip = Some(ip);
+    let ipv6 = ipv6_of(&ipam)?;
+    undo.release_ip6 = ipv6.map(|(ip, _)| ip);
 
     let host_name = host_veth_name(&env.container_id, &env.ifname);
     // A leftover from an ADD that died half way would block the name.
@@ -139,6 +143,24 @@ async fn add_steps(
         .via(gateway)
         .mtu(route_mtu);
     pod_nl.replace_route(&default).await?;
+    if let Some((ip6, gateway6)) = ipv6 {
+        // as Cilium's plugin: IPv6 on in the pod, the address as /128,
+        // the router on link and the default route through it
+        ns.run(|| netdev::sysctl::write_in_pod_netns("net.ipv6.conf.all.disable_ipv6", "0"))??;
+        pod_nl.ensure_ipv6_addr(veth.pod_index, ip6, 128).await?;
+        pod_nl
+            .replace_route6(veth.pod_index, (gateway6, 128), None, None, route_mtu)
+            .await?;
+        pod_nl
+            .replace_route6(
+                veth.pod_index,
+                (Ipv6Addr::UNSPECIFIED, 0),
+                Some(gateway6),
+                None,
+                route_mtu,
+            )
+            .await?;
+    }
 
     let (pod_mac, host_mac) = (format_mac(&veth.pod_mac), format_mac(&veth.host_mac));
     let req = EndpointChangeRequest {
@@ -148,6 +170,8 @@ async fn add_steps(
         addressing: Some(AddressPair {
             ipv4: ip.to_string(),
             ipv4_expiration_uuid: ipam.address.ipv4_expiration_uuid.clone(),
+            ipv6: ipv6.map(|(ip, _)| ip.to_string()).unwrap_or_default(),
+            ipv6_expiration_uuid: ipam.address.ipv6_expiration_uuid.clone(),
             ..Default::default()
         }),
         k8s_pod_name: env.pod_name().to_owned(),
@@ -172,7 +196,27 @@ async fn add_steps(
         netns: env.netns.clone(),
         ip,
         gateway,
+        ipv6,
     })
+}
+
+/// The pod's IPv6 address and gateway, when the agent handed out one.
+fn ipv6_of(ipam: &IpamResponse) -> Result<Option<(Ipv6Addr, Ipv6Addr)>, CniError> {
+    let Some(v6) = &ipam.ipv6 else {
+        return Ok(None);
+    };
+    let bad = |what: &str, v: &str| {
+        CniError::new(
+            PLUGIN_FAILURE,
+            format!("IPAM returned {what} {v:?}, not an IPv6 address"),
+        )
+    };
+    let ip = v6.ip.parse().map_err(|_| bad("IPv6 address", &v6.ip))?;
+    let gateway = v6
+        .gateway
+        .parse()
+        .map_err(|_| bad("IPv6 gateway", &v6.gateway))?;
+    Ok(Some((ip, gateway)))
 }
 
 /// DEL succeeds when the endpoint, the netns or the agent is already gone:

@@ -2,7 +2,7 @@
 
 use crate::link::{Link, Netlink};
 use crate::{sysctl, Error};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 pub const CILIUM_HOST: &str = "cilium_host";
 pub const CILIUM_NET: &str = "cilium_net";
@@ -65,31 +65,7 @@ pub async fn ensure_host_ipv6(
     mtu: u32,
 ) -> Result<(), Error> {
     sysctl::write(&format!("net.ipv6.conf.{CILIUM_HOST}.disable_ipv6"), "0")?;
-    let mut add = nl
-        .handle()
-        .address()
-        .add(host_index, IpAddr::V6(router), 128)
-        .replace();
-    add.message_mut().header.flags |= netlink_packet_route::address::AddressHeaderFlags::Nodad;
-    add.execute()
+    nl.ensure_ipv6_addr(host_index, router, 128).await?;
+    nl.replace_route6(host_index, (net, len), None, Some(router), mtu)
         .await
-        .map_err(Error::nl("add address", format!("{router}/128")))?;
-    let mut route = rtnetlink::RouteMessageBuilder::<Ipv6Addr>::new()
-        .destination_prefix(net, len)
-        .output_interface(host_index)
-        .pref_source(router)
-        .protocol(netlink_packet_route::route::RouteProtocol::Kernel)
-        .build();
-    route
-        .attributes
-        .push(netlink_packet_route::route::RouteAttribute::Metrics(vec![
-            netlink_packet_route::route::RouteMetric::Mtu(mtu),
-        ]));
-    nl.handle()
-        .route()
-        .add(route)
-        .replace()
-        .execute()
-        .await
-        .map_err(Error::nl("replace route", format!("{net}/{len}")))
 }

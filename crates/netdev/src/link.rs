@@ -5,7 +5,7 @@ use futures::TryStreamExt;
 use netlink_packet_route::address::AddressAttribute;
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use netlink_packet_route::route::{RouteProtocol, RouteScope};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// What the agent needs to know about a link.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -226,6 +226,60 @@ impl Netlink {
             .execute()
             .await
             .map_err(Error::nl("add address", format!("{ip}/{prefix}")))
+    }
+
+    /// Adds (or refreshes) an IPv6 address without duplicate address
+    /// detection, as Cilium configures pods' and cilium_host's: the address
+    /// is given out by IPAM, and DAD would hold it tentative for a second.
+    pub async fn ensure_ipv6_addr(
+        &self,
+        index: u32,
+        ip: Ipv6Addr,
+        prefix: u8,
+    ) -> Result<(), Error> {
+        let mut add = self
+            .handle
+            .address()
+            .add(index, IpAddr::V6(ip), prefix)
+            .replace();
+        add.message_mut().header.flags |= netlink_packet_route::address::AddressHeaderFlags::Nodad;
+        add.execute()
+            .await
+            .map_err(Error::nl("add address", format!("{ip}/{prefix}")))
+    }
+
+    /// Installs (or replaces) an IPv6 route out of link `index`: on-link, or
+    /// via `gateway`; `proto kernel` as Cilium does.
+    pub async fn replace_route6(
+        &self,
+        index: u32,
+        (dst, len): (Ipv6Addr, u8),
+        gateway: Option<Ipv6Addr>,
+        src: Option<Ipv6Addr>,
+        mtu: u32,
+    ) -> Result<(), Error> {
+        use netlink_packet_route::route::{RouteAttribute, RouteMetric};
+        let mut b = rtnetlink::RouteMessageBuilder::<Ipv6Addr>::new()
+            .destination_prefix(dst, len)
+            .output_interface(index)
+            .protocol(RouteProtocol::Kernel);
+        b = match gateway {
+            Some(gw) => b.gateway(gw).scope(RouteScope::Universe),
+            None => b.scope(RouteScope::Link),
+        };
+        if let Some(s) = src {
+            b = b.pref_source(s);
+        }
+        b.get_mut()
+            .attributes
+            .push(RouteAttribute::Metrics(vec![RouteMetric::Mtu(mtu)]));
+        self.handle
+            .route()
+            .add(b.build())
+            .replace()
+            .execute()
+            .await
+            .map_err(Error::nl("replace route", format!("{dst}/{len}")))
     }
 
     /// Installs (or replaces) a route, `proto kernel` as Cilium does.

@@ -174,10 +174,16 @@ fn loopback_up() -> std::io::Result<()> {
 pub fn tcp_request(
     server: NetNs,
     client: NetNs,
-    server_ip: std::net::Ipv4Addr,
+    server_ip: impl Into<std::net::IpAddr>,
     port: u16,
     request: &[u8],
 ) -> std::io::Result<(u16, Vec<u8>)> {
+    let server_ip = server_ip.into();
+    let any: std::net::IpAddr = if server_ip.is_ipv6() {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    };
     use std::io::{Read, Write};
     use std::net::{Shutdown, TcpListener, TcpStream};
     let timeout = std::time::Duration::from_secs(5);
@@ -185,7 +191,7 @@ pub fn tcp_request(
     let (tx, rx) = std::sync::mpsc::channel();
     let srv = std::thread::spawn(move || -> std::io::Result<()> {
         enter(&server)?;
-        let listener = TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, port))?;
+        let listener = TcpListener::bind((any, port))?;
         let _ = tx.send(());
         let (mut s, peer) = listener.accept()?;
         let mut req = Vec::new();

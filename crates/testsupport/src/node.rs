@@ -438,7 +438,12 @@ impl Drop for Node {
 
 /// One TCP exchange: a listener in `server`'s netns answers a client in
 /// `client`'s netns. Returns the client's local port.
-pub fn tcp_exchange(server_ns: PathBuf, client_ns: PathBuf, server_ip: Ipv4Addr, port: u16) -> u16 {
+pub fn tcp_exchange(
+    server_ns: PathBuf,
+    client_ns: PathBuf,
+    server_ip: impl Into<std::net::IpAddr>,
+    port: u16,
+) -> u16 {
     let (sport, reply) = netdev::netns::tcp_request(
         netdev::NetNs::open(&server_ns).expect("server netns"),
         netdev::NetNs::open(&client_ns).expect("client netns"),

@@ -93,7 +93,10 @@ fn allocate_from<A: PoolAddr>(
     owner: &str,
     expiring: bool,
 ) -> Result<(A, Allocation), Response> {
-    let result = ipam.lock().expect("ipam lock").allocate_next(owner, expiring);
+    let result = ipam
+        .lock()
+        .expect("ipam lock")
+        .allocate_next(owner, expiring);
     let (ip, alloc) = result.map_err(|e| {
         error(
             ipam_status(&e),

@@ -1,0 +1,98 @@
+//! A dual-stack node (`enable-ipv6`): pods get an IPv4 and an IPv6 address
+//! from the agent's two allocators through cilium-cni, and talk over both
+//! through the dual-stack datapath: ping and TCP, IPv6 ingress policy
+//! that admits TCP and refuses ICMPv6, and no `Unsupported L3 protocol`
+//! drop (the IPv6 an IPv4-only node refuses) anywhere.
+
+mod common;
+
+use common::*;
+use std::net::Ipv6Addr;
+
+const RANGE6: &str = "fd00:10:0:9::/112";
+
+/// The IPv6 address cilium-cni gave `pod` (its second `ips` entry).
+fn add_dual_stack_pod(node: &Node, pod: &str, labels: &str) -> Ipv6Addr {
+    let ns = node.create_netns(pod);
+    let out = node.cni_pod_labeled("ADD", pod, ns.to_str().unwrap(), labels);
+    assert_eq!(out.code, 0, "ADD {pod}: {}", out.json);
+    let ips = out.json["ips"].as_array().expect("ips");
+    assert_eq!(ips.len(), 2, "both families: {}", out.json);
+    let routes = out.json["routes"].to_string();
+    assert!(routes.contains("\"::/0\""), "IPv6 default route: {routes}");
+    let addr = ips[1]["address"].as_str().expect("ips[1].address");
+    assert!(addr.ends_with("/128"), "{addr}");
+    addr.trim_end_matches("/128")
+        .parse()
+        .expect("an IPv6 address")
+}
+
+fn ping6(node: &Node, from: &str, to: Ipv6Addr) -> bool {
+    node.in_pod(from, &["ping", "-6", "-c", "1", "-W", "2", &to.to_string()])
+        .status
+        .success()
+}
+
+#[test]
+fn dual_stack_pods_talk_over_both_families_and_ipv6_policy_is_enforced() {
+    let mut node = Node::new("10.0.9.0/24");
+    node.agent_args = vec![
+        "--enable-ipv6=true".into(),
+        format!("--ipv6-range={RANGE6}"),
+    ];
+    node.start_agent();
+    let status = node.cilium_ok(&["status", "--verbose"]);
+    assert!(status.contains("IPv6"), "{status}");
+
+    let a6 = add_dual_stack_pod(&node, "pod-a", "app=client");
+    let b6 = add_dual_stack_pod(&node, "pod-b", "app=server");
+    let prefix: u128 = u128::from("fd00:10:0:9::".parse::<Ipv6Addr>().unwrap());
+    for ip in [a6, b6] {
+        assert_eq!(u128::from(ip) >> 16, prefix >> 16, "{ip} from {RANGE6}");
+    }
+    let b4 = eth0_ipv4(&node.netns("pod-b")).expect("pod-b's IPv4 address");
+    assert!(node.ping("pod-a", b4), "pod-a pings pod-b over IPv4");
+    assert!(ping6(&node, "pod-a", b6), "pod-a pings pod-b over IPv6");
+    assert!(ping6(&node, "pod-b", a6), "pod-b pings pod-a over IPv6");
+    tcp_exchange(node.netns("pod-b"), node.netns("pod-a"), b6, 8080);
+
+    let endpoints = node.cilium_ok(&["endpoint", "list", "-o", "json"]);
+    assert!(endpoints.contains(&b6.to_string()), "{endpoints}");
+    let ipcache = node.cilium_ok(&["bpf", "ipcache", "list"]);
+    assert!(ipcache.contains(&format!("{b6}/128")), "{ipcache}");
+
+    // pod-b admits TCP 8080 from the client and nothing else
+    let out = node.import_policy(
+        r#"[{
+  "endpointSelector": {"matchLabels": {"app": "server"}},
+  "ingress": [{
+    "fromEndpoints": [{"matchLabels": {"app": "client"}}],
+    "toPorts": [{"ports": [{"port": "8080", "protocol": "TCP"}]}]
+  }]
+}]"#,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for("IPv6 ping to pod-b refused by policy", 10, || {
+        !ping6(&node, "pod-a", b6)
+    });
+    tcp_exchange(node.netns("pod-b"), node.netns("pod-a"), b6, 8080);
+
+    let metrics = node.cilium_ok(&["bpf", "metrics", "list"]);
+    assert!(
+        !metrics.contains("Unsupported L3 protocol"),
+        "IPv6 dropped as unknown on a dual-stack node:\n{metrics}"
+    );
+    assert!(metrics.contains("Policy denied"), "{metrics}");
+
+    for pod in ["pod-a", "pod-b"] {
+        let ns = node.netns(pod);
+        let out = node.cni_pod("DEL", pod, ns.to_str().unwrap());
+        assert_eq!(out.code, 0, "DEL {pod}: {}", out.json);
+    }
+    let ipcache = node.cilium_ok(&["bpf", "ipcache", "list"]);
+    assert!(!ipcache.contains(&format!("{b6}/128")), "{ipcache}");
+}
