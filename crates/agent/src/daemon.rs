@@ -394,6 +394,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         &config,
         &cp.ipcache,
         &cp.ipam,
+        cp.ipam6.as_ref(),
         kv.clone(),
         host_ips,
     );
@@ -415,6 +416,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         config: Arc::clone(&config),
         controllers: controllers.clone(),
         ipam: Arc::clone(&cp.ipam),
+        ipam6: cp.ipam6.clone(),
         kvstore: kv.clone(),
         monitor: Arc::clone(&monitor),
         node_name: config.node_name.clone(),
@@ -706,6 +708,7 @@ fn start_controllers(
     config: &DaemonConfig,
     ipcache: &Arc<IpCache>,
     ipam: &Arc<Mutex<Ipam>>,
+    ipam6: Option<&Arc<Mutex<Ipam<std::net::Ipv6Addr>>>>,
     kv: Option<kvstore::Kvstore>,
     host_ips: Vec<std::net::IpAddr>,
 ) {
@@ -748,9 +751,19 @@ fn start_controllers(
             },
         );
     }
-    let ipam = Arc::clone(ipam);
+    let (ipam, ipam6) = (Arc::clone(ipam), ipam6.cloned());
     controllers.spawn("ipam-expiration", Duration::from_secs(10), move || {
-        let expired = ipam.lock().expect("ipam lock").release_expired();
+        let mut expired: Result<Vec<std::net::IpAddr>, _> = ipam
+            .lock()
+            .expect("ipam lock")
+            .release_expired()
+            .map(|ips| ips.into_iter().map(Into::into).collect());
+        if let (Ok(all), Some(ipam6)) = (&mut expired, &ipam6) {
+            match ipam6.lock().expect("ipam lock").release_expired() {
+                Ok(ips) => all.extend(ips.into_iter().map(std::net::IpAddr::from)),
+                Err(e) => expired = Err(e),
+            }
+        }
         async move {
             for ip in expired? {
                 tracing::info!(subsys = "ipam", ip = %ip, "Released expired allocation without endpoint");

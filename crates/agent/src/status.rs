@@ -40,6 +40,8 @@ pub struct AgentStatus {
     pub config: Arc<crate::option::DaemonConfig>,
     pub controllers: Controllers,
     pub ipam: Arc<Mutex<Ipam>>,
+    /// IPv6's allocator on a dual-stack node.
+    pub ipam6: Option<Arc<Mutex<Ipam<std::net::Ipv6Addr>>>>,
     pub kvstore: Option<kvstore::Kvstore>,
     pub monitor: Arc<crate::monitor::Hub>,
     pub node_name: String,
@@ -296,17 +298,29 @@ fn kvstore_status(d: &AgentStatus) -> Status {
     }
 }
 
+/// Both families' allocations, and Cilium's status line naming each
+/// (`IPv4: 2/254 allocated from 10.0.0.0/24, IPv6: ...`).
 fn ipam_status(d: &AgentStatus) -> api::ipam::IpamStatus {
     let ipam = d.ipam.lock().expect("ipam lock");
-    api::ipam::IpamStatus {
+    let mut status = api::ipam::IpamStatus {
         allocations: ipam
             .allocations()
             .iter()
             .map(|(ip, a)| (ip.to_string(), a.owner.clone()))
             .collect(),
         ipv4: ipam.allocations().keys().map(|ip| ip.to_string()).collect(),
+        ipv6: Vec::new(),
         status: ipam.status_line(),
+    };
+    if let Some(ipam6) = &d.ipam6 {
+        let ipam6 = ipam6.lock().expect("ipam lock");
+        for (ip, a) in ipam6.allocations() {
+            status.allocations.insert(ip.to_string(), a.owner.clone());
+            status.ipv6.push(ip.to_string());
+        }
+        status.status.push_str(&ipam6.status_line());
     }
+    status
 }
 
 async fn healthz(

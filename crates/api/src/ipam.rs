@@ -69,6 +69,8 @@ pub struct IpamStatus {
     pub allocations: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ipv4: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ipv6: Vec<String>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub status: String,
 }

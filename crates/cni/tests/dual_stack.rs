@@ -96,3 +96,46 @@ fn dual_stack_pods_talk_over_both_families_and_ipv6_policy_is_enforced() {
     let ipcache = node.cilium_ok(&["bpf", "ipcache", "list"]);
     assert!(!ipcache.contains(&format!("{b6}/128")), "{ipcache}");
 }
+
+#[test]
+fn ipv6_pods_on_two_nodes_talk_through_the_ipv4_overlay() {
+    let mut cluster = Cluster::new(2, &["--enable-ipv6=true"]);
+    for (i, node) in cluster.nodes.iter_mut().enumerate() {
+        node.agent_args
+            .push(format!("--ipv6-range=fd00:10:0:{}::/112", i + 1));
+        node.start_agent();
+    }
+    let a6 = add_dual_stack_pod(&cluster.nodes[0], "pod-a", "app=client");
+    let b6 = add_dual_stack_pod(&cluster.nodes[1], "pod-b", "app=server");
+    wait_for(
+        "each node's ipcache to hold the other's IPv6 pod",
+        30,
+        || {
+            [(0, b6, 2), (1, a6, 1)].iter().all(|(n, ip, host)| {
+                let ipcache = cluster.nodes[*n].cilium_ok(&["bpf", "ipcache", "list"]);
+                ipcache.lines().any(|l| {
+                    l.starts_with(&format!("{ip}/128"))
+                        && l.contains(&format!("tunnelendpoint={}", node_ip(*host)))
+                })
+            })
+        },
+    );
+    assert!(
+        ping6(&cluster.nodes[0], "pod-a", b6),
+        "pod-a pings pod-b across nodes"
+    );
+    assert!(
+        ping6(&cluster.nodes[1], "pod-b", a6),
+        "pod-b pings pod-a across nodes"
+    );
+    tcp_exchange(
+        cluster.nodes[1].netns("pod-b"),
+        cluster.nodes[0].netns("pod-a"),
+        b6,
+        8080,
+    );
+    for node in &cluster.nodes {
+        let metrics = node.cilium_ok(&["bpf", "metrics", "list"]);
+        assert!(!metrics.contains("Unsupported L3 protocol"), "{metrics}");
+    }
+}

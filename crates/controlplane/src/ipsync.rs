@@ -7,7 +7,7 @@ use crate::events::AgentNotify;
 use crate::ipcache::{self, Entry, IpCache};
 use crate::ports::{Events, KernelError};
 use serde::{Deserialize, Serialize};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use watch::Source;
 
@@ -108,25 +108,28 @@ impl RemoteEndpoints {
     }
 
     fn learn(&self, key: &str, pair: &IpIdentityPair) -> Result<(), KernelError> {
-        let (Ok(ip), Ok(host)) = (
-            pair.ip.parse::<Ipv4Addr>(),
-            pair.host_ip.parse::<Ipv4Addr>(),
-        ) else {
-            tracing::warn!(subsys = "ipcache", key = %key, "Ignoring IP entry without IPv4 addresses");
+        // the endpoint's address of either family; its node on the IPv4
+        // underlay (1.16 has no other)
+        let (Ok(ip), Ok(host)) = (pair.ip.parse::<IpAddr>(), pair.host_ip.parse::<Ipv4Addr>())
+        else {
+            tracing::warn!(subsys = "ipcache", key = %key, "Ignoring IP entry without an address or an IPv4 host address");
             return Ok(());
         };
         if Some(host) == self.node_ip {
             return Ok(());
         }
+        let len = host_prefix_len(ip);
         let entry = Entry::new(pair.id, self.source).behind(host);
-        match self.ipcache.upsert(ip, 32, entry)? {
+        match self.ipcache.upsert(ip, len, entry)? {
             true => {
-                self.events
-                    .name_pod(ip, &pair.k8s_namespace, &pair.k8s_pod_name);
+                if let IpAddr::V4(ip) = ip {
+                    self.events
+                        .name_pod(ip, &pair.k8s_namespace, &pair.k8s_pod_name);
+                }
                 self.events.agent(
                     AgentNotify::IpcacheUpserted,
                     serde_json::json!({
-                        "cidr": format!("{ip}/32"),
+                        "cidr": format!("{ip}/{len}"),
                         "id": pair.id,
                         "host-ip": pair.host_ip,
                         "namespace": pair.k8s_namespace,
@@ -143,19 +146,22 @@ impl RemoteEndpoints {
     }
 
     fn forget(&self, pair: &IpIdentityPair) -> Result<(), KernelError> {
-        let Ok(ip) = pair.ip.parse::<Ipv4Addr>() else {
+        let Ok(ip) = pair.ip.parse::<IpAddr>() else {
             return Ok(());
         };
+        let len = host_prefix_len(ip);
         let remote = self
             .ipcache
-            .get(ip, 32)
+            .get(ip, len)
             .is_some_and(|e| e.source == self.source);
-        self.ipcache.remove(ip, 32, self.source)?;
+        self.ipcache.remove(ip, len, self.source)?;
         if remote {
-            self.events.forget_pod(ip);
+            if let IpAddr::V4(ip) = ip {
+                self.events.forget_pod(ip);
+            }
             self.events.agent(
                 AgentNotify::IpcacheDeleted,
-                serde_json::json!({ "cidr": format!("{ip}/32") }),
+                serde_json::json!({ "cidr": format!("{ip}/{len}") }),
             );
         }
         Ok(())
@@ -182,5 +188,14 @@ mod tests {
             serde_json::to_string(&pair).unwrap(),
             r#"{"IP":"10.1.0.7","Mask":null,"HostIP":"198.18.0.11","ID":256,"Key":0,"Metadata":"cilium-global:default:node1:12","K8sNamespace":"default","K8sPodName":"web"}"#
         );
+    }
+}
+
+/// An address as a host prefix: /32 or /128.
+fn host_prefix_len(ip: IpAddr) -> u8 {
+    if ip.is_ipv4() {
+        32
+    } else {
+        128
     }
 }

@@ -730,8 +730,8 @@ impl Endpoints {
         for (ip, len) in ep.addresses() {
             dp.remove_endpoint(ip);
             let _ = self.deps.ipcache.remove(ip, len, Source::Local);
+            self.deps.publisher.withdraw(ip);
         }
-        self.deps.publisher.withdraw(ep.ipv4);
         self.deps.events.forget_pod(ep.ipv4);
         dp.remove_policy(ep.id);
         dp.detach(ep.id);

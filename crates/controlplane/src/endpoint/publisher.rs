@@ -1,11 +1,12 @@
 //! This node's endpoint addresses, announced to the cluster (Cilium's
-//! `pkg/ipcache/kvstore.go`): each under `ip/v1/default/<ip>` with the
-//! session lease, so they leave with the agent.
+//! `pkg/ipcache/kvstore.go`): each address of either family under
+//! `ip/v1/default/<ip>` with the session lease, so they leave with the
+//! agent.
 
 use super::Endpoint;
 use crate::ipsync::IpIdentityPair;
 use crate::kvwriter::KvWriter;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// Announces this node's endpoint addresses (a no-op without a kvstore).
 #[derive(Clone)]
@@ -26,21 +27,23 @@ impl Publisher {
 
     pub fn publish(&self, ep: &Endpoint) {
         let Some(writer) = &self.writer else { return };
-        let pair = IpIdentityPair {
-            ip: ep.ipv4.to_string(),
-            mask: None,
-            host_ip: self.host_ip.clone(),
-            id: ep.identity,
-            key: 0,
-            metadata: format!("cilium-global:default:{}:{}", self.node_name, ep.id),
-            k8s_namespace: ep.k8s_namespace.clone(),
-            k8s_pod_name: ep.k8s_pod_name.clone(),
-        };
-        let body = serde_json::to_vec(&pair).expect("pair serializes");
-        writer.put_leased(kvstore::keys::ip(&pair.ip), body);
+        for (ip, _) in ep.addresses() {
+            let pair = IpIdentityPair {
+                ip: ip.to_string(),
+                mask: None,
+                host_ip: self.host_ip.clone(),
+                id: ep.identity,
+                key: 0,
+                metadata: format!("cilium-global:default:{}:{}", self.node_name, ep.id),
+                k8s_namespace: ep.k8s_namespace.clone(),
+                k8s_pod_name: ep.k8s_pod_name.clone(),
+            };
+            let body = serde_json::to_vec(&pair).expect("pair serializes");
+            writer.put_leased(kvstore::keys::ip(&pair.ip), body);
+        }
     }
 
-    pub fn withdraw(&self, ip: Ipv4Addr) {
+    pub fn withdraw(&self, ip: IpAddr) {
         if let Some(writer) = &self.writer {
             writer.delete(kvstore::keys::ip(&ip.to_string()));
         }
