@@ -50,6 +50,10 @@ impl EndpointKey {
         (self.family == ENDPOINT_KEY_IPV4)
             .then(|| Ipv4Addr::new(self.ip[0], self.ip[1], self.ip[2], self.ip[3]))
     }
+
+    pub fn ipv6(&self) -> Option<Ipv6Addr> {
+        (self.family == ENDPOINT_KEY_IPV6).then(|| Ipv6Addr::from(self.ip))
+    }
 }
 
 #[repr(C)]

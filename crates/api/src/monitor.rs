@@ -21,7 +21,7 @@ pub struct Packet {
     pub src_port: u16,
     #[serde(default)]
     pub dst_port: u16,
-    /// `TCP`, `UDP`, `ICMPv4` or `proto N`
+    /// `TCP`, `UDP`, `ICMPv4`, `ICMPv6` or `proto N`
     pub protocol: String,
     /// TCP flags set (`SYN`, `ACK`, ...), or the ICMP message
     #[serde(default)]
@@ -30,21 +30,24 @@ pub struct Packet {
 
 impl Packet {
     /// Cilium's summary: `10.0.1.5:34567 -> 10.0.2.7:80 tcp SYN`.
+    /// IPv6 addresses are bracketed before a port:
+    /// `[fd00::5]:34567 -> [fd00::7]:80 tcp SYN`.
     pub fn summary(&self) -> String {
+        let host_port = |ip: &str, port: u16| {
+            if ip.contains(':') {
+                format!("[{ip}]:{port}")
+            } else {
+                format!("{ip}:{port}")
+            }
+        };
+        let (src, dst) = (
+            host_port(&self.src_ip, self.src_port),
+            host_port(&self.dst_ip, self.dst_port),
+        );
         match self.protocol.as_str() {
-            "TCP" => format!(
-                "{}:{} -> {}:{} tcp {}",
-                self.src_ip,
-                self.src_port,
-                self.dst_ip,
-                self.dst_port,
-                self.flags.join(", ")
-            ),
-            "UDP" => format!(
-                "{}:{} -> {}:{} udp",
-                self.src_ip, self.src_port, self.dst_ip, self.dst_port
-            ),
-            "ICMPv4" => format!(
+            "TCP" => format!("{src} -> {dst} tcp {}", self.flags.join(", ")),
+            "UDP" => format!("{src} -> {dst} udp"),
+            "ICMPv4" | "ICMPv6" => format!(
                 "{} -> {} {}",
                 self.src_ip,
                 self.dst_ip,

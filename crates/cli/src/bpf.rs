@@ -3,11 +3,13 @@
 use crate::bpf_off::{Feature, GroupCommand, MulticastCommand, SubscriberCommand, VtepCommand};
 use crate::table::{print, print_json};
 use crate::{row, Ctx};
-use abi::ct::{CtEntry, Ipv4CtTuple, CT_FLAG_NAMES, TUPLE_F_IN, TUPLE_F_RELATED, TUPLE_F_SERVICE};
+use abi::ct::{
+    CtEntry, Ipv4CtTuple, Ipv6CtTuple, CT_FLAG_NAMES, TUPLE_F_IN, TUPLE_F_RELATED, TUPLE_F_SERVICE,
+};
 use abi::endpoint::format_mac;
 use datapath::maps::{
-    Ct4Global, CtAny4Global, Ipcache, Ipv4FragDatagrams, Lb4Backends, Lb4Services, Lxc, Metrics,
-    RuntimeConfig, Snat4External, Tunnel,
+    Ct4Global, Ct6Global, CtAny4Global, CtAny6Global, Ipcache, Ipv4FragDatagrams, Lb4Backends,
+    Lb4Services, Lxc, Metrics, RuntimeConfig, Snat4External, Tunnel,
 };
 use datapath::GlobalMap;
 use std::net::Ipv4Addr;
@@ -255,9 +257,11 @@ fn endpoints(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::new();
     let mut json = serde_json::Map::new();
     for (k, v) in &entries {
-        let ip = k
-            .ipv4()
-            .map_or_else(|| "<non-IPv4>".into(), |i| i.to_string());
+        let ip = match (k.ipv4(), k.ipv6()) {
+            (Some(ip), _) => ip.to_string(),
+            (_, Some(ip)) => ip.to_string(),
+            _ => "<unknown family>".into(),
+        };
         let info = if v.is_host() {
             "(localhost)".to_owned()
         } else {
@@ -513,8 +517,53 @@ fn lb_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A conntrack key of either family, as the line prints it.
+struct CtKey {
+    nexthdr: u8,
+    flags: u8,
+    /// Addresses as the tuple stores them: for the reply direction.
+    daddr: std::net::IpAddr,
+    saddr: std::net::IpAddr,
+    sport: u16,
+    dport: u16,
+}
+
+impl From<&Ipv4CtTuple> for CtKey {
+    fn from(k: &Ipv4CtTuple) -> Self {
+        Self {
+            nexthdr: k.nexthdr,
+            flags: k.flags,
+            daddr: k.daddr.ip().into(),
+            saddr: k.saddr.ip().into(),
+            sport: k.sport.get(),
+            dport: k.dport.get(),
+        }
+    }
+}
+
+impl From<&Ipv6CtTuple> for CtKey {
+    fn from(k: &Ipv6CtTuple) -> Self {
+        Self {
+            nexthdr: k.nexthdr,
+            flags: k.flags,
+            daddr: k.daddr.ip().into(),
+            saddr: k.saddr.ip().into(),
+            sport: k.sport.get(),
+            dport: k.dport.get(),
+        }
+    }
+}
+
+/// An address and port as Cilium prints them: IPv6 in brackets.
+fn host_port(ip: std::net::IpAddr, port: u16) -> String {
+    match ip {
+        std::net::IpAddr::V4(ip) => format!("{ip}:{port}"),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]:{port}"),
+    }
+}
+
 /// One `cilium bpf ct list global` line, in the original direction.
-fn ct_line(k: &Ipv4CtTuple, v: &CtEntry) -> String {
+fn ct_line(k: &CtKey, v: &CtEntry) -> String {
     let proto =
         proto_name(k.nexthdr).map_or_else(|| format!("NextHeader={}", k.nexthdr), str::to_owned);
     let dir = if k.flags & TUPLE_F_IN != 0 {
@@ -523,8 +572,7 @@ fn ct_line(k: &Ipv4CtTuple, v: &CtEntry) -> String {
         "OUT"
     };
     // Global maps store addresses for the reply direction: swap them back.
-    let (src, dst) = (k.daddr.ip(), k.saddr.ip());
-    let (sport, dport) = (k.sport.get(), k.dport.get());
+    let (src, dst) = (host_port(k.daddr, k.sport), host_port(k.saddr, k.dport));
     let mut tags = String::new();
     if k.flags & TUPLE_F_RELATED != 0 {
         tags.push_str("related ");
@@ -538,7 +586,7 @@ fn ct_line(k: &Ipv4CtTuple, v: &CtEntry) -> String {
         .map(|(_, n)| *n)
         .collect();
     format!(
-        "{proto} {dir} {src}:{sport} -> {dst}:{dport} {tags}expires={} Packets={} Bytes={} RxFlagsSeen=0x{:02x} LastRxReport={} TxFlagsSeen=0x{:02x} LastTxReport={} Flags=0x{:04x} [ {} ] RevNAT={} SourceSecurityID={} IfIndex={} BackendID={}",
+        "{proto} {dir} {src} -> {dst} {tags}expires={} Packets={} Bytes={} RxFlagsSeen=0x{:02x} LastRxReport={} TxFlagsSeen=0x{:02x} LastTxReport={} Flags=0x{:04x} [ {} ] RevNAT={} SourceSecurityID={} IfIndex={} BackendID={}",
         v.lifetime,
         v.packets,
         v.bytes,
@@ -603,6 +651,7 @@ fn nat_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
 fn proto_name(proto: u8) -> Option<&'static str> {
     match proto {
         1 => Some("ICMP"),
+        58 => Some("ICMPv6"),
         6 => Some("TCP"),
         17 => Some("UDP"),
         132 => Some("SCTP"),
@@ -661,7 +710,17 @@ fn ct(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     let any = open::<CtAny4Global>(ctx)?.into_map();
     for map in [tcp, any] {
         for (k, v) in map.entries()? {
-            lines.push(ct_line(&k, &v));
+            lines.push(ct_line(&(&k).into(), &v));
+        }
+    }
+    // the IPv6 tables exist on dual-stack nodes only
+    if Ct6Global::pin_path(&ctx.bpf_root).exists() {
+        let tcp = open::<Ct6Global>(ctx)?.into_map();
+        let any = open::<CtAny6Global>(ctx)?.into_map();
+        for map in [tcp, any] {
+            for (k, v) in map.entries()? {
+                lines.push(ct_line(&(&k).into(), &v));
+            }
         }
     }
     print_lines(args, lines)

@@ -60,6 +60,18 @@ fn dual_stack_pods_talk_over_both_families_and_ipv6_policy_is_enforced() {
     assert!(endpoints.contains(&b6.to_string()), "{endpoints}");
     let ipcache = node.cilium_ok(&["bpf", "ipcache", "list"]);
     assert!(ipcache.contains(&format!("{b6}/128")), "{ipcache}");
+    let lxc = node.cilium_ok(&["bpf", "endpoint", "list"]);
+    assert!(
+        lxc.lines().any(|l| l.starts_with(&format!("{b6} "))),
+        "{lxc}"
+    );
+    let ct = node.cilium_ok(&["bpf", "ct", "list", "global"]);
+    let flow = format!("TCP OUT [{a6}]:");
+    assert!(
+        ct.lines()
+            .any(|l| l.starts_with(&flow) && l.contains(&format!("-> [{b6}]:8080"))),
+        "no IPv6 TCP entry in:\n{ct}"
+    );
 
     // pod-b admits TCP 8080 from the client and nothing else
     let out = node.import_policy(

@@ -15,7 +15,7 @@
 use crate::typed::{Map, PerCpuMap};
 use crate::{Error, MapMeta};
 use abi::auth::{AuthInfo, AuthKey};
-use abi::ct::{CtEntry, Ipv4CtTuple};
+use abi::ct::{CtEntry, Ipv4CtTuple, Ipv6CtTuple};
 use abi::endpoint::{EndpointInfo, EndpointKey};
 use abi::frag::{Ipv4FragId, Ipv4FragL4Ports};
 use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
@@ -142,6 +142,14 @@ global_map!(
 global_map!(
     /// `cilium_ct_any4_global`: non-TCP conntrack.
     CtAny4Global = abi::maps::CT_ANY4_GLOBAL, Map<Ipv4CtTuple, CtEntry>, deref
+);
+global_map!(
+    /// `cilium_ct6_global`: IPv6 TCP conntrack (dual-stack nodes).
+    Ct6Global = abi::maps::CT6_GLOBAL, Map<Ipv6CtTuple, CtEntry>, deref
+);
+global_map!(
+    /// `cilium_ct_any6_global`: IPv6 non-TCP conntrack (dual-stack nodes).
+    CtAny6Global = abi::maps::CT_ANY6_GLOBAL, Map<Ipv6CtTuple, CtEntry>, deref
 );
 global_map!(
     /// `cilium_snat_v4_external`: NodePort NAT pairs.

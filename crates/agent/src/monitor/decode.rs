@@ -2,26 +2,47 @@
 
 use abi::Plain;
 pub use api::monitor::{MonitorEvent, Packet};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// The addresses, L4 protocol and L4 header of an IPv4 or IPv6 frame (IPv6
+/// extension headers are not walked: a summary names what follows).
+fn l3(frame: &[u8]) -> Option<(String, String, u8, &[u8])> {
+    match frame.get(12..14)? {
+        [0x08, 0x00] if frame.len() >= 34 => {
+            let ip = &frame[14..];
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            Some((
+                Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]).to_string(),
+                Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]).to_string(),
+                ip[9],
+                ip.get(ihl..).unwrap_or_default(),
+            ))
+        }
+        [0x86, 0xdd] if frame.len() >= 54 => {
+            let ip = &frame[14..];
+            let addr = |at: usize| {
+                let bytes: [u8; 16] = ip[at..at + 16].try_into().expect("16 bytes");
+                Ipv6Addr::from(bytes).to_string()
+            };
+            Some((addr(8), addr(24), ip[6], &ip[40..]))
+        }
+        _ => None,
+    }
+}
 
 /// The addresses, ports and TCP flags of a captured Ethernet frame.
 pub fn parse_packet(frame: &[u8]) -> Option<Packet> {
-    if frame.len() < 34 || frame[12..14] != [0x08, 0x00] {
-        return None;
-    }
-    let ip = &frame[14..];
-    let ihl = usize::from(ip[0] & 0x0f) * 4;
-    let l4 = ip.get(ihl..).unwrap_or_default();
+    let (src_ip, dst_ip, proto, l4) = l3(frame)?;
     let port = |at: usize| -> u16 {
         l4.get(at..at + 2)
             .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
     };
     let mut p = Packet {
-        src_ip: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]).to_string(),
-        dst_ip: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]).to_string(),
+        src_ip,
+        dst_ip,
         ..Default::default()
     };
-    match ip[9] {
+    match proto {
         6 => {
             p.protocol = "TCP".into();
             (p.src_port, p.dst_port) = (port(0), port(2));
@@ -52,12 +73,26 @@ pub fn parse_packet(frame: &[u8]) -> Option<Packet> {
             };
             p.flags = vec![kind.into()];
         }
+        58 => {
+            p.protocol = "ICMPv6".into();
+            let kind = match l4.first() {
+                Some(128) => "EchoRequest",
+                Some(129) => "EchoReply",
+                Some(1) => "DestinationUnreachable",
+                Some(2) => "PacketTooBig",
+                Some(3) => "TimeExceeded",
+                Some(135) => "NeighborSolicitation",
+                Some(136) => "NeighborAdvertisement",
+                _ => "other",
+            };
+            p.flags = vec![kind.into()];
+        }
         n => p.protocol = format!("proto {n}"),
     }
     Some(p)
 }
 
-/// The summary Cilium prints for a captured frame ("" when not IPv4).
+/// The summary Cilium prints for a captured frame ("" when not IP).
 pub fn summarize(frame: &[u8]) -> String {
     parse_packet(frame).map(|p| p.summary()).unwrap_or_default()
 }
