@@ -305,6 +305,8 @@ pub struct Masquerading {
     pub ip_masq_agent: bool,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub snat_exclusion_cidr_v4: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub snat_exclusion_cidr_v6: String,
 }
 
 /// `ClockSource`: `ktime`, or `jiffies` at `hertz`.

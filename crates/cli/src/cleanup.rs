@@ -102,7 +102,7 @@ impl Args {
             out.push(format!("links\n{}", names.join("\n")));
         }
         out.push(format!(
-            "iptables masquerading rules (the nat table's {} chain and its feeder)",
+            "iptables and ip6tables masquerading rules (the nat table's {} chain and its feeder)",
             netdev::iptables::POST_NAT
         ));
         out.push(format!(
@@ -161,8 +161,10 @@ fn remove_all_state(args: &Args, devices: &[(u32, String)]) -> anyhow::Result<()
         }
         Ok(())
     })?;
-    if let Err(e) = netdev::iptables::remove() {
-        eprintln!("Unable to remove the iptables masquerading rules: {e}");
+    for family in [netdev::iptables::Family::V4, netdev::iptables::Family::V6] {
+        if let Err(e) = netdev::iptables::remove(family) {
+            eprintln!("Unable to remove the iptables masquerading rules ({family:?}): {e}");
+        }
     }
     let target = std::ffi::CString::new(args.cgroup_root.as_os_str().as_encoded_bytes())
         .context("cgroup root path")?;

@@ -151,3 +151,64 @@ fn ipv6_pods_on_two_nodes_talk_through_the_ipv4_overlay() {
         assert!(!metrics.contains("Unsupported L3 protocol"), "{metrics}");
     }
 }
+
+/// Adds `ip`/64 to eth0 of the netns at `netns`, without DAD.
+fn add_underlay_v6(netns: &std::path::Path, ip: Ipv6Addr) {
+    let mut ip_cmd = std::process::Command::new("ip");
+    ip_cmd.args([
+        "-6",
+        "addr",
+        "add",
+        &format!("{ip}/64"),
+        "dev",
+        "eth0",
+        "nodad",
+    ]);
+    in_netns(&mut ip_cmd, netns);
+    let out = ip_cmd.output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn ipv6_leaving_the_cluster_is_masqueraded_with_ip6tables() {
+    let node_v6: Ipv6Addr = "fd00:198:18::11".parse().unwrap();
+    let outside_v6: Ipv6Addr = "fd00:198:18::50".parse().unwrap();
+    let mut cluster = Cluster::new(1, &["--enable-ipv6=true", "--ipv6-range=fd00:10:0:1::/112"]);
+    let outside = cluster.machine("outside", std::net::Ipv4Addr::new(198, 18, 0, 50));
+    add_underlay_v6(&outside, outside_v6);
+    let node = &mut cluster.nodes[0];
+    add_underlay_v6(node.netns.as_ref().expect("node netns"), node_v6);
+    node.start_agent();
+    let status = node.cilium_ok(&["status"]);
+    assert!(
+        status.contains("IPTables [IPv4: Enabled, IPv6: Enabled]"),
+        "{status}"
+    );
+    add_dual_stack_pod(node, "pod-a", "");
+    let (_, reply) = netdev::netns::tcp_request(
+        netdev::NetNs::open(&outside).unwrap(),
+        netdev::NetNs::open(&node.netns("pod-a")).unwrap(),
+        outside_v6,
+        8080,
+        b"hello",
+    )
+    .expect("TCP from the pod to the outside over IPv6");
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(
+        reply.starts_with(&format!("pong to [{node_v6}]:")),
+        "the outside saw the node's address: {reply}"
+    );
+    assert!(
+        node.in_pod(
+            "pod-a",
+            &["ping", "-6", "-c", "1", "-W", "2", &outside_v6.to_string()]
+        )
+        .status
+        .success(),
+        "pod-a pings the outside over IPv6"
+    );
+}

@@ -6,10 +6,11 @@
 //! `iptables-restore` commit (declaring a chain there empties it), so an
 //! agent that starts again never leaves a moment without the rule; the
 //! feeder rule is added only when missing. Like the sysctls, it acts on
-//! the calling thread's network namespace.
+//! the calling thread's network namespace. IPv6 (`enable-ipv6-masquerade`)
+//! gets the same chain and rules through ip6tables.
 
 use std::io::Write;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::process::{Command, Stdio};
 
 /// The chain Cilium masquerades in.
@@ -39,8 +40,32 @@ pub enum IptablesError {
 /// CIDR) that does not leave through a `cilium_` device (the overlay).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Masquerade {
-    pub source: (Ipv4Addr, u8),
-    pub exclude: (Ipv4Addr, u8),
+    pub source: (IpAddr, u8),
+    pub exclude: (IpAddr, u8),
+}
+
+/// Which of the two tables: iptables' or ip6tables'.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    fn of(m: &Masquerade) -> Self {
+        if m.source.0.is_ipv6() {
+            Family::V6
+        } else {
+            Family::V4
+        }
+    }
+
+    fn programs(self) -> (&'static str, &'static str) {
+        match self {
+            Family::V4 => ("iptables", "iptables-restore"),
+            Family::V6 => ("ip6tables", "ip6tables-restore"),
+        }
+    }
 }
 
 /// The nat table's part, as `iptables-restore --noflush` reads it.
@@ -98,30 +123,34 @@ fn run(program: &'static str, args: &[&str], stdin: Option<&str>) -> Result<(), 
     })
 }
 
-/// Installs (or replaces) the masquerading rule and its feeder.
+/// Installs (or replaces) the masquerading rule and its feeder in the
+/// table of the rule's family.
 pub fn install(m: &Masquerade) -> Result<(), IptablesError> {
+    let (iptables, restore) = Family::of(m).programs();
     run(
-        "iptables-restore",
+        restore,
         &["-w", LOCK_WAIT_SECS, "--noflush"],
         Some(&restore_input(m)),
     )?;
-    if run("iptables", &feeder("-C"), None).is_err() {
-        run("iptables", &feeder("-A"), None)?;
+    if run(iptables, &feeder("-C"), None).is_err() {
+        run(iptables, &feeder("-A"), None)?;
     }
     tracing::info!(subsys = "iptables", chain = POST_NAT, source = %format!("{}/{}", m.source.0, m.source.1), "Installed masquerading rules");
     Ok(())
 }
 
-/// Removes the feeder and the chain; says whether there was anything.
-pub fn remove() -> Result<bool, IptablesError> {
+/// Removes the feeder and the chain of one family; says whether there was
+/// anything.
+pub fn remove(family: Family) -> Result<bool, IptablesError> {
+    let (iptables, _) = family.programs();
     let mut found = false;
-    while run("iptables", &feeder("-D"), None).is_ok() {
+    while run(iptables, &feeder("-D"), None).is_ok() {
         found = true;
     }
     let chain = ["-w", LOCK_WAIT_SECS, "-t", "nat"];
-    if run("iptables", &[&chain[..], &["-F", POST_NAT]].concat(), None).is_ok() {
+    if run(iptables, &[&chain[..], &["-F", POST_NAT]].concat(), None).is_ok() {
         found = true;
-        run("iptables", &[&chain[..], &["-X", POST_NAT]].concat(), None)?;
+        run(iptables, &[&chain[..], &["-X", POST_NAT]].concat(), None)?;
     }
     Ok(found)
 }
@@ -133,8 +162,8 @@ mod tests {
     #[test]
     fn the_rule_is_ciliums_and_replaces_the_chain_in_one_commit() {
         let m = Masquerade {
-            source: (Ipv4Addr::new(10, 0, 1, 0), 24),
-            exclude: (Ipv4Addr::new(10, 0, 0, 0), 8),
+            source: (std::net::Ipv4Addr::new(10, 0, 1, 0).into(), 24),
+            exclude: (std::net::Ipv4Addr::new(10, 0, 0, 0).into(), 8),
         };
         assert_eq!(
             restore_input(&m),

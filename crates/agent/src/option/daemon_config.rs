@@ -117,6 +117,8 @@ pub struct DaemonConfig {
     /// (`enable-ipv4-masquerade`), in BPF (`enable-bpf-masquerade`) or
     /// with iptables.
     pub ipv4_masquerade: bool,
+    /// `enable-ipv6-masquerade`, in effect only with IPv6 on.
+    pub ipv6_masquerade: bool,
     pub bpf_masquerade: bool,
     /// BPF host routing or legacy (`enable-host-legacy-routing`, and what
     /// BPF host routing needs).
@@ -600,6 +602,11 @@ impl DaemonConfig {
             boolean("enable-ipv4-masquerade"),
             l.get("ipv4-native-routing-cidr"),
         )?;
+        if ipv6.is_some() && routing_mode == RoutingMode::Native {
+            return Err(ConfigError::Unsupported(
+                "enable-ipv6=true with routing-mode=native: IPv6 native routing (ipv6-native-routing-cidr, routes to other nodes' IPv6 pod CIDRs) is not supported yet; use routing-mode=tunnel".into(),
+            ));
+        }
         Ok(Self {
             bpf_root: PathBuf::from(l.get("bpf-root")),
             procfs: PathBuf::from(l.get("procfs")),
@@ -688,6 +695,7 @@ impl DaemonConfig {
             enable_node_port: boolean("enable-node-port") || kube_proxy_replacement,
             enable_host_port: boolean("enable-host-port") || kube_proxy_replacement,
             ipv4_masquerade: boolean("enable-ipv4-masquerade"),
+            ipv6_masquerade: boolean("enable-ipv6-masquerade") && ipv6.is_some(),
             bpf_masquerade: boolean("enable-bpf-masquerade"),
             host_routing: HostRouting::choose(
                 boolean("enable-host-legacy-routing"),
@@ -867,6 +875,14 @@ mod tests {
             ),
             (&["--enable-ipv6", "--ipv6-range=10.0.0.0/24"], "ipv6-range"),
             (&["--enable-ipv6", "--ipv6-range=fd00::/127"], "ipv6-range"),
+            (
+                &[
+                    "--enable-ipv6",
+                    "--routing-mode=native",
+                    "--ipv4-native-routing-cidr=10.0.0.0/8",
+                ],
+                "routing-mode=native",
+            ),
             (
                 &["--enable-ipv6", "--cluster-pool-ipv6-mask-size=96"],
                 "cluster-pool-ipv6-mask-size",
