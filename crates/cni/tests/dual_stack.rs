@@ -27,6 +27,47 @@ fn add_dual_stack_pod(node: &Node, pod: &str, labels: &str) -> Ipv6Addr {
         .expect("an IPv6 address")
 }
 
+/// A UDP datagram of `size` bytes from the pod at `client` to `server_ip`
+/// and its echo back, between the pods' namespaces; whether the echo came
+/// whole. Above the route MTU the datagram travels as IPv6 fragments.
+fn udp_echo6(
+    server: &std::path::Path,
+    client: &std::path::Path,
+    server_ip: Ipv6Addr,
+    size: usize,
+) -> bool {
+    use std::net::UdpSocket;
+    let timeout = std::time::Duration::from_secs(3);
+    let (server, client) = (
+        netdev::NetNs::open(server).unwrap(),
+        netdev::NetNs::open(client).unwrap(),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let srv = std::thread::spawn(move || {
+        server.enter().unwrap();
+        let sock = UdpSocket::bind((Ipv6Addr::UNSPECIFIED, 9000)).unwrap();
+        sock.set_read_timeout(Some(timeout)).unwrap();
+        tx.send(()).unwrap();
+        let mut buf = vec![0; 65536];
+        if let Ok((n, peer)) = sock.recv_from(&mut buf) {
+            let _ = sock.send_to(&buf[..n], peer);
+        }
+    });
+    rx.recv().unwrap();
+    let cli = std::thread::spawn(move || {
+        client.enter().unwrap();
+        let sock = UdpSocket::bind((Ipv6Addr::UNSPECIFIED, 0)).unwrap();
+        sock.set_read_timeout(Some(timeout)).unwrap();
+        let payload: Vec<u8> = (0..size).map(|i| i as u8).collect();
+        sock.send_to(&payload, (server_ip, 9000)).unwrap();
+        let mut buf = vec![0; 65536];
+        matches!(sock.recv(&mut buf), Ok(n) if buf[..n] == payload[..])
+    });
+    let ok = cli.join().unwrap();
+    srv.join().unwrap();
+    ok
+}
+
 fn ping6(node: &Node, from: &str, to: Ipv6Addr) -> bool {
     node.in_pod(from, &["ping", "-6", "-c", "1", "-W", "2", &to.to_string()])
         .status
@@ -55,6 +96,10 @@ fn dual_stack_pods_talk_over_both_families_and_ipv6_policy_is_enforced() {
     assert!(ping6(&node, "pod-a", b6), "pod-a pings pod-b over IPv6");
     assert!(ping6(&node, "pod-b", a6), "pod-b pings pod-a over IPv6");
     tcp_exchange(node.netns("pod-b"), node.netns("pod-a"), b6, 8080);
+    let (na, nb) = (node.netns("pod-a"), node.netns("pod-b"));
+    assert!(udp_echo6(&nb, &na, b6, 200), "UDP over IPv6");
+    // fragments, which 1.16 drops (code 157) and we track
+    assert!(udp_echo6(&nb, &na, b6, 4000), "fragmented UDP over IPv6");
 
     let endpoints = node.cilium_ok(&["endpoint", "list", "-o", "json"]);
     assert!(endpoints.contains(&b6.to_string()), "{endpoints}");
@@ -146,6 +191,11 @@ fn ipv6_pods_on_two_nodes_talk_through_the_ipv4_overlay() {
         b6,
         8080,
     );
+    let (na, nb) = (
+        cluster.nodes[0].netns("pod-a"),
+        cluster.nodes[1].netns("pod-b"),
+    );
+    assert!(udp_echo6(&nb, &na, b6, 4000), "fragmented UDP across nodes");
     for node in &cluster.nodes {
         let metrics = node.cilium_ok(&["bpf", "metrics", "list"]);
         assert!(!metrics.contains("Unsupported L3 protocol"), "{metrics}");
