@@ -101,6 +101,21 @@ fn dual_stack_pods_talk_over_both_families_and_ipv6_policy_is_enforced() {
     // fragments, which 1.16 drops (code 157) and we track
     assert!(udp_echo6(&nb, &na, b6, 4000), "fragmented UDP over IPv6");
 
+    // Hubble names both ends of an IPv6 flow
+    let mut v6_flow = String::new();
+    wait_for("Hubble to show an IPv6 TCP flow to pod-b", 10, || {
+        let flows = node.cilium_ok(&["observe", "--last", "1000", "-o", "json"]);
+        v6_flow = flows
+            .lines()
+            .find(|l| l.contains(&format!("\"destination\":\"{b6}\"")) && l.contains("\"TCP\""))
+            .unwrap_or_default()
+            .to_owned();
+        !v6_flow.is_empty()
+    });
+    assert!(
+        v6_flow.contains("\"pod_name\":\"pod-a\"") && v6_flow.contains("\"pod_name\":\"pod-b\""),
+        "{v6_flow}"
+    );
     let endpoints = node.cilium_ok(&["endpoint", "list", "-o", "json"]);
     assert!(endpoints.contains(&b6.to_string()), "{endpoints}");
     let ipcache = node.cilium_ok(&["bpf", "ipcache", "list"]);

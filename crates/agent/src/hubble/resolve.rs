@@ -67,7 +67,7 @@ impl<K, V> Snapshot<K, V> {
 pub struct ControlPlaneResolver {
     endpoints: Arc<Endpoints>,
     endpoints_changed: Mutex<watch::Receiver<u64>>,
-    local: RwLock<Snapshot<Ipv4Addr, Arc<LocalEndpoint>>>,
+    local: RwLock<Snapshot<IpAddr, Arc<LocalEndpoint>>>,
     identities: Arc<Identities>,
     identities_changed: Mutex<watch::Receiver<u64>>,
     labels: RwLock<Snapshot<u32, Arc<Vec<String>>>>,
@@ -125,7 +125,8 @@ impl ControlPlaneResolver {
         self
     }
 
-    fn local(&self) -> Arc<HashMap<Ipv4Addr, Arc<LocalEndpoint>>> {
+    /// Local endpoints by each of their addresses.
+    fn local(&self) -> Arc<HashMap<IpAddr, Arc<LocalEndpoint>>> {
         let version = *self
             .endpoints_changed
             .lock()
@@ -138,24 +139,25 @@ impl ControlPlaneResolver {
             .endpoints
             .list()
             .into_iter()
-            .map(|ep| {
+            .flat_map(|ep| {
                 let workloads = self
                     .workloads
                     .as_ref()
                     .and_then(|w| w.workload(&ep.k8s_namespace, &ep.k8s_pod_name))
                     .into_iter()
                     .collect();
-                (
-                    ep.ipv4,
-                    Arc::new(LocalEndpoint {
-                        id: ep.id,
-                        identity: ep.identity,
-                        namespace: ep.k8s_namespace,
-                        pod: ep.k8s_pod_name,
-                        uid: ep.k8s_uid,
-                        workloads,
-                    }),
-                )
+                let addresses: Vec<IpAddr> = ep.addresses().map(|(ip, _)| ip).collect();
+                let local = Arc::new(LocalEndpoint {
+                    id: ep.id,
+                    identity: ep.identity,
+                    namespace: ep.k8s_namespace,
+                    pod: ep.k8s_pod_name,
+                    uid: ep.k8s_uid,
+                    workloads,
+                });
+                addresses
+                    .into_iter()
+                    .map(move |ip| (ip, Arc::clone(&local)))
             })
             .collect();
         store(&self.local, version, map)
@@ -239,13 +241,7 @@ fn store<K, V>(
 
 impl Resolve for ControlPlaneResolver {
     fn endpoint(&self, ip: IpAddr, identity: u32) -> flow::Endpoint {
-        let IpAddr::V4(v4) = ip else {
-            return flow::Endpoint {
-                identity,
-                ..Default::default()
-            };
-        };
-        if let Some(ep) = self.local().get(&v4) {
+        if let Some(ep) = self.local().get(&ip) {
             let identity = if identity != 0 { identity } else { ep.identity };
             return flow::Endpoint {
                 id: u32::from(ep.id),
@@ -258,13 +254,18 @@ impl Resolve for ControlPlaneResolver {
             };
         }
         // the datapath's identity wins over the ipcache's
+        let host_len = if ip.is_ipv4() { 32 } else { 128 };
         let identity = match identity {
-            0 => self.ipcache.get(v4, 32).map_or(0, |e| e.identity),
+            0 => self.ipcache.get(ip, host_len).map_or(0, |e| e.identity),
             id => id,
         };
         let labels = self.labels(identity).to_vec();
         let cluster_name = cluster_of(&labels);
-        let (namespace, pod_name) = self.names.pod(v4).unwrap_or_default();
+        // other nodes' pods are named by their IPv4 address
+        let (namespace, pod_name) = match ip {
+            IpAddr::V4(v4) => self.names.pod(v4).unwrap_or_default(),
+            IpAddr::V6(_) => Default::default(),
+        };
         flow::Endpoint {
             identity,
             cluster_name,
@@ -291,10 +292,14 @@ impl Resolve for ControlPlaneResolver {
             return None;
         }
         let local = self.local();
+        // a pod's sockets are named by its IPv4 address, as before IPv6
         let by_uid: HashMap<&str, Ipv4Addr> = local
             .iter()
             .filter(|(_, ep)| !ep.uid.is_empty())
-            .map(|(ip, ep)| (ep.uid.as_str(), *ip))
+            .filter_map(|(ip, ep)| match ip {
+                IpAddr::V4(v4) => Some((ep.uid.as_str(), *v4)),
+                IpAddr::V6(_) => None,
+            })
             .collect();
         let uids: Vec<String> = by_uid.keys().map(|u| (*u).to_owned()).collect();
         cg.pods = super::cgroups::scan(&self.cgroup_root, &uids)
