@@ -19,15 +19,13 @@
 #include "lib/reject.h"
 #include "lib/policy.h"
 
-/* The node's own packets to a pod on another node go through the overlay
- * as Cilium's LOCAL_NODE_ID, which the far side sees as remote-node. */
-static __always_inline int host_to_remote_pod(struct __sk_buff *ctx,
-					      struct iphdr *ip4)
+/* The node's own packets to a pod on another node (behind tunnel_ep, 0
+ * when none) go through the overlay as Cilium's LOCAL_NODE_ID, which the
+ * far side sees as remote-node. */
+static __always_inline int host_to_remote_pod(struct __sk_buff *ctx, __u32 tunnel_ep)
 {
-	__u32 tunnel_ep;
 	int ret;
 
-	tunnel_ep = tunnel_endpoint4(ip4->daddr, lookup_ip4_remote(ip4->daddr));
 	if (!tunnel_ep)
 		return CTX_ACT_OK;
 	ret = encap_and_redirect4(ctx, tunnel_ep, IDENTITY_REMOTE_NODE);
@@ -65,7 +63,7 @@ static __always_inline int ipv6_from_host(struct __sk_buff *ctx)
 	struct endpoint_info *ep;
 	struct ipv6hdr *ip6;
 	union v6addr saddr, daddr;
-	__u32 src_id, tunnel_ep;
+	__u32 src_id;
 	int ret;
 
 	ip6 = ipv6_hdr(ctx);
@@ -81,15 +79,7 @@ static __always_inline int ipv6_from_host(struct __sk_buff *ctx)
 		return send_drop_notify(ctx, src_id, ep->sec_id, ep->lxc_id, ret,
 					METRIC_INGRESS, 0);
 	}
-	tunnel_ep = tunnel_endpoint6(lookup_ip6_remote(&daddr));
-	if (!tunnel_ep)
-		return CTX_ACT_OK;
-	ret = encap_and_redirect4(ctx, tunnel_ep, IDENTITY_REMOTE_NODE);
-	if (IS_ERR(ret))
-		return send_drop_notify(ctx, IDENTITY_HOST, IDENTITY_UNKNOWN, 0,
-					ret, METRIC_EGRESS, 0);
-	update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
-	return ret;
+	return host_to_remote_pod(ctx, tunnel_endpoint6(lookup_ip6_remote(&daddr)));
 }
 #endif /* ENABLE_IPV6 */
 
@@ -114,7 +104,8 @@ int cil_from_host(struct __sk_buff *ctx)
 					-DROP_INVALID, METRIC_EGRESS, 0);
 	ep = lookup_ip4_endpoint(ip4->daddr);
 	if (!is_local_pod(ep))
-		return host_to_remote_pod(ctx, ip4);
+		return host_to_remote_pod(ctx, tunnel_endpoint4(ip4->daddr,
+								lookup_ip4_remote(ip4->daddr)));
 	return ipcache_sender_to_pod(ctx, ip4, ep, 0);
 }
 

@@ -141,6 +141,26 @@ drop:
 	return reject_no_service(ctx, ret, verdict);
 }
 
+/* The end of an endpoint's ingress, for either family: the packet its
+ * policy let through is counted, traced and delivered. Returns the verdict
+ * or a negative drop reason. */
+static __always_inline int lxc_deliver(struct __sk_buff *ctx, const struct endpoint_info *ep,
+				       __u32 src_id, __u32 flags, __u8 ct_status, __u8 tcp_flags)
+{
+	update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
+	send_trace_notify(ctx, TRACE_TO_LXC, ep->lxc_id, src_id, ep->sec_id, ep->lxc_id,
+			  ep->ifindex, ct_status, tcp_flags);
+	send_debug_capture(ctx, DBG_CAPTURE_DELIVERY, ep->lxc_id, ep->ifindex);
+	return local_delivery(ctx, ep, flags & POLICY_F_PEER);
+}
+
+static __always_inline int lxc_ingress_drop(struct __sk_buff *ctx,
+					    const struct endpoint_info *ep, __u32 src_id, int ret)
+{
+	return send_drop_notify(ctx, src_id, ep ? ep->sec_id : IDENTITY_UNKNOWN,
+				ep ? ep->lxc_id : 0, ret, METRIC_INGRESS, ep ? ep->lxc_id : 0);
+}
+
 #ifdef ENABLE_IPV6
 /* IPv6 from a pod that is not neighbour discovery: IPv4's path without a
  * load balancer yet. The endpoint map and the ipcache are keyed by the v6
@@ -242,17 +262,12 @@ static __always_inline int ipv6_lxc_policy(struct __sk_buff *ctx, __u32 src_id, 
 				       ep->lxc_id, src_id);
 	if (ret < 0)
 		goto drop;
-	update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
-	send_trace_notify(ctx, TRACE_TO_LXC, ep->lxc_id, src_id, ep->sec_id, ep->lxc_id,
-			  ep->ifindex, ct.status, pkt.tcp_flags);
-	send_debug_capture(ctx, DBG_CAPTURE_DELIVERY, ep->lxc_id, ep->ifindex);
-	ret = local_delivery(ctx, ep, flags & POLICY_F_PEER);
+	ret = lxc_deliver(ctx, ep, src_id, flags, ct.status, pkt.tcp_flags);
 	if (ret < 0)
 		goto drop;
 	return ret;
 drop:
-	return send_drop_notify(ctx, src_id, ep ? ep->sec_id : IDENTITY_UNKNOWN,
-				ep ? ep->lxc_id : 0, ret, METRIC_INGRESS, ep ? ep->lxc_id : 0);
+	return lxc_ingress_drop(ctx, ep, src_id, ret);
 }
 #endif /* ENABLE_IPV6 */
 
@@ -302,17 +317,12 @@ int cil_lxc_policy(struct __sk_buff *ctx)
 	ret = lb4_rev_nat_ingress(ctx, ipv4_l4_off(ip4), pkt.tuple.nexthdr, &ct, ep_addr);
 	if (ret < 0)
 		goto drop;
-	update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
-	send_trace_notify(ctx, TRACE_TO_LXC, ep->lxc_id, src_id, ep->sec_id, ep->lxc_id,
-			  ep->ifindex, ct.status, pkt.tcp_flags);
-	send_debug_capture(ctx, DBG_CAPTURE_DELIVERY, ep->lxc_id, ep->ifindex);
-	ret = local_delivery(ctx, ep, flags & POLICY_F_PEER);
+	ret = lxc_deliver(ctx, ep, src_id, flags, ct.status, pkt.tcp_flags);
 	if (ret < 0)
 		goto drop;
 	return ret;
 drop:
-	return send_drop_notify(ctx, src_id, ep ? ep->sec_id : IDENTITY_UNKNOWN,
-				ep ? ep->lxc_id : 0, ret, METRIC_INGRESS, ep ? ep->lxc_id : 0);
+	return lxc_ingress_drop(ctx, ep, src_id, ret);
 }
 
 /* IPv6 from a pod: neighbour discovery is answered here and, in the

@@ -5,7 +5,7 @@
 mod common;
 
 use abi::ct::{CtEntry, Ipv6CtTuple, TUPLE_F_IN, TUPLE_F_OUT, TUPLE_F_RELATED};
-use abi::endpoint::{EndpointInfo, EndpointKey};
+use abi::endpoint::EndpointInfo;
 use abi::metrics::{DIR_EGRESS, DIR_INGRESS};
 use common::*;
 use datapath::objects::BPF_LXC_V6;
@@ -35,27 +35,6 @@ fn runtime_config(obj: &TestObject, index: u32, value: u64) {
         .expect("set runtime config");
 }
 
-fn add_pod6(obj: &TestObject, ip: Ipv6Addr, info: EndpointInfo) {
-    obj.map(abi::maps::LXC)
-        .expect("open cilium_lxc")
-        .put(&EndpointKey::v6(ip), &info)
-        .expect("insert endpoint");
-    set_policy(obj, info.lxc_id, &[(0, false, 0, 0), (0, true, 0, 0)], &[]);
-    install_ingress(obj, info.lxc_id);
-}
-
-fn learn_remote6(obj: &TestObject, ip: Ipv6Addr, identity: u32, node: Ipv4Addr) {
-    let info = abi::ipcache::RemoteEndpointInfo {
-        sec_identity: identity,
-        tunnel_endpoint: node.into(),
-        ..Default::default()
-    };
-    obj.map(abi::maps::IPCACHE)
-        .expect("open cilium_ipcache")
-        .put(&abi::ipcache::IpcacheKey::v6(ip, 128), &info)
-        .expect("insert ipcache entry");
-}
-
 /// A dual-stack node (router address set) with pods A and B; each pod's
 /// identity is known to the ipcache, as the agent writes it.
 fn two_pods(sb: &Sandbox) -> TestObject {
@@ -63,18 +42,18 @@ fn two_pods(sb: &Sandbox) -> TestObject {
     let halves = abi::runtime_config::ipv6_halves(ROUTER);
     runtime_config(&obj, abi::runtime_config::ROUTER_IPV6_HI, halves[0]);
     runtime_config(&obj, abi::runtime_config::ROUTER_IPV6_LO, halves[1]);
-    add_pod6(
+    add_endpoint(
         &obj,
         POD_A,
         EndpointInfo::pod(TEST_IFINDEX, 11, MAC_A, LXC_A, ID_A),
     );
-    add_pod6(
+    add_endpoint(
         &obj,
         POD_B,
         EndpointInfo::pod(TEST_IFINDEX, 12, MAC_B, LXC_B, ID_B),
     );
-    learn_remote6(&obj, POD_A, ID_A, Ipv4Addr::UNSPECIFIED);
-    learn_remote6(&obj, POD_B, ID_B, Ipv4Addr::UNSPECIFIED);
+    learn_remote(&obj, POD_A, ID_A, Ipv4Addr::UNSPECIFIED);
+    learn_remote(&obj, POD_B, ID_B, Ipv4Addr::UNSPECIFIED);
     obj
 }
 
@@ -290,7 +269,7 @@ fn traffic_to_a_pod_on_another_node_is_encapsulated_over_the_ipv4_underlay() {
     let sb = Sandbox::enter();
     let mut obj = two_pods(&sb);
     runtime_config(&obj, abi::runtime_config::ENCAP_IFINDEX, 42);
-    learn_remote6(&obj, REMOTE_POD, 1005, REMOTE_NODE);
+    learn_remote(&obj, REMOTE_POD, 1005, REMOTE_NODE);
     let syn = packet(POD_A, REMOTE_POD, TCP, &tcp(40000, 80, 0x02));
     let out = obj.run("cil_from_container", &syn).expect("test run");
     assert_eq!(out.retval, TC_ACT_REDIRECT);
@@ -319,7 +298,7 @@ fn the_nodes_own_v6_traffic_reaches_a_pod_through_its_ingress_and_ndp_goes_on() 
     let sb = Sandbox::enter();
     let lxc = two_pods(&sb);
     let mut host = load(&sb, datapath::objects::BPF_HOST_V6);
-    learn_remote6(&lxc, ROUTER, abi::identity::HOST, Ipv4Addr::UNSPECIFIED);
+    learn_remote(&lxc, ROUTER, abi::identity::HOST, Ipv4Addr::UNSPECIFIED);
     // B admits the host only on TCP 8080
     set_policy(
         &lxc,

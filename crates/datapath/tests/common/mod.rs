@@ -4,7 +4,7 @@
 use abi::endpoint::{EndpointInfo, EndpointKey};
 use abi::metrics::{MetricsKey, MetricsValue};
 use datapath::testrun::TestObject;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use testsupport::Sandbox;
 
 pub const TC_ACT_OK: u32 = 0;
@@ -174,23 +174,32 @@ pub fn install_ingress(obj: &TestObject, endpoint_id: u16) {
 }
 
 /// An address the ipcache knows: its identity and the node it is behind.
-pub fn learn_remote(obj: &TestObject, ip: Ipv4Addr, identity: u32, node: Ipv4Addr) {
+pub fn learn_remote(obj: &TestObject, ip: impl Into<IpAddr>, identity: u32, node: Ipv4Addr) {
     let info = abi::ipcache::RemoteEndpointInfo {
         sec_identity: identity,
         tunnel_endpoint: node.into(),
         ..Default::default()
     };
+    let key = match ip.into() {
+        IpAddr::V4(ip) => abi::ipcache::IpcacheKey::v4(ip, 32),
+        IpAddr::V6(ip) => abi::ipcache::IpcacheKey::v6(ip, 128),
+    };
     obj.map(abi::maps::IPCACHE)
         .expect("open cilium_ipcache")
-        .put(&abi::ipcache::IpcacheKey::v4(ip, 32), &info)
+        .put(&key, &info)
         .expect("insert ipcache entry");
 }
 
-/// Adds an endpoint whose policy allows everything both ways.
-pub fn add_endpoint(obj: &TestObject, ip: Ipv4Addr, info: EndpointInfo) {
+/// Adds an endpoint (of either family) whose policy allows everything
+/// both ways.
+pub fn add_endpoint(obj: &TestObject, ip: impl Into<IpAddr>, info: EndpointInfo) {
+    let key = match ip.into() {
+        IpAddr::V4(ip) => EndpointKey::v4(ip),
+        IpAddr::V6(ip) => EndpointKey::v6(ip),
+    };
     obj.map(abi::maps::LXC)
         .expect("open cilium_lxc")
-        .put(&EndpointKey::v4(ip), &info)
+        .put(&key, &info)
         .expect("insert endpoint");
     set_policy(obj, info.lxc_id, &[(0, false, 0, 0), (0, true, 0, 0)], &[]);
     install_ingress(obj, info.lxc_id);
