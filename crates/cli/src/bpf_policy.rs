@@ -195,6 +195,7 @@ fn proto_name(p: u8) -> String {
         17 => "UDP".into(),
         132 => "SCTP".into(),
         1 => "ICMP".into(),
+        58 => "ICMPv6".into(),
         n => n.to_string(),
     }
 }

@@ -372,10 +372,27 @@ pub struct IcmpFieldSpec {
     pub family: Option<IcmpFamilySpec>,
 }
 
-/// An ICMP type by number or by Cilium's name (`EchoRequest`, ...).
-#[derive(Deserialize, Clone, Copy)]
+/// An ICMP type by number or by Cilium's name (`EchoRequest`, ...): a name
+/// stands for a different number in each family, or is one family's only.
+#[derive(Deserialize, Clone)]
 #[serde(try_from = "PortValue")]
-pub struct IcmpTypeSpec(pub u8);
+pub struct IcmpTypeSpec {
+    /// The name as written, for errors.
+    pub name: Option<String>,
+    pub v4: Option<u8>,
+    pub v6: Option<u8>,
+}
+
+impl IcmpTypeSpec {
+    /// The type number in the given family, when it has the name.
+    pub fn number(&self, ipv6: bool) -> Option<u8> {
+        if ipv6 {
+            self.v6
+        } else {
+            self.v4
+        }
+    }
+}
 
 /// Cilium's names of ICMPv4 types.
 const ICMPV4_TYPES: &[(&str, u8)] = &[
@@ -395,19 +412,66 @@ const ICMPV4_TYPES: &[(&str, u8)] = &[
     ("ExtendedEchoReply", 43),
 ];
 
+/// Cilium's names of ICMPv6 types.
+const ICMPV6_TYPES: &[(&str, u8)] = &[
+    ("DestinationUnreachable", 1),
+    ("PacketTooBig", 2),
+    ("TimeExceeded", 3),
+    ("ParameterProblem", 4),
+    ("EchoRequest", 128),
+    ("EchoReply", 129),
+    ("MulticastListenerQuery", 130),
+    ("MulticastListenerReport", 131),
+    ("MulticastListenerDone", 132),
+    ("RouterSolicitation", 133),
+    ("RouterAdvertisement", 134),
+    ("NeighborSolicitation", 135),
+    ("NeighborAdvertisement", 136),
+    ("RedirectMessage", 137),
+    ("RouterRenumbering", 138),
+    ("ICMPNodeInformationQuery", 139),
+    ("ICMPNodeInformationResponse", 140),
+    ("InverseNeighborDiscoverySolicitationMessage", 141),
+    ("InverseNeighborDiscoveryAdvertisementMessage", 142),
+    ("HomeAgentAddressDiscoveryRequestMessage", 144),
+    ("HomeAgentAddressDiscoveryReplyMessage", 145),
+    ("MobilePrefixSolicitation", 146),
+    ("MobilePrefixAdvertisement", 147),
+    ("DuplicateAddressRequestCodeSuffix", 157),
+    ("DuplicateAddressConfirmationCodeSuffix", 158),
+    ("ExtendedEchoRequest", 160),
+    ("ExtendedEchoReply", 161),
+];
+
+fn icmp_name(table: &'static [(&'static str, u8)], s: &str) -> Option<(&'static str, u8)> {
+    table.iter().find(|(name, _)| *name == s).copied()
+}
+
 impl TryFrom<PortValue> for IcmpTypeSpec {
     type Error = SpecError;
     fn try_from(v: PortValue) -> Result<Self, SpecError> {
-        let n = v.number(|s| {
-            ICMPV4_TYPES
-                .iter()
-                .find(|(name, _)| *name == s)
-                .map(|(_, t)| i64::from(*t))
-                .ok_or_else(|| SpecError::IcmpType(s.to_owned()))
-        })?;
-        u8::try_from(n)
-            .map(Self)
-            .map_err(|_| SpecError::IcmpTypeRange(n))
+        if let PortValue::Text(s) = &v {
+            let s = s.trim();
+            if s.parse::<i64>().is_err() {
+                let (v4, v6) = (icmp_name(ICMPV4_TYPES, s), icmp_name(ICMPV6_TYPES, s));
+                let name = v4
+                    .or(v6)
+                    .ok_or_else(|| SpecError::IcmpType(s.to_owned()))?
+                    .0;
+                return Ok(Self {
+                    name: Some(name.to_owned()),
+                    v4: v4.map(|(_, t)| t),
+                    v6: v6.map(|(_, t)| t),
+                });
+            }
+        }
+        let n = v.number(|s| Err(SpecError::IcmpType(s.to_owned())))?;
+        let t = u8::try_from(n).map_err(|_| SpecError::IcmpTypeRange(n))?;
+        Ok(Self {
+            name: None,
+            v4: Some(t),
+            v6: Some(t),
+        })
     }
 }
 

@@ -31,6 +31,12 @@ enum RuleError {
     NoEndpointSelector,
     #[error("The ICMPs block may only be present without ToPorts. Define a separate rule to use ToPorts.")]
     IcmpsWithPorts,
+    #[error("ICMP type {name:?} is not an {kind} type (family {family})")]
+    IcmpTypeFamily {
+        name: String,
+        kind: &'static str,
+        family: &'static str,
+    },
 }
 
 /// One policy as imported: its rules (which share their labels), and its
@@ -447,8 +453,8 @@ impl<'a> Section<'a> {
 }
 
 /// A rule's L4 part: its `toPorts`, or its `icmps` as ICMP "ports" (type
-/// << 8, Cilium's key). None when the rule has neither (it is L3-only);
-/// Some(empty) when it names only ICMPv6 types, which allow nothing here.
+/// << 8, Cilium's key, with protocol ICMP or ICMPv6 by `family`). None
+/// when the rule has neither (it is L3-only).
 fn l4(
     ports: Option<&[PortRuleSpec]>,
     icmps: Option<&[IcmpRuleSpec]>,
@@ -459,18 +465,32 @@ fn l4(
         return Err(RuleError::IcmpsWithPorts);
     }
     if !icmps.is_empty() {
-        return Ok(Some(
-            icmps
-                .iter()
-                .flat_map(|r| r.fields.iter().flatten())
-                .filter(|f| f.family.is_none_or(|f| f.is_ipv4()))
-                .map(|f| PortProtocol {
-                    port: u16::from(f.icmp_type.0) << 8,
+        return icmps
+            .iter()
+            .flat_map(|r| r.fields.iter().flatten())
+            .map(|f| {
+                // Cilium's default family is IPv4
+                let ipv6 = f.family.is_some_and(|f| !f.is_ipv4());
+                let t = f
+                    .icmp_type
+                    .number(ipv6)
+                    .ok_or_else(|| RuleError::IcmpTypeFamily {
+                        name: f.icmp_type.name.clone().unwrap_or_default(),
+                        kind: if ipv6 { "ICMPv6" } else { "ICMPv4" },
+                        family: if ipv6 { "IPv6" } else { "IPv4" },
+                    })?;
+                Ok(PortProtocol {
+                    port: u16::from(t) << 8,
                     end_port: 0,
-                    protocol: Protocol::Icmp,
+                    protocol: if ipv6 {
+                        Protocol::Icmpv6
+                    } else {
+                        Protocol::Icmp
+                    },
                 })
-                .collect(),
-        ));
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some);
     }
     let ports: Vec<_> = ports
         .iter()

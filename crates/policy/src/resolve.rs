@@ -110,7 +110,7 @@ pub fn peer_identities(peer: &Peer, identities: &[Identity]) -> Vec<u32> {
 fn port_keys(p: &PortProtocol) -> Vec<(u8, u16, u8)> {
     let protos: Vec<u8> = match (p.protocol, p.port) {
         // an ICMP type is exact, and type 0 (echo reply) is not "any"
-        (Protocol::Icmp, port) => return vec![(1, port, 16)],
+        (Protocol::Icmp | Protocol::Icmpv6, port) => return vec![(p.protocol.number(), port, 16)],
         (Protocol::Any, 0) => return vec![(0, 0, 0)],
         (Protocol::Any, _) => vec![6, 17, 132],
         (proto, _) => vec![proto.number()],

@@ -122,6 +122,8 @@ pub enum Protocol {
     Sctp,
     /// An `icmps` rule: the port is the ICMP type << 8, as Cilium keys it.
     Icmp,
+    /// An `icmps` rule of family IPv6, keyed the same way.
+    Icmpv6,
 }
 
 impl Protocol {
@@ -143,6 +145,7 @@ impl Protocol {
             Protocol::Udp => 17,
             Protocol::Sctp => 132,
             Protocol::Icmp => 1,
+            Protocol::Icmpv6 => 58,
         }
     }
 }

@@ -285,16 +285,25 @@ fn icmp_rules_allow_their_types_only() {
     assert_eq!(db.state.lookup(WEB, false, 1, 13 << 8), Verdict::NoMatch);
     assert_eq!(db.state.lookup(WEB, false, 6, 5432), Verdict::NoMatch);
 
-    // ICMPv6 types allow nothing here (no IPv6), and never everything
-    let rules = parse(&with_icmps("{type: 128, family: IPv6}")).unwrap();
+    // ICMPv6 types are keyed under protocol 58, names by the family's
+    // numbers, and never allow everything
+    let rules = parse(&with_icmps(
+        "{type: EchoRequest, family: IPv6}, {type: PacketTooBig, family: IPv6}",
+    ))
+    .unwrap();
     let db = resolve(
         &rules,
         &pod("db", "prod"),
         &universe(),
         Enforcement::Default,
     );
+    assert!(db.state.lookup(WEB, false, 58, 128 << 8).allowed());
+    assert!(db.state.lookup(WEB, false, 58, 2 << 8).allowed());
+    assert_eq!(db.state.lookup(WEB, false, 58, 129 << 8), Verdict::NoMatch);
     assert_eq!(db.state.lookup(WEB, false, 1, 8 << 8), Verdict::NoMatch);
     assert_eq!(db.state.lookup(WEB, false, 6, 5432), Verdict::NoMatch);
+    let e = error(&with_icmps("{type: PacketTooBig}"));
+    assert!(e.message.contains("not an ICMPv4 type"), "{e}");
 
     let e = error(&with_icmps("{type: 300}"));
     assert_eq!(e.path, "spec.ingress[0].icmps[0].fields[0].type");
