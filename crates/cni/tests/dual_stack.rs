@@ -153,6 +153,21 @@ fn dual_stack_pods_talk_over_both_families_and_ipv6_policy_is_enforced() {
     });
     tcp_exchange(node.netns("pod-b"), node.netns("pod-a"), b6, 8080);
 
+    // an icmps rule of family IPv6 lets the echo through again
+    let out = node.import_policy(
+        r#"[{
+  "endpointSelector": {"matchLabels": {"app": "server"}},
+  "ingress": [{
+    "fromEndpoints": [{"matchLabels": {"app": "client"}}],
+    "icmps": [{"fields": [{"type": "EchoRequest", "family": "IPv6"}]}]
+  }]
+}]"#,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_for("IPv6 echo to pod-b allowed by its icmps rule", 10, || {
+        ping6(&node, "pod-a", b6)
+    });
+
     let metrics = node.cilium_ok(&["bpf", "metrics", "list"]);
     assert!(
         !metrics.contains("Unsupported L3 protocol"),
