@@ -116,6 +116,26 @@ fn dual_stack_pods_talk_over_both_families_and_ipv6_policy_is_enforced() {
         v6_flow.contains("\"pod_name\":\"pod-a\"") && v6_flow.contains("\"pod_name\":\"pod-b\""),
         "{v6_flow}"
     );
+    // the node itself reaches a pod over IPv6 (cil_from_host)
+    let out = node
+        .command("ping")
+        .args(["-6", "-c", "1", "-W", "2", &b6.to_string()])
+        .output()
+        .expect("run ping");
+    assert!(out.status.success(), "the node pings pod-b over IPv6");
+    // a restarted agent takes both addresses back: no new ones, still talking
+    node.kill_agent();
+    node.start_agent();
+    assert!(
+        ping6(&node, "pod-a", b6),
+        "IPv6 after a kill -9 of the agent"
+    );
+    let status = node.cilium_ok(&["status", "--verbose"]);
+    assert!(
+        status.contains(&b6.to_string()),
+        "pod-b keeps its IPv6 address:\n{status}"
+    );
+
     let endpoints = node.cilium_ok(&["endpoint", "list", "-o", "json"]);
     assert!(endpoints.contains(&b6.to_string()), "{endpoints}");
     let ipcache = node.cilium_ok(&["bpf", "ipcache", "list"]);
@@ -163,7 +183,11 @@ fn dual_stack_pods_talk_over_both_families_and_ipv6_policy_is_enforced() {
   }]
 }]"#,
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     wait_for("IPv6 echo to pod-b allowed by its icmps rule", 10, || {
         ping6(&node, "pod-a", b6)
     });
