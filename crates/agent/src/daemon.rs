@@ -176,6 +176,12 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         .context("attaching cil_from_host to cilium_host")?;
     if config.tunneling() {
         setup_overlay(&nl, &mut dp, &config).await?;
+        if config.ipv6.is_some() {
+            // IPv6 other nodes send to this node's own addresses (its
+            // router, from their hosts) reaches the stack from the overlay
+            let key = format!("net.ipv6.conf.{}.disable_ipv6", netdev::vxlan::CILIUM_VXLAN);
+            netdev::sysctl::write(&key, "0").context("enabling IPv6 on cilium_vxlan")?;
+        }
     } else {
         setup_native_routing(&nl, &config).await?;
     }
@@ -229,6 +235,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             netlink: nl.clone(),
             host_index: host.host.index,
             router_ip: config.router_ip,
+            router_ip6: config.ipv6.map(|p| p.router_ip),
             route_mtu: config.route_mtu(),
         }))
     } else if config.auto_direct_node_routes {
@@ -611,11 +618,18 @@ fn local_node(config: &DaemonConfig, node_ip: Option<Ipv4Addr>) -> controlplane:
         kind: "CiliumInternalIP".into(),
         ip: config.router_ip.to_string(),
     });
+    if let Some(v6) = config.ipv6 {
+        addresses.push(NodeAddress {
+            kind: "CiliumInternalIP".into(),
+            ip: v6.router_ip.to_string(),
+        });
+    }
     Node {
         name: config.node_name.clone(),
         cluster: config.cluster_name.clone(),
         addresses,
         ipv4_alloc_cidr: Some(IpNet::v4(config.ipv4_range.0, config.ipv4_range.1)),
+        ipv6_alloc_cidr: config.ipv6.map(|p| IpNet::v6(p.pod_cidr.0, p.pod_cidr.1)),
         health_ipv4: None,
         cluster_id: config.cluster_id,
         source: "local".into(),

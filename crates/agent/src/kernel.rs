@@ -252,6 +252,9 @@ pub struct OverlayRoutes {
     pub netlink: netdev::Netlink,
     pub host_index: u32,
     pub router_ip: Ipv4Addr,
+    /// The IPv6 router on a dual-stack node: other nodes' IPv6 pod CIDRs
+    /// are routed into cilium_host from it.
+    pub router_ip6: Option<std::net::Ipv6Addr>,
     pub route_mtu: u32,
 }
 
@@ -278,6 +281,32 @@ impl NodeRoutes for OverlayRoutes {
                 .replace_route(&self.route(cidr))
                 .await
                 .map_err(KernelError::new)
+        })
+    }
+
+    /// IPv6 pods of another node: routed into cilium_host, whose program
+    /// finds their node in the ipcache (the tunnel map has no IPv6).
+    fn install6(&self, cidr: (std::net::Ipv6Addr, u8)) -> PortFuture<'_, Result<(), KernelError>> {
+        Box::pin(async move {
+            let Some(router) = self.router_ip6 else {
+                return Ok(());
+            };
+            self.netlink
+                .replace_route6(self.host_index, cidr, None, Some(router), self.route_mtu)
+                .await
+                .map_err(KernelError::new)
+        })
+    }
+
+    fn withdraw6(&self, (net, len): (std::net::Ipv6Addr, u8)) -> PortFuture<'_, ()> {
+        Box::pin(async move {
+            if let Err(e) = self
+                .netlink
+                .delete_route6(self.host_index, (net, len))
+                .await
+            {
+                tracing::warn!(subsys = "linux-datapath", cidr = %format!("{net}/{len}"), error = %e, "Unable to remove route to node");
+            }
         })
     }
 

@@ -118,6 +118,7 @@ fn node(name: &str, ip: &str) -> Node {
             ip: ip.into(),
         }],
         ipv4_alloc_cidr: None,
+        ipv6_alloc_cidr: None,
         health_ipv4: None,
         cluster_id: 0,
         source: String::new(),

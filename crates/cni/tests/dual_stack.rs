@@ -250,6 +250,23 @@ fn ipv6_pods_on_two_nodes_talk_through_the_ipv4_overlay() {
         cluster.nodes[1].netns("pod-b"),
     );
     assert!(udp_echo6(&nb, &na, b6, 4000), "fragmented UDP across nodes");
+
+    // each node publishes its IPv6 router and pod CIDR: the other routes
+    // that CIDR into cilium_host and knows the router as remote-node, so
+    // the node itself reaches the other's pods over IPv6
+    let router2: Ipv6Addr = "fd00:10:0:2::1".parse().unwrap();
+    wait_for("node1 to learn node2's IPv6 router", 30, || {
+        cluster.nodes[0]
+            .cilium_ok(&["bpf", "ipcache", "list"])
+            .lines()
+            .any(|l| l.starts_with(&format!("{router2}/128")) && l.contains("identity=6 "))
+    });
+    let out = cluster.nodes[0]
+        .command("ping")
+        .args(["-6", "-c", "1", "-W", "2", &b6.to_string()])
+        .output()
+        .expect("run ping");
+    assert!(out.status.success(), "node1 pings pod-b on node2 over IPv6");
     for node in &cluster.nodes {
         let metrics = node.cilium_ok(&["bpf", "metrics", "list"]);
         assert!(!metrics.contains("Unsupported L3 protocol"), "{metrics}");

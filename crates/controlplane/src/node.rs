@@ -4,7 +4,7 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// One of a node's addresses (`Type`: InternalIP, ExternalIP, CiliumInternalIP).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,7 +53,22 @@ impl IpNet {
             .sum()
     }
 
+    pub fn v6(net: Ipv6Addr, len: u8) -> Self {
+        let mask = u128::MAX
+            .checked_shl(128 - u32::from(len))
+            .unwrap_or(0)
+            .to_be_bytes();
+        Self {
+            ip: net.to_string(),
+            mask: STANDARD.encode(mask),
+        }
+    }
+
     pub fn ipv4_prefix(&self) -> Option<(Ipv4Addr, u8)> {
+        Some((self.ip.parse().ok()?, self.prefix_len()))
+    }
+
+    pub fn ipv6_prefix(&self) -> Option<(Ipv6Addr, u8)> {
         Some((self.ip.parse().ok()?, self.prefix_len()))
     }
 }
@@ -69,6 +84,13 @@ pub struct Node {
     pub addresses: Vec<NodeAddress>,
     #[serde(rename = "IPv4AllocCIDR", default)]
     pub ipv4_alloc_cidr: Option<IpNet>,
+    /// A dual-stack node's IPv6 pod CIDR.
+    #[serde(
+        rename = "IPv6AllocCIDR",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ipv6_alloc_cidr: Option<IpNet>,
     /// The node's health endpoint (Go's `net.IP`: text, empty when none).
     #[serde(rename = "IPv4HealthIP", default, with = "text_ip")]
     pub health_ipv4: Option<Ipv4Addr>,
@@ -98,6 +120,15 @@ mod text_ip {
 }
 
 impl Node {
+    /// The first address of `kind` that reads as an `A` (a dual-stack node
+    /// lists one of each family).
+    pub fn address_of<A: std::str::FromStr>(&self, kind: &str) -> Option<A> {
+        self.addresses
+            .iter()
+            .filter(|a| a.kind == kind)
+            .find_map(|a| a.ip.parse().ok())
+    }
+
     pub fn address(&self, kind: &str) -> Option<&str> {
         self.addresses
             .iter()

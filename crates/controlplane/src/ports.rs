@@ -79,6 +79,13 @@ pub trait NodeRoutes: Send + Sync {
         node_ip: Ipv4Addr,
     ) -> PortFuture<'_, Result<(), KernelError>>;
     fn withdraw(&self, cidr: (Ipv4Addr, u8), node_ip: Ipv4Addr) -> PortFuture<'_, ()>;
+    /// A dual-stack node's IPv6 pod CIDR (only the overlay routes it).
+    fn install6(&self, _cidr: (std::net::Ipv6Addr, u8)) -> PortFuture<'_, Result<(), KernelError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn withdraw6(&self, _cidr: (std::net::Ipv6Addr, u8)) -> PortFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// cilium_node_map_v2 and its v1 mirror: other nodes' addresses to the

@@ -10,7 +10,7 @@ use crate::ipcache::{Entry, IpCache, Source};
 use crate::node::Node;
 use crate::node_ids::NodeIds;
 use crate::ports::{KernelError, NodeRoutes};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 /// The facts about a node this agent acts on.
@@ -20,15 +20,19 @@ struct Facts {
     router_ip: Option<Ipv4Addr>,
     health_ip: Option<Ipv4Addr>,
     pod_cidr: Option<(Ipv4Addr, u8)>,
+    /// A dual-stack node's IPv6 router and pod CIDR.
+    router_ip6: Option<Ipv6Addr>,
+    pod_cidr6: Option<(Ipv6Addr, u8)>,
 }
 
 fn facts(node: &Node) -> Facts {
-    let ip = |kind| node.address(kind).and_then(|s| s.parse().ok());
     Facts {
-        node_ip: ip("InternalIP"),
-        router_ip: ip("CiliumInternalIP"),
+        node_ip: node.address_of("InternalIP"),
+        router_ip: node.address_of("CiliumInternalIP"),
         health_ip: node.health_ipv4,
         pod_cidr: node.ipv4_alloc_cidr.as_ref().and_then(|c| c.ipv4_prefix()),
+        router_ip6: node.address_of("CiliumInternalIP"),
+        pod_cidr6: node.ipv6_alloc_cidr.as_ref().and_then(|c| c.ipv6_prefix()),
     }
 }
 
@@ -111,6 +115,10 @@ impl RemoteNodes {
             let entry = Entry::new(abi::identity::REMOTE_NODE, Source::Kvstore).behind(node_ip);
             self.ipcache.upsert(router, 32, entry)?;
         }
+        if let Some(router) = f.router_ip6 {
+            let entry = Entry::new(abi::identity::REMOTE_NODE, Source::Kvstore).behind(node_ip);
+            self.ipcache.upsert(router, 128, entry)?;
+        }
         // Its health endpoint answers the endpoint path of our probes.
         if let Some(health) = f.health_ip {
             let entry = Entry::new(abi::identity::HEALTH, Source::Kvstore).behind(node_ip);
@@ -119,6 +127,9 @@ impl RemoteNodes {
         if let (Some(cidr), Some(routes)) = (f.pod_cidr, &self.routes) {
             routes.install(cidr, node_ip).await?;
         }
+        if let (Some(cidr), Some(routes)) = (f.pod_cidr6, &self.routes) {
+            routes.install6(cidr).await?;
+        }
         Ok(())
     }
 
@@ -126,8 +137,14 @@ impl RemoteNodes {
         for ip in [f.node_ip, f.router_ip, f.health_ip].into_iter().flatten() {
             let _ = self.ipcache.remove(ip, 32, Source::Kvstore);
         }
+        if let Some(router) = f.router_ip6 {
+            let _ = self.ipcache.remove(router, 128, Source::Kvstore);
+        }
         if let (Some(cidr), Some(node_ip), Some(routes)) = (f.pod_cidr, f.node_ip, &self.routes) {
             routes.withdraw(cidr, node_ip).await;
+        }
+        if let (Some(cidr), Some(routes)) = (f.pod_cidr6, &self.routes) {
+            routes.withdraw6(cidr).await;
         }
     }
 }

@@ -282,6 +282,20 @@ impl Netlink {
             .map_err(Error::nl("replace route", format!("{dst}/{len}")))
     }
 
+    /// Removes an IPv6 route out of link `index`; one already gone is not
+    /// an error.
+    pub async fn delete_route6(&self, index: u32, (dst, len): (Ipv6Addr, u8)) -> Result<(), Error> {
+        let msg = rtnetlink::RouteMessageBuilder::<Ipv6Addr>::new()
+            .destination_prefix(dst, len)
+            .output_interface(index)
+            .build();
+        match self.handle.route().del(msg).execute().await {
+            Ok(()) => Ok(()),
+            Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::ESRCH => Ok(()),
+            Err(e) => Err(Error::nl("delete route", format!("{dst}/{len}"))(e)),
+        }
+    }
+
     /// Installs (or replaces) a route, `proto kernel` as Cilium does.
     pub async fn replace_route(&self, route: &Route) -> Result<(), Error> {
         self.handle

@@ -83,6 +83,7 @@ fn decode(obj: &DynamicObject) -> Result<Node, CiliumNodeError> {
         cluster: String::new(),
         addresses,
         ipv4_alloc_cidr,
+        ipv6_alloc_cidr: None,
         // a malformed health address only costs that node its endpoint probe
         health_ipv4: spec["health"]["ipv4"].as_str().and_then(|s| s.parse().ok()),
         cluster_id: 0,
@@ -350,6 +351,7 @@ mod tests {
                 },
             ],
             ipv4_alloc_cidr: Some(IpNet::v4("10.2.0.0".parse().unwrap(), 24)),
+            ipv6_alloc_cidr: None,
             health_ipv4: Some("10.2.0.7".parse().unwrap()),
             cluster_id: 0,
             source: "custom-resource".into(),
