@@ -37,6 +37,14 @@ impl EndpointKey {
         }
     }
 
+    /// Key for an address of either family.
+    pub fn new(ip: std::net::IpAddr) -> Self {
+        match ip {
+            std::net::IpAddr::V4(ip) => Self::v4(ip),
+            std::net::IpAddr::V6(ip) => Self::v6(ip),
+        }
+    }
+
     pub fn v6(ip: Ipv6Addr) -> Self {
         Self {
             ip: ip.octets(),

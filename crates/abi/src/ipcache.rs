@@ -27,6 +27,15 @@ assert_layout!(
 );
 unsafe impl Plain for IpcacheKey {}
 
+/// The prefix length of a single address: /32 or /128.
+pub fn host_prefix_len(ip: std::net::IpAddr) -> u8 {
+    if ip.is_ipv4() {
+        32
+    } else {
+        128
+    }
+}
+
 impl IpcacheKey {
     /// Key for an IPv4 prefix; host bits beyond `len` are cleared.
     pub fn v4(ip: Ipv4Addr, len: u8) -> Self {
@@ -41,6 +50,14 @@ impl IpcacheKey {
             pad1: 0,
             family: crate::endpoint::ENDPOINT_KEY_IPV4,
             ip: bytes,
+        }
+    }
+
+    /// Key for a prefix of either family.
+    pub fn new(ip: std::net::IpAddr, len: u8) -> Self {
+        match ip {
+            std::net::IpAddr::V4(ip) => Self::v4(ip, len),
+            std::net::IpAddr::V6(ip) => Self::v6(ip, len),
         }
     }
 

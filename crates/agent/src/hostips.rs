@@ -14,12 +14,9 @@ use std::path::Path;
 pub fn sync(bpffs_root: &Path, ipcache: &IpCache, host_ips: &[IpAddr]) -> Result<(), KernelError> {
     let lxc = Lxc::open(bpffs_root).map_err(KernelError::new)?;
     for ip in host_ips {
-        let (key, len) = match ip {
-            IpAddr::V4(v4) => (EndpointKey::v4(*v4), 32),
-            IpAddr::V6(v6) => (EndpointKey::v6(*v6), 128),
-        };
-        lxc.put(&key, &EndpointInfo::host())
+        lxc.put(&EndpointKey::new(*ip), &EndpointInfo::host())
             .map_err(KernelError::new)?;
+        let len = abi::ipcache::host_prefix_len(*ip);
         ipcache.upsert(*ip, len, Entry::new(identity::HOST, Source::Local))?;
     }
     let world = Entry::new(identity::WORLD, Source::Generated);

@@ -27,30 +27,16 @@ pub struct IpcacheWriter {
     pub bpf_root: PathBuf,
 }
 
-fn endpoint_key(ip: IpAddr) -> EndpointKey {
-    match ip {
-        IpAddr::V4(ip) => EndpointKey::v4(ip),
-        IpAddr::V6(ip) => EndpointKey::v6(ip),
-    }
-}
-
-fn ipcache_key(ip: IpAddr, len: u8) -> IpcacheKey {
-    match ip {
-        IpAddr::V4(ip) => IpcacheKey::v4(ip, len),
-        IpAddr::V6(ip) => IpcacheKey::v6(ip, len),
-    }
-}
-
 impl IpcacheMap for IpcacheWriter {
     fn write(&self, ip: IpAddr, len: u8, value: &RemoteEndpointInfo) -> Result<(), KernelError> {
         Ipcache::open(&self.bpf_root)
-            .and_then(|m| m.put(&ipcache_key(ip, len), value))
+            .and_then(|m| m.put(&IpcacheKey::new(ip, len), value))
             .map_err(kernel)
     }
 
     fn delete(&self, ip: IpAddr, len: u8) -> Result<(), KernelError> {
         Ipcache::open(&self.bpf_root)
-            .and_then(|m| m.remove(&ipcache_key(ip, len)))
+            .and_then(|m| m.remove(&IpcacheKey::new(ip, len)))
             .map(drop)
             .map_err(kernel)
     }
@@ -205,13 +191,13 @@ impl EndpointDatapath for Endpoints {
 
     fn write_endpoint(&self, ip: IpAddr, info: &EndpointInfo) -> Result<(), KernelError> {
         Lxc::open(&self.bpf_root)
-            .and_then(|m| m.put(&endpoint_key(ip), info))
+            .and_then(|m| m.put(&EndpointKey::new(ip), info))
             .map_err(kernel)
     }
 
     fn remove_endpoint(&self, ip: IpAddr) {
         if let Ok(map) = Lxc::open(&self.bpf_root) {
-            let _ = map.remove(&endpoint_key(ip));
+            let _ = map.remove(&EndpointKey::new(ip));
         }
     }
 }

@@ -118,7 +118,7 @@ impl RemoteEndpoints {
         if Some(host) == self.node_ip {
             return Ok(());
         }
-        let len = host_prefix_len(ip);
+        let len = abi::ipcache::host_prefix_len(ip);
         let entry = Entry::new(pair.id, self.source).behind(host);
         match self.ipcache.upsert(ip, len, entry)? {
             true => {
@@ -149,7 +149,7 @@ impl RemoteEndpoints {
         let Ok(ip) = pair.ip.parse::<IpAddr>() else {
             return Ok(());
         };
-        let len = host_prefix_len(ip);
+        let len = abi::ipcache::host_prefix_len(ip);
         let remote = self
             .ipcache
             .get(ip, len)
@@ -188,14 +188,5 @@ mod tests {
             serde_json::to_string(&pair).unwrap(),
             r#"{"IP":"10.1.0.7","Mask":null,"HostIP":"198.18.0.11","ID":256,"Key":0,"Metadata":"cilium-global:default:node1:12","K8sNamespace":"default","K8sPodName":"web"}"#
         );
-    }
-}
-
-/// An address as a host prefix: /32 or /128.
-fn host_prefix_len(ip: IpAddr) -> u8 {
-    if ip.is_ipv4() {
-        32
-    } else {
-        128
     }
 }

@@ -254,9 +254,11 @@ impl Resolve for ControlPlaneResolver {
             };
         }
         // the datapath's identity wins over the ipcache's
-        let host_len = if ip.is_ipv4() { 32 } else { 128 };
         let identity = match identity {
-            0 => self.ipcache.get(ip, host_len).map_or(0, |e| e.identity),
+            0 => self
+                .ipcache
+                .get(ip, abi::ipcache::host_prefix_len(ip))
+                .map_or(0, |e| e.identity),
             id => id,
         };
         let labels = self.labels(identity).to_vec();

@@ -109,7 +109,9 @@ impl Endpoint {
 
     /// Its addresses as host prefixes: IPv4's, then IPv6's if it has one.
     pub fn addresses(&self) -> impl Iterator<Item = (std::net::IpAddr, u8)> {
-        std::iter::once((self.ipv4.into(), 32)).chain(self.ipv6.map(|ip| (ip.into(), 128)))
+        let ips =
+            std::iter::once(std::net::IpAddr::from(self.ipv4)).chain(self.ipv6.map(Into::into));
+        ips.map(|ip| (ip, abi::ipcache::host_prefix_len(ip)))
     }
 
     /// The IPAM owner of the endpoint's address: `<namespace>/<pod>`.

@@ -180,10 +180,8 @@ pub fn learn_remote(obj: &TestObject, ip: impl Into<IpAddr>, identity: u32, node
         tunnel_endpoint: node.into(),
         ..Default::default()
     };
-    let key = match ip.into() {
-        IpAddr::V4(ip) => abi::ipcache::IpcacheKey::v4(ip, 32),
-        IpAddr::V6(ip) => abi::ipcache::IpcacheKey::v6(ip, 128),
-    };
+    let ip = ip.into();
+    let key = abi::ipcache::IpcacheKey::new(ip, abi::ipcache::host_prefix_len(ip));
     obj.map(abi::maps::IPCACHE)
         .expect("open cilium_ipcache")
         .put(&key, &info)
@@ -193,13 +191,9 @@ pub fn learn_remote(obj: &TestObject, ip: impl Into<IpAddr>, identity: u32, node
 /// Adds an endpoint (of either family) whose policy allows everything
 /// both ways.
 pub fn add_endpoint(obj: &TestObject, ip: impl Into<IpAddr>, info: EndpointInfo) {
-    let key = match ip.into() {
-        IpAddr::V4(ip) => EndpointKey::v4(ip),
-        IpAddr::V6(ip) => EndpointKey::v6(ip),
-    };
     obj.map(abi::maps::LXC)
         .expect("open cilium_lxc")
-        .put(&key, &info)
+        .put(&EndpointKey::new(ip.into()), &info)
         .expect("insert endpoint");
     set_policy(obj, info.lxc_id, &[(0, false, 0, 0), (0, true, 0, 0)], &[]);
     install_ingress(obj, info.lxc_id);
