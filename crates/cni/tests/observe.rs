@@ -250,23 +250,21 @@ fn flows_drops_and_agent_events_are_observable() {
         &["--from-ip", &web.to_string(), "--protocol", "udp"]
     )
     .is_empty());
-    let svc = observe(
-        &cluster.nodes[0],
-        &["--from-pod", "web", "--type", "drop", "-o", "json"],
-    );
-    let flows: Vec<serde_json::Value> = svc
+    // the refusal reaches the client before the agent reads the drop
+    wait_for("the drop for the service without backends", 10, || {
+        observe(
+            &cluster.nodes[0],
+            &["--from-pod", "web", "--type", "drop", "-o", "json"],
+        )
         .iter()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert!(
-        flows
-            .iter()
-            .any(|f| f["drop_reason_desc"] == "SERVICE_BACKEND_NOT_FOUND"
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .any(|f| {
+            f["drop_reason_desc"] == "SERVICE_BACKEND_NOT_FOUND"
                 && f["IP"]["destination"] == NO_BACKENDS.to_string()
                 && f["source"]["pod_name"] == "web"
-                && f["l4"]["TCP"]["destination_port"] == 80),
-        "{svc:#?}"
-    );
+                && f["l4"]["TCP"]["destination_port"] == 80
+        })
+    });
     assert_eq!(
         observe(&cluster.nodes[1], &["--last", "1"]).len(),
         1,
