@@ -4,7 +4,7 @@
 //! and are skipped), then flags. A bad value is refused naming the key,
 //! the value and where it came from.
 
-use crate::clusterpool::Cidr;
+use crate::clusterpool::{Cidr, Family};
 use crate::leader::Timing;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -28,6 +28,20 @@ const KEYS: &[(&str, &str, &str)] = &[
         "cluster-pool-ipv4-mask-size",
         "24",
         "Mask size of each node's IPv4 pod CIDR",
+    ),
+    // Cilium's binary turns IPv6 on by default and Helm off; ours is off,
+    // as the agent's
+    ("enable-ipv4", "true", "Hand out IPv4 pod CIDRs"),
+    ("enable-ipv6", "false", "Hand out IPv6 pod CIDRs"),
+    (
+        "cluster-pool-ipv6-cidr",
+        "",
+        "IPv6 CIDR ranges to allocate pod CIDRs from (space or comma separated)",
+    ),
+    (
+        "cluster-pool-ipv6-mask-size",
+        "112",
+        "Mask size of each node's IPv6 pod CIDR",
     ),
     (
         "operator-api-serve-addr",
@@ -255,13 +269,20 @@ pub struct IdentityGc {
     pub rate_limit: usize,
 }
 
+/// One family's cluster pool as configured.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolConfig {
+    pub family: Family,
+    pub cidrs: Vec<Cidr>,
+    pub mask_size: u8,
+}
+
 #[derive(Clone, Debug)]
 pub struct Config {
     pub debug: bool,
     pub ipam: String,
-    /// The cluster pool, for `ipam=cluster-pool`.
-    pub cluster_pool: Vec<Cidr>,
-    pub mask_size: u8,
+    /// The cluster pool of each family on, for `ipam=cluster-pool`.
+    pub cluster_pools: Vec<PoolConfig>,
     pub api_addr: SocketAddr,
     /// Where metrics are served, when they are on.
     pub metrics_addr: Option<SocketAddr>,
@@ -340,23 +361,47 @@ impl Config {
         let addr = |key| listen_addr(get(key)).ok_or_else(|| invalid(key, "not [host]:port"));
 
         let ipam = get("ipam").to_owned();
-        let cluster_pool = get("cluster-pool-ipv4-cidr")
-            .split([' ', ','])
-            .filter(|s| !s.is_empty())
-            .map(|s| {
-                Cidr::parse(s).ok_or_else(|| {
-                    invalid(
-                        "cluster-pool-ipv4-cidr",
-                        &format!("{s:?} is not an IPv4 CIDR"),
-                    )
+        let boolean = |key| {
+            agent::option::validate::parse_bool(get(key))
+                .ok_or_else(|| invalid(key, "not a boolean"))
+        };
+        let mut cluster_pools = Vec::new();
+        for (family, on) in [(Family::V4, "enable-ipv4"), (Family::V6, "enable-ipv6")] {
+            let (cidr_key, mask_key) = (family.cidr_key(), family.mask_key());
+            let cidrs = get(cidr_key)
+                .split([' ', ','])
+                .filter(|s| !s.is_empty())
+                .map(|s| {
+                    Cidr::parse(s)
+                        .filter(|c| c.family() == family)
+                        .ok_or_else(|| {
+                            invalid(cidr_key, &format!("{s:?} is not an {} CIDR", family.name()))
+                        })
                 })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let mask_size = get("cluster-pool-ipv4-mask-size")
-            .parse::<u8>()
-            .ok()
-            .filter(|m| *m <= 32)
-            .ok_or_else(|| invalid("cluster-pool-ipv4-mask-size", "not a prefix length (0-32)"))?;
+                .collect::<Result<Vec<_>, _>>()?;
+            let bits = if family == Family::V4 { 32 } else { 128 };
+            let mask_size = get(mask_key)
+                .parse::<u8>()
+                .ok()
+                .filter(|m| *m <= bits)
+                .ok_or_else(|| invalid(mask_key, &format!("not a prefix length (0-{bits})")))?;
+            if boolean(on)? {
+                cluster_pools.push(PoolConfig {
+                    family,
+                    cidrs,
+                    mask_size,
+                });
+            } else if !cidrs.is_empty() && ipam == "cluster-pool" {
+                // as Cilium's allocator refuses it
+                return Err(invalid(cidr_key, &format!("set, but {on} is false")));
+            }
+        }
+        if cluster_pools.is_empty() {
+            return Err(invalid(
+                "enable-ipv4",
+                "IPv4 or IPv6 must be enabled (enable-ipv4, enable-ipv6)",
+            ));
+        }
         let metrics_on = agent::option::validate::parse_bool(get("enable-metrics"))
             .ok_or_else(|| invalid("enable-metrics", "not a boolean"))?;
 
@@ -372,10 +417,6 @@ impl Config {
             ));
         }
         let some = |key| Some(get(key).to_owned()).filter(|s| !s.is_empty());
-        let boolean = |key| {
-            agent::option::validate::parse_bool(get(key))
-                .ok_or_else(|| invalid(key, "not a boolean"))
-        };
         let namespace = some("k8s-namespace").unwrap_or_else(|| "default".into());
         let taints = crate::taints::TaintConfig {
             remove: boolean("remove-cilium-node-taints")?,
@@ -438,8 +479,7 @@ impl Config {
         Ok(Config {
             debug: flags.debug,
             ipam,
-            cluster_pool,
-            mask_size,
+            cluster_pools,
             api_addr: addr("operator-api-serve-addr")?,
             metrics_addr: if metrics_on {
                 Some(addr("operator-prometheus-serve-addr")?)
@@ -485,8 +525,14 @@ mod tests {
         std::fs::write(dir.path().join("routing-mode"), "tunnel").unwrap();
         let config_dir = format!("--config-dir={}", dir.path().display());
         let c = Config::load(&flags(&[&config_dir, "--cluster-pool-ipv4-mask-size=24"])).unwrap();
-        assert_eq!(c.cluster_pool, [Cidr::parse("10.0.0.0/8").unwrap()]);
-        assert_eq!(c.mask_size, 24);
+        assert_eq!(
+            c.cluster_pools,
+            [PoolConfig {
+                family: Family::V4,
+                cidrs: vec![Cidr::parse("10.0.0.0/8").unwrap()],
+                mask_size: 24
+            }]
+        );
         assert_eq!(c.metrics_addr, Some("0.0.0.0:9963".parse().unwrap()));
         assert_eq!(c.api_addr, "127.0.0.1:9234".parse().unwrap());
         assert_eq!(c.timing.lease_duration, Duration::from_secs(15));
@@ -499,6 +545,45 @@ mod tests {
         assert_eq!(c.endpoint_gc_interval, Duration::from_secs(5 * 60));
         assert_eq!(c.nodes_gc_interval, Some(Duration::from_secs(5 * 60)));
         assert!(c.kvstore.is_none());
+    }
+
+    #[test]
+    fn dual_stack_adds_an_ipv6_pool_and_refuses_one_without_it() {
+        let c = Config::load(&flags(&[
+            "--cluster-pool-ipv4-cidr=10.0.0.0/8",
+            "--enable-ipv6=true",
+            "--cluster-pool-ipv6-cidr=fd00::/104",
+            "--cluster-pool-ipv6-mask-size=120",
+        ]))
+        .unwrap();
+        assert_eq!(c.cluster_pools.len(), 2);
+        assert_eq!(
+            c.cluster_pools[1],
+            PoolConfig {
+                family: Family::V6,
+                cidrs: vec![Cidr::parse("fd00::/104").unwrap()],
+                mask_size: 120
+            }
+        );
+        let e = Config::load(&flags(&["--cluster-pool-ipv6-cidr=fd00::/104"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cluster-pool-ipv6-cidr") && e.contains("enable-ipv6 is false"),
+            "{e}"
+        );
+        let e = Config::load(&flags(&[
+            "--enable-ipv6",
+            "true",
+            "--cluster-pool-ipv6-cidr=10.0.0.0/8",
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("is not an IPv6 CIDR"), "{e}");
+        let e = Config::load(&flags(&["--enable-ipv4=false"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("IPv4 or IPv6 must be enabled"), "{e}");
     }
 
     #[test]

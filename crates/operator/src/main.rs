@@ -72,7 +72,11 @@ async fn run(config: Config) -> anyhow::Result<()> {
     // checked before anything starts, so a bad pool fails the start
     let pool = match config.ipam.as_str() {
         "cluster-pool" => Some(
-            ClusterPool::new(&config.cluster_pool, config.mask_size)
+            config
+                .cluster_pools
+                .iter()
+                .map(|p| ClusterPool::new(p.family, &p.cidrs, p.mask_size))
+                .collect::<Result<Vec<_>, _>>()
                 .context("cluster-pool IPAM")?,
         ),
         other => {
@@ -109,8 +113,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
     }
 
     let ipam = async {
-        if let Some(pool) = pool {
-            operator::nodes::run(client.clone(), pool, Arc::clone(&metrics)).await;
+        if let Some(pools) = pool {
+            operator::nodes::run(client.clone(), pools, Arc::clone(&metrics)).await;
         }
         std::future::pending::<()>().await
     };

@@ -1,12 +1,12 @@
 //! Cluster-pool IPAM over CiliumNodes (Cilium's CiliumNode synchroniser
-//! with the cluster-pool allocator): every CiliumNode gets a pod CIDR in
-//! `spec.ipam.podCIDRs`; one that names a CIDR keeps it if the pools hold
+//! with the cluster-pool allocator): every CiliumNode gets a pod CIDR of
+//! each family on in `spec.ipam.podCIDRs`; one that names a CIDR keeps it if the pools hold
 //! it and no other node has it, else the refusal goes to its
 //! `status.ipam.operator-status.error`; a deleted node's CIDR goes back to
 //! the pool. No CIDR is handed out before the first full list is in, so a
 //! restarted operator first learns every CIDR already given.
 
-use crate::clusterpool::{Cidr, ClusterPool};
+use crate::clusterpool::{Cidr, ClusterPool, Family};
 use crate::metrics::Metrics;
 use k8s::kube::api::{ApiResource, DynamicObject, PostParams};
 use k8s::kube::runtime::watcher;
@@ -25,24 +25,27 @@ pub fn resource() -> ApiResource {
     k8s::cilium::nodes()
 }
 
-/// The IPv4 pod CIDRs a CiliumNode names, and the entries that are not
-/// IPv4 CIDRs (kept as they are: IPv6 is not this allocator's).
-fn pod_cidrs(obj: &DynamicObject) -> (Vec<Result<Cidr, String>>, Vec<String>) {
-    let mut v4 = Vec::new();
-    let mut other = Vec::new();
-    for c in obj.data["spec"]["ipam"]["podCIDRs"]
+/// The pod CIDRs a CiliumNode names, each with its family (a malformed
+/// one by how it is written).
+fn pod_cidrs(obj: &DynamicObject) -> Vec<(Family, Result<Cidr, String>)> {
+    obj.data["spec"]["ipam"]["podCIDRs"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|c| c.as_str())
-    {
-        if c.contains(':') {
-            other.push(c.to_owned());
-        } else {
-            v4.push(Cidr::parse(c).ok_or_else(|| c.to_owned()));
-        }
-    }
-    (v4, other)
+        .map(|c| match Cidr::parse(c) {
+            Some(cidr) => (cidr.family(), Ok(cidr)),
+            None => (Family::of_text(c), Err(c.to_owned())),
+        })
+        .collect()
+}
+
+/// The first pod CIDR of `family` a CiliumNode names.
+fn first_of(obj: &DynamicObject, family: Family) -> Option<Result<Cidr, String>> {
+    pod_cidrs(obj)
+        .into_iter()
+        .find(|(f, _)| *f == family)
+        .map(|(_, c)| c)
 }
 
 fn operator_error(obj: &DynamicObject) -> &str {
@@ -59,11 +62,11 @@ enum WriteError {
     KeptChanging(String),
 }
 
-/// What the synchroniser owns: the allocator and the last object seen of
-/// each node.
+/// What the synchroniser owns: an allocator per family and the last object
+/// seen of each node.
 struct Sync {
     api: Api<DynamicObject>,
-    pool: ClusterPool,
+    pools: Vec<ClusterPool>,
     nodes: BTreeMap<String, DynamicObject>,
     listed: bool,
     /// Nodes seen in a relisting so far, to release the others at its end.
@@ -79,10 +82,11 @@ impl Sync {
             seen.insert(name.clone());
         }
         // CIDRs already given are taken before anything is handed out
-        let (v4, _) = pod_cidrs(&obj);
-        if let Some(Ok(cidr)) = v4.first() {
-            if let Err(e) = self.pool.occupy(&name, *cidr) {
-                tracing::debug!(subsys = "ipam-allocator-clusterpool", node = %name, error = %e, "Pod CIDR refused");
+        for pool in &mut self.pools {
+            if let Some(Ok(cidr)) = first_of(&obj, pool.family()) {
+                if let Err(e) = pool.occupy(&name, cidr) {
+                    tracing::debug!(subsys = "ipam-allocator-clusterpool", node = %name, error = %e, "Pod CIDR refused");
+                }
             }
         }
         self.nodes.insert(name.clone(), obj);
@@ -91,7 +95,7 @@ impl Sync {
     fn delete(&mut self, name: &str) {
         self.nodes.remove(name);
         self.retry.remove(name);
-        if let Some(cidr) = self.pool.release(name) {
+        for cidr in self.pools.iter_mut().filter_map(|p| p.release(name)) {
             tracing::info!(subsys = "ipam-allocator-clusterpool", node = %name, podCIDR = %cidr, "Released the pod CIDR of a deleted CiliumNode");
         }
     }
@@ -117,30 +121,38 @@ impl Sync {
             return;
         };
         self.metrics.sync_queued();
-        let (v4, _) = pod_cidrs(&obj);
-        let outcome: Result<Option<Cidr>, String> = match v4.first() {
-            Some(Ok(cidr)) => self
-                .pool
-                .occupy(name, *cidr)
-                .map(|()| None)
-                .map_err(|e| e.to_string()),
-            Some(Err(bad)) => Err(format!("pod CIDR {bad:?} is not an IPv4 CIDR")),
-            None => self
-                .pool
-                .allocate(name)
-                .map(Some)
-                .map_err(|e| e.to_string()),
-        };
-        let result = match outcome {
-            Ok(Some(cidr)) => {
-                tracing::info!(subsys = "ipam-allocator-clusterpool", node = %name, podCIDR = %cidr, "Allocated a pod CIDR");
-                self.write_cidr(name, obj, cidr).await
+        let mut given = Vec::new();
+        let mut errors = Vec::new();
+        for pool in &mut self.pools {
+            let outcome = match first_of(&obj, pool.family()) {
+                Some(Ok(cidr)) => pool.occupy(name, cidr).map(|()| None),
+                Some(Err(bad)) => {
+                    errors.push(format!(
+                        "pod CIDR {bad:?} is not an {} CIDR",
+                        pool.family().name()
+                    ));
+                    continue;
+                }
+                None => pool.allocate(name).map(Some),
+            };
+            match outcome {
+                Ok(Some(cidr)) => {
+                    tracing::info!(subsys = "ipam-allocator-clusterpool", node = %name, podCIDR = %cidr, "Allocated a pod CIDR");
+                    given.push(cidr);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(subsys = "ipam-allocator-clusterpool", node = %name, error = %e, "Unable to give the node a pod CIDR");
+                    errors.push(e.to_string());
+                }
             }
-            Ok(None) => self.write_error(name, obj, "").await,
-            Err(e) => {
-                tracing::warn!(subsys = "ipam-allocator-clusterpool", node = %name, error = %e, "Unable to give the node a pod CIDR");
-                self.write_error(name, obj, &e).await
-            }
+        }
+        // a refusal is written once the node's new CIDRs are in: writing
+        // them brings the node back here
+        let result = if given.is_empty() {
+            self.write_error(name, obj, &errors.join("; ")).await
+        } else {
+            self.write_cidrs(name, obj, &given).await
         };
         match result {
             Ok(()) => {
@@ -153,23 +165,45 @@ impl Sync {
         }
     }
 
-    /// Writes `cidr` as the node's IPv4 pod CIDR (keeping IPv6 entries),
-    /// re-reading the node on a conflict; a node that meanwhile named a
-    /// CIDR of its own is left to the next event.
-    async fn write_cidr(
+    /// Adds `given` to the node's pod CIDRs, each where Cilium lists its
+    /// family (IPv4 first, then IPv6), re-reading the node on a conflict;
+    /// a family the node meanwhile named a CIDR of is left to the next
+    /// event.
+    async fn write_cidrs(
         &mut self,
         name: &str,
         mut obj: DynamicObject,
-        cidr: Cidr,
+        given: &[Cidr],
     ) -> Result<(), WriteError> {
         for _ in 0..5 {
-            let (v4, other) = pod_cidrs(&obj);
-            if !v4.is_empty() {
+            let named = pod_cidrs(&obj);
+            let missing: Vec<&Cidr> = given
+                .iter()
+                .filter(|c| !named.iter().any(|(f, _)| *f == c.family()))
+                .collect();
+            if missing.is_empty() {
                 return Ok(());
             }
-            let mut cidrs = vec![serde_json::Value::from(cidr.to_string())];
-            cidrs.extend(other.into_iter().map(serde_json::Value::from));
-            obj.data["spec"]["ipam"]["podCIDRs"] = serde_json::Value::Array(cidrs);
+            let text = |c: &Result<Cidr, String>| match c {
+                Ok(c) => c.to_string(),
+                Err(bad) => bad.clone(),
+            };
+            let mut cidrs = Vec::new();
+            for family in [Family::V4, Family::V6] {
+                cidrs.extend(
+                    missing
+                        .iter()
+                        .filter(|c| c.family() == family)
+                        .map(|c| c.to_string()),
+                );
+                cidrs.extend(
+                    named
+                        .iter()
+                        .filter(|(f, _)| *f == family)
+                        .map(|(_, c)| text(c)),
+                );
+            }
+            obj.data["spec"]["ipam"]["podCIDRs"] = serde_json::json!(cidrs);
             match self.api.replace(name, &PostParams::default(), &obj).await {
                 Ok(_) => return Ok(()),
                 Err(k8s::kube::Error::Api(e)) if e.code == 409 => {
@@ -214,12 +248,12 @@ impl Sync {
 }
 
 /// Runs cluster-pool IPAM until the source ends (the operator stops).
-pub async fn run(client: k8s::kube::Client, pool: ClusterPool, metrics: Arc<Metrics>) {
+pub async fn run(client: k8s::kube::Client, pools: Vec<ClusterPool>, metrics: Arc<Metrics>) {
     let api: Api<DynamicObject> = Api::all_with(client, &resource());
     let mut source = ResourceSource::new("CiliumNodes", api.clone(), watcher::Config::default());
     let mut sync = Sync {
         api,
-        pool,
+        pools,
         nodes: BTreeMap::new(),
         listed: false,
         relisted: None,
@@ -257,7 +291,11 @@ pub async fn run(client: k8s::kube::Client, pool: ClusterPool, metrics: Arc<Metr
                 let first = !sync.listed;
                 sync.listed = true;
                 if first {
-                    let (used, total) = sync.pool.usage();
+                    let (used, total) = sync
+                        .pools
+                        .iter()
+                        .map(ClusterPool::usage)
+                        .fold((0, 0), |(u, t), (pu, pt)| (u + pu, t + pt));
                     tracing::info!(
                         subsys = "ipam-allocator-clusterpool",
                         nodes = sync.nodes.len(),
@@ -281,12 +319,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pod_cidrs_split_ipv4_from_the_rest() {
+    fn pod_cidrs_are_read_with_their_families() {
         let mut obj = DynamicObject::new("n", &resource());
-        obj.data = serde_json::json!({"spec": {"ipam": {"podCIDRs": ["10.0.1.0/24", "fd00::/120", "10.0.1.5/24"]}}});
-        let (v4, other) = pod_cidrs(&obj);
-        assert_eq!(v4[0], Ok(Cidr::parse("10.0.1.0/24").unwrap()));
-        assert_eq!(v4[1], Err("10.0.1.5/24".to_owned()));
-        assert_eq!(other, ["fd00::/120"]);
+        obj.data = serde_json::json!({"spec": {"ipam": {"podCIDRs": ["10.0.1.5/24", "fd00::/120", "10.0.1.0/24"]}}});
+        assert_eq!(
+            first_of(&obj, Family::V4),
+            Some(Err("10.0.1.5/24".to_owned()))
+        );
+        assert_eq!(
+            first_of(&obj, Family::V6),
+            Cidr::parse("fd00::/120").map(Ok)
+        );
+        obj.data = serde_json::json!({"spec": {"ipam": {"podCIDRs": ["fd00::1/120"]}}});
+        assert_eq!(first_of(&obj, Family::V4), None);
+        assert_eq!(
+            first_of(&obj, Family::V6),
+            Some(Err("fd00::1/120".to_owned()))
+        );
     }
 }

@@ -2,12 +2,14 @@
 //! replicas elect one leader on the Lease and the other takes over when
 //! the leader is killed; cluster-pool IPAM gives every CiliumNode its own
 //! CIDR through nodes joining and leaving and operator restarts, takes
-//! back the CIDRs of deleted nodes, and says when the pool is exhausted.
+//! back the CIDRs of deleted nodes, and says when the pool is exhausted;
+//! in dual stack every node gets a CIDR of each family.
 
 mod common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
+use testsupport::kube;
 use testsupport::node::wait_for;
 
 use common::{tail, Cluster, LEASE};
@@ -158,10 +160,52 @@ fn pod_cidrs_are_never_shared_nor_leaked_through_churn_and_restarts() {
             "-o",
             "jsonpath={.status.ipam.operator-status.error}",
         ])
-        .contains("all pod CIDRs of the cluster pool are allocated")
+        .contains("all IPv4 pod CIDRs of the cluster pool are allocated")
     });
     assert!(c
         .cidrs()
         .iter()
         .any(|(n, cidrs)| n == "d-0" && cidrs.is_empty()));
+}
+
+#[test]
+fn dual_stack_gives_every_node_a_cidr_of_each_family() {
+    let mut c = Cluster::start();
+    // a node from before IPv6 was turned on keeps its IPv4 CIDR
+    kube::apply(
+        &c.cp,
+        r#"{"apiVersion":"cilium.io/v2","kind":"CiliumNode","metadata":{"name":"old"},"spec":{"addresses":[],"ipam":{"podCIDRs":["10.30.5.0/24"]}}}"#,
+    );
+    c.add_nodes(&names("n-", 2));
+    let _op = c.operator_with(
+        1,
+        &[
+            "--cluster-pool-ipv4-cidr=10.30.0.0/16".into(),
+            "--enable-ipv6=true".into(),
+            "--cluster-pool-ipv6-cidr=fd00:30::/104".into(),
+            "--cluster-pool-ipv6-mask-size=120".into(),
+        ],
+    );
+    wait_for("a CIDR of each family on every node", 30, || {
+        c.cidrs().iter().all(|(_, cidrs)| cidrs.len() == 2)
+    });
+    let all = c.cidrs();
+    let mut seen = BTreeSet::new();
+    for (node, cidrs) in &all {
+        assert!(
+            cidrs[0].starts_with("10.30.") && cidrs[0].ends_with("/24"),
+            "{node}: {cidrs:?}"
+        );
+        assert!(
+            cidrs[1].starts_with("fd00:30::") && cidrs[1].ends_with("/120"),
+            "{node}: {cidrs:?}"
+        );
+        assert!(
+            seen.insert(cidrs[1].clone()),
+            "{} given twice: {all:?}",
+            cidrs[1]
+        );
+    }
+    let old = all.iter().find(|(n, _)| n == "old").unwrap();
+    assert_eq!(old.1[0], "10.30.5.0/24", "{all:?}");
 }

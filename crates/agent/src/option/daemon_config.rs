@@ -4,7 +4,7 @@ use super::modes::{
     HostRouting, IdentityAllocationMode, IpamMode, MonitorAggregation, RoutingMode, TunnelProtocol,
 };
 use super::sources::{Loaded, Source};
-use super::validate::{parse_bool, parse_cidr4};
+use super::validate::{parse_bool, parse_cidr4, parse_cidr6};
 use super::ConfigError;
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -367,15 +367,6 @@ fn node_name() -> String {
     }
     let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
-/// An IPv6 CIDR with its host bits clear.
-fn parse_cidr6(v: &str) -> Option<(Ipv6Addr, u8)> {
-    let (ip, len) = v.split_once('/')?;
-    let ip: Ipv6Addr = ip.parse().ok()?;
-    let len: u8 = len.parse().ok().filter(|l| *l <= 128)?;
-    let host = u128::MAX.checked_shr(u32::from(len)).unwrap_or(0);
-    (u128::from(ip) & host == 0).then_some((ip, len))
 }
 
 /// This node's IPv6 pod CIDR (`ipv6-range`, else the first block of

@@ -89,6 +89,15 @@ pub fn parse_cidr4(v: &str) -> Option<(Ipv4Addr, u8)> {
     Some((ip, len))
 }
 
+/// An IPv6 CIDR with its host bits clear.
+pub fn parse_cidr6(v: &str) -> Option<(std::net::Ipv6Addr, u8)> {
+    let (ip, len) = v.split_once('/')?;
+    let ip: std::net::Ipv6Addr = ip.parse().ok()?;
+    let len: u8 = len.parse().ok().filter(|l| *l <= 128)?;
+    let host = u128::MAX.checked_shr(u32::from(len)).unwrap_or(0);
+    (u128::from(ip) & host == 0).then_some((ip, len))
+}
+
 /// Go duration syntax: a sequence of <number><unit>, units ns us ms s m h.
 pub fn parse_duration(v: &str) -> Option<std::time::Duration> {
     if v == "0" {
