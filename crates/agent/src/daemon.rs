@@ -95,23 +95,31 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             anyhow::bail!("ipam=kubernetes needs the Kubernetes API server")
         }
         (IpamMode::Kubernetes, Some(k)) => Some(
-            crate::k8s::nodes::wait_pod_cidr(k, &config.node_name)
+            crate::k8s::nodes::wait_pod_cidr(k, &config.node_name, config.ipv6.is_some())
                 .await
                 .context("waiting for the node's pod CIDR (ipam=kubernetes)")?,
         ),
         // Without an API server there is no operator: the pool is the
         // node's own ipv4-range, as in kvstore mode.
         (IpamMode::ClusterPool, Some(k)) => Some(
-            crate::k8s::nodes::wait_cluster_pool_cidr(k, &config.node_name)
+            crate::k8s::nodes::wait_cluster_pool_cidr(k, &config.node_name, config.ipv6.is_some())
                 .await
                 .context("waiting for the node's pod CIDR (ipam=cluster-pool)")?,
         ),
         _ => None,
     };
-    if let Some((net, len)) = pod_cidr {
+    if let Some(cidrs) = pod_cidr {
+        let (net, len) = cidrs.v4;
         tracing::info!(subsys = "ipam", ipam = config.ipam_mode.as_str(), podCIDR = %format!("{net}/{len}"), "Pod CIDR of this node");
         config.ipv4_range = (net, len);
         config.router_ip = std::net::Ipv4Addr::from(u32::from(net) + 1);
+        if let Some((net, len)) = cidrs.v6 {
+            tracing::info!(subsys = "ipam", ipam = config.ipam_mode.as_str(), podCIDR = %format!("{net}/{len}"), "IPv6 pod CIDR of this node");
+            config.ipv6 = Some(controlplane::plane::Ipv6Pool {
+                pod_cidr: (net, len),
+                router_ip: std::net::Ipv6Addr::from(u128::from(net) + 1),
+            });
+        }
     }
 
     if datapath::bpffs::ensure_mounted(&config.bpf_root).context("preparing bpffs")? {
@@ -176,12 +184,6 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         .context("attaching cil_from_host to cilium_host")?;
     if config.tunneling() {
         setup_overlay(&nl, &mut dp, &config).await?;
-        if config.ipv6.is_some() {
-            // IPv6 other nodes send to this node's own addresses (its
-            // router, from their hosts) reaches the stack from the overlay
-            let key = format!("net.ipv6.conf.{}.disable_ipv6", netdev::vxlan::CILIUM_VXLAN);
-            netdev::sysctl::write(&key, "0").context("enabling IPv6 on cilium_vxlan")?;
-        }
     } else {
         setup_native_routing(&nl, &config).await?;
     }
@@ -562,7 +564,12 @@ async fn setup_overlay(
     dp: &mut datapath::Datapath,
     config: &DaemonConfig,
 ) -> anyhow::Result<()> {
-    let vxlan = netdev::vxlan::ensure_vxlan_device(nl, config.tunnel_port, config.mtu)
+    let vxlan = netdev::vxlan::ensure_vxlan_device(
+        nl,
+        config.tunnel_port,
+        config.mtu,
+        config.ipv6.is_some(),
+    )
         .await
         .context("setting up cilium_vxlan")?;
     dp.attach_overlay_device(netdev::vxlan::CILIUM_VXLAN)

@@ -298,8 +298,9 @@ fn kvstore_status(d: &AgentStatus) -> Status {
     }
 }
 
-/// Both families' allocations, and Cilium's status line naming each
-/// (`IPv4: 2/254 allocated from 10.0.0.0/24, IPv6: ...`).
+/// Both families' allocations, and Cilium's status line: the families'
+/// summaries joined by ", " (`IPv4: 2/254 allocated from 10.0.0.0/24, `
+/// when IPv6 is off).
 fn ipam_status(d: &AgentStatus) -> api::ipam::IpamStatus {
     let ipam = d.ipam.lock().expect("ipam lock");
     let mut status = api::ipam::IpamStatus {
@@ -312,14 +313,16 @@ fn ipam_status(d: &AgentStatus) -> api::ipam::IpamStatus {
         ipv6: Vec::new(),
         status: ipam.status_line(),
     };
+    let mut v6 = String::new();
     if let Some(ipam6) = &d.ipam6 {
         let ipam6 = ipam6.lock().expect("ipam lock");
         for (ip, a) in ipam6.allocations() {
             status.allocations.insert(ip.to_string(), a.owner.clone());
             status.ipv6.push(ip.to_string());
         }
-        status.status.push_str(&ipam6.status_line());
+        v6 = ipam6.status_line();
     }
+    status.status = format!("{}, {v6}", status.status);
     status
 }
 

@@ -87,11 +87,14 @@ pub struct DaemonConfiguration {
     pub status: DaemonConfigurationStatus,
 }
 
-/// `NodeAddressing` without IPv6, as a node element's primary address.
+/// `NodeAddressing` as a node element's primary address (IPv6 only for a
+/// node that has some).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub struct NodeAddressingSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipv4: Option<NodeAddressingElement>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv6: Option<NodeAddressingElement>,
 }
 
 /// `NodeElement` of `GET /cluster/nodes`.

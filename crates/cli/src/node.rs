@@ -31,7 +31,15 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
     ]];
     for n in &nodes {
         let v4 = n.primary_address.ipv4.clone().unwrap_or_default();
-        rows.push(row![n.name, v4.ip, v4.alloc_range, "", "", n.source]);
+        let v6 = n.primary_address.ipv6.clone().unwrap_or_default();
+        rows.push(row![
+            n.name,
+            v4.ip,
+            v4.alloc_range,
+            v6.ip,
+            v6.alloc_range,
+            n.source
+        ]);
     }
     print(&rows);
     Ok(ExitCode::SUCCESS)

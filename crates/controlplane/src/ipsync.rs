@@ -41,12 +41,13 @@ pub struct IpIdentityPair {
     pub k8s_pod_name: String,
 }
 
-/// The kvstore's endpoint IPs as a source of [`RemoteEndpoints::follow`].
+/// The kvstore's endpoint IPs as a source of [`RemoteEndpoints::follow`]
+/// (a key per address).
 pub fn kvstore_source(
     kv: &kvstore::Kvstore,
-) -> impl Source<Key = String, Value = IpIdentityPair> + 'static {
+) -> impl Source<Key = String, Value = Vec<IpIdentityPair>> + 'static {
     kv.source(&format!("{}/", kvstore::keys::IPS))
-        .decode(|_, raw| serde_json::from_slice::<IpIdentityPair>(raw))
+        .decode(|_, raw| serde_json::from_slice::<IpIdentityPair>(raw).map(|p| vec![p]))
 }
 
 /// Learns the other nodes' endpoints into the ipcache, behind their node.
@@ -75,10 +76,11 @@ impl RemoteEndpoints {
         }
     }
 
-    /// Follows `source` until the agent stops.
+    /// Follows `source` (each value an endpoint's addresses) until the
+    /// agent stops.
     pub fn follow(
         self: Arc<Self>,
-        source: impl Source<Key = String, Value = IpIdentityPair> + 'static,
+        source: impl Source<Key = String, Value = Vec<IpIdentityPair>> + 'static,
         tasks: &crate::tasks::Tasks,
     ) {
         let handler = move |change| std::future::ready(self.apply(change));
@@ -90,16 +92,23 @@ impl RemoteEndpoints {
 
     /// One change of the endpoint IPs; an ipcache write that failed is
     /// tried again.
-    pub fn apply(&self, change: watch::Change<String, IpIdentityPair>) -> Result<(), KernelError> {
+    pub fn apply(
+        &self,
+        change: watch::Change<String, Vec<IpIdentityPair>>,
+    ) -> Result<(), KernelError> {
         match change {
             watch::Change::Upsert { key, old, new } => {
-                // an endpoint that moved to another address leaves the old one
-                if let Some(old) = old.filter(|o| o.ip != new.ip) {
-                    self.forget(&old)?;
+                // an endpoint that moved to other addresses leaves the old ones
+                for gone in old
+                    .iter()
+                    .flatten()
+                    .filter(|o| !new.iter().any(|n| n.ip == o.ip))
+                {
+                    self.forget(gone)?;
                 }
-                self.learn(&key, &new)
+                new.iter().try_for_each(|pair| self.learn(&key, pair))
             }
-            watch::Change::Delete { old, .. } => self.forget(&old),
+            watch::Change::Delete { old, .. } => old.iter().try_for_each(|pair| self.forget(pair)),
             watch::Change::Synced => {
                 tracing::info!(subsys = "ipcache", "Initial list of endpoint IPs received");
                 Ok(())

@@ -143,6 +143,13 @@ impl Node {
             .unwrap_or("")
     }
 
+    /// The node's own IPv6 address as Cilium picks it: InternalIP, else
+    /// ExternalIP (never the router's CiliumInternalIP).
+    pub fn primary_ipv6(&self) -> Option<std::net::Ipv6Addr> {
+        self.address_of("InternalIP")
+            .or_else(|| self.address_of("ExternalIP"))
+    }
+
     pub fn to_api(&self, source: &str) -> api::models::NodeElement {
         api::models::NodeElement {
             name: self.name.clone(),
@@ -157,6 +164,17 @@ impl Node {
                         .unwrap_or_default(),
                     address_type: String::new(),
                 }),
+                ipv6: self.ipv6_alloc_cidr.as_ref().map(|cidr| {
+                    api::models::NodeAddressingElement {
+                        enabled: true,
+                        ip: self
+                            .primary_ipv6()
+                            .map(|ip| ip.to_string())
+                            .unwrap_or_default(),
+                        alloc_range: cidr.cidr(),
+                        address_type: String::new(),
+                    }
+                }),
             },
             health_endpoint_address: self.health_ipv4.map(|ip| {
                 api::models::NodeAddressingSummary {
@@ -165,6 +183,7 @@ impl Node {
                         ip: ip.to_string(),
                         ..Default::default()
                     }),
+                    ipv6: None,
                 }
             }),
             source: source.to_owned(),

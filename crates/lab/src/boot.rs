@@ -101,6 +101,7 @@ pub fn write_config_map(extra: &[(String, String)], kubernetes: bool) -> anyhow:
         keys.push((k.clone(), v.clone()));
     }
     native_routing_defaults(&mut keys);
+    ipv6_defaults(&mut keys);
     let kvstore_identities = keys
         .iter()
         .any(|(k, v)| k == "identity-allocation-mode" && v == "kvstore");
@@ -130,6 +131,26 @@ fn native_routing_defaults(keys: &mut Vec<(String, String)>) {
         ("auto-direct-node-routes", "true"),
     ] {
         if !is(keys, key) {
+            keys.push((key.to_owned(), value.to_owned()));
+        }
+    }
+}
+
+/// `enable-ipv6=true` gets the IPv6 cluster pool Helm renders with
+/// `ipv6.enabled` (fd00::/104 cut into /120s, unique-local addresses that
+/// live only in the lab's namespaces). What the user set stays.
+fn ipv6_defaults(keys: &mut Vec<(String, String)>) {
+    let on = keys.iter().any(|(k, v)| {
+        k == "enable-ipv6" && matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "t")
+    });
+    if !on {
+        return;
+    }
+    for (key, value) in [
+        ("cluster-pool-ipv6-cidr", "fd00::/104"),
+        ("cluster-pool-ipv6-mask-size", "120"),
+    ] {
+        if !keys.iter().any(|(k, _)| k == key) {
             keys.push((key.to_owned(), value.to_owned()));
         }
     }

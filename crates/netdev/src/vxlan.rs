@@ -12,8 +12,15 @@ pub const TUNNEL_OVERHEAD: u32 = 50;
 
 /// Creates the device when missing (an existing one is kept so a restarted
 /// agent does not interrupt the overlay), then sets MTU, up and sysctls.
-/// A device of the same name with another port is recreated.
-pub async fn ensure_vxlan_device(nl: &Netlink, port: u16, mtu: u32) -> Result<Link, Error> {
+/// A device of the same name with another port is recreated. With `ipv6`
+/// the device takes IPv6 in (other nodes' hosts reach this node's IPv6
+/// router through it).
+pub async fn ensure_vxlan_device(
+    nl: &Netlink,
+    port: u16,
+    mtu: u32,
+    ipv6: bool,
+) -> Result<Link, Error> {
     if let Some(link) = nl.link_by_name(CILIUM_VXLAN).await? {
         if vxlan_port(nl, link.index).await? != Some(port) {
             tracing::info!(
@@ -44,15 +51,35 @@ pub async fn ensure_vxlan_device(nl: &Netlink, port: u16, mtu: u32) -> Result<Li
     // The overlay carries only what the datapath encapsulates; without this
     // the kernel's own IPv6 chatter (router solicitations, MLD) would try to
     // leave through it and be dropped by cil_to_overlay.
-    if let Err(e) = sysctl::write(&format!("net.ipv6.conf.{CILIUM_VXLAN}.disable_ipv6"), "1") {
-        tracing::debug!(subsys = "netdev", error = %e, "IPv6 unavailable, nothing to disable");
+    // Nor does it route IPv6 or take multicast: a forwarding device joins
+    // all-routers from its creation on and would report it (MLD) once IPv6
+    // is on. It leaves the group in MLDv1, where leaving a group never
+    // reported sends nothing (MLDv2 queues a state change that goes out
+    // later), and without the multicast flag does not join again when the
+    // node's forwarding is turned on.
+    let conf = format!("net.ipv6.conf.{CILIUM_VXLAN}");
+    for (key, value) in [
+        ("force_mld_version", "1"),
+        ("disable_ipv6", "1"),
+        ("forwarding", "0"),
+    ] {
+        if let Err(e) = sysctl::write(&format!("{conf}.{key}"), value) {
+            tracing::debug!(subsys = "netdev", error = %e, "IPv6 unavailable, nothing to disable");
+        }
     }
     let msg = rtnetlink::LinkUnspec::new_with_index(link.index)
         .mtu(mtu)
+        .multicast(false)
         .up()
         .build();
     nl.set_link(msg, "configure", CILIUM_VXLAN).await?;
     sysctl::configure_cilium_device(CILIUM_VXLAN)?;
+    if ipv6 {
+        // without an address of its own (addr_gen_mode none) the device
+        // sends no DAD or MLD for it either
+        sysctl::write(&format!("{conf}.addr_gen_mode"), "1")?;
+        sysctl::write(&format!("{conf}.disable_ipv6"), "0")?;
+    }
     Ok(link)
 }
 

@@ -58,12 +58,22 @@ pub fn status(ep: &Endpoint, node_ip: Option<Ipv4Addr>) -> serde_json::Value {
         },
         "identity": { "id": ep.identity, "labels": ep.identity_labels() },
         "networking": {
-            "addressing": [{ "ipv4": ep.ipv4.to_string() }],
+            "addressing": [addressing(ep)],
             "node": node_ip.map(|ip| ip.to_string()).unwrap_or_default(),
         },
         "encryption": {},
         "state": cep_state(ep.state),
     })
+}
+
+/// The endpoint's address pair (Cilium's `AddressPair`: one entry with
+/// both families).
+fn addressing(ep: &Endpoint) -> serde_json::Value {
+    let mut pair = serde_json::json!({ "ipv4": ep.ipv4.to_string() });
+    if let Some(v6) = ep.ipv6 {
+        pair["ipv6"] = v6.to_string().into();
+    }
+    pair
 }
 
 /// The pod's labels, as the CEP carries them: the endpoint's `k8s:`
@@ -278,15 +288,19 @@ pub fn mirror(
 #[error("CiliumEndpoint has no {0}")]
 pub struct Incomplete(&'static str);
 
-/// Another node's endpoint as the ipcache learns it: its first IPv4, its
-/// identity (`reserved:unmanaged` without one, as Cilium does) and node.
-fn remote(obj: &DynamicObject) -> Result<IpIdentityPair, Incomplete> {
+/// Another node's endpoint as the ipcache learns it: an entry per address
+/// of its first address pair, with its identity (`reserved:unmanaged`
+/// without one, as Cilium does) and node.
+fn remote(obj: &DynamicObject) -> Result<Vec<IpIdentityPair>, Incomplete> {
     let status = &obj.data["status"];
     let networking = &status["networking"];
-    let ip = networking["addressing"]
+    let pair = networking["addressing"]
         .as_array()
-        .and_then(|a| a.iter().find_map(|p| p["ipv4"].as_str()))
-        .ok_or(Incomplete("IPv4 address"))?;
+        .and_then(|a| {
+            a.iter()
+                .find(|p| p["ipv4"].is_string() || p["ipv6"].is_string())
+        })
+        .ok_or(Incomplete("address"))?;
     let node = networking["node"]
         .as_str()
         .filter(|n| !n.is_empty())
@@ -294,16 +308,20 @@ fn remote(obj: &DynamicObject) -> Result<IpIdentityPair, Incomplete> {
     let id = status["identity"]["id"]
         .as_u64()
         .map_or(abi::identity::UNMANAGED, |id| id as u32);
-    Ok(IpIdentityPair {
-        ip: ip.to_owned(),
-        mask: None,
-        host_ip: node.to_owned(),
-        id,
-        key: 0,
-        metadata: String::new(),
-        k8s_namespace: obj.namespace().unwrap_or_default(),
-        k8s_pod_name: obj.name_any(),
-    })
+    Ok(["ipv4", "ipv6"]
+        .into_iter()
+        .filter_map(|family| pair[family].as_str())
+        .map(|ip| IpIdentityPair {
+            ip: ip.to_owned(),
+            mask: None,
+            host_ip: node.to_owned(),
+            id,
+            key: 0,
+            metadata: String::new(),
+            k8s_namespace: obj.namespace().unwrap_or_default(),
+            k8s_pod_name: obj.name_any(),
+        })
+        .collect())
 }
 
 /// Follows every CEP into the ipcache through `learner`.
@@ -327,7 +345,8 @@ mod tests {
             "identity": {"id": 300},
             "networking": {"addressing": [{"ipv4": "10.2.0.7"}], "node": "198.18.0.12"},
         }});
-        let pair = remote(&cep).unwrap();
+        let pairs = remote(&cep).unwrap();
+        let pair = &pairs[0];
         assert_eq!(
             (pair.ip.as_str(), pair.host_ip.as_str(), pair.id),
             ("10.2.0.7", "198.18.0.12", 300)
@@ -336,8 +355,16 @@ mod tests {
             (pair.k8s_namespace.as_str(), pair.k8s_pod_name.as_str()),
             ("default", "web")
         );
+        // dual stack: both addresses, behind the same node
+        cep.data["status"]["networking"]["addressing"][0]["ipv6"] = "fd00::207".into();
+        let pairs = remote(&cep).unwrap();
+        let ips: Vec<&str> = pairs.iter().map(|p| p.ip.as_str()).collect();
+        assert_eq!(ips, ["10.2.0.7", "fd00::207"]);
+        assert!(pairs
+            .iter()
+            .all(|p| p.host_ip == "198.18.0.12" && p.id == 300));
         cep.data["status"]["identity"] = serde_json::Value::Null;
-        assert_eq!(remote(&cep).unwrap().id, abi::identity::UNMANAGED);
+        assert_eq!(remote(&cep).unwrap()[0].id, abi::identity::UNMANAGED);
         cep.data["status"]["networking"]["node"] = "".into();
         assert!(remote(&cep).is_err());
     }

@@ -27,7 +27,12 @@ fn spec(node: &Node) -> serde_json::Value {
         .iter()
         .map(|a| serde_json::json!({ "type": a.kind, "ip": a.ip }))
         .collect();
-    let pod_cidrs: Vec<String> = node.ipv4_alloc_cidr.iter().map(IpNet::cidr).collect();
+    let pod_cidrs: Vec<String> = node
+        .ipv4_alloc_cidr
+        .iter()
+        .chain(&node.ipv6_alloc_cidr)
+        .map(IpNet::cidr)
+        .collect();
     let health = match node.health_ipv4 {
         Some(ip) => serde_json::json!({ "ipv4": ip.to_string() }),
         None => serde_json::json!({}),
@@ -44,8 +49,26 @@ fn spec(node: &Node) -> serde_json::Value {
 pub enum CiliumNodeError {
     #[error("CiliumNode has no spec.addresses")]
     NoAddresses,
-    #[error("CiliumNode pod CIDR {0:?} is not an IPv4 CIDR")]
+    #[error("CiliumNode pod CIDR {0:?} is not a CIDR")]
     PodCidr(String),
+}
+
+/// A CiliumNode's (or Node's) first pod CIDR of each family, as written.
+fn first_cidrs<'a>(cidrs: impl IntoIterator<Item = &'a str>) -> (Option<&'a str>, Option<&'a str>) {
+    let mut v4 = None;
+    let mut v6 = None;
+    for c in cidrs {
+        let slot = if c.contains(':') { &mut v6 } else { &mut v4 };
+        slot.get_or_insert(c);
+    }
+    (v4, v6)
+}
+
+/// `addr/len` of the family `A`, with at most `max_len` bits of prefix.
+fn parse_net<A: std::str::FromStr>(c: &str, max_len: u8) -> Option<(A, u8)> {
+    let (n, l) = c.split_once('/')?;
+    let len: u8 = l.parse().ok().filter(|l| *l <= max_len)?;
+    Some((n.parse().ok()?, len))
 }
 
 /// Another node as the node manager takes it.
@@ -62,28 +85,34 @@ fn decode(obj: &DynamicObject) -> Result<Node, CiliumNodeError> {
             })
         })
         .collect();
-    let cidr = spec["ipam"]["podCIDRs"].as_array().and_then(|c| {
-        c.iter()
-            .filter_map(|c| c.as_str())
-            .find(|c| !c.contains(':'))
-    });
-    let ipv4_alloc_cidr = match cidr {
-        Some(c) => {
-            let (net, len) = c
-                .split_once('/')
-                .and_then(|(n, l)| Some((n.parse().ok()?, l.parse().ok()?)))
-                .filter(|(_, l): &(std::net::Ipv4Addr, u8)| *l <= 32)
-                .ok_or_else(|| CiliumNodeError::PodCidr(c.to_owned()))?;
-            Some(IpNet::v4(net, len))
-        }
-        None => None,
-    };
+    let (v4, v6) = first_cidrs(
+        spec["ipam"]["podCIDRs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.as_str()),
+    );
+    let bad = |c: &str| CiliumNodeError::PodCidr(c.to_owned());
+    let ipv4_alloc_cidr = v4
+        .map(|c| {
+            parse_net(c, 32)
+                .map(|(n, l)| IpNet::v4(n, l))
+                .ok_or_else(|| bad(c))
+        })
+        .transpose()?;
+    let ipv6_alloc_cidr = v6
+        .map(|c| {
+            parse_net(c, 128)
+                .map(|(n, l)| IpNet::v6(n, l))
+                .ok_or_else(|| bad(c))
+        })
+        .transpose()?;
     Ok(Node {
         name: obj.name_any(),
         cluster: String::new(),
         addresses,
         ipv4_alloc_cidr,
-        ipv6_alloc_cidr: None,
+        ipv6_alloc_cidr,
         // a malformed health address only costs that node its endpoint probe
         health_ipv4: spec["health"]["ipv4"].as_str().and_then(|s| s.parse().ok()),
         cluster_id: 0,
@@ -160,20 +189,64 @@ pub enum PodCidrError {
         node: String,
         source: k8s::kube::Error,
     },
-    #[error("Node {node} has no IPv4 pod CIDR after {waited:?} (is node IPAM on in the controller manager?)")]
-    None { node: String, waited: Duration },
-    #[error("node {node}'s pod CIDR {cidr:?} is not an IPv4 CIDR of at least 4 addresses")]
-    Bad { node: String, cidr: String },
+    #[error("Node {node} has no {family} pod CIDR after {waited:?} (is node IPAM on in the controller manager, for each family?)")]
+    None {
+        node: String,
+        family: &'static str,
+        waited: Duration,
+    },
+    #[error(
+        "node {node}'s pod CIDR {cidr:?} is not an {family} CIDR with room for a router and pods"
+    )]
+    Bad {
+        node: String,
+        family: &'static str,
+        cidr: String,
+    },
 }
 
-/// This node's pod CIDR from cluster-pool IPAM: the CiliumNode is created
+/// This node's pod CIDRs: IPv4, and IPv6 when it is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PodCidrs {
+    pub v4: (std::net::Ipv4Addr, u8),
+    pub v6: Option<(std::net::Ipv6Addr, u8)>,
+}
+
+/// The pod CIDRs of a node's list when it has one of every family wanted;
+/// an error when one of them is malformed.
+fn pod_cidrs_of<'a>(
+    node: &str,
+    cidrs: impl IntoIterator<Item = &'a str>,
+    want_v6: bool,
+) -> Result<Option<PodCidrs>, PodCidrError> {
+    let (v4, v6) = first_cidrs(cidrs);
+    let bad = |family, cidr: &str| PodCidrError::Bad {
+        node: node.to_owned(),
+        family,
+        cidr: cidr.to_owned(),
+    };
+    let v6 = match (want_v6, v6) {
+        (false, _) => None,
+        (true, None) => return Ok(None),
+        (true, Some(c)) => Some(parse_net(c, 126).ok_or_else(|| bad("IPv6", c))?),
+    };
+    let Some(v4) = v4 else {
+        return Ok(None);
+    };
+    let v4 = parse_net(v4, 30).ok_or_else(|| bad("IPv4", v4))?;
+    Ok(Some(PodCidrs { v4, v6 }))
+}
+
+/// This node's pod CIDRs from cluster-pool IPAM: the CiliumNode is created
 /// (without IPAM data, owned by its Node) unless it exists, then read
-/// until the operator has written `spec.ipam.podCIDRs`. Cilium waits as
-/// long as that takes; so does this, saying so every few seconds.
+/// until the operator has written `spec.ipam.podCIDRs`, one of each
+/// family on. Cilium waits as long as that takes; so does this, saying so
+/// every few seconds.
 pub async fn wait_cluster_pool_cidr(
     kubernetes: &Kubernetes,
     node: &str,
-) -> Result<(std::net::Ipv4Addr, u8), PodCidrError> {
+    want_v6: bool,
+) -> Result<PodCidrs, PodCidrError> {
     use futures::StreamExt;
     use k8s::kube::runtime::WatchStreamExt;
     let client = kubernetes.client();
@@ -226,40 +299,30 @@ pub async fn wait_cluster_pool_cidr(
                 }
             }
             Some(Ok(Some(obj))) => {
-                let cidr = obj.data["spec"]["ipam"]["podCIDRs"]
+                let cidrs = obj.data["spec"]["ipam"]["podCIDRs"]
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .filter_map(|c| c.as_str())
-                    .find(|c| !c.contains(':'))
-                    .map(str::to_owned);
-                if let Some(cidr) = cidr {
-                    return parse_pod_cidr(node, cidr);
+                    .filter_map(|c| c.as_str());
+                if let Some(found) = pod_cidrs_of(node, cidrs, want_v6)? {
+                    return Ok(found);
                 }
             }
         }
     }
 }
 
-fn parse_pod_cidr(node: &str, cidr: String) -> Result<(std::net::Ipv4Addr, u8), PodCidrError> {
-    cidr.split_once('/')
-        .and_then(|(n, l)| Some((n.parse().ok()?, l.parse().ok()?)))
-        .filter(|(_, l): &(std::net::Ipv4Addr, u8)| *l <= 30)
-        .ok_or(PodCidrError::Bad {
-            node: node.to_owned(),
-            cidr,
-        })
-}
-
 /// How long a start waits for the Node's pod CIDR (Cilium waits as long).
 const POD_CIDR_WAIT: Duration = Duration::from_secs(300);
 
-/// The Node's IPv4 pod CIDR (`spec.podCIDRs`, as kube-controller-manager
-/// allocates it), waiting until there is one (`ipam=kubernetes`).
+/// The Node's pod CIDRs (`spec.podCIDRs`, as kube-controller-manager
+/// allocates them), waiting until there is one of each family on
+/// (`ipam=kubernetes`).
 pub async fn wait_pod_cidr(
     kubernetes: &Kubernetes,
     node: &str,
-) -> Result<(std::net::Ipv4Addr, u8), PodCidrError> {
+    want_v6: bool,
+) -> Result<PodCidrs, PodCidrError> {
     let nodes: Api<K8sNode> = Api::all(kubernetes.client());
     let started = std::time::Instant::now();
     loop {
@@ -270,19 +333,24 @@ pub async fn wait_pod_cidr(
                 node: node.to_owned(),
                 source,
             })?;
-        let spec = found.and_then(|n| n.spec);
-        let cidrs = spec.map(|s| {
-            s.pod_cidrs
-                .unwrap_or_default()
-                .into_iter()
-                .chain(s.pod_cidr)
-        });
-        if let Some(cidr) = cidrs.and_then(|mut c| c.find(|c| !c.contains(':'))) {
-            return parse_pod_cidr(node, cidr);
+        let cidrs: Vec<String> = found
+            .and_then(|n| n.spec)
+            .map(|s| {
+                s.pod_cidrs
+                    .unwrap_or_default()
+                    .into_iter()
+                    .chain(s.pod_cidr)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (v4, _) = first_cidrs(cidrs.iter().map(String::as_str));
+        if let Some(found) = pod_cidrs_of(node, cidrs.iter().map(String::as_str), want_v6)? {
+            return Ok(found);
         }
         if started.elapsed() > POD_CIDR_WAIT {
             return Err(PodCidrError::None {
                 node: node.to_owned(),
+                family: if v4.is_none() { "IPv4" } else { "IPv6" },
                 waited: POD_CIDR_WAIT,
             });
         }
@@ -364,5 +432,48 @@ mod tests {
 
         obj.data["spec"]["ipam"]["podCIDRs"] = serde_json::json!(["10.2.0.0/99"]);
         assert!(decode(&obj).is_err());
+
+        // dual stack: the IPv6 CIDR after the IPv4 one, and back
+        let node = Node {
+            ipv6_alloc_cidr: Some(IpNet::v6("fd00::200".parse().unwrap(), 120)),
+            ..node
+        };
+        obj.data = serde_json::json!({ "spec": spec(&node) });
+        assert_eq!(
+            obj.data["spec"]["ipam"]["podCIDRs"],
+            serde_json::json!(["10.2.0.0/24", "fd00::200/120"])
+        );
+        assert_eq!(decode(&obj).unwrap(), node);
+        obj.data["spec"]["ipam"]["podCIDRs"] = serde_json::json!(["10.2.0.0/24", "fd00::/999"]);
+        assert!(decode(&obj).is_err());
+    }
+
+    #[test]
+    fn a_start_waits_for_a_pod_cidr_of_each_family_on() {
+        let cidrs = |list: &[&'static str], v6| pod_cidrs_of("n", list.iter().copied(), v6);
+        let v4 = ("10.2.0.0".parse().unwrap(), 24);
+        assert_eq!(
+            cidrs(&["10.2.0.0/24"], false).unwrap(),
+            Some(PodCidrs { v4, v6: None })
+        );
+        assert_eq!(
+            cidrs(&["10.2.0.0/24"], true).unwrap(),
+            None,
+            "waits for IPv6"
+        );
+        assert_eq!(cidrs(&["fd00::/120"], true).unwrap(), None, "and for IPv4");
+        assert_eq!(
+            cidrs(&["fd00::100/120", "10.2.0.0/24"], true).unwrap(),
+            Some(PodCidrs {
+                v4,
+                v6: Some(("fd00::100".parse().unwrap(), 120))
+            })
+        );
+        let e = cidrs(&["10.2.0.0/24", "fd00::/127"], true).unwrap_err();
+        assert!(
+            e.to_string().contains("\"fd00::/127\" is not an IPv6 CIDR"),
+            "{e}"
+        );
+        assert!(cidrs(&["10.2.0.0/31"], false).is_err());
     }
 }

@@ -440,14 +440,9 @@ impl DaemonConfig {
                 "enable-ipv4=false: this agent needs IPv4".into(),
             ));
         }
-        let kubernetes_configured =
-            kubernetes(l, std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()).is_some();
+        // with Kubernetes, the pod CIDR found here stands in until the
+        // CiliumNode's (or Node's) replaces it at start
         let ipv6 = if boolean("enable-ipv6") {
-            if kubernetes_configured {
-                return Err(ConfigError::Unsupported(
-                    "enable-ipv6=true: IPv6 pod CIDRs from Kubernetes are not supported yet (a node on its own, or with a kvstore, only)".into(),
-                ));
-            }
             Some(ipv6_pool(l)?)
         } else {
             None
@@ -857,8 +852,6 @@ mod tests {
     fn inconsistent_settings_are_refused_with_the_key() {
         let e = cfg(&["--ipv4-range=10.1.0.0/24", "--local-router-ipv4=10.2.0.1"]).unwrap_err();
         assert!(e.to_string().contains("local-router-ipv4"), "{e}");
-        let e = cfg(&["--enable-ipv6", "--k8s-kubeconfig-path=/k/config"]).unwrap_err();
-        assert!(e.to_string().contains("enable-ipv6"), "{e}");
         for (args, key) in [
             (
                 &["--enable-ipv6", "--ipv6-range=fd00::1/64"][..],

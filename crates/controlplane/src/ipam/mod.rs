@@ -286,10 +286,11 @@ impl<A: PoolAddr> Ipam<A> {
         &self.allocations
     }
 
-    /// Cilium's status string: `IPv4: 2/254 allocated from 10.0.0.0/24, `.
+    /// This family's part of Cilium's status string: `IPv4: 2/254
+    /// allocated from 10.0.0.0/24`.
     pub fn status_line(&self) -> String {
         format!(
-            "{}: {}/{} allocated from {}, ",
+            "{}: {}/{} allocated from {}",
             A::FAMILY,
             self.allocations.len(),
             self.capacity(),
@@ -344,7 +345,7 @@ mod tests {
         let mut ipam = open(dir.path());
         let (b, _) = ipam.allocate_next("default/b", true).unwrap();
         assert_eq!(b, Ipv4Addr::new(10, 0, 0, 3));
-        assert_eq!(ipam.status_line(), "IPv4: 3/6 allocated from 10.0.0.0/29, ");
+        assert_eq!(ipam.status_line(), "IPv4: 3/6 allocated from 10.0.0.0/29");
     }
 
     #[test]
@@ -395,7 +396,7 @@ mod tests {
             Ipam::open(net, 120, router, dir.path().join("ipam6.json")).unwrap();
         assert_eq!(
             ipam.status_line(),
-            "IPv6: 3/254 allocated from fd00:10:0:1::/120, "
+            "IPv6: 3/254 allocated from fd00:10:0:1::/120"
         );
         let wide = Ipam::open(net, 64, router, dir.path().join("wide.json")).unwrap();
         assert_eq!(wide.capacity(), (1u128 << 64) - 2);

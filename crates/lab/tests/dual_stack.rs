@@ -1,0 +1,159 @@
+//! `cilium-lab up --set enable-ipv6=true` on real nodes: the operator gives
+//! every CiliumNode an IPv6 pod CIDR beside its IPv4 one (fd00::/104 cut
+//! into /120s, as Helm's defaults), each agent waits for both, pods get an
+//! address of each family (the Pod's `podIPs`, the CEP's address pair),
+//! the other node learns them into its ipcache behind the pod's node, and
+//! pods reach each other over IPv6 across the overlay under the demo's
+//! policy, which allows TCP 80 from app=demo pods and so drops ICMPv6 and
+//! the outsider. No drop of the overlay's own IPv6 chatter remains.
+
+mod common;
+
+use common::{eventually, text, Lab};
+
+fn pod_ips(lab: &Lab, pod: &str) -> (String, String) {
+    let ips = lab.kubectl(&[
+        "get",
+        "pod",
+        pod,
+        "-o",
+        "jsonpath={.status.podIPs[0].ip} {.status.podIPs[1].ip}",
+    ]);
+    let (v4, v6) = ips.trim().split_once(' ').unwrap_or_default();
+    assert!(
+        v4.starts_with("10.") && v6.starts_with("fd00::"),
+        "{pod}: {ips}"
+    );
+    (v4.to_owned(), v6.to_owned())
+}
+
+fn curl(lab: &Lab, pod: &str, ip: &str) -> Result<String, String> {
+    let url = format!("http://[{ip}]/hostname");
+    let out = lab.run(&[
+        "exec",
+        pod,
+        "--",
+        "curl",
+        "-sS",
+        "-g",
+        "--max-time",
+        "3",
+        &url,
+    ]);
+    let body = text(&out);
+    if out.status.success() {
+        Ok(body.trim().to_owned())
+    } else {
+        Err(body)
+    }
+}
+
+fn ping6(lab: &Lab, pod: &str, ip: &str) -> bool {
+    lab.run(&["exec", pod, "--", "ping", "-6", "-c", "1", "-W", "2", ip])
+        .status
+        .success()
+}
+
+#[test]
+fn a_dual_stack_lab_gives_pods_both_families_across_nodes() {
+    let lab = Lab::new();
+    let up = lab.run(&["up", "--nodes", "2", "--set", "enable-ipv6=true"]);
+    assert!(up.status.success(), "{}", text(&up));
+
+    // every CiliumNode: IPv4 then IPv6 pod CIDR, and an IPv6 router
+    for node in ["node1", "node2"] {
+        let spec = lab.kubectl(&[
+            "get",
+            "ciliumnode",
+            node,
+            "-o",
+            "jsonpath={.spec.ipam.podCIDRs} {.spec.addresses[*].ip}",
+        ]);
+        let (cidrs, addresses) = spec.split_once(' ').unwrap();
+        let cidrs: Vec<String> = serde_json::from_str(cidrs).unwrap();
+        assert_eq!(cidrs.len(), 2, "{node}: {spec}");
+        assert!(
+            cidrs[0].starts_with("10.") && cidrs[0].ends_with("/24"),
+            "{node}: {spec}"
+        );
+        assert!(
+            cidrs[1].starts_with("fd00::") && cidrs[1].ends_with("/120"),
+            "{node}: {spec}"
+        );
+        assert!(
+            addresses.split(' ').any(|a| a.starts_with("fd00::")),
+            "{node} has no IPv6 CiliumInternalIP: {spec}"
+        );
+    }
+
+    // pods: both families, in the Pod's status and the CEP
+    let (_, a6) = pod_ips(&lab, "pod-a");
+    let (_, b6) = pod_ips(&lab, "pod-b");
+    let (_, outsider6) = pod_ips(&lab, "outsider");
+    let cep = lab.kubectl(&[
+        "get",
+        "ciliumendpoint",
+        "pod-b",
+        "-o",
+        "jsonpath={.status.networking.addressing[0].ipv6}",
+    ]);
+    assert_eq!(cep.trim(), b6);
+    let inside = lab.ok(&[
+        "exec", "pod-a", "--", "ip", "-6", "-o", "addr", "show", "eth0",
+    ]);
+    assert!(inside.contains(&format!("inet6 {a6}/128")), "{inside}");
+
+    // node1 learned pod-b's IPv6 address behind node2, and lists both CIDRs
+    let ipcache = lab.ok(&["exec", "node1", "--", "cilium", "bpf", "ipcache", "list"]);
+    assert!(
+        ipcache
+            .lines()
+            .any(|l| l.starts_with(&format!("{b6}/128 "))
+                && l.contains("tunnelendpoint=198.18.0.12")),
+        "{ipcache}"
+    );
+    let nodes = lab.ok(&["exec", "node1", "--", "cilium", "node", "list"]);
+    assert!(
+        nodes
+            .lines()
+            .any(|l| l.starts_with("node2") && l.contains("/120")),
+        "{nodes}"
+    );
+    let status = lab.ok(&["exec", "node1", "--", "cilium", "status"]);
+    let ipam = status
+        .lines()
+        .find(|l| l.starts_with("IPAM:"))
+        .unwrap_or_default();
+    assert!(
+        ipam.contains("IPv4: ")
+            && ipam.contains(", IPv6: ")
+            && ipam.contains("allocated from fd00::"),
+        "{status}"
+    );
+
+    // across the overlay over IPv6: TCP 80 from app=demo passes the demo's
+    // policy; its ICMPv6 and the outsider's TCP do not
+    let answer = eventually("pod-a to pod-b over IPv6", 30, || curl(&lab, "pod-a", &b6));
+    assert_eq!(answer, "pod-b");
+    assert!(
+        !ping6(&lab, "pod-a", &b6),
+        "the policy allows no ICMPv6 to pod-b"
+    );
+    assert!(
+        curl(&lab, "outsider", &b6).is_err(),
+        "the outsider reached pod-b"
+    );
+    lab.assert_policy_denied("node2", "INGRESS");
+    // without a policy of its own, the outsider answers pings on its node
+    assert!(ping6(&lab, "pod-a", &outsider6));
+
+    // no drop of what the overlay device itself would send (DAD, MLD)
+    for node in ["node1", "node2"] {
+        let metrics = lab.ok(&["exec", node, "--", "cilium", "bpf", "metrics", "list"]);
+        assert!(
+            !metrics.contains("Error retrieving tunnel key")
+                && !metrics.contains("Unsupported L3 protocol"),
+            "{node}: {metrics}"
+        );
+    }
+}
