@@ -24,6 +24,7 @@
 mod endpoints_latency;
 mod events;
 mod goals;
+mod ipv6;
 mod kubernetes;
 mod lifecycle;
 mod masquerade;
@@ -302,7 +303,7 @@ pub(crate) fn iperf_per_setting(
 pub(crate) fn iperf(
     server_ns: &Path,
     client_ns: &Path,
-    server_ip: Ipv4Addr,
+    server_ip: impl Into<std::net::IpAddr>,
     secs: u32,
 ) -> anyhow::Result<f64> {
     let mut server = Command::new("nsenter")
@@ -318,7 +319,7 @@ pub(crate) fn iperf(
         .args([
             "iperf3",
             "-c",
-            &server_ip.to_string(),
+            &server_ip.into().to_string(),
             "-p",
             "5201",
             "-J",
@@ -431,6 +432,7 @@ fn main() -> anyhow::Result<()> {
             overlay::run_bench(pods, arg(&args, 3, secs_default, usage)?)
         }
         Some("routing") => routing::run_bench(arg(&args, 2, secs_default, "routing [secs]")?),
+        Some("ipv6") => ipv6::run_bench(arg(&args, 2, secs_default, "ipv6 [secs]")?),
         Some("policy") => policy::run_bench(arg(&args, 2, secs_default, "policy [secs]")?),
         _ => {
             let usage = "[--smoke] [pods] [iperf-seconds]";
@@ -463,6 +465,7 @@ fn every_section(pods: usize, secs: u32) -> anyhow::Result<()> {
     section("events", || events::run_bench(secs))?;
     section("lifecycle", lifecycle::run_bench)?;
     section("masquerade", || masquerade::run_bench(secs))?;
+    section("ipv6", || ipv6::run_bench(secs))?;
     match kubernetes::available() {
         Ok(()) => {
             let (rounds, scale) = k8s_rounds_and_scale();

@@ -570,8 +570,8 @@ async fn setup_overlay(
         config.mtu,
         config.ipv6.is_some(),
     )
-        .await
-        .context("setting up cilium_vxlan")?;
+    .await
+    .context("setting up cilium_vxlan")?;
     dp.attach_overlay_device(netdev::vxlan::CILIUM_VXLAN)
         .context("attaching cil_from_overlay to cilium_vxlan")?;
     let map = RuntimeConfig::open(&config.bpf_root)?;

@@ -1,0 +1,86 @@
+//! IPv6 against IPv4 on one dual-stack cluster (issue 35's bench): two
+//! nodes with `enable-ipv6` (real etcd, real agents), TCP throughput from
+//! a pod of node1 to another pod of node1, and to a pod of node2 across
+//! the overlay, each over IPv6 against the same two pods over IPv4,
+//! interleaved. A Service's connection rate joins once IPv6 Services do.
+
+use crate::{goals, interleaved, iperf};
+use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
+use anyhow::{bail, Context};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::{Duration, Instant};
+use testsupport::cluster::Cluster;
+use testsupport::node::Node;
+
+/// A pod on `node` with both families; its addresses from the CNI result.
+fn dual_stack_pod(node: &Node, name: &str) -> anyhow::Result<(Ipv4Addr, Ipv6Addr)> {
+    let ns = node.create_netns(name);
+    let out = node.cni_pod("ADD", name, ns.to_str().context("netns path")?);
+    anyhow::ensure!(out.code == 0, "ADD {name}: {}", out.json);
+    let address = |i: usize| {
+        out.json["ips"][i]["address"]
+            .as_str()
+            .and_then(|a| a.split('/').next())
+            .map(str::to_owned)
+            .with_context(|| format!("ips[{i}] in the CNI result {}", out.json))
+    };
+    Ok((address(0)?.parse()?, address(1)?.parse()?))
+}
+
+/// Waits until `ip` is in the node's cilium_ipcache.
+fn until_in_ipcache(node: &Node, ip: IpAddr) -> anyhow::Result<()> {
+    let map = datapath::PinnedMap::open_global(&node.bpffs(), abi::maps::IPCACHE)?;
+    let key = IpcacheKey::new(ip, abi::ipcache::host_prefix_len(ip));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while map.get::<_, RemoteEndpointInfo>(&key)?.is_none() {
+        if Instant::now() > deadline {
+            bail!("{ip} never reached {}'s ipcache", node.name);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
+pub fn run_bench(secs: u32) -> anyhow::Result<()> {
+    let mut cluster = Cluster::new(2, &["--enable-ipv6=true"]);
+    for (i, node) in cluster.nodes.iter_mut().enumerate() {
+        node.quiet = true;
+        node.agent_args
+            .push(format!("--ipv6-range=fd00:10:0:{}::/112", i + 1));
+        node.start_agent();
+    }
+    let (node1, node2) = (&cluster.nodes[0], &cluster.nodes[1]);
+    dual_stack_pod(node1, "client")?;
+    let same = dual_stack_pod(node1, "same")?;
+    let cross = dual_stack_pod(node2, "cross")?;
+    until_in_ipcache(node1, cross.0.into())?;
+    until_in_ipcache(node1, cross.1.into())?;
+    let client = node1.netns("client");
+    println!("pod-to-pod TCP throughput, IPv6 against IPv4 (iperf3, {secs} s, median of 3):");
+    for (what, node, pod, (v4, v6)) in [
+        ("same-node", node1, "same", same),
+        ("cross-node", node2, "cross", cross),
+    ] {
+        let server = node.netns(pod);
+        let [six, four] = interleaved(
+            3,
+            [&mut || iperf(&server, &client, v6, secs), &mut || {
+                iperf(&server, &client, v4, secs)
+            }],
+        )?;
+        let ratio = six / four;
+        let six_line = format!("{what} over IPv6");
+        let four_line = format!("{what} baseline: over IPv4");
+        println!("  {six_line:<32} {:7.2} Gbit/s", six / 1e9);
+        println!("  {four_line:<32} {:7.2} Gbit/s", four / 1e9);
+        println!(
+            "  ratio {ratio:.2}x   {}",
+            goals::at_least(
+                &format!("{what}, IPv6 vs IPv4"),
+                ratio,
+                goals::IPV6_THROUGHPUT
+            )
+        );
+    }
+    Ok(())
+}
