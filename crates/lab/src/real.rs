@@ -209,8 +209,18 @@ fn netexec_pod(name: &str, node: &str, labels: serde_json::Value) -> serde_json:
 
 /// `kubectl exec <pod> -- curl <url>`: the answer, or why there is none.
 fn curl(pod: &str, url: &str) -> anyhow::Result<String> {
-    kube::run_args(&["exec", pod, "--", "curl", "-sS", "--max-time", "2", url])
-        .map(|body| body.trim().to_owned())
+    kube::run_args(&[
+        "exec",
+        pod,
+        "--",
+        "curl",
+        "-sS",
+        "-g",
+        "--max-time",
+        "2",
+        url,
+    ])
+    .map(|body| body.trim().to_owned())
 }
 
 /// Retries `f` for up to `secs` (a new endpoint's or Service's state
@@ -285,6 +295,14 @@ fn demo(nodes: usize, names: &[String]) -> anyhow::Result<()> {
     let direct = format!("http://{server}/hostname");
     println!("\n$ kubectl exec {a} -- curl {direct}");
     println!("{}", within(30, || curl(a, &direct))?);
+    // a dual-stack cluster (enable-ipv6) gave the pod a second address
+    let server6 = kube::run_args(&["get", "pod", b, "-o", "jsonpath={.status.podIPs[1].ip}"])?;
+    let direct6 =
+        (!server6.trim().is_empty()).then(|| format!("http://[{}]/hostname", server6.trim()));
+    if let Some(direct6) = &direct6 {
+        println!("$ kubectl exec {a} -- curl -g {direct6}");
+        println!("{}", within(30, || curl(a, direct6))?);
+    }
 
     println!("\n==> a Service selecting {b} (role=server); the endpointslice controller fills it from the pod's Ready status");
     print!(
@@ -307,6 +325,12 @@ fn demo(nodes: usize, names: &[String]) -> anyhow::Result<()> {
     println!("$ kubectl exec {outsider} -- curl {direct}\n(no answer: dropped by policy)");
     println!("$ kubectl exec {a} -- curl {direct}");
     println!("{}", curl(a, &direct)?);
+    if let Some(direct6) = &direct6 {
+        if curl(outsider, direct6).is_ok() {
+            bail!("{outsider} reached {direct6} through the policy");
+        }
+        println!("$ kubectl exec {outsider} -- curl -g {direct6}\n(no answer: dropped by policy)");
+    }
 
     for (what, args) in [
         ("cilium status", &["status"][..]),

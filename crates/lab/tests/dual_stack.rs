@@ -59,6 +59,13 @@ fn a_dual_stack_lab_gives_pods_both_families_across_nodes() {
     let lab = Lab::new();
     let up = lab.run(&["up", "--nodes", "2", "--set", "enable-ipv6=true"]);
     assert!(up.status.success(), "{}", text(&up));
+    // the demo shows IPv6 too: pod-a to pod-b's IPv6 address, and the
+    // outsider refused there
+    let shown = text(&up);
+    assert!(
+        shown.contains("-- curl -g http://[fd00::") && shown.matches("\npod-b\n").count() == 4,
+        "{shown}"
+    );
 
     // every CiliumNode: IPv4 then IPv6 pod CIDR, and an IPv6 router
     for node in ["node1", "node2"] {
