@@ -4,11 +4,10 @@
 //! the overlay, each over IPv6 against the same two pods over IPv4,
 //! interleaved. A Service's connection rate joins once IPv6 Services do.
 
+use crate::overlay::until_in_ipcache;
 use crate::{goals, interleaved, iperf};
-use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
-use anyhow::{bail, Context};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::time::{Duration, Instant};
+use anyhow::Context;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use testsupport::cluster::Cluster;
 use testsupport::node::Node;
 
@@ -25,20 +24,6 @@ fn dual_stack_pod(node: &Node, name: &str) -> anyhow::Result<(Ipv4Addr, Ipv6Addr
             .with_context(|| format!("ips[{i}] in the CNI result {}", out.json))
     };
     Ok((address(0)?.parse()?, address(1)?.parse()?))
-}
-
-/// Waits until `ip` is in the node's cilium_ipcache.
-fn until_in_ipcache(node: &Node, ip: IpAddr) -> anyhow::Result<()> {
-    let map = datapath::PinnedMap::open_global(&node.bpffs(), abi::maps::IPCACHE)?;
-    let key = IpcacheKey::new(ip, abi::ipcache::host_prefix_len(ip));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while map.get::<_, RemoteEndpointInfo>(&key)?.is_none() {
-        if Instant::now() > deadline {
-            bail!("{ip} never reached {}'s ipcache", node.name);
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    Ok(())
 }
 
 pub fn run_bench(secs: u32) -> anyhow::Result<()> {

@@ -10,15 +10,15 @@
 use crate::{goals, in_ns, iperf, latency_line};
 use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
 use anyhow::{bail, Context};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 use testsupport::cluster::Cluster;
 use testsupport::node::Node;
 
 /// Waits until `ip` is in the node's cilium_ipcache.
-fn until_in_ipcache(node: &Node, ip: Ipv4Addr) -> anyhow::Result<()> {
+pub(crate) fn until_in_ipcache(node: &Node, ip: IpAddr) -> anyhow::Result<()> {
     let map = datapath::PinnedMap::open_global(&node.bpffs(), abi::maps::IPCACHE)?;
-    let key = IpcacheKey::v4(ip, 32);
+    let key = IpcacheKey::new(ip, abi::ipcache::host_prefix_len(ip));
     let deadline = Instant::now() + Duration::from_secs(10);
     while map.get::<_, RemoteEndpointInfo>(&key)?.is_none() {
         if Instant::now() > deadline {
@@ -132,7 +132,7 @@ pub fn run_bench(pods: usize, secs: u32) -> anyhow::Result<()> {
             .as_str()
             .and_then(|a| a.split('/').next()?.parse().ok())
             .context("address in the CNI result")?;
-        until_in_ipcache(node2, ip)?;
+        until_in_ipcache(node2, ip.into())?;
         reach.push(t.elapsed().as_secs_f64() * 1000.0);
         first.get_or_insert(ip);
         if i == 0 || i + 1 == pods {
