@@ -5,7 +5,9 @@
 //! the other node learns them into its ipcache behind the pod's node, and
 //! pods reach each other over IPv6 across the overlay under the demo's
 //! policy, which allows TCP 80 from app=demo pods and so drops ICMPv6 and
-//! the outsider. No drop of the overlay's own IPv6 chatter remains.
+//! the outsider. Cilium 1.16's cilium-dbg reads the IPv6 entries of our
+//! maps without changing them. No drop of the overlay's own IPv6 chatter
+//! remains.
 
 mod common;
 
@@ -46,6 +48,20 @@ fn curl(lab: &Lab, pod: &str, ip: &str) -> Result<String, String> {
     } else {
         Err(body)
     }
+}
+
+/// Cilium v1.16.0's cilium-dbg, as scripts/build-cilium-tools.sh builds it
+/// (at once when scripts/test.sh's background build has).
+fn cilium_dbg() -> String {
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scripts/build-cilium-tools.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}: {}", script.display(), text(&out));
+    let bin = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    format!("{bin}/cilium-dbg")
 }
 
 fn ping6(lab: &Lab, pod: &str, ip: &str) -> bool {
@@ -153,6 +169,40 @@ fn a_dual_stack_lab_gives_pods_both_families_across_nodes() {
     lab.assert_policy_denied("node2", "INGRESS");
     // without a policy of its own, the outsider answers pings on its node
     assert!(ping6(&lab, "pod-a", &outsider6));
+
+    // Cilium 1.16's own cilium-dbg reads the IPv6 entries of our maps
+    // (the conntrack entry of pod-a's connection, pod-b in the ipcache)
+    // and leaves every pin as it was
+    let dbg = cilium_dbg();
+    let pins = || {
+        lab.ok(&[
+            "exec",
+            "node1",
+            "--",
+            "find",
+            "/sys/fs/bpf",
+            "!",
+            "-type",
+            "d",
+            "-printf",
+            "%p %i %T@\n",
+        ])
+    };
+    let before = pins();
+    let ct = lab.ok(&["exec", "node1", "--", &dbg, "bpf", "ct", "list", "global"]);
+    assert!(
+        ct.lines().any(|l| l.contains(&b6) && l.contains(&a6)),
+        "{ct}"
+    );
+    let ipcache = lab.ok(&["exec", "node1", "--", &dbg, "bpf", "ipcache", "list"]);
+    assert!(
+        ipcache
+            .lines()
+            .any(|l| l.starts_with(&format!("{b6}/128 "))),
+        "{ipcache}"
+    );
+    lab.ok(&["exec", "node1", "--", &dbg, "bpf", "lb", "list"]);
+    assert_eq!(pins(), before, "cilium-dbg changed the pins");
 
     // no drop of what the overlay device itself would send (DAD, MLD)
     for node in ["node1", "node2"] {
