@@ -296,9 +296,11 @@ fn demo(nodes: usize, names: &[String]) -> anyhow::Result<()> {
     println!("\n$ kubectl exec {a} -- curl {direct}");
     println!("{}", within(30, || curl(a, &direct))?);
     // a dual-stack cluster (enable-ipv6) gave the pod a second address
-    let server6 = kube::run_args(&["get", "pod", b, "-o", "jsonpath={.status.podIPs[1].ip}"])?;
-    let direct6 =
-        (!server6.trim().is_empty()).then(|| format!("http://[{}]/hostname", server6.trim()));
+    let ips_b = kube::run_args(&["get", "pod", b, "-o", "jsonpath={.status.podIPs[*].ip}"])?;
+    let direct6 = ips_b
+        .split_whitespace()
+        .find(|ip| ip.contains(':'))
+        .map(|ip| format!("http://[{ip}]/hostname"));
     if let Some(direct6) = &direct6 {
         println!("$ kubectl exec {a} -- curl -g {direct6}");
         println!("{}", within(30, || curl(a, direct6))?);

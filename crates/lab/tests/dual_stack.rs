@@ -50,20 +50,6 @@ fn curl(lab: &Lab, pod: &str, ip: &str) -> Result<String, String> {
     }
 }
 
-/// Cilium v1.16.0's cilium-dbg, as scripts/build-cilium-tools.sh builds it
-/// (at once when scripts/test.sh's background build has).
-fn cilium_dbg() -> String {
-    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scripts/build-cilium-tools.sh");
-    let out = std::process::Command::new("bash")
-        .arg(&script)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}: {}", script.display(), text(&out));
-    let bin = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    format!("{bin}/cilium-dbg")
-}
-
 fn ping6(lab: &Lab, pod: &str, ip: &str) -> bool {
     lab.run(&["exec", pod, "--", "ping", "-6", "-c", "1", "-W", "2", ip])
         .status
@@ -173,22 +159,11 @@ fn a_dual_stack_lab_gives_pods_both_families_across_nodes() {
     // Cilium 1.16's own cilium-dbg reads the IPv6 entries of our maps
     // (the conntrack entry of pod-a's connection, pod-b in the ipcache)
     // and leaves every pin as it was
-    let dbg = cilium_dbg();
-    let pins = || {
-        lab.ok(&[
-            "exec",
-            "node1",
-            "--",
-            "find",
-            "/sys/fs/bpf",
-            "!",
-            "-type",
-            "d",
-            "-printf",
-            "%p %i %T@\n",
-        ])
-    };
-    let before = pins();
+    let dbg = common::cilium_tools()
+        .join("cilium-dbg")
+        .display()
+        .to_string();
+    let before = common::pins(&lab, "node1");
     let ct = lab.ok(&["exec", "node1", "--", &dbg, "bpf", "ct", "list", "global"]);
     assert!(
         ct.lines().any(|l| l.contains(&b6) && l.contains(&a6)),
@@ -202,7 +177,11 @@ fn a_dual_stack_lab_gives_pods_both_families_across_nodes() {
         "{ipcache}"
     );
     lab.ok(&["exec", "node1", "--", &dbg, "bpf", "lb", "list"]);
-    assert_eq!(pins(), before, "cilium-dbg changed the pins");
+    assert_eq!(
+        common::pins(&lab, "node1"),
+        before,
+        "cilium-dbg changed the pins"
+    );
 
     // no drop of what the overlay device itself would send (DAD, MLD)
     for node in ["node1", "node2"] {

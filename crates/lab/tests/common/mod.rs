@@ -312,3 +312,37 @@ pub fn agent_process(lab: &Lab, n: usize) -> i32 {
     let pod = agent_pod(lab, &format!("node{n}"));
     container_pid(lab, "kube-system", &pod)
 }
+
+/// Where Cilium v1.16.0's own clients are, built by
+/// scripts/build-cilium-tools.sh (at once when scripts/test.sh's
+/// background build has; else this waits for the script's lock).
+pub fn cilium_tools() -> PathBuf {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/build-cilium-tools.sh");
+    let out = Command::new("bash").arg(&script).output().unwrap();
+    assert!(out.status.success(), "{}: {}", script.display(), text(&out));
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// Inode and mtime of every pin under `node`'s bpffs (directories change
+/// as the agent pins; the pins themselves must not).
+pub fn pins(lab: &Lab, node: &str) -> std::collections::BTreeMap<String, String> {
+    let out = lab.ok(&[
+        "exec",
+        node,
+        "--",
+        "find",
+        "/sys/fs/bpf",
+        "!",
+        "-type",
+        "d",
+        "-printf",
+        "%p %i %T@\n",
+    ]);
+    out.lines()
+        .filter_map(|l| {
+            l.split_once(' ')
+                .map(|(p, rest)| (p.to_owned(), rest.to_owned()))
+        })
+        .collect()
+}

@@ -232,10 +232,7 @@ pub fn api_on_a_node(lab: &Lab) {
 }
 
 fn hubble_cli() -> String {
-    crate::upstream::tools()
-        .join("hubble")
-        .display()
-        .to_string()
+    common::cilium_tools().join("hubble").display().to_string()
 }
 
 /// `hubble <args> --server unix://…` on `node`.

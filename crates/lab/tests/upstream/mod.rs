@@ -9,7 +9,6 @@
 
 use crate::common::{self, Lab};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 
 /// What a command must do.
 enum Expect {
@@ -337,22 +336,6 @@ const BAD: &[&str] = &[
     "unexpected argument",
 ];
 
-pub fn tools() -> PathBuf {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/build-cilium-tools.sh");
-    let out = std::process::Command::new("bash")
-        .arg(&script)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        script.display(),
-        common::text(&out)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
 /// The leaves of cilium-dbg's command tree, as `--help` lists them.
 fn leaves(lab: &Lab, dbg: &str, prefix: &str) -> Vec<String> {
     let mut args = vec!["exec", "node1", "--", dbg];
@@ -380,29 +363,6 @@ fn leaves(lab: &Lab, dbg: &str, prefix: &str) -> Vec<String> {
         .collect()
 }
 
-/// Inode and mtime of every pin under the node's bpffs (directories
-/// change as the agent pins; the pins themselves must not).
-fn pins(lab: &Lab) -> BTreeMap<String, String> {
-    let out = lab.ok(&[
-        "exec",
-        "node1",
-        "--",
-        "find",
-        "/sys/fs/bpf",
-        "!",
-        "-type",
-        "d",
-        "-printf",
-        "%p %i %T@\n",
-    ]);
-    out.lines()
-        .filter_map(|l| {
-            l.split_once(' ')
-                .map(|(p, rest)| (p.to_owned(), rest.to_owned()))
-        })
-        .collect()
-}
-
 /// Runs `cilium-dbg <line>` on node1; its exit code and output.
 fn run(lab: &Lab, dbg: &str, line: &str) -> (i32, String) {
     let mut args = vec!["exec", "node1", "--", "timeout", "20", dbg];
@@ -425,7 +385,7 @@ fn json_value(lab: &Lab, dbg: &str, cmd: &str, pointer: &str) -> String {
 }
 
 pub fn cilium_1_16_clients_read_everything(lab: &Lab) {
-    let bin = tools();
+    let bin = common::cilium_tools();
     let dbg = bin.join("cilium-dbg").display().to_string();
     let health = bin.join("cilium-health").display().to_string();
 
@@ -481,7 +441,7 @@ pub fn cilium_1_16_clients_read_everything(lab: &Lab) {
     )
     .unwrap();
 
-    let before = pins(lab);
+    let before = common::pins(lab, "node1");
     let mut failures = Vec::new();
     let mut runs: Vec<(&str, String, &Expect)> = RUNS
         .iter()
@@ -600,7 +560,7 @@ pub fn cilium_1_16_clients_read_everything(lab: &Lab) {
             ));
         }
     }
-    let after = pins(lab);
+    let after = common::pins(lab, "node1");
     for (pin, was) in &before {
         match after.get(pin) {
             Some(now) if now == was => {}
