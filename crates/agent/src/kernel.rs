@@ -214,13 +214,23 @@ impl LoadBalancer {
 }
 
 impl LbMaps for LoadBalancer {
-    fn backends(&self) -> Vec<(u32, Ipv4Addr, u16)> {
-        Lb4Backends::open_in(&self.pin_dir())
+    fn backends(&self) -> Vec<(u32, std::net::IpAddr, u16)> {
+        let dir = self.pin_dir();
+        let v4 = Lb4Backends::open_in(&dir)
             .and_then(|m| m.entries())
             .unwrap_or_default()
             .into_iter()
-            .map(|(id, b)| (id, b.address.ip(), b.port.get()))
-            .collect()
+            .map(|(id, b)| (id, b.address.ip().into(), b.port.get()));
+        let v6 = datapath::maps::Lb6Backends::open_in(&dir)
+            .and_then(|m| m.entries())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(id, b)| (id, b.address.ip().into(), b.port.get()));
+        v4.chain(v6).collect()
+    }
+
+    fn ipv6(&self) -> bool {
+        self.pin_dir().join(abi::maps::LB6_SERVICES).exists()
     }
 
     fn apply(&self, update: &lb::Update) -> Result<(), KernelError> {

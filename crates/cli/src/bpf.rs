@@ -455,39 +455,73 @@ fn maglev_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `cilium bpf lb list`: per frontend, its service entry (`0.0.0.0:0
-/// (<revnat>) (0) [<flags>]`) and each backend slot.
+/// (<revnat>) (0) [<flags>]`, `[::]:0 ...` for IPv6) and each backend
+/// slot; a dual-stack node's IPv6 services too.
 fn lb_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    use abi::lb::Lb4Backend;
-    let services = open::<Lb4Services>(ctx)?.entries()?;
-    let backends: std::collections::BTreeMap<u32, Lb4Backend> =
-        open::<Lb4Backends>(ctx)?.entries()?.into_iter().collect();
+    use abi::lb::Lb4Service;
+    use std::net::IpAddr;
+    // both families' slots: (frontend, slot, entry), and backends by ID
+    let mut slots: Vec<(lb::Frontend, u16, Lb4Service)> = Vec::new();
+    let frontend = |ip: IpAddr, port: abi::Be16, proto, scope| lb::Frontend {
+        ip,
+        port: port.get(),
+        proto,
+        scope,
+    };
+    for (k, v) in open::<Lb4Services>(ctx)?.entries()? {
+        slots.push((
+            frontend(k.address.ip().into(), k.dport, k.proto, k.scope),
+            k.backend_slot,
+            v,
+        ));
+    }
+    let mut backends: std::collections::BTreeMap<u32, String> = open::<Lb4Backends>(ctx)?
+        .entries()?
+        .into_iter()
+        .map(|(id, b)| (id, lb::host_port(b.address.ip().into(), b.port.get())))
+        .collect();
+    // a dual-stack node's IPv6 maps
+    if let Ok(v6) = open::<datapath::maps::Lb6Services>(ctx) {
+        for (k, v) in v6.entries()? {
+            slots.push((
+                frontend(k.address.ip().into(), k.dport, k.proto, k.scope),
+                k.backend_slot,
+                v,
+            ));
+        }
+        backends.extend(
+            open::<datapath::maps::Lb6Backends>(ctx)?
+                .entries()?
+                .into_iter()
+                .map(|(id, b)| (id, lb::host_port(b.address.ip().into(), b.port.get()))),
+        );
+    }
     let mut by_frontend: std::collections::BTreeMap<lb::Frontend, Vec<(u16, String)>> =
         Default::default();
-    for (k, v) in &services {
-        let frontend = lb::Frontend {
-            ip: k.address.ip(),
-            port: k.dport.get(),
-            proto: k.proto,
-            scope: k.scope,
-        };
+    for (frontend, slot, v) in &slots {
         let revnat = v.rev_nat_index.get();
-        let line = if k.backend_slot == 0 {
+        let line = if *slot == 0 {
+            let any = if frontend.ip.is_ipv6() {
+                "[::]:0"
+            } else {
+                "0.0.0.0:0"
+            };
             format!(
-                "0.0.0.0:0 ({revnat}) (0) [{}]",
+                "{any} ({revnat}) (0) [{}]",
                 lb::flags_string(v.flags, v.flags2)
             )
         } else {
             let id = v.backend_id;
-            let addr = backends.get(&id).map_or_else(
-                || format!("<backend {id} missing>"),
-                |b| format!("{}:{}", b.address.ip(), b.port.get()),
-            );
-            format!("{addr} ({revnat}) ({})", k.backend_slot)
+            let addr = backends
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| format!("<backend {id} missing>"));
+            format!("{addr} ({revnat}) ({slot})")
         };
         by_frontend
-            .entry(frontend)
+            .entry(*frontend)
             .or_default()
-            .push((k.backend_slot, line));
+            .push((*slot, line));
     }
     let mut json = serde_json::Map::new();
     let mut all = vec![row![

@@ -66,7 +66,8 @@ pub enum Command {
     },
 }
 
-/// `IP:PORT` into its parts; the agent checks the address itself.
+/// `IP:PORT` (`[IP]:PORT` for IPv6) into its parts; the agent checks the
+/// address itself.
 fn ip_port(s: &str, what: &str) -> anyhow::Result<(String, u16)> {
     let (ip, port) = s
         .rsplit_once(':')
@@ -74,7 +75,19 @@ fn ip_port(s: &str, what: &str) -> anyhow::Result<(String, u16)> {
     let port = port
         .parse()
         .with_context(|| format!("{what} {s:?}: invalid port {port:?}"))?;
+    let ip = ip
+        .strip_prefix('[')
+        .and_then(|ip| ip.strip_suffix(']'))
+        .unwrap_or(ip);
     Ok((ip.to_owned(), port))
+}
+
+/// `IP:port` as Cilium prints an address, bracketed when it is IPv6.
+fn address(ip: &str, port: u16) -> String {
+    match ip.parse() {
+        Ok(ip) => lb::host_port(ip, port),
+        Err(_) => format!("{ip}:{port}"),
+    }
 }
 
 fn service_type(a: &UpdateArgs) -> anyhow::Result<&'static str> {
@@ -168,7 +181,7 @@ pub fn frontend_name(f: &api::service::FrontendAddress) -> String {
         format!("/{}", lb::proto_name(f.protocol.number()))
     };
     let scope = if f.scope == "internal" { "/i" } else { "" };
-    format!("{}:{}{proto}{scope}", f.ip, f.port)
+    format!("{}{proto}{scope}", address(&f.ip, f.port))
 }
 
 /// `ID  Frontend  Service Type  Backend`, one backend per row (also a
@@ -185,7 +198,12 @@ pub fn list_rows(services: &[Service]) -> Vec<Vec<String>> {
         }
         for (i, b) in s.backend_addresses.iter().enumerate() {
             let preferred = if b.preferred { " (preferred)" } else { "" };
-            let backend = format!("{} => {}:{} ({}){preferred}", i + 1, b.ip, b.port, b.state);
+            let backend = format!(
+                "{} => {} ({}){preferred}",
+                i + 1,
+                address(&b.ip, b.port),
+                b.state
+            );
             if i == 0 {
                 rows.push(row![s.id, frontend, kind, backend]);
             } else {

@@ -333,3 +333,75 @@ fn ipv6_leaving_the_cluster_is_masqueraded_with_ip6tables() {
         "pod-a pings the outside over IPv6"
     );
 }
+
+#[test]
+fn ipv6_services_fill_the_lb6_maps_and_an_ipv4_node_refuses_them() {
+    let mut node = Node::new("10.0.9.0/24");
+    node.agent_args = vec![
+        "--enable-ipv6=true".into(),
+        format!("--ipv6-range={RANGE6}"),
+    ];
+    node.start_agent();
+    node.cilium_ok(&[
+        "service",
+        "update",
+        "--id",
+        "30",
+        "--frontend",
+        "[fd00:96::30]:80",
+        "--backends",
+        "[fd00:10:0:9::5]:8080,[fd00:10:0:9::6]:8080",
+    ]);
+    let list = node.cilium_ok(&["service", "list"]);
+    assert!(
+        list.lines()
+            .any(|l| l.contains("[fd00:96::30]:80")
+                && l.contains("1 => [fd00:10:0:9::5]:8080 (active)")),
+        "{list}"
+    );
+    let maps = node.cilium_ok(&["bpf", "lb", "list"]);
+    assert!(
+        maps.contains("[::]:0 (30) (0) [ClusterIP, non-routable]")
+            && maps.contains("[fd00:10:0:9::6]:8080 (30) (2)"),
+        "{maps}"
+    );
+
+    // a backend of the other family is refused, naming it
+    let mixed = node.cilium(&[
+        "service",
+        "update",
+        "--id",
+        "31",
+        "--frontend",
+        "[fd00:96::31]:80",
+        "--backends",
+        "10.0.9.5:8080",
+    ]);
+    let said = String::from_utf8_lossy(&mixed.stderr);
+    assert!(
+        !mixed.status.success() && said.contains("10.0.9.5:8080 is not of frontend"),
+        "{said}"
+    );
+    node.cilium_ok(&["service", "delete", "30"]);
+    let maps = node.cilium_ok(&["bpf", "lb", "list"]);
+    assert!(!maps.contains("fd00:96::30"), "{maps}");
+
+    // a node without IPv6 has no IPv6 maps and says why
+    let mut v4 = Node::new("10.0.8.0/24");
+    v4.start_agent();
+    let refused = v4.cilium(&[
+        "service",
+        "update",
+        "--id",
+        "30",
+        "--frontend",
+        "[fd00:96::30]:80",
+        "--backends",
+        "[fd00:10:0:9::5]:8080",
+    ]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && said.contains("needs enable-ipv6"),
+        "{said}"
+    );
+}

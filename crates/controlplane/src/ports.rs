@@ -61,7 +61,9 @@ pub trait EndpointDatapath: Send + Sync {
 /// The load balancer's maps.
 pub trait LbMaps: Send + Sync {
     /// The backends a previous run left: (ID, address, port).
-    fn backends(&self) -> Vec<(u32, Ipv4Addr, u16)>;
+    fn backends(&self) -> Vec<(u32, std::net::IpAddr, u16)>;
+    /// Whether the node has the IPv6 maps (a dual-stack node).
+    fn ipv6(&self) -> bool;
     fn apply(&self, update: &lb::Update) -> Result<(), KernelError>;
     /// Every key the maps hold, to sweep what no service occupies.
     fn keys(&self) -> Result<lb::MapKeys, KernelError>;

@@ -9,7 +9,7 @@ use crate::ports::{Events, LbMaps};
 use api::service::{BackendAddress, FrontendAddress, Service, ServiceSpec, ServiceStatus};
 use lb::{BackendState, Frontend, LoadBalancer, ServiceType};
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use watch::Source;
@@ -52,16 +52,16 @@ pub fn parse_id(raw: i64) -> Result<u16, ServiceError> {
 }
 
 /// An address of a spec; the refusal names the field and the value.
-fn ipv4(s: &str, what: &str) -> Result<Ipv4Addr, NotIpv4> {
-    s.parse().map_err(|_| NotIpv4 {
+fn address(s: &str, what: &str) -> Result<IpAddr, NotAnAddress> {
+    s.parse().map_err(|_| NotAnAddress {
         what: what.to_owned(),
         value: s.to_owned(),
     })
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("{what} {value:?} is not an IPv4 address")]
-pub struct NotIpv4 {
+#[error("{what} {value:?} is not an IP address")]
+pub struct NotAnAddress {
     what: String,
     value: String,
 }
@@ -70,7 +70,7 @@ pub struct NotIpv4 {
 pub fn parse(spec: &ServiceSpec) -> Result<lb::ServiceSpec, ServiceError> {
     let id = parse_id(spec.id)?;
     let f = &spec.frontend_address;
-    let ip = ipv4(&f.ip, "address").map_err(|e| ServiceError::Frontend(e.to_string()))?;
+    let ip = address(&f.ip, "address").map_err(|e| ServiceError::Frontend(e.to_string()))?;
     if f.port == 0 {
         return Err(ServiceError::Frontend(format!(
             "{}: port must not be 0",
@@ -102,11 +102,15 @@ pub fn parse(spec: &ServiceSpec) -> Result<lb::ServiceSpec, ServiceError> {
     // A HostPort for hostIP 127.0.0.1 is the 0.0.0.0 frontend that only
     // the node's own loopback connections reach (Cilium's surrogate).
     let loopback = kind == ServiceType::HostPort && ip.is_loopback();
-    let ip = if loopback { Ipv4Addr::UNSPECIFIED } else { ip };
+    let ip = match ip {
+        IpAddr::V4(_) if loopback => Ipv4Addr::UNSPECIFIED.into(),
+        IpAddr::V6(_) if loopback => Ipv6Addr::UNSPECIFIED.into(),
+        ip => ip,
+    };
     let mut backends = Vec::new();
     for b in &spec.backend_addresses {
         let ip =
-            ipv4(&b.ip, "backend address").map_err(|e| ServiceError::Backend(e.to_string()))?;
+            address(&b.ip, "backend address").map_err(|e| ServiceError::Backend(e.to_string()))?;
         let state = match b.state.as_str() {
             "" => BackendState::Active,
             s => BackendState::parse(s).ok_or_else(|| {
@@ -308,6 +312,12 @@ impl Services {
     /// Realizes a spec; true when the service is new.
     pub fn apply(&self, spec: &ServiceSpec) -> Result<bool, ServiceError> {
         let parsed = parse(spec)?;
+        if parsed.frontend.ip.is_ipv6() && !self.maps.ipv6() {
+            return Err(ServiceError::Frontend(format!(
+                "{}: an IPv6 frontend needs enable-ipv6 on this node",
+                parsed.frontend
+            )));
+        }
         let mut lb = self.lb.lock().expect("lb lock");
         // The agent that took a request applied it already; the kvstore
         // then hands the same spec back (and again after each relist).
@@ -316,6 +326,7 @@ impl Services {
         }
         let (update, created) = lb.upsert(&parsed).map_err(|e| match e {
             lb::LbError::InvalidFrontend(m) => ServiceError::Frontend(m),
+            e @ lb::LbError::FamilyMismatch { .. } => ServiceError::Backend(e.to_string()),
             e => ServiceError::Failed(e.to_string()),
         })?;
         self.maps

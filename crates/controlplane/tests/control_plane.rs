@@ -597,14 +597,20 @@ async fn service_backends_follow_each_change() {
         .unwrap());
     assert_eq!(
         kernel.backends_of(vip, 80),
-        [(ip("10.1.0.5"), 8080), (ip("10.2.0.5"), 8080)]
+        [
+            (std::net::IpAddr::from(ip("10.1.0.5")), 8080),
+            (std::net::IpAddr::from(ip("10.2.0.5")), 8080)
+        ]
     );
     assert!(!cp
         .services
         .put(&service(1, "10.96.0.10", 80, &["10.2.0.5"]))
         .await
         .unwrap());
-    assert_eq!(kernel.backends_of(vip, 80), [(ip("10.2.0.5"), 8080)]);
+    assert_eq!(
+        kernel.backends_of(vip, 80),
+        [(std::net::IpAddr::from(ip("10.2.0.5")), 8080)]
+    );
     // the dropped backend is in no slot, but stays in the backend map for
     // the connections conntrack pins to it, until the service goes
     assert_eq!(kernel.held().backends.len(), 2);
@@ -727,7 +733,10 @@ async fn what_was_deleted_while_the_agent_was_away_is_removed_on_the_first_list(
         kernel.backends_of(b_vip, 80).is_empty()
     })
     .await;
-    assert_eq!(kernel.backends_of(a_vip, 80), [(ip("10.1.0.5"), 8080)]);
+    assert_eq!(
+        kernel.backends_of(a_vip, 80),
+        [(std::net::IpAddr::from(ip("10.1.0.5")), 8080)]
+    );
     eventually("the policy deleted", || cp.policies.get(&[]).0.is_empty()).await;
     assert_eq!(cp.services.list().len(), 1);
 }

@@ -21,6 +21,7 @@ use abi::frag::{Ipv4FragId, Ipv4FragL4Ports};
 use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
 use abi::lb::{
     Ipv4NatEntry, Ipv4RevnatEntry, Ipv4RevnatTuple, Lb4Backend, Lb4Key, Lb4ReverseNat, Lb4Service,
+    Lb6Backend, Lb6Key, Lb6ReverseNat,
 };
 use abi::metrics::{MetricsKey, MetricsValue};
 use abi::node::{NodeKey, NodeValueV2};
@@ -181,6 +182,23 @@ global_map!(
     /// by rev-NAT index; the value is the inner map's ID when read and a
     /// descriptor of it when written.
     Lb4Maglev = abi::maps::LB4_MAGLEV, Map<Be16, u32>, deref
+);
+global_map!(
+    /// `cilium_lb6_services_v2` (dual-stack nodes): IPv6 frontends and
+    /// their backend slots.
+    Lb6Services = abi::maps::LB6_SERVICES, Map<Lb6Key, Lb4Service>, deref
+);
+global_map!(
+    /// `cilium_lb6_backends_v3`: IPv6 backends by ID (IDs shared with IPv4).
+    Lb6Backends = abi::maps::LB6_BACKENDS, Map<u32, Lb6Backend>, deref
+);
+global_map!(
+    /// `cilium_lb6_reverse_nat`: IPv6 service frontends by rev-NAT index.
+    Lb6RevNat = abi::maps::LB6_REVERSE_NAT, Map<Be16, Lb6ReverseNat>, deref
+);
+global_map!(
+    /// `cilium_lb6_maglev`: IPv6 services' Maglev tables, as `cilium_lb4_maglev`.
+    Lb6Maglev = abi::maps::LB6_MAGLEV, Map<Be16, u32>, deref
 );
 global_map!(
     /// `cilium_lb4_reverse_sk`: socket LB's reverse translations.

@@ -288,7 +288,7 @@ fn agent_pins(sb: &Sandbox, ipv6: bool) -> Datapath {
     datapath::lbmap::apply(
         &globals,
         &lb::Update {
-            put_maglev: vec![(abi::Be16::new(1), table)],
+            put_maglev: vec![(lb::Family::V4, abi::Be16::new(1), table)],
             ..Default::default()
         },
     )

@@ -38,13 +38,16 @@ fn service(obj: &TestObject, lb: &mut LoadBalancer, backends: &[(Ipv4Addr, Backe
     let spec = ServiceSpec {
         id: 5,
         frontend: Frontend {
-            ip: VIP,
+            ip: VIP.into(),
             port: 80,
             proto: abi::lb::PROTO_ANY,
             scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
         },
         kind: ServiceType::ClusterIP,
-        backends: backends.iter().map(|(ip, st)| (*ip, 8080, *st)).collect(),
+        backends: backends
+            .iter()
+            .map(|(ip, st)| ((*ip).into(), 8080, *st))
+            .collect(),
         affinity_timeout: 0,
         ext_local: false,
         loopback: false,
@@ -239,15 +242,15 @@ fn session_affinity_keeps_a_client_on_one_backend() {
     let spec = ServiceSpec {
         id: 6,
         frontend: Frontend {
-            ip: VIP,
+            ip: VIP.into(),
             port: 80,
             proto: abi::lb::PROTO_ANY,
             scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
         },
         kind: ServiceType::ClusterIP,
         backends: vec![
-            (BACKEND_A, 8080, BackendState::Active),
-            (BACKEND_B, 8080, BackendState::Active),
+            (BACKEND_A.into(), 8080, BackendState::Active),
+            (BACKEND_B.into(), 8080, BackendState::Active),
         ],
         affinity_timeout: 60,
         ext_local: false,

@@ -30,7 +30,7 @@ fn nodeport(backends: &[Ipv4Addr]) -> ServiceSpec {
     ServiceSpec {
         id: 9,
         frontend: Frontend {
-            ip: Ipv4Addr::UNSPECIFIED,
+            ip: Ipv4Addr::UNSPECIFIED.into(),
             port: 30080,
             proto: abi::lb::PROTO_ANY,
             scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
@@ -38,7 +38,7 @@ fn nodeport(backends: &[Ipv4Addr]) -> ServiceSpec {
         kind: ServiceType::NodePort,
         backends: backends
             .iter()
-            .map(|ip| (*ip, 8080, BackendState::Active))
+            .map(|ip| ((*ip).into(), 8080, BackendState::Active))
             .collect(),
         affinity_timeout: 0,
         ext_local: false,
@@ -221,10 +221,10 @@ fn with_maglev_nodeport_backends_come_from_the_service_table() {
     let second = up
         .put_backends
         .iter()
-        .find(|(_, b)| b.address.ip() == other)
+        .find(|(_, b)| matches!(b, lb::BackendEntry::V4(b) if b.address.ip() == other))
         .unwrap()
         .0;
-    up.put_maglev[0].1.iter_mut().for_each(|id| *id = second);
+    up.put_maglev[0].2.iter_mut().for_each(|id| *id = second);
     datapath::lbmap::apply(obj.pin_dir(), &up).unwrap();
     for sport in 46000..46024 {
         let syn = with_l4_checksum(ipv4(CLIENT, NODE, 6, &tcp(sport, 30080, 0x02)));

@@ -30,7 +30,7 @@ fn spec(id: u16, ip: Ipv4Addr, port: u16, kind: ServiceType, ports: &[u16]) -> S
     ServiceSpec {
         id,
         frontend: Frontend {
-            ip,
+            ip: ip.into(),
             port,
             proto: abi::lb::PROTO_ANY,
             scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
@@ -38,7 +38,7 @@ fn spec(id: u16, ip: Ipv4Addr, port: u16, kind: ServiceType, ports: &[u16]) -> S
         kind,
         backends: ports
             .iter()
-            .map(|p| (BACKEND, *p, BackendState::Active))
+            .map(|p| (BACKEND.into(), *p, BackendState::Active))
             .collect(),
         affinity_timeout: 0,
         ext_local: false,

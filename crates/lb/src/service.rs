@@ -1,7 +1,7 @@
 //! Services as Cilium models them (`pkg/loadbalancer`).
 
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ServiceType {
@@ -83,7 +83,7 @@ impl BackendState {
 /// An address, port, L4 protocol and scope clients connect to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Frontend {
-    pub ip: Ipv4Addr,
+    pub ip: IpAddr,
     pub port: u16,
     /// IANA protocol number; `abi::lb::PROTO_ANY` (0) for every protocol.
     pub proto: u8,
@@ -103,12 +103,17 @@ pub fn proto_name(proto: u8) -> String {
     }
 }
 
+/// `IP:port`, the address bracketed when it is IPv6.
+pub fn host_port(ip: IpAddr, port: u16) -> String {
+    std::net::SocketAddr::new(ip, port).to_string()
+}
+
 impl fmt::Display for Frontend {
-    /// Cilium's `L3n4Addr` form: `IP:port`, then `/TCP` (`/UDP`, `/SCTP`)
-    /// for a frontend of one protocol as protocol differentiation prints
-    /// it, and `/i` for the internal scope.
+    /// Cilium's `L3n4Addr` form: `IP:port` (`[IP]:port` for IPv6), then
+    /// `/TCP` (`/UDP`, `/SCTP`) for a frontend of one protocol as protocol
+    /// differentiation prints it, and `/i` for the internal scope.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.ip, self.port)?;
+        f.write_str(&host_port(self.ip, self.port))?;
         if self.proto != abi::lb::PROTO_ANY {
             write!(f, "/{}", proto_name(self.proto))?;
         }
@@ -122,7 +127,7 @@ impl fmt::Display for Frontend {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Backend {
     pub id: u32,
-    pub ip: Ipv4Addr,
+    pub ip: IpAddr,
     pub port: u16,
     pub state: BackendState,
     /// Preferred backends take the first slots (Cilium: local cluster).
@@ -130,9 +135,9 @@ pub struct Backend {
 }
 
 impl Backend {
-    /// The name Maglev hashes: `IP:port`.
+    /// The name Maglev hashes: `IP:port` (`[IP]:port` for IPv6).
     pub fn name(&self) -> String {
-        format!("{}:{}", self.ip, self.port)
+        host_port(self.ip, self.port)
     }
 }
 
@@ -248,7 +253,7 @@ mod tests {
     #[test]
     fn a_frontend_of_one_protocol_names_it() {
         let mut f = Frontend {
-            ip: Ipv4Addr::new(10, 96, 0, 10),
+            ip: [10, 96, 0, 10].into(),
             port: 53,
             proto: abi::lb::PROTO_ANY,
             scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
@@ -257,5 +262,7 @@ mod tests {
         f.proto = 17;
         f.scope = abi::lb::LB_LOOKUP_SCOPE_INT;
         assert_eq!(f.to_string(), "10.96.0.10:53/UDP/i");
+        f.ip = "fd00::a".parse().unwrap();
+        assert_eq!(f.to_string(), "[fd00::a]:53/UDP/i");
     }
 }

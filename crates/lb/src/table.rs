@@ -1,10 +1,13 @@
 //! The load balancer's state and the map changes each request makes.
 
 use crate::service::{Backend, BackendState, Frontend, Service, ServiceType};
-use abi::lb::{Lb4Backend, Lb4Key, Lb4ReverseNat, Lb4Service, LbAffinityMatch};
+use abi::lb::{
+    Lb4Backend, Lb4Key, Lb4ReverseNat, Lb4Service, Lb6Backend, Lb6Key, Lb6ReverseNat,
+    LbAffinityMatch,
+};
 use abi::Be16;
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// Retired backends kept per service for connections still using them.
 const MAX_RETIRED: usize = 64;
@@ -19,6 +22,62 @@ pub enum LbError {
     FrontendTaken { frontend: String, owner: u16 },
     #[error("service {0} not found")]
     NotFound(u16),
+    #[error("backend {backend} is not of frontend {frontend}'s address family")]
+    FamilyMismatch { frontend: String, backend: String },
+}
+
+/// An address family: which of the family's maps an entry goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    pub fn of(ip: IpAddr) -> Self {
+        match ip {
+            IpAddr::V4(_) => Family::V4,
+            IpAddr::V6(_) => Family::V6,
+        }
+    }
+}
+
+/// A key of `cilium_lb4_services_v2` or `cilium_lb6_services_v2` (whose
+/// values have one layout, `Lb4Service`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ServiceKey {
+    V4(Lb4Key),
+    V6(Lb6Key),
+}
+
+impl ServiceKey {
+    fn new(f: &Frontend, slot: u16) -> Self {
+        match f.ip {
+            IpAddr::V4(ip) => ServiceKey::V4(Lb4Key::new(ip, f.port, f.proto, slot, f.scope)),
+            IpAddr::V6(ip) => ServiceKey::V6(Lb6Key::new(ip, f.port, f.proto, slot, f.scope)),
+        }
+    }
+
+    pub fn backend_slot(&self) -> u16 {
+        match self {
+            ServiceKey::V4(k) => k.backend_slot,
+            ServiceKey::V6(k) => k.backend_slot,
+        }
+    }
+}
+
+/// A value of `cilium_lb4_backends_v3` or `cilium_lb6_backends_v3`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendEntry {
+    V4(Lb4Backend),
+    V6(Lb6Backend),
+}
+
+/// A value of `cilium_lb4_reverse_nat` or `cilium_lb6_reverse_nat`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RevNatEntry {
+    V4(Lb4ReverseNat),
+    V6(Lb6ReverseNat),
 }
 
 /// A service as a caller asks for it (Cilium's REST `ServiceSpec`, parsed).
@@ -27,7 +86,7 @@ pub struct ServiceSpec {
     pub id: u16,
     pub frontend: Frontend,
     pub kind: ServiceType,
-    pub backends: Vec<(Ipv4Addr, u16, BackendState)>,
+    pub backends: Vec<(IpAddr, u16, BackendState)>,
     pub affinity_timeout: u32,
     /// externalTrafficPolicy Local: clients from outside the cluster get
     /// only this node's backends (which the caller gives) and keep their
@@ -43,17 +102,51 @@ pub struct ServiceSpec {
 /// deleted until its replacement is in place.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Update {
-    pub put_backends: Vec<(u32, Lb4Backend)>,
-    pub put_services: Vec<(Lb4Key, Lb4Service)>,
-    pub put_rev_nat: Vec<(Be16, Lb4ReverseNat)>,
+    pub put_backends: Vec<(u32, BackendEntry)>,
+    pub put_services: Vec<(ServiceKey, Lb4Service)>,
+    pub put_rev_nat: Vec<(Be16, RevNatEntry)>,
     pub put_affinity_match: Vec<LbAffinityMatch>,
     /// Maglev tables by rev-NAT index (services reached from outside).
-    pub put_maglev: Vec<(Be16, Vec<u32>)>,
-    pub del_maglev: Vec<Be16>,
-    pub del_services: Vec<Lb4Key>,
-    pub del_rev_nat: Vec<Be16>,
+    pub put_maglev: Vec<(Family, Be16, Vec<u32>)>,
+    pub del_maglev: Vec<(Family, Be16)>,
+    pub del_services: Vec<ServiceKey>,
+    pub del_rev_nat: Vec<(Family, Be16)>,
     pub del_affinity_match: Vec<LbAffinityMatch>,
-    pub del_backends: Vec<u32>,
+    pub del_backends: Vec<(Family, u32)>,
+}
+
+impl Update {
+    /// Whether any change is of `family`'s maps (an IPv4-only node has no
+    /// IPv6 ones).
+    pub fn touches(&self, family: Family) -> bool {
+        let key = |k: &ServiceKey| Family::of_key(k) == family;
+        self.put_backends.iter().any(|(_, b)| {
+            matches!(
+                (b, family),
+                (BackendEntry::V4(_), Family::V4) | (BackendEntry::V6(_), Family::V6)
+            )
+        }) || self.put_services.iter().any(|(k, _)| key(k))
+            || self.del_services.iter().any(key)
+            || self.put_rev_nat.iter().any(|(_, r)| {
+                matches!(
+                    (r, family),
+                    (RevNatEntry::V4(_), Family::V4) | (RevNatEntry::V6(_), Family::V6)
+                )
+            })
+            || self.del_rev_nat.iter().any(|(f, _)| *f == family)
+            || self.put_maglev.iter().any(|(f, _, _)| *f == family)
+            || self.del_maglev.iter().any(|(f, _)| *f == family)
+            || self.del_backends.iter().any(|(f, _)| *f == family)
+    }
+}
+
+impl Family {
+    fn of_key(k: &ServiceKey) -> Self {
+        match k {
+            ServiceKey::V4(_) => Family::V4,
+            ServiceKey::V6(_) => Family::V6,
+        }
+    }
 }
 
 /// The affinity-match entries of a service with session affinity: one per
@@ -83,26 +176,48 @@ pub struct LoadBalancer {
     services: BTreeMap<u16, Service>,
     /// Build Maglev tables for services reached from outside the cluster.
     maglev: Option<MaglevConfig>,
-    backend_ids: BTreeMap<(Ipv4Addr, u16), u32>,
+    backend_ids: BTreeMap<(IpAddr, u16), u32>,
     /// Backend IDs only grow, so a conntrack entry never finds its backend
     /// ID given to another address.
     next_backend_id: u32,
 }
 
-fn backend_entry(b: &Backend) -> Lb4Backend {
-    Lb4Backend {
-        address: b.ip.into(),
-        port: Be16::new(b.port),
-        flags: b.state.map_flags(),
-        ..Default::default()
+fn backend_entry(b: &Backend) -> BackendEntry {
+    let (port, flags) = (Be16::new(b.port), b.state.map_flags());
+    match b.ip {
+        IpAddr::V4(ip) => BackendEntry::V4(Lb4Backend {
+            address: ip.into(),
+            port,
+            flags,
+            ..Default::default()
+        }),
+        IpAddr::V6(ip) => BackendEntry::V6(Lb6Backend {
+            address: ip.into(),
+            port,
+            flags,
+            ..Default::default()
+        }),
+    }
+}
+
+fn rev_nat_entry(f: &Frontend) -> RevNatEntry {
+    let port = Be16::new(f.port);
+    match f.ip {
+        IpAddr::V4(ip) => RevNatEntry::V4(Lb4ReverseNat {
+            address: ip.into(),
+            port,
+        }),
+        IpAddr::V6(ip) => RevNatEntry::V6(Lb6ReverseNat {
+            address: ip.into(),
+            port,
+        }),
     }
 }
 
 /// Every key a service occupies: its entry and one per backend slot.
-fn keys(svc: &Service) -> Vec<Lb4Key> {
-    let f = svc.frontend;
+fn keys(svc: &Service) -> Vec<ServiceKey> {
     (0..=svc.backends.len() as u16)
-        .map(|slot| Lb4Key::new(f.ip, f.port, f.proto, slot, f.scope))
+        .map(|slot| ServiceKey::new(&svc.frontend, slot))
         .collect()
 }
 
@@ -140,7 +255,7 @@ impl LoadBalancer {
 
     /// Takes back a backend ID found in the maps of a previous run, so
     /// flows pinned to it keep their backend.
-    pub fn seed_backend(&mut self, id: u32, ip: Ipv4Addr, port: u16) {
+    pub fn seed_backend(&mut self, id: u32, ip: IpAddr, port: u16) {
         self.backend_ids.entry((ip, port)).or_insert(id);
         self.next_backend_id = self.next_backend_id.max(id + 1);
     }
@@ -159,7 +274,7 @@ impl LoadBalancer {
             .any(|s| s.backends.iter().chain(&s.retired).any(|b| b.id == id))
     }
 
-    fn backend_id(&mut self, ip: Ipv4Addr, port: u16) -> u32 {
+    fn backend_id(&mut self, ip: IpAddr, port: u16) -> u32 {
         if let Some(id) = self.backend_ids.get(&(ip, port)) {
             return *id;
         }
@@ -169,14 +284,15 @@ impl LoadBalancer {
         id
     }
 
-    /// Forgets backends no service references any more; returns their IDs.
-    fn collect_backends(&mut self, candidates: &[u32]) -> Vec<u32> {
-        let gone: Vec<u32> = candidates
+    /// Forgets backends no service references any more; returns them.
+    fn collect_backends(&mut self, candidates: &[(Family, u32)]) -> Vec<(Family, u32)> {
+        let gone: Vec<(Family, u32)> = candidates
             .iter()
             .copied()
-            .filter(|id| !self.referenced(*id))
+            .filter(|(_, id)| !self.referenced(*id))
             .collect();
-        self.backend_ids.retain(|_, id| !gone.contains(id));
+        self.backend_ids
+            .retain(|_, id| !gone.iter().any(|(_, g)| g == id));
         gone
     }
 
@@ -197,6 +313,17 @@ impl LoadBalancer {
             return Err(LbError::FrontendTaken {
                 frontend: spec.frontend.to_string(),
                 owner: owner.id,
+            });
+        }
+        let family = Family::of(spec.frontend.ip);
+        if let Some((ip, port, _)) = spec
+            .backends
+            .iter()
+            .find(|(ip, ..)| Family::of(*ip) != family)
+        {
+            return Err(LbError::FamilyMismatch {
+                frontend: spec.frontend.to_string(),
+                backend: crate::service::host_port(*ip, *port),
             });
         }
         let old = self.services.remove(&spec.id);
@@ -227,10 +354,10 @@ impl LoadBalancer {
                 }
             }
         }
-        let dropped: Vec<u32> = if retired.len() > MAX_RETIRED {
+        let dropped: Vec<(Family, u32)> = if retired.len() > MAX_RETIRED {
             retired
                 .drain(..retired.len() - MAX_RETIRED)
-                .map(|b| b.id)
+                .map(|b| (Family::of(b.ip), b.id))
                 .collect()
         } else {
             Vec::new()
@@ -253,7 +380,7 @@ impl LoadBalancer {
         }
         let f = svc.frontend;
         for (i, b) in svc.backends.iter().enumerate() {
-            let key = Lb4Key::new(f.ip, f.port, f.proto, i as u16 + 1, f.scope);
+            let key = ServiceKey::new(&f, i as u16 + 1);
             let value = Lb4Service {
                 backend_id: b.id,
                 rev_nat_index: rev_nat,
@@ -270,19 +397,12 @@ impl LoadBalancer {
             flags2,
             ..Default::default()
         };
-        up.put_services
-            .push((Lb4Key::new(f.ip, f.port, f.proto, 0, f.scope), master));
-        up.put_rev_nat.push((
-            rev_nat,
-            Lb4ReverseNat {
-                address: f.ip.into(),
-                port: Be16::new(f.port),
-            },
-        ));
+        up.put_services.push((ServiceKey::new(&f, 0), master));
+        up.put_rev_nat.push((rev_nat, rev_nat_entry(&f)));
         up.put_affinity_match = affinity_matches(&svc);
         match self.maglev_table(&svc) {
-            Some(table) => up.put_maglev.push((rev_nat, table)),
-            None if self.maglev.is_some() => up.del_maglev.push(rev_nat),
+            Some(table) => up.put_maglev.push((family, rev_nat, table)),
+            None if self.maglev.is_some() => up.del_maglev.push((family, rev_nat)),
             None => {}
         }
         if let Some(old) = &old {
@@ -295,8 +415,16 @@ impl LoadBalancer {
         }
         let created = old.is_none();
         let mut candidates = dropped;
-        if let Some(old) = old {
-            candidates.extend(old.backends.iter().chain(&old.retired).map(|b| b.id));
+        if let Some(old) = &old {
+            candidates.extend(backend_refs(old));
+            // a frontend of the other family leaves that family's maps
+            let old_family = Family::of(old.frontend.ip);
+            if old_family != family {
+                up.del_rev_nat.push((old_family, rev_nat));
+                if self.maglev.is_some() {
+                    up.del_maglev.push((old_family, rev_nat));
+                }
+            }
         }
         self.services.insert(svc.id, svc);
         up.del_backends = self.collect_backends(&candidates);
@@ -305,18 +433,14 @@ impl LoadBalancer {
 
     pub fn delete(&mut self, id: u16) -> Result<Update, LbError> {
         let old = self.services.remove(&id).ok_or(LbError::NotFound(id))?;
-        let candidates: Vec<u32> = old
-            .backends
-            .iter()
-            .chain(&old.retired)
-            .map(|b| b.id)
-            .collect();
+        let family = Family::of(old.frontend.ip);
+        let candidates = backend_refs(&old);
         Ok(Update {
             del_services: keys(&old),
-            del_rev_nat: vec![Be16::new(id)],
+            del_rev_nat: vec![(family, Be16::new(id))],
             del_affinity_match: affinity_matches(&old),
             del_maglev: if self.maglev.is_some() {
-                vec![Be16::new(id)]
+                vec![(family, Be16::new(id))]
             } else {
                 Vec::new()
             },
@@ -332,20 +456,18 @@ impl LoadBalancer {
     pub fn stale(&mut self, found: &MapKeys) -> Update {
         use std::collections::HashSet;
         let svcs: Vec<&Service> = self.services.values().collect();
-        let owned_keys: HashSet<Lb4Key> = svcs.iter().flat_map(|s| keys(s)).collect();
-        let owned_ids: HashSet<Be16> = svcs.iter().map(|s| Be16::new(s.id)).collect();
-        let owned_maglev: HashSet<Be16> = svcs
+        let owned_keys: HashSet<ServiceKey> = svcs.iter().flat_map(|s| keys(s)).collect();
+        let of = |s: &Service| (Family::of(s.frontend.ip), Be16::new(s.id));
+        let owned_ids: HashSet<(Family, Be16)> = svcs.iter().map(|s| of(s)).collect();
+        let owned_maglev: HashSet<(Family, Be16)> = svcs
             .iter()
             .filter(|s| self.maglev_table(s).is_some())
-            .map(|s| Be16::new(s.id))
+            .map(|s| of(s))
             .collect();
         let owned_matches: HashSet<LbAffinityMatch> =
             svcs.iter().flat_map(|s| affinity_matches(s)).collect();
-        let owned_backends: HashSet<u32> = svcs
-            .iter()
-            .flat_map(|s| s.backends.iter().chain(&s.retired))
-            .map(|b| b.id)
-            .collect();
+        let owned_backends: HashSet<(Family, u32)> =
+            svcs.iter().flat_map(|s| backend_refs(s)).collect();
         let mut update = Update {
             del_services: found
                 .services
@@ -381,8 +503,9 @@ impl LoadBalancer {
         };
         // a service entry goes before its slots, so the datapath never
         // counts a slot that is gone
-        update.del_services.sort_by_key(|k| k.backend_slot);
-        self.backend_ids.retain(|_, id| owned_backends.contains(id));
+        update.del_services.sort_by_key(ServiceKey::backend_slot);
+        self.backend_ids
+            .retain(|(ip, _), id| owned_backends.contains(&(Family::of(*ip), *id)));
         update
     }
 }
@@ -390,11 +513,20 @@ impl LoadBalancer {
 /// The keys found in the LB maps, for [`LoadBalancer::stale`].
 #[derive(Clone, Debug, Default)]
 pub struct MapKeys {
-    pub services: Vec<Lb4Key>,
-    pub rev_nat: Vec<Be16>,
-    pub maglev: Vec<Be16>,
+    pub services: Vec<ServiceKey>,
+    pub rev_nat: Vec<(Family, Be16)>,
+    pub maglev: Vec<(Family, Be16)>,
     pub affinity_match: Vec<LbAffinityMatch>,
-    pub backends: Vec<u32>,
+    pub backends: Vec<(Family, u32)>,
+}
+
+/// The backends a service's entries name, with their family's map.
+fn backend_refs(svc: &Service) -> Vec<(Family, u32)> {
+    svc.backends
+        .iter()
+        .chain(&svc.retired)
+        .map(|b| (Family::of(b.ip), b.id))
+        .collect()
 }
 
 #[cfg(test)]
@@ -402,7 +534,7 @@ mod tests {
     use super::*;
     use abi::lb::LB_LOOKUP_SCOPE_EXT;
 
-    fn ip(s: &str) -> Ipv4Addr {
+    fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
     }
 
@@ -434,7 +566,7 @@ mod tests {
         assert_eq!(up.put_backends.len(), 2);
         assert_eq!(up.put_services.len(), 3);
         let (key, master) = up.put_services.last().unwrap();
-        assert_eq!(key.backend_slot, 0);
+        assert_eq!(key.backend_slot(), 0);
         assert_eq!(master.count, 2);
         assert_eq!(master.rev_nat_index, Be16::new(5));
         assert_eq!(up.put_services[0].1.backend_id, 1);
@@ -443,10 +575,10 @@ mod tests {
             up.put_rev_nat,
             vec![(
                 Be16::new(5),
-                Lb4ReverseNat {
-                    address: ip("172.16.16.87").into(),
+                RevNatEntry::V4(Lb4ReverseNat {
+                    address: std::net::Ipv4Addr::new(172, 16, 16, 87).into(),
                     port: Be16::new(80)
-                }
+                })
             )]
         );
         assert_eq!(lb.get(5).unwrap().flags_string(), "ClusterIP, non-routable");
@@ -459,7 +591,10 @@ mod tests {
         let (up, created) = lb.upsert(&spec(5, &["10.3.0.2"])).unwrap();
         assert!(!created);
         let retired = up.put_backends.iter().find(|(id, _)| *id == 1).unwrap();
-        assert_eq!(retired.1.flags, abi::lb::BE_STATE_TERMINATING);
+        assert!(
+            matches!(retired.1, BackendEntry::V4(b) if b.flags == abi::lb::BE_STATE_TERMINATING),
+            "{retired:?}"
+        );
         assert_eq!(up.put_services.last().unwrap().1.count, 1);
         assert_eq!(up.put_services[0].1.backend_id, 2);
         assert_eq!(up.del_services.len(), 1, "slot 2 is gone");
@@ -531,14 +666,15 @@ mod tests {
         np.kind = ServiceType::NodePort;
         np.frontend.port = 30080;
         let (up, _) = lb.upsert(&np).unwrap();
-        let (key, table) = &up.put_maglev[0];
-        assert_eq!(*key, Be16::new(2));
+        let (family, key, table) = &up.put_maglev[0];
+        assert_eq!((*family, *key), (Family::V4, Be16::new(2)));
         assert_eq!(table.len(), 251);
         assert!(table.iter().all(|id| [1, 2].contains(id)));
         np.backends.clear();
         let (up, _) = lb.upsert(&np).unwrap();
-        assert_eq!(up.del_maglev, vec![Be16::new(2)], "no backends, no table");
-        assert_eq!(lb.delete(2).unwrap().del_maglev, vec![Be16::new(2)]);
+        let v4 = (Family::V4, Be16::new(2));
+        assert_eq!(up.del_maglev, vec![v4], "no backends, no table");
+        assert_eq!(lb.delete(2).unwrap().del_maglev, vec![v4]);
     }
 
     #[test]
@@ -571,13 +707,13 @@ mod tests {
                 .put_rev_nat
                 .iter()
                 .chain(&b.put_rev_nat)
-                .map(|(k, _)| *k)
+                .map(|(k, _)| (Family::V4, *k))
                 .collect(),
             backends: a
                 .put_backends
                 .iter()
                 .chain(&b.put_backends)
-                .map(|(id, _)| *id)
+                .map(|(id, _)| (Family::V4, *id))
                 .collect(),
             ..Default::default()
         };
@@ -588,12 +724,47 @@ mod tests {
         lb.upsert(&spec(1, &["10.0.0.1", "10.0.0.2"])).unwrap();
         let up = lb.stale(&found);
         assert_eq!(up.del_services, keys(before.get(2).unwrap()));
-        assert_eq!(up.del_rev_nat, vec![Be16::new(2)]);
-        assert_eq!(up.del_backends, vec![3]);
+        assert_eq!(up.del_rev_nat, vec![(Family::V4, Be16::new(2))]);
+        assert_eq!(up.del_backends, vec![(Family::V4, 3)]);
         assert!(up.put_services.is_empty() && up.put_backends.is_empty());
         // 10.0.0.3 comes back later: a new ID, not the one conntrack may
         // still hold for the deleted service.
         let (again, _) = lb.upsert(&other).unwrap();
         assert_eq!(again.put_backends[0].0, 4);
+    }
+
+    #[test]
+    fn an_ipv6_service_fills_the_lb6_maps_and_refuses_ipv4_backends() {
+        let mut lb = LoadBalancer::new();
+        let mut s = spec(7, &[]);
+        s.frontend.ip = ip("fd00:96::20");
+        s.backends = vec![(ip("fd00::103"), 80, BackendState::Active)];
+        let (up, _) = lb.upsert(&s).unwrap();
+        assert!(
+            matches!(up.put_backends[..], [(1, BackendEntry::V6(b))] if b.address.ip() == ip("fd00::103"))
+        );
+        assert!(up
+            .put_services
+            .iter()
+            .all(|(k, _)| matches!(k, ServiceKey::V6(_))));
+        assert!(
+            matches!(up.put_rev_nat[..], [(_, RevNatEntry::V6(r))] if r.address.ip() == ip("fd00:96::20"))
+        );
+        assert!(up.touches(Family::V6) && !up.touches(Family::V4));
+        assert_eq!(lb.get(7).unwrap().frontend.to_string(), "[fd00:96::20]:80");
+        // its backend has a place among the IPv4 ones' IDs
+        let (up4, _) = lb.upsert(&spec(8, &["10.2.0.2"])).unwrap();
+        assert_eq!(up4.put_backends[0].0, 2);
+
+        s.backends.push((ip("10.2.0.9"), 80, BackendState::Active));
+        let e = lb.upsert(&s).unwrap_err();
+        assert!(matches!(e, LbError::FamilyMismatch { .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "backend 10.2.0.9:80 is not of frontend [fd00:96::20]:80's address family"
+        );
+        let gone = lb.delete(7).unwrap();
+        assert_eq!(gone.del_rev_nat, vec![(Family::V6, Be16::new(7))]);
+        assert_eq!(gone.del_backends, vec![(Family::V6, 1)]);
     }
 }

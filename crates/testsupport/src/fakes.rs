@@ -7,7 +7,7 @@
 
 use abi::endpoint::EndpointInfo;
 use abi::ipcache::RemoteEndpointInfo;
-use abi::lb::{Lb4Backend, Lb4Key, Lb4Service, LbAffinityMatch};
+use abi::lb::{Lb4Service, LbAffinityMatch};
 use abi::order::Be16;
 use controlplane::ports::{
     EndpointDatapath, Events, IpcacheMap, KernelError, LbMaps, NodeIdMap, NodeRoutes, PortFuture,
@@ -31,10 +31,10 @@ pub struct Held {
     pub lxc6: BTreeMap<std::net::Ipv6Addr, EndpointInfo>,
     pub ipcache: BTreeMap<(Ipv4Addr, u8), RemoteEndpointInfo>,
     pub ipcache6: BTreeMap<(std::net::Ipv6Addr, u8), RemoteEndpointInfo>,
-    pub services: Vec<(Lb4Key, Lb4Service)>,
-    pub backends: BTreeMap<u32, Lb4Backend>,
-    pub rev_nat: BTreeSet<u16>,
-    pub maglev: BTreeSet<u16>,
+    pub services: Vec<(lb::ServiceKey, Lb4Service)>,
+    pub backends: BTreeMap<u32, lb::BackendEntry>,
+    pub rev_nat: BTreeSet<(lb::Family, u16)>,
+    pub maglev: BTreeSet<(lb::Family, u16)>,
     pub affinity: Vec<LbAffinityMatch>,
     /// Other nodes' pod CIDRs and the node each is tunnelled to.
     pub tunnel: BTreeMap<(Ipv4Addr, u8), Ipv4Addr>,
@@ -87,15 +87,25 @@ impl FakeKernel {
     }
 
     /// The backends (address, port) the LB maps give a frontend.
-    pub fn backends_of(&self, ip: Ipv4Addr, port: u16) -> Vec<(Ipv4Addr, u16)> {
+    pub fn backends_of(&self, ip: impl Into<IpAddr>, port: u16) -> Vec<(IpAddr, u16)> {
+        let ip = ip.into();
         let held = self.held();
-        let mut out: Vec<(u16, Ipv4Addr, u16)> = held
+        let mut out: Vec<(u16, IpAddr, u16)> = held
             .services
             .iter()
-            .filter(|(k, _)| k.address.ip() == ip && k.dport.get() == port && k.backend_slot != 0)
             .filter_map(|(k, s)| {
-                let b = held.backends.get(&s.backend_id)?;
-                Some((k.backend_slot, b.address.ip(), b.port.get()))
+                let (addr, dport, slot): (IpAddr, u16, u16) = match k {
+                    lb::ServiceKey::V4(k) => (k.address.ip().into(), k.dport.get(), k.backend_slot),
+                    lb::ServiceKey::V6(k) => (k.address.ip().into(), k.dport.get(), k.backend_slot),
+                };
+                if addr != ip || dport != port || slot == 0 {
+                    return None;
+                }
+                let (b_ip, b_port): (IpAddr, u16) = match held.backends.get(&s.backend_id)? {
+                    lb::BackendEntry::V4(b) => (b.address.ip().into(), b.port.get()),
+                    lb::BackendEntry::V6(b) => (b.address.ip().into(), b.port.get()),
+                };
+                Some((slot, b_ip, b_port))
             })
             .collect();
         out.sort();
@@ -204,12 +214,19 @@ impl EndpointDatapath for FakeKernel {
 }
 
 impl LbMaps for FakeKernel {
-    fn backends(&self) -> Vec<(u32, Ipv4Addr, u16)> {
+    fn backends(&self) -> Vec<(u32, IpAddr, u16)> {
         self.held()
             .backends
             .iter()
-            .map(|(id, b)| (*id, b.address.ip(), b.port.get()))
+            .map(|(id, b)| match b {
+                lb::BackendEntry::V4(b) => (*id, b.address.ip().into(), b.port.get()),
+                lb::BackendEntry::V6(b) => (*id, b.address.ip().into(), b.port.get()),
+            })
             .collect()
+    }
+
+    fn ipv6(&self) -> bool {
+        true
     }
 
     fn apply(&self, up: &lb::Update) -> Result<(), KernelError> {
@@ -220,20 +237,25 @@ impl LbMaps for FakeKernel {
             held.services.retain(|(old, _)| old != k);
             held.services.push((*k, *v));
         }
-        held.rev_nat
-            .extend(up.put_rev_nat.iter().map(|(k, _)| k.get()));
+        held.rev_nat.extend(up.put_rev_nat.iter().map(|(k, v)| {
+            let family = match v {
+                lb::RevNatEntry::V4(_) => lb::Family::V4,
+                lb::RevNatEntry::V6(_) => lb::Family::V6,
+            };
+            (family, k.get())
+        }));
         held.affinity.extend(up.put_affinity_match.iter().copied());
         held.maglev
-            .extend(up.put_maglev.iter().map(|(k, _)| k.get()));
-        for k in &up.del_maglev {
-            held.maglev.remove(&k.get());
+            .extend(up.put_maglev.iter().map(|(f, k, _)| (*f, k.get())));
+        for (f, k) in &up.del_maglev {
+            held.maglev.remove(&(*f, k.get()));
         }
         held.services.retain(|(k, _)| !up.del_services.contains(k));
-        for k in &up.del_rev_nat {
-            held.rev_nat.remove(&k.get());
+        for (f, k) in &up.del_rev_nat {
+            held.rev_nat.remove(&(*f, k.get()));
         }
         held.affinity.retain(|a| !up.del_affinity_match.contains(a));
-        for id in &up.del_backends {
+        for (_, id) in &up.del_backends {
             held.backends.remove(id);
         }
         Ok(())
@@ -241,12 +263,28 @@ impl LbMaps for FakeKernel {
 
     fn keys(&self) -> Result<lb::MapKeys, KernelError> {
         let held = self.held();
+        let family = |b: &lb::BackendEntry| match b {
+            lb::BackendEntry::V4(_) => lb::Family::V4,
+            lb::BackendEntry::V6(_) => lb::Family::V6,
+        };
         Ok(lb::MapKeys {
             services: held.services.iter().map(|(k, _)| *k).collect(),
-            rev_nat: held.rev_nat.iter().map(|id| Be16::new(*id)).collect(),
-            maglev: held.maglev.iter().map(|id| Be16::new(*id)).collect(),
+            rev_nat: held
+                .rev_nat
+                .iter()
+                .map(|(f, id)| (*f, Be16::new(*id)))
+                .collect(),
+            maglev: held
+                .maglev
+                .iter()
+                .map(|(f, id)| (*f, Be16::new(*id)))
+                .collect(),
             affinity_match: held.affinity.clone(),
-            backends: held.backends.keys().copied().collect(),
+            backends: held
+                .backends
+                .iter()
+                .map(|(id, b)| (family(b), *id))
+                .collect(),
         })
     }
 }
