@@ -334,6 +334,25 @@ fn ipv6_leaving_the_cluster_is_masqueraded_with_ip6tables() {
     );
 }
 
+/// `cilium service update --id <id> --frontend <f> --backends <b>` on
+/// `node`: whether it was taken, and what it said on stderr.
+fn service_update(node: &Node, id: &str, frontend: &str, backends: &str) -> (bool, String) {
+    let out = node.cilium(&[
+        "service",
+        "update",
+        "--id",
+        id,
+        "--frontend",
+        frontend,
+        "--backends",
+        backends,
+    ]);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn ipv6_services_fill_the_lb6_maps_and_an_ipv4_node_refuses_them() {
     let mut node = Node::new("10.0.9.0/24");
@@ -342,16 +361,13 @@ fn ipv6_services_fill_the_lb6_maps_and_an_ipv4_node_refuses_them() {
         format!("--ipv6-range={RANGE6}"),
     ];
     node.start_agent();
-    node.cilium_ok(&[
-        "service",
-        "update",
-        "--id",
+    let (taken, said) = service_update(
+        &node,
         "30",
-        "--frontend",
         "[fd00:96::30]:80",
-        "--backends",
         "[fd00:10:0:9::5]:8080,[fd00:10:0:9::6]:8080",
-    ]);
+    );
+    assert!(taken, "{said}");
     let list = node.cilium_ok(&["service", "list"]);
     assert!(
         list.lines()
@@ -367,19 +383,9 @@ fn ipv6_services_fill_the_lb6_maps_and_an_ipv4_node_refuses_them() {
     );
 
     // a backend of the other family is refused, naming it
-    let mixed = node.cilium(&[
-        "service",
-        "update",
-        "--id",
-        "31",
-        "--frontend",
-        "[fd00:96::31]:80",
-        "--backends",
-        "10.0.9.5:8080",
-    ]);
-    let said = String::from_utf8_lossy(&mixed.stderr);
+    let (taken, said) = service_update(&node, "31", "[fd00:96::31]:80", "10.0.9.5:8080");
     assert!(
-        !mixed.status.success() && said.contains("10.0.9.5:8080 is not of frontend"),
+        !taken && said.contains("10.0.9.5:8080 is not of frontend"),
         "{said}"
     );
     node.cilium_ok(&["service", "delete", "30"]);
@@ -389,19 +395,6 @@ fn ipv6_services_fill_the_lb6_maps_and_an_ipv4_node_refuses_them() {
     // a node without IPv6 has no IPv6 maps and says why
     let mut v4 = Node::new("10.0.8.0/24");
     v4.start_agent();
-    let refused = v4.cilium(&[
-        "service",
-        "update",
-        "--id",
-        "30",
-        "--frontend",
-        "[fd00:96::30]:80",
-        "--backends",
-        "[fd00:10:0:9::5]:8080",
-    ]);
-    let said = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        !refused.status.success() && said.contains("needs enable-ipv6"),
-        "{said}"
-    );
+    let (taken, said) = service_update(&v4, "30", "[fd00:96::30]:80", "[fd00:10:0:9::5]:8080");
+    assert!(!taken && said.contains("needs enable-ipv6"), "{said}");
 }
