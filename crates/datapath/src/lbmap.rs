@@ -50,7 +50,8 @@ pub fn apply(pin_dir: &Path, up: &lb::Update) -> Result<(), Error> {
         Lb4RevNat::open_in(pin_dir)?,
         LbAffinityMatch::open_in(pin_dir)?,
     );
-    let v6 = if up.touches(Family::V6) {
+    let has_v6 = up.touches(Family::V6);
+    let v6 = if has_v6 {
         Some(V6::open_in(pin_dir)?)
     } else {
         None
@@ -82,7 +83,7 @@ pub fn apply(pin_dir: &Path, up: &lb::Update) -> Result<(), Error> {
     }
     if !up.put_maglev.is_empty() || !up.del_maglev.is_empty() {
         let maglev4 = Lb4Maglev::open_in(pin_dir)?;
-        let maglev6 = if up.touches(Family::V6) {
+        let maglev6 = if has_v6 {
             Some(Lb6Maglev::open_in(pin_dir)?)
         } else {
             None

@@ -221,7 +221,7 @@ fn with_maglev_nodeport_backends_come_from_the_service_table() {
     let second = up
         .put_backends
         .iter()
-        .find(|(_, b)| matches!(b, lb::BackendEntry::V4(b) if b.address.ip() == other))
+        .find(|(_, b)| b.address().0 == other)
         .unwrap()
         .0;
     up.put_maglev[0].2.iter_mut().for_each(|id| *id = second);

@@ -64,6 +64,18 @@ impl ServiceKey {
             ServiceKey::V6(k) => k.backend_slot,
         }
     }
+
+    /// The frontend's address and port.
+    pub fn frontend(&self) -> (IpAddr, u16) {
+        match self {
+            ServiceKey::V4(k) => (k.address.ip().into(), k.dport.get()),
+            ServiceKey::V6(k) => (k.address.ip().into(), k.dport.get()),
+        }
+    }
+
+    pub fn family(&self) -> Family {
+        Family::of(self.frontend().0)
+    }
 }
 
 /// A value of `cilium_lb4_backends_v3` or `cilium_lb6_backends_v3`.
@@ -73,11 +85,34 @@ pub enum BackendEntry {
     V6(Lb6Backend),
 }
 
+impl BackendEntry {
+    /// The backend's address and port.
+    pub fn address(&self) -> (IpAddr, u16) {
+        match self {
+            BackendEntry::V4(b) => (b.address.ip().into(), b.port.get()),
+            BackendEntry::V6(b) => (b.address.ip().into(), b.port.get()),
+        }
+    }
+
+    pub fn family(&self) -> Family {
+        Family::of(self.address().0)
+    }
+}
+
 /// A value of `cilium_lb4_reverse_nat` or `cilium_lb6_reverse_nat`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RevNatEntry {
     V4(Lb4ReverseNat),
     V6(Lb6ReverseNat),
+}
+
+impl RevNatEntry {
+    pub fn family(&self) -> Family {
+        match self {
+            RevNatEntry::V4(_) => Family::V4,
+            RevNatEntry::V6(_) => Family::V6,
+        }
+    }
 }
 
 /// A service as a caller asks for it (Cilium's REST `ServiceSpec`, parsed).
@@ -119,33 +154,15 @@ impl Update {
     /// Whether any change is of `family`'s maps (an IPv4-only node has no
     /// IPv6 ones).
     pub fn touches(&self, family: Family) -> bool {
-        let key = |k: &ServiceKey| Family::of_key(k) == family;
-        self.put_backends.iter().any(|(_, b)| {
-            matches!(
-                (b, family),
-                (BackendEntry::V4(_), Family::V4) | (BackendEntry::V6(_), Family::V6)
-            )
-        }) || self.put_services.iter().any(|(k, _)| key(k))
-            || self.del_services.iter().any(key)
-            || self.put_rev_nat.iter().any(|(_, r)| {
-                matches!(
-                    (r, family),
-                    (RevNatEntry::V4(_), Family::V4) | (RevNatEntry::V6(_), Family::V6)
-                )
-            })
-            || self.del_rev_nat.iter().any(|(f, _)| *f == family)
-            || self.put_maglev.iter().any(|(f, _, _)| *f == family)
-            || self.del_maglev.iter().any(|(f, _)| *f == family)
-            || self.del_backends.iter().any(|(f, _)| *f == family)
-    }
-}
-
-impl Family {
-    fn of_key(k: &ServiceKey) -> Self {
-        match k {
-            ServiceKey::V4(_) => Family::V4,
-            ServiceKey::V6(_) => Family::V6,
-        }
+        let tagged = |f: Family| f == family;
+        self.put_backends.iter().any(|(_, b)| tagged(b.family()))
+            || self.put_services.iter().any(|(k, _)| tagged(k.family()))
+            || self.del_services.iter().any(|k| tagged(k.family()))
+            || self.put_rev_nat.iter().any(|(_, r)| tagged(r.family()))
+            || self.del_rev_nat.iter().any(|(f, _)| tagged(*f))
+            || self.put_maglev.iter().any(|(f, _, _)| tagged(*f))
+            || self.del_maglev.iter().any(|(f, _)| tagged(*f))
+            || self.del_backends.iter().any(|(f, _)| tagged(*f))
     }
 }
 

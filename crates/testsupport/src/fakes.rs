@@ -93,19 +93,10 @@ impl FakeKernel {
         let mut out: Vec<(u16, IpAddr, u16)> = held
             .services
             .iter()
+            .filter(|(k, _)| k.frontend() == (ip, port) && k.backend_slot() != 0)
             .filter_map(|(k, s)| {
-                let (addr, dport, slot): (IpAddr, u16, u16) = match k {
-                    lb::ServiceKey::V4(k) => (k.address.ip().into(), k.dport.get(), k.backend_slot),
-                    lb::ServiceKey::V6(k) => (k.address.ip().into(), k.dport.get(), k.backend_slot),
-                };
-                if addr != ip || dport != port || slot == 0 {
-                    return None;
-                }
-                let (b_ip, b_port): (IpAddr, u16) = match held.backends.get(&s.backend_id)? {
-                    lb::BackendEntry::V4(b) => (b.address.ip().into(), b.port.get()),
-                    lb::BackendEntry::V6(b) => (b.address.ip().into(), b.port.get()),
-                };
-                Some((slot, b_ip, b_port))
+                let (b_ip, b_port) = held.backends.get(&s.backend_id)?.address();
+                Some((k.backend_slot(), b_ip, b_port))
             })
             .collect();
         out.sort();
@@ -218,9 +209,9 @@ impl LbMaps for FakeKernel {
         self.held()
             .backends
             .iter()
-            .map(|(id, b)| match b {
-                lb::BackendEntry::V4(b) => (*id, b.address.ip().into(), b.port.get()),
-                lb::BackendEntry::V6(b) => (*id, b.address.ip().into(), b.port.get()),
+            .map(|(id, b)| {
+                let (ip, port) = b.address();
+                (*id, ip, port)
             })
             .collect()
     }
@@ -237,13 +228,8 @@ impl LbMaps for FakeKernel {
             held.services.retain(|(old, _)| old != k);
             held.services.push((*k, *v));
         }
-        held.rev_nat.extend(up.put_rev_nat.iter().map(|(k, v)| {
-            let family = match v {
-                lb::RevNatEntry::V4(_) => lb::Family::V4,
-                lb::RevNatEntry::V6(_) => lb::Family::V6,
-            };
-            (family, k.get())
-        }));
+        held.rev_nat
+            .extend(up.put_rev_nat.iter().map(|(k, v)| (v.family(), k.get())));
         held.affinity.extend(up.put_affinity_match.iter().copied());
         held.maglev
             .extend(up.put_maglev.iter().map(|(f, k, _)| (*f, k.get())));
@@ -263,10 +249,6 @@ impl LbMaps for FakeKernel {
 
     fn keys(&self) -> Result<lb::MapKeys, KernelError> {
         let held = self.held();
-        let family = |b: &lb::BackendEntry| match b {
-            lb::BackendEntry::V4(_) => lb::Family::V4,
-            lb::BackendEntry::V6(_) => lb::Family::V6,
-        };
         Ok(lb::MapKeys {
             services: held.services.iter().map(|(k, _)| *k).collect(),
             rev_nat: held
@@ -283,7 +265,7 @@ impl LbMaps for FakeKernel {
             backends: held
                 .backends
                 .iter()
-                .map(|(id, b)| (family(b), *id))
+                .map(|(id, b)| (b.family(), *id))
                 .collect(),
         })
     }
