@@ -20,6 +20,7 @@
 #include "lib/fib.h"
 #include "lib/encap.h"
 #include "lib/lb.h"
+#include "lib/lb6.h"
 #include "lib/reject.h"
 #include "lib/nodeport.h"
 #include "lib/policy.h"
@@ -162,9 +163,9 @@ static __always_inline int lxc_ingress_drop(struct __sk_buff *ctx,
 }
 
 #ifdef ENABLE_IPV6
-/* IPv6 from a pod that is not neighbour discovery: IPv4's path without a
- * load balancer yet. The endpoint map and the ipcache are keyed by the v6
- * address, the policy maps are shared by both families. */
+/* IPv6 from a pod that is not neighbour discovery: IPv4's path, with
+ * services balanced by lb6.h. The endpoint map and the ipcache are keyed
+ * by the v6 address, the policy maps are shared by both families. */
 static __always_inline int ipv6_from_lxc(struct __sk_buff *ctx)
 {
 	struct endpoint_info *src_ep, *dst_ep;
@@ -176,7 +177,7 @@ static __always_inline int ipv6_from_lxc(struct __sk_buff *ctx)
 	__u32 tunnel_ep, sec_id = IDENTITY_UNKNOWN, dst_id = IDENTITY_UNKNOWN;
 	__u8 drop_dir = METRIC_EGRESS;
 	__u16 drop_ep = 0, src_lxc = 0;
-	int ret;
+	int ret, verdict;
 
 	ip6 = ipv6_hdr(ctx);
 	if (!ip6) {
@@ -192,6 +193,10 @@ static __always_inline int ipv6_from_lxc(struct __sk_buff *ctx)
 	sec_id = src_ep->sec_id;
 	src_lxc = src_ep->lxc_id;
 	ret = ct_parse6(ctx, ip6, &pkt);
+	if (ret < 0)
+		goto drop;
+	/* from here on the packet and its tuple name the backend (ip6 is stale) */
+	ret = lb6_local(ctx, &pkt, &ct);
 	if (ret < 0)
 		goto drop;
 	info = lookup_ip6_remote(&pkt.tuple.daddr);
@@ -227,7 +232,8 @@ static __always_inline int ipv6_from_lxc(struct __sk_buff *ctx)
 	update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
 	return CTX_ACT_OK;
 drop:
-	return send_drop_notify(ctx, sec_id, dst_id, drop_ep, ret, drop_dir, src_lxc);
+	verdict = send_drop_notify(ctx, sec_id, dst_id, drop_ep, ret, drop_dir, src_lxc);
+	return reject_no_service(ctx, ret, verdict);
 }
 
 /* cil_lxc_policy for IPv6: the endpoint is the packet's destination. */
@@ -260,6 +266,9 @@ static __always_inline int ipv6_lxc_policy(struct __sk_buff *ctx, __u32 src_id, 
 	else
 		ret = ct_track6_policy(ctx, &pkt, CT_INGRESS, src_id, (__u16)ep->ifindex, &ct,
 				       ep->lxc_id, src_id);
+	if (ret < 0)
+		goto drop;
+	ret = lb6_rev_nat_ingress(ctx, &pkt, &ct);
 	if (ret < 0)
 		goto drop;
 	ret = lxc_deliver(ctx, ep, src_id, flags, ct.status, pkt.tcp_flags);

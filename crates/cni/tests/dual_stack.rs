@@ -29,7 +29,7 @@ fn add_dual_stack_pod(node: &Node, pod: &str, labels: &str) -> Ipv6Addr {
 
 /// A UDP datagram of `size` bytes from the pod at `client` to `server_ip`
 /// and its echo back, between the pods' namespaces; whether the echo came
-/// whole. Above the route MTU the datagram travels as IPv6 fragments.
+/// whole, from `server_ip`. Above the route MTU the datagram travels as IPv6 fragments.
 fn udp_echo6(
     server: &std::path::Path,
     client: &std::path::Path,
@@ -59,7 +59,9 @@ fn udp_echo6(
         let sock = UdpSocket::bind((Ipv6Addr::UNSPECIFIED, 0)).unwrap();
         sock.set_read_timeout(Some(timeout)).unwrap();
         let payload: Vec<u8> = (0..size).map(|i| i as u8).collect();
-        sock.send_to(&payload, (server_ip, 9000)).unwrap();
+        // connected: an echo from any other address is not taken
+        sock.connect((server_ip, 9000)).unwrap();
+        sock.send(&payload).unwrap();
         let mut buf = vec![0; 65536];
         matches!(sock.recv(&mut buf), Ok(n) if buf[..n] == payload[..])
     });
@@ -391,6 +393,33 @@ fn ipv6_services_fill_the_lb6_maps_and_an_ipv4_node_refuses_them() {
     node.cilium_ok(&["service", "delete", "30"]);
     let maps = node.cilium_ok(&["bpf", "lb", "list"]);
     assert!(!maps.contains("fd00:96::30"), "{maps}");
+
+    // the datapath balances it: a pod reaches another through the IPv6
+    // frontend over TCP and UDP, the replies coming from the frontend
+    let _a6 = add_dual_stack_pod(&node, "pod-a", "app=client");
+    let b6 = add_dual_stack_pod(&node, "pod-b", "app=server");
+    let vip: Ipv6Addr = "fd00:96::40".parse().unwrap();
+    for (id, port) in [("40", 8080), ("41", 9000)] {
+        let (taken, said) = service_update(
+            &node,
+            id,
+            &format!("[{vip}]:{port}"),
+            &format!("[{b6}]:{port}"),
+        );
+        assert!(taken, "{said}");
+    }
+    tcp_exchange(node.netns("pod-b"), node.netns("pod-a"), vip, 8080);
+    let (na, nb) = (node.netns("pod-a"), node.netns("pod-b"));
+    assert!(
+        udp_echo6(&nb, &na, vip, 200),
+        "UDP through the IPv6 frontend"
+    );
+    let ct = node.cilium_ok(&["bpf", "ct", "list", "global"]);
+    assert!(
+        ct.lines()
+            .any(|l| l.starts_with(&format!("TCP OUT [{vip}]:8080 -> ")) && l.contains(" service ")),
+        "the flow's SERVICE entry:\n{ct}"
+    );
 
     // a node without IPv6 has no IPv6 maps and says why
     let mut v4 = Node::new("10.0.8.0/24");

@@ -286,15 +286,57 @@ fn sum16(bytes: &[u8], mut sum: u32) -> u32 {
     sum
 }
 
-/// The ICMPv6 checksum of `msg` (its own checksum field zero, or as
-/// stored: then 0 means right) between `src` and `dst`.
-pub fn icmp6_checksum(src: std::net::Ipv6Addr, dst: std::net::Ipv6Addr, msg: &[u8]) -> u16 {
+/// The checksum of an upper-layer message `msg` of protocol `proto` over
+/// IPv6's pseudo header (its own checksum field zero, or as stored: then
+/// 0 means right) between `src` and `dst`.
+pub fn ipv6_upper_checksum(
+    src: std::net::Ipv6Addr,
+    dst: std::net::Ipv6Addr,
+    proto: u8,
+    msg: &[u8],
+) -> u16 {
     let mut pseudo = Vec::with_capacity(40);
     pseudo.extend_from_slice(&src.octets());
     pseudo.extend_from_slice(&dst.octets());
     pseudo.extend_from_slice(&(msg.len() as u32).to_be_bytes());
-    pseudo.extend_from_slice(&[0, 0, 0, 58]);
+    pseudo.extend_from_slice(&[0, 0, 0, proto]);
     !(sum16(msg, sum16(&pseudo, 0)) as u16)
+}
+
+/// The ICMPv6 checksum of `msg` between `src` and `dst`.
+pub fn icmp6_checksum(src: std::net::Ipv6Addr, dst: std::net::Ipv6Addr, msg: &[u8]) -> u16 {
+    ipv6_upper_checksum(src, dst, 58, msg)
+}
+
+/// Addresses and ports of an Ethernet + IPv6 frame without extension
+/// headers: (source, destination, source port, destination port).
+pub fn addrs6(frame: &[u8]) -> (std::net::Ipv6Addr, std::net::Ipv6Addr, u16, u16) {
+    let ip = &frame[14..];
+    let addr =
+        |at: usize| std::net::Ipv6Addr::from(<[u8; 16]>::try_from(&ip[at..at + 16]).unwrap());
+    (
+        addr(8),
+        addr(24),
+        u16::from_be_bytes([ip[40], ip[41]]),
+        u16::from_be_bytes([ip[42], ip[43]]),
+    )
+}
+
+/// The upper-layer checksum of an Ethernet + IPv6 frame without extension
+/// headers, as stored: 0 when it is right.
+pub fn l6_checksum(frame: &[u8]) -> u16 {
+    let (src, dst, _, _) = addrs6(frame);
+    ipv6_upper_checksum(src, dst, frame[14 + 6], &frame[54..])
+}
+
+/// Stores a valid TCP or UDP checksum in an IPv6 frame without extension
+/// headers.
+pub fn with_l6_checksum(mut frame: Vec<u8>) -> Vec<u8> {
+    let off = 54 + if frame[14 + 6] == 6 { 16 } else { 6 };
+    frame[off..off + 2].copy_from_slice(&[0, 0]);
+    let sum = l6_checksum(&frame);
+    frame[off..off + 2].copy_from_slice(&sum.to_be_bytes());
+    frame
 }
 
 /// An IPv6 packet in an Ethernet frame from `src_mac` to `dst_mac`.
