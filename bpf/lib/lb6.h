@@ -93,15 +93,18 @@ static __always_inline struct lb6_backend *lb6_backend_of_slot(const struct lb6_
 	return bpf_map_lookup_elem(&cilium_lb6_backends_v3, id);
 }
 
-/* Session affinity by the client's IPv6 address (lb4_affinity_backend's
- * rules: within the service's timeout, still one of its backends, active). */
+/* Session affinity by the client's IPv6 address, or a netns cookie in its
+ * first 8 bytes (is_cookie) for socket LB; lb4_affinity_backend's rules:
+ * within the service's timeout, still one of its backends, active. */
 static __always_inline struct lb6_backend *lb6_affinity_backend(const union v6addr *client,
+								__u8 is_cookie,
 								const struct lb6_service *svc,
 								__u32 *id)
 {
 	struct lb6_affinity_key key = {
 		.client_id = *client,
 		.rev_nat_id = svc->rev_nat_index,
+		.netns_cookie = is_cookie,
 	};
 	struct lb_affinity_match match = {
 		.rev_nat_id = svc->rev_nat_index,
@@ -122,12 +125,13 @@ static __always_inline struct lb6_backend *lb6_affinity_backend(const union v6ad
 	return backend;
 }
 
-static __always_inline void lb6_affinity_update(const union v6addr *client,
+static __always_inline void lb6_affinity_update(const union v6addr *client, __u8 is_cookie,
 						const struct lb6_service *svc, __u32 id)
 {
 	struct lb6_affinity_key key = {
 		.client_id = *client,
 		.rev_nat_id = svc->rev_nat_index,
+		.netns_cookie = is_cookie,
 	};
 	struct lb_affinity_val val = {
 		.last_used = ct_now(),
@@ -165,7 +169,7 @@ static __always_inline int lb6_select(struct __sk_buff *ctx, const struct ct6_pa
 		if (svc->count == 0)
 			return -DROP_NO_SERVICE;
 		if (svc->flags & SVC_FLAG_AFFINITY)
-			backend = lb6_affinity_backend(&key.saddr, svc, &id);
+			backend = lb6_affinity_backend(&key.saddr, 0, svc, &id);
 		if (!backend)
 			backend = lb6_backend_of_slot(fe,
 						      (__u16)(bpf_get_prandom_u32() % svc->count) + 1,
@@ -173,7 +177,7 @@ static __always_inline int lb6_select(struct __sk_buff *ctx, const struct ct6_pa
 		if (!backend)
 			return -DROP_NO_SERVICE;
 		if (svc->flags & SVC_FLAG_AFFINITY)
-			lb6_affinity_update(&key.saddr, svc, id);
+			lb6_affinity_update(&key.saddr, 0, svc, id);
 		struct ct_entry fresh = {
 			.backend_id = id,
 			.rev_nat_index = svc->rev_nat_index,

@@ -8,6 +8,7 @@ mod common;
 
 use common::*;
 use std::net::Ipv6Addr;
+use testsupport::client::{self, Placement, Proto};
 
 const RANGE6: &str = "fd00:10:0:9::/112";
 
@@ -361,6 +362,7 @@ fn ipv6_services_fill_the_lb6_maps_and_an_ipv4_node_refuses_them() {
     node.agent_args = vec![
         "--enable-ipv6=true".into(),
         format!("--ipv6-range={RANGE6}"),
+        "--bpf-lb-sock=true".into(),
     ];
     node.start_agent();
     let (taken, said) = service_update(
@@ -419,6 +421,24 @@ fn ipv6_services_fill_the_lb6_maps_and_an_ipv4_node_refuses_them() {
         ct.lines()
             .any(|l| l.starts_with(&format!("TCP OUT [{vip}]:8080 -> ")) && l.contains(" service ")),
         "the flow's SERVICE entry:\n{ct}"
+    );
+    // socket LB (bpf-lb-sock): a process in the node's cgroup
+    // is given the backend at connect6() and still sees the frontend
+    let _server = testsupport::node::LineServer::start_on(
+        &node.netns("pod-b"),
+        Ipv6Addr::UNSPECIFIED.into(),
+        8081,
+        "b",
+    )
+    .unwrap();
+    service_update(&node, "42", &format!("[{vip}]:81"), &format!("[{b6}]:8081"));
+    let placement = Placement {
+        netns: Some(&na),
+        cgroup: Some(&node.cgroup),
+    };
+    assert_eq!(
+        client::run(placement, Proto::Tcp, vip, 81, 2),
+        vec![format!("peer={vip}:81 reply=b: hello"); 2]
     );
 
     // a node without IPv6 has no IPv6 maps and says why

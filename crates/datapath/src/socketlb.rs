@@ -24,6 +24,21 @@ pub const PROGRAMS: [&str; 4] = [
     "cil_sock4_getpeername",
 ];
 
+/// The IPv6 hooks the dual-stack build adds.
+pub const PROGRAMS_V6: [&str; 4] = [
+    "cil_sock6_connect",
+    "cil_sock6_sendmsg",
+    "cil_sock6_recvmsg",
+    "cil_sock6_getpeername",
+];
+
+/// The programs a node of these families attaches.
+fn programs(ipv6: bool) -> impl Iterator<Item = &'static str> {
+    PROGRAMS
+        .into_iter()
+        .chain(PROGRAMS_V6.into_iter().filter(move |_| ipv6))
+}
+
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
 /// The cookie of the calling thread's network namespace (`SO_NETNS_COOKIE`
@@ -59,6 +74,7 @@ pub fn links_dir(bpffs_root: &Path) -> PathBuf {
 /// under `globals`.
 pub struct SocketLb {
     ebpf: Ebpf,
+    ipv6: bool,
 }
 
 impl SocketLb {
@@ -66,11 +82,14 @@ impl SocketLb {
     /// incompatible and replace the pinned one (and its contents).
     pub fn load(globals: &Path, sizes: &MapSizes) -> Result<Self, Error> {
         let mut ebpf = load_object(sizes.objects().sock, globals, &sizes.overrides())?;
-        for name in PROGRAMS {
+        for name in programs(sizes.ipv6) {
             let prog = program(&mut ebpf, name)?;
             crate::loader::verify(|| prog.load()).map_err(|e| program_error(name, e))?;
         }
-        Ok(Self { ebpf })
+        Ok(Self {
+            ebpf,
+            ipv6: sizes.ipv6,
+        })
     }
 
     /// Attaches every program to `cgroup` (a cgroup v2 directory).
@@ -89,7 +108,13 @@ impl SocketLb {
             .ino();
         let dir = links_dir(bpffs_root);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", &dir, e))?;
-        for name in PROGRAMS {
+        // a node that turned IPv6 off keeps no IPv6 hook
+        if !self.ipv6 {
+            for name in PROGRAMS_V6 {
+                let _ = std::fs::remove_file(dir.join(name));
+            }
+        }
+        for name in programs(self.ipv6) {
             let prog = program(&mut self.ebpf, name)?;
             let pin = dir.join(name);
             if replace_pinned(prog, &pin, cgroup_id) {

@@ -15,7 +15,7 @@ use abi::metrics::{DIR_EGRESS, REASON_LB_NO_BACKEND_SLOT};
 use datapath::socketlb::{self, SocketLb};
 use lb::{BackendState, Frontend, LoadBalancer, ServiceSpec, ServiceType};
 use std::collections::BTreeSet;
-use std::net::{Ipv4Addr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
 use std::path::{Path, PathBuf};
 use testsupport::client::{self, Placement, Proto};
 use testsupport::node::LineServer;
@@ -27,10 +27,22 @@ const NODE: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 10);
 const BACKEND: Ipv4Addr = Ipv4Addr::LOCALHOST;
 
 fn spec(id: u16, ip: Ipv4Addr, port: u16, kind: ServiceType, ports: &[u16]) -> ServiceSpec {
+    spec_to(id, ip.into(), port, kind, BACKEND.into(), ports)
+}
+
+/// A service whose backends are `ports` of `backend`.
+fn spec_to(
+    id: u16,
+    ip: IpAddr,
+    port: u16,
+    kind: ServiceType,
+    backend: IpAddr,
+    ports: &[u16],
+) -> ServiceSpec {
     ServiceSpec {
         id,
         frontend: Frontend {
-            ip: ip.into(),
+            ip,
             port,
             proto: abi::lb::PROTO_ANY,
             scope: abi::lb::LB_LOOKUP_SCOPE_EXT,
@@ -38,7 +50,7 @@ fn spec(id: u16, ip: Ipv4Addr, port: u16, kind: ServiceType, ports: &[u16]) -> S
         kind,
         backends: ports
             .iter()
-            .map(|p| (BACKEND.into(), *p, BackendState::Active))
+            .map(|p| (backend, *p, BackendState::Active))
             .collect(),
         affinity_timeout: 0,
         ext_local: false,
@@ -87,17 +99,21 @@ fn services(globals: &Path) {
 }
 
 fn udp_echo(name: &'static str) -> u16 {
-    let sock = UdpSocket::bind((BACKEND, 5353)).unwrap();
+    udp_echo_on(BACKEND.into(), 5353, name)
+}
+
+fn udp_echo_on(ip: IpAddr, port: u16, name: &'static str) -> u16 {
+    let sock = UdpSocket::bind((ip, port)).unwrap();
     std::thread::spawn(move || {
         let mut buf = [0u8; 1500];
         while let Ok((_, from)) = sock.recv_from(&mut buf) {
             let _ = sock.send_to(format!("{name}\n").as_bytes(), from);
         }
     });
-    5353
+    port
 }
 
-fn in_cgroup(sb: &Sandbox, proto: Proto, ip: Ipv4Addr, port: u16, n: u32) -> Vec<String> {
+fn in_cgroup(sb: &Sandbox, proto: Proto, ip: impl Into<IpAddr>, port: u16, n: u32) -> Vec<String> {
     let cg = sb.cgroup();
     client::run(
         Placement {
@@ -388,4 +404,79 @@ fn loading_bpf_sock_keeps_the_nodes_resized_maps() {
         ct().get::<_, abi::ct::CtEntry>(&key).unwrap().is_some(),
         "the CT map was replaced"
     );
+}
+
+const VIP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x96, 0, 0, 0, 0, 0, 0x1);
+
+#[test]
+fn ipv6_sockets_reach_ipv6_frontends_and_ipv4_mapped_ones_the_ipv4_services() {
+    let sb = Sandbox::enter();
+    let here = Path::new("/proc/thread-self/ns/net");
+    let _a = LineServer::start(here, 8081, "a").unwrap();
+    let _b = LineServer::start(here, 8082, "b").unwrap();
+    let _c = LineServer::start_on(here, Ipv6Addr::LOCALHOST.into(), 8083, "c").unwrap();
+    udp_echo("u");
+    udp_echo_on(Ipv6Addr::LOCALHOST.into(), 5354, "u6");
+    let sizes = datapath::MapSizes {
+        ipv6: true,
+        ..Default::default()
+    };
+    let mut sock = SocketLb::load(&globals(&sb), &sizes).expect("load the dual-stack bpf_sock");
+    sock.attach(&sb.bpffs(), &sb.cgroup()).expect("attach");
+    services(&globals(&sb));
+    let mut lb = LoadBalancer::new();
+    let local6 = IpAddr::from(Ipv6Addr::LOCALHOST);
+    for s in [
+        spec_to(10, VIP6.into(), 80, ServiceType::ClusterIP, local6, &[8083]),
+        spec_to(11, VIP6.into(), 53, ServiceType::ClusterIP, local6, &[5354]),
+    ] {
+        let (up, _) = lb.upsert(&s).unwrap();
+        datapath::lbmap::apply(&globals(&sb), &up).unwrap();
+    }
+
+    assert_eq!(
+        in_cgroup(&sb, Proto::Tcp, VIP6, 80, 3),
+        vec![format!("peer={VIP6}:80 reply=c: hello"); 3],
+        "connect6 balanced, getpeername6 shows the frontend"
+    );
+    assert_eq!(
+        in_cgroup(&sb, Proto::Udp, VIP6, 53, 2),
+        vec![format!("peer={VIP6}:53 reply=u6"); 2],
+        "sendmsg6 balanced, recvmsg6 shows the frontend"
+    );
+    // a dual-stack socket reaching an IPv4 service keeps its mapped form
+    let mapped = VIP.to_ipv6_mapped();
+    let mut seen = BTreeSet::new();
+    for line in in_cgroup(&sb, Proto::Tcp, mapped, 80, 16) {
+        let rest = line
+            .strip_prefix(&format!("peer={mapped}:80 reply="))
+            .unwrap_or_else(|| panic!("{line}"));
+        seen.insert(rest.split(':').next().unwrap().to_owned());
+    }
+    assert_eq!(seen, BTreeSet::from(["a".into(), "b".into()]));
+
+    let rev = datapath::PinnedMap::open(
+        &globals(&sb).join(abi::maps::LB6_REVERSE_SK),
+        abi::maps::LB6_REVERSE_SK,
+    )
+    .unwrap();
+    let entries = rev
+        .entries::<abi::lb::Ipv6RevnatTuple, abi::lb::Ipv6RevnatEntry>()
+        .unwrap();
+    assert!(
+        entries
+            .iter()
+            .any(|(k, v)| k.port.get() == 8083 && v.address == VIP6.into() && v.port.get() == 80),
+        "reverse entries: {entries:?}"
+    );
+
+    // a node without IPv6 drops the IPv6 hooks' links
+    let links = socketlb::links_dir(&sb.bpffs());
+    let count = || std::fs::read_dir(&links).unwrap().count();
+    assert_eq!(
+        count(),
+        socketlb::PROGRAMS.len() + socketlb::PROGRAMS_V6.len()
+    );
+    attach(&sb);
+    assert_eq!(count(), socketlb::PROGRAMS.len());
 }

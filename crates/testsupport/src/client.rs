@@ -2,7 +2,7 @@
 //! a process placed in a cgroup (socket LB attaches to cgroups), so this
 //! runs a small Python program rather than a thread of the test.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::Path;
 use std::process::Command;
 
@@ -20,7 +20,7 @@ for _ in range(count):
             s.sendall(b"hello\n")
             reply = s.makefile().readline().strip()
         else:
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s = socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_DGRAM)
             s.settimeout(3)
             s.sendto(b"hello\n", (ip, port))
             data, peer = s.recvfrom(1500)
@@ -47,14 +47,20 @@ pub struct Placement<'a> {
 }
 
 /// Runs the client and returns its lines.
-pub fn run(at: Placement<'_>, proto: Proto, ip: Ipv4Addr, port: u16, count: u32) -> Vec<String> {
+pub fn run(
+    at: Placement<'_>,
+    proto: Proto,
+    ip: impl Into<IpAddr>,
+    port: u16,
+    count: u32,
+) -> Vec<String> {
     let mut cmd = Command::new("python3");
     cmd.arg("-c").arg(PROGRAM).args([
         match proto {
             Proto::Tcp => "tcp",
             Proto::Udp => "udp",
         },
-        &ip.to_string(),
+        &ip.into().to_string(),
         &port.to_string(),
         &count.to_string(),
     ]);

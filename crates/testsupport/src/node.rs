@@ -574,6 +574,16 @@ pub struct LineServer {
 
 impl LineServer {
     pub fn start(netns: &Path, port: u16, name: &str) -> std::io::Result<Self> {
+        Self::start_on(netns, Ipv4Addr::UNSPECIFIED.into(), port, name)
+    }
+
+    /// A server listening on `ip` only (`::1` for an IPv6 backend).
+    pub fn start_on(
+        netns: &Path,
+        ip: std::net::IpAddr,
+        port: u16,
+        name: &str,
+    ) -> std::io::Result<Self> {
         use std::io::{BufRead, BufReader};
         use std::sync::atomic::{AtomicBool, Ordering};
         let ns = netdev::NetNs::open(netns).map_err(std::io::Error::other)?;
@@ -584,7 +594,7 @@ impl LineServer {
             let listener = ns
                 .enter()
                 .map_err(std::io::Error::other)
-                .and_then(|()| std::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)))
+                .and_then(|()| std::net::TcpListener::bind((ip, port)))
                 .and_then(|l| l.set_nonblocking(true).map(|()| l));
             let listener = match listener {
                 Ok(l) => {
