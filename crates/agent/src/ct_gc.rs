@@ -37,42 +37,84 @@ pub fn next_interval(prev: Duration, ratio: f64, max: Duration) -> Duration {
     next.clamp(MIN_INTERVAL, max.max(MIN_INTERVAL))
 }
 
-/// One pass over the maps; returns the highest share of a CT map's
-/// capacity it deleted.
-pub fn pass(root: &std::path::Path, counters: &GcCounters) -> f64 {
-    use datapath::maps::{Ct4Global, CtAny4Global, Snat4External};
-    let now = datapath::ctmap::now_secs();
-    let mut worst: f64 = 0.0;
-    for (name, map, slot) in [
-        (
-            Ct4Global::NAME,
-            Ct4Global::open(root).map(Ct4Global::into_map),
-            &counters.tcp,
-        ),
-        (
-            CtAny4Global::NAME,
-            CtAny4Global::open(root).map(CtAny4Global::into_map),
-            &counters.any,
-        ),
-    ] {
-        match map.and_then(|m| datapath::ctmap::gc_map(&m, now)) {
-            Ok(s) => {
-                slot[0].store(s.alive, Ordering::Relaxed);
-                slot[1].store(s.deleted, Ordering::Relaxed);
-                worst = worst.max(s.deleted_ratio());
-                tracing::debug!(
-                    subsys = "ct-gc",
-                    map = name,
-                    alive = s.alive,
-                    deleted = s.deleted,
-                    "Conntrack garbage collection pass"
-                );
-            }
-            Err(e) => {
-                tracing::warn!(subsys = "ct-gc", map = name, error = %e, "Unable to garbage collect conntrack map")
-            }
+/// One CT map's pass, logged; None when it failed.
+fn gc_ct<K: abi::Plain>(
+    name: &str,
+    map: Result<datapath::Map<K, abi::ct::CtEntry>, datapath::Error>,
+    now: u32,
+) -> Option<datapath::ctmap::GcStats> {
+    match map.and_then(|m| datapath::ctmap::gc_map(&m, now)) {
+        Ok(s) => {
+            tracing::debug!(
+                subsys = "ct-gc",
+                map = name,
+                alive = s.alive,
+                deleted = s.deleted,
+                "Conntrack garbage collection pass"
+            );
+            Some(s)
+        }
+        Err(e) => {
+            tracing::warn!(subsys = "ct-gc", map = name, error = %e, "Unable to garbage collect conntrack map");
+            None
         }
     }
+}
+
+/// One pass over the maps; returns the highest share of a CT map's
+/// capacity it deleted. The IPv6 maps are passed over where they exist
+/// (dual-stack nodes); the counters add both families up.
+pub fn pass(root: &std::path::Path, counters: &GcCounters) -> f64 {
+    use datapath::maps::{Ct4Global, Ct6Global, CtAny4Global, CtAny6Global, Snat4External};
+    let now = datapath::ctmap::now_secs();
+    let ipv6 = Ct6Global::pin_path(root).exists();
+    let mut worst: f64 = 0.0;
+    let mut tally = |slot: &[AtomicU64; 2], passes: [Option<datapath::ctmap::GcStats>; 2]| {
+        let (mut alive, mut deleted) = (0, 0);
+        for s in passes.into_iter().flatten() {
+            alive += s.alive;
+            deleted += s.deleted;
+            worst = worst.max(s.deleted_ratio());
+        }
+        slot[0].store(alive, Ordering::Relaxed);
+        slot[1].store(deleted, Ordering::Relaxed);
+    };
+    tally(
+        &counters.tcp,
+        [
+            gc_ct(
+                Ct4Global::NAME,
+                Ct4Global::open(root).map(Ct4Global::into_map),
+                now,
+            ),
+            ipv6.then(|| {
+                gc_ct(
+                    Ct6Global::NAME,
+                    Ct6Global::open(root).map(Ct6Global::into_map),
+                    now,
+                )
+            })
+            .flatten(),
+        ],
+    );
+    tally(
+        &counters.any,
+        [
+            gc_ct(
+                CtAny4Global::NAME,
+                CtAny4Global::open(root).map(CtAny4Global::into_map),
+                now,
+            ),
+            ipv6.then(|| {
+                gc_ct(
+                    CtAny6Global::NAME,
+                    CtAny6Global::open(root).map(CtAny6Global::into_map),
+                    now,
+                )
+            })
+            .flatten(),
+        ],
+    );
     match Snat4External::open(root).and_then(|m| datapath::ctmap::gc_nat(&m, now)) {
         Ok(s) => {
             counters.nat[0].store(s.alive, Ordering::Relaxed);

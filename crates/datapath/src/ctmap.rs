@@ -1,5 +1,6 @@
 //! Conntrack and NAT garbage collection: entries whose lifetime has passed
-//! leave `cilium_ct4_global` and `cilium_ct_any4_global`; NAT pairs
+//! leave `cilium_ct4_global` and `cilium_ct_any4_global` (and their IPv6
+//! twins); NAT pairs
 //! (NodePort and masquerading) in `cilium_snat_v4_external` go once neither
 //! direction has seen a packet for a connection's lifetime. An entry is re-read just before it
 //! is deleted, so a flow whose packet refreshed it meanwhile stays; a live
@@ -108,8 +109,9 @@ pub fn gc_nat(map: &Snat4External, now: u32) -> Result<GcStats, Error> {
     Ok(stats)
 }
 
-/// Removes the expired entries of a CT map (`Ct4Global`, `CtAny4Global`).
-pub fn gc_map(map: &Map<Ipv4CtTuple, CtEntry>, now: u32) -> Result<GcStats, Error> {
+/// Removes the expired entries of a CT map of either family
+/// (`Ct4Global`, `CtAny4Global`, `Ct6Global`, `CtAny6Global`).
+pub fn gc_map<K: Plain>(map: &Map<K, CtEntry>, now: u32) -> Result<GcStats, Error> {
     let mut stats = GcStats {
         max_entries: u64::from(map.max_entries()),
         ..Default::default()

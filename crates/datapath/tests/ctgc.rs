@@ -189,3 +189,32 @@ fn nat_pairs_go_only_when_both_directions_are_idle() {
     assert!(!left.contains(&idle[0].0) && !left.contains(&idle[1].0));
     assert!(!left.contains(&orphan.0));
 }
+
+#[test]
+fn the_ipv6_tables_are_collected_too() {
+    use abi::ct::Ipv6CtTuple;
+    use datapath::maps::Ct6Global;
+    let sb = Sandbox::enter();
+    let _obj = load(&sb, datapath::objects::BPF_LXC_V6);
+    let globals = sb.bpffs().join(abi::maps::GLOBALS_DIR);
+    let ct = Ct6Global::open_in(&globals).unwrap();
+    let now = now_secs() + 10;
+    let key = |sport: u16| Ipv6CtTuple {
+        daddr: std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 5).into(),
+        saddr: std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 6).into(),
+        dport: abi::Be16::new(80),
+        sport: abi::Be16::new(sport),
+        nexthdr: 6,
+        flags: 0,
+    };
+    for (sport, lifetime) in [(1000, now - 5), (2000, now + 300)] {
+        let entry = CtEntry {
+            lifetime,
+            ..Default::default()
+        };
+        ct.put(&key(sport), &entry).unwrap();
+    }
+    let stats = gc_map(&ct, now).unwrap();
+    assert_eq!((stats.deleted, stats.alive), (1, 1));
+    assert!(ct.get(&key(2000)).unwrap().is_some());
+}
