@@ -15,6 +15,7 @@
 #include "lib/fib.h"
 #include "lib/encap.h"
 #include "lib/nat.h"
+#include "lib/nat6.h"
 #include "lib/nodeport.h"
 #include "lib/reject.h"
 #include "lib/policy.h"
@@ -131,8 +132,9 @@ static __always_inline int netdev_to_local_pod(struct __sk_buff *ctx)
 }
 
 /* Packets arriving on the node's native device (tc ingress): NodePort
- * connections and their backends' replies, and with BPF host routing
- * packets for local pods; the rest is the stack's. */
+ * connections and their backends' replies, replies of masqueraded flows
+ * of either family, and with BPF host routing packets for local pods; the
+ * rest is the stack's. */
 __section_entry
 int cil_from_netdev(struct __sk_buff *ctx)
 {
@@ -140,6 +142,17 @@ int cil_from_netdev(struct __sk_buff *ctx)
 	int ret, verdict;
 
 	ret = validate_ethertype(ctx, &proto);
+#ifdef ENABLE_IPV6
+	if (!IS_ERR(ret) && proto == ETH_P_IPV6) {
+		ret = snat_v6_rev(ctx);
+		if (IS_ERR(ret))
+			return send_drop_notify(ctx, IDENTITY_WORLD, IDENTITY_UNKNOWN, 0,
+						ret, METRIC_INGRESS, 0);
+		if (ret != CTX_ACT_OK)
+			update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
+		return ret;
+	}
+#endif
 	if (IS_ERR(ret) || proto != ETH_P_IP)
 		return CTX_ACT_OK;
 	ret = nodeport_lb4(ctx);
@@ -156,8 +169,8 @@ int cil_from_netdev(struct __sk_buff *ctx)
 }
 
 /* Packets leaving through the node's native device (tc egress): pods'
- * traffic leaving the cluster is masqueraded here when BPF masquerading is
- * on; the rest goes as it is. */
+ * traffic of either family leaving the cluster is masqueraded here when
+ * BPF masquerading is on; the rest goes as it is. */
 __section_entry
 int cil_to_netdev(struct __sk_buff *ctx)
 {
@@ -165,9 +178,16 @@ int cil_to_netdev(struct __sk_buff *ctx)
 	int ret;
 
 	ret = validate_ethertype(ctx, &proto);
-	if (IS_ERR(ret) || proto != ETH_P_IP)
+	if (IS_ERR(ret))
 		return CTX_ACT_OK;
-	ret = snat_v4_masquerade(ctx);
+	if (proto == ETH_P_IP)
+		ret = snat_v4_masquerade(ctx);
+#ifdef ENABLE_IPV6
+	else if (proto == ETH_P_IPV6)
+		ret = snat_v6_masquerade(ctx);
+#endif
+	else
+		return CTX_ACT_OK;
 	if (IS_ERR(ret))
 		return send_drop_notify(ctx, IDENTITY_UNKNOWN, IDENTITY_WORLD, 0, ret,
 					METRIC_EGRESS, 0);

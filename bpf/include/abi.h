@@ -603,6 +603,16 @@ struct rs_ratelimit_metrics_value {
  * as they lie in memory; both 0 while IPv6 is off */
 #define RUNTIME_CONFIG_ROUTER_IPV6_HI		18
 #define RUNTIME_CONFIG_ROUTER_IPV6_LO		19
+/* enable-ipv6-masquerade in BPF: the address pods' IPv6 leaving through
+ * the native device is masqueraded to, halves as the router's; both 0 =
+ * off */
+#define RUNTIME_CONFIG_MASQUERADE_IPV6_HI	20
+#define RUNTIME_CONFIG_MASQUERADE_IPV6_LO	21
+/* the IPv6 destinations never masqueraded (ipv6-native-routing-cidr, else
+ * the pod CIDR): the prefix's halves, and its length */
+#define RUNTIME_CONFIG_SNAT_EXCLUSION_IPV6_HI	22
+#define RUNTIME_CONFIG_SNAT_EXCLUSION_IPV6_LO	23
+#define RUNTIME_CONFIG_SNAT_EXCLUSION_IPV6_LEN	24
 #define NODEPORT_PORT_MIN_DEFAULT	30000
 #define NODEPORT_PORT_MAX_DEFAULT	32767
 #define LB_ALGORITHM_RANDOM		0

@@ -208,16 +208,19 @@ static __always_inline int lb6_csum_move(struct __sk_buff *ctx, int csum_off, co
 }
 
 /* Rewrites the destination (dst) or source address and port of a TCP/UDP
- * packet with its checksum; port 0 keeps the port. A later fragment only
- * changes its address (the first fragment's checksum covers the datagram). */
+ * packet with its checksum; of an ICMPv6 echo, the "port" is its
+ * identifier (either way), and its checksum covers the addresses too.
+ * port 0 keeps the port. A later fragment only changes its address (the
+ * first fragment's checksum covers the datagram). */
 static __always_inline int lb6_xlate(struct __sk_buff *ctx, const struct ipv6_l4 *l4,
 				     __u8 proto, int dst, const union v6addr *address,
 				     __u16 port)
 {
+	int icmp = proto == NEXTHDR_ICMP;
 	int addr_off = ETH_HLEN + (dst ? offsetof(struct ipv6hdr, daddr) :
 					 offsetof(struct ipv6hdr, saddr));
-	int port_off = l4->off + (dst ? 2 : 0);
-	int csum_off = l4->off + (proto == IPPROTO_TCP ? 16 : 6);
+	int port_off = l4->off + (icmp ? 4 : dst ? 2 : 0);
+	int csum_off = l4->off + (proto == IPPROTO_TCP ? 16 : icmp ? 2 : 6);
 	/* a UDP checksum of 0 would mean none, which IPv6 does not allow */
 	__u64 mangled = proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
 	int has_l4 = l4->fragment != IPV6_FRAG_LATER;

@@ -43,6 +43,15 @@ pub const HOST_ROUTING: u32 = 17;
 /// memory (see [`ipv6_halves`]); both 0 while IPv6 is off.
 pub const ROUTER_IPV6_HI: u32 = 18;
 pub const ROUTER_IPV6_LO: u32 = 19;
+/// BPF masquerading of IPv6: the address pods' IPv6 leaving through the
+/// native device gets, as halves (both 0 = off).
+pub const MASQUERADE_IPV6_HI: u32 = 20;
+pub const MASQUERADE_IPV6_LO: u32 = 21;
+/// The IPv6 destinations never masqueraded: the prefix's halves and its
+/// length.
+pub const SNAT_EXCLUSION_IPV6_HI: u32 = 22;
+pub const SNAT_EXCLUSION_IPV6_LO: u32 = 23;
+pub const SNAT_EXCLUSION_IPV6_LEN: u32 = 24;
 pub const LB_ALGORITHM_RANDOM: u64 = 0;
 pub const LB_ALGORITHM_MAGLEV: u64 = 1;
 
@@ -69,6 +78,11 @@ pub fn index_name(index: u32) -> Option<&'static str> {
         HOST_ROUTING => Some("HostRouting"),
         ROUTER_IPV6_HI => Some("RouterIPv6Hi"),
         ROUTER_IPV6_LO => Some("RouterIPv6Lo"),
+        MASQUERADE_IPV6_HI => Some("MasqueradeIPv6Hi"),
+        MASQUERADE_IPV6_LO => Some("MasqueradeIPv6Lo"),
+        SNAT_EXCLUSION_IPV6_HI => Some("SNATExclusionIPv6Hi"),
+        SNAT_EXCLUSION_IPV6_LO => Some("SNATExclusionIPv6Lo"),
+        SNAT_EXCLUSION_IPV6_LEN => Some("SNATExclusionIPv6Len"),
         _ => None,
     }
 }

@@ -65,7 +65,9 @@ fn gc_ct<K: abi::Plain>(
 /// capacity it deleted. The IPv6 maps are passed over where they exist
 /// (dual-stack nodes); the counters add both families up.
 pub fn pass(root: &std::path::Path, counters: &GcCounters) -> f64 {
-    use datapath::maps::{Ct4Global, Ct6Global, CtAny4Global, CtAny6Global, Snat4External};
+    use datapath::maps::{
+        Ct4Global, Ct6Global, CtAny4Global, CtAny6Global, Snat4External, Snat6External,
+    };
     let now = datapath::ctmap::now_secs();
     let ipv6 = Ct6Global::pin_path(root).exists();
     let mut worst: f64 = 0.0;
@@ -115,15 +117,29 @@ pub fn pass(root: &std::path::Path, counters: &GcCounters) -> f64 {
             .flatten(),
         ],
     );
-    match Snat4External::open(root).and_then(|m| datapath::ctmap::gc_nat(&m, now)) {
+    let mut nat = [0u64; 2];
+    let mut count = |name: &str, pass: Result<datapath::ctmap::GcStats, datapath::Error>| match pass
+    {
         Ok(s) => {
-            counters.nat[0].store(s.alive, Ordering::Relaxed);
-            counters.nat[1].store(s.deleted, Ordering::Relaxed);
+            nat[0] += s.alive;
+            nat[1] += s.deleted;
         }
         Err(e) => {
-            tracing::warn!(subsys = "ct-gc", map = Snat4External::NAME, error = %e, "Unable to garbage collect the NAT map")
+            tracing::warn!(subsys = "ct-gc", map = name, error = %e, "Unable to garbage collect the NAT map")
         }
+    };
+    count(
+        Snat4External::NAME,
+        Snat4External::open(root).and_then(|m| datapath::ctmap::gc_nat(&m.into_map(), now)),
+    );
+    if ipv6 {
+        count(
+            Snat6External::NAME,
+            Snat6External::open(root).and_then(|m| datapath::ctmap::gc_nat(&m.into_map(), now)),
+        );
     }
+    counters.nat[0].store(nat[0], Ordering::Relaxed);
+    counters.nat[1].store(nat[1], Ordering::Relaxed);
     counters.runs.fetch_add(1, Ordering::Relaxed);
     worst
 }

@@ -66,6 +66,30 @@ async fn detect_node_ip(nl: &netdev::Netlink) -> Result<Option<Ipv4Addr>, netdev
     Ok(None)
 }
 
+/// The node's IPv6 address: the first global one on the device that
+/// carries its IPv4 address (link-local and loopback ones do not count).
+async fn detect_node_ipv6(
+    nl: &netdev::Netlink,
+    node_ip: Option<Ipv4Addr>,
+) -> Result<Option<std::net::Ipv6Addr>, netdev::Error> {
+    let Some(ip) = node_ip else { return Ok(None) };
+    let Some(index) = nl
+        .ipv4_addrs(None)
+        .await?
+        .into_iter()
+        .find(|(_, a, _)| *a == ip)
+        .map(|(i, _, _)| i)
+    else {
+        return Ok(None);
+    };
+    Ok(nl
+        .ipv6_addrs(Some(index))
+        .await?
+        .into_iter()
+        .map(|(_, a, _)| a)
+        .find(|a| !a.is_loopback() && !a.is_unicast_link_local()))
+}
+
 /// Brings the node up: dirs, pid file, bpffs, sysctls, maps, devices, host
 /// entries. Returns once the agent is ready to serve.
 pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Agent> {
@@ -204,10 +228,17 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     } else {
         None
     };
+    let node_ipv6 = match config.ipv6 {
+        Some(_) => detect_node_ipv6(&nl, node_ip)
+            .await
+            .context("detecting the node's IPv6 address")?,
+        None => None,
+    };
     let host_ips: Vec<std::net::IpAddr> = std::iter::once(config.router_ip)
         .chain(node_ip)
         .map(std::net::IpAddr::from)
         .chain(config.ipv6.map(|p| p.router_ip.into()))
+        .chain(node_ipv6.map(std::net::IpAddr::from))
         .collect();
     set_host_routing(&config)?;
     write_utime_offset(&config.bpf_root)?;
@@ -420,7 +451,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         &controllers,
     )
     .await;
-    let masquerading = crate::masquerade::setup(&config, node_ip);
+    let masquerading = crate::masquerade::setup(&config, node_ip, node_ipv6);
     let status = Arc::new(crate::status::AgentStatus {
         config: Arc::clone(&config),
         controllers: controllers.clone(),

@@ -7,7 +7,7 @@
 
 use crate::option::DaemonConfig;
 use api::status::{Masquerading, MasqueradingProtocols};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 fn disabled() -> Masquerading {
     Masquerading {
@@ -31,49 +31,61 @@ fn enabled(mode: &str, exclude: (Ipv4Addr, u8)) -> Masquerading {
 }
 
 /// Sets masquerading up for this node (its pod CIDR is final by now) and
-/// says what is in place. `node_ip` is the native device's address, which
-/// BPF masquerading gives pods' packets.
-pub fn setup(config: &DaemonConfig, node_ip: Option<Ipv4Addr>) -> Masquerading {
+/// says what is in place. `node_ip` and `node_ipv6` are the native
+/// device's addresses, which BPF masquerading gives pods' packets.
+pub fn setup(
+    config: &DaemonConfig,
+    node_ip: Option<Ipv4Addr>,
+    node_ipv6: Option<Ipv6Addr>,
+) -> Masquerading {
     let mut status = setup_ipv4(config, node_ip);
-    if setup_ipv6(config) {
+    if let Some(mode) = setup_ipv6(config, node_ipv6) {
         status.enabled = true;
         if status.mode.is_empty() {
-            status.mode = "iptables".into();
+            status.mode = mode.into();
         }
         if let Some(p) = status.enabled_protocols.as_mut() {
             p.ipv6 = true;
         }
-        if let Some((net, len)) = config.ipv6.map(|p| p.pod_cidr) {
-            status.snat_exclusion_cidr_v6 = format!("{net}/{len}");
-        }
+        let (net, len) = exclusion_v6(config).expect("IPv6 is on");
+        status.snat_exclusion_cidr_v6 = format!("{net}/{len}");
     }
     status
 }
 
-/// IPv6 with ip6tables (`enable-ipv6-masquerade`, iptables mode: the
-/// datapath has no IPv6 masquerading yet); whether it is in place.
-fn setup_ipv6(config: &DaemonConfig) -> bool {
+/// The IPv6 destinations never masqueraded: the IPv6 pod CIDR (Cilium's
+/// ipv6-native-routing-cidr, once native routing has IPv6).
+fn exclusion_v6(config: &DaemonConfig) -> Option<(Ipv6Addr, u8)> {
+    config.ipv6.map(|p| p.pod_cidr)
+}
+
+/// IPv6 (`enable-ipv6-masquerade`) in the datapath with BPF masquerading
+/// (it needs the node's IPv6 address), else with ip6tables; the mode in
+/// place, if any.
+fn setup_ipv6(config: &DaemonConfig, node_ipv6: Option<Ipv6Addr>) -> Option<&'static str> {
     use netdev::iptables::{Family, Masquerade};
-    let wanted = config.ipv6.filter(|_| config.ipv6_masquerade);
-    let Some(pool) = wanted.filter(|_| !config.bpf_masquerade) else {
-        if wanted.is_some() {
-            tracing::warn!(subsys = "iptables", "IPv6 masquerading in BPF is not supported yet; pods' IPv6 traffic leaving the cluster keeps its source");
-        }
+    let wanted = exclusion_v6(config).filter(|_| config.ipv6_masquerade);
+    let bpf = wanted.filter(|_| config.bpf_masquerade && config.enable_node_port);
+    if config.bpf_masquerade && wanted.is_some() && node_ipv6.is_none() {
+        tracing::warn!(subsys = "datapath", "IPv6 masquerading in BPF needs an IPv6 address on the native device; pods' IPv6 traffic leaving the cluster keeps its source");
+    }
+    let target = bpf.zip(node_ipv6).map(|(exclude, ip)| (ip, exclude));
+    let in_datapath = set_bpf6(config, target);
+    let Some(exclude) = wanted.filter(|_| !config.bpf_masquerade) else {
         if let Err(e) = netdev::iptables::remove(Family::V6) {
             tracing::debug!(subsys = "iptables", error = %e, "Unable to remove IPv6 masquerading rules");
         }
-        return false;
+        return (in_datapath && target.is_some()).then_some("BPF");
     };
-    let (net, len) = pool.pod_cidr;
     let rule = Masquerade {
-        source: (net.into(), len),
-        exclude: (net.into(), len),
+        source: (exclude.0.into(), exclude.1),
+        exclude: (exclude.0.into(), exclude.1),
     };
     match netdev::iptables::install(&rule) {
-        Ok(()) => true,
+        Ok(()) => Some("iptables"),
         Err(e) => {
             tracing::error!(subsys = "iptables", error = %e, "Unable to install IPv6 masquerading rules; pods' IPv6 traffic leaving the cluster is not masqueraded");
-            false
+            None
         }
     }
 }
@@ -105,6 +117,24 @@ fn setup_ipv4(config: &DaemonConfig, node_ip: Option<Ipv4Addr>) -> Masquerading 
         Err(e) => {
             tracing::error!(subsys = "iptables", error = %e, "Unable to install masquerading rules; pods' traffic leaving the cluster is not masqueraded");
             disabled()
+        }
+    }
+}
+
+/// set_bpf for IPv6; only dual-stack nodes have the runtime config's IPv6
+/// slots read, but writing them elsewhere does no harm.
+fn set_bpf6(config: &DaemonConfig, target: Option<(Ipv6Addr, (Ipv6Addr, u8))>) -> bool {
+    let result = datapath::maps::RuntimeConfig::open(&config.bpf_root)
+        .and_then(|map| map.set_masquerade6(target));
+    match (result, target) {
+        (Ok(()), Some((ip, (net, len)))) => {
+            tracing::info!(subsys = "datapath", address = %ip, snatExclusionCIDR = %format!("{net}/{len}"), "BPF masquerading of IPv6 enabled");
+            true
+        }
+        (Ok(()), None) => true,
+        (Err(e), _) => {
+            tracing::error!(subsys = "datapath", error = %e, "Unable to configure BPF masquerading of IPv6");
+            false
         }
     }
 }

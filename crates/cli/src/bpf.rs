@@ -9,7 +9,7 @@ use abi::ct::{
 use abi::endpoint::format_mac;
 use datapath::maps::{
     Ct4Global, Ct6Global, CtAny4Global, CtAny6Global, Ipcache, Ipv4FragDatagrams, Lb4Backends,
-    Lb4Services, Lxc, Metrics, RuntimeConfig, Snat4External, Tunnel,
+    Lb4Services, Lxc, Metrics, RuntimeConfig, Snat4External, Snat6External, Tunnel,
 };
 use datapath::GlobalMap;
 use std::net::Ipv4Addr;
@@ -659,25 +659,42 @@ fn nat_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     use abi::lb::NAT_DIR_EGRESS;
     let now = mono_secs();
     let mut lines = Vec::new();
-    for (k, v) in open::<Snat4External>(ctx)?.entries()? {
+    let line = |k: &CtKey, xlate: String, created: u64, needs_ct: u64| {
         let proto = proto_name(k.nexthdr).map_or_else(|| k.nexthdr.to_string(), str::to_owned);
-        let (dir, created) = (k.flags, v.created);
-        let (src, dst) = (k.saddr.ip(), k.daddr.ip());
-        let (sport, dport) = (k.sport.get(), k.dport.get());
+        let dir = if k.flags == NAT_DIR_EGRESS {
+            "OUT"
+        } else {
+            "IN"
+        };
+        // NAT keys carry real ports, source first
+        let (src, dst) = (host_port(k.saddr, k.sport), host_port(k.daddr, k.dport));
+        format!(
+            "{proto} {dir} {src} -> {dst} {xlate} Created={}sec ago NeedsCT={}",
+            now.saturating_sub(created),
+            needs_ct & 1
+        )
+    };
+    for (k, v) in open::<Snat4External>(ctx)?.entries()? {
         let (to, to_port, rev) = (v.to_addr.ip(), v.to_port.get(), v.rev_port.get());
-        let out = dir == NAT_DIR_EGRESS;
-        let xlate = match (v.from_addr.ip().is_unspecified(), out) {
+        let dst = k.daddr.ip();
+        let xlate = match (v.from_addr.ip().is_unspecified(), k.flags == NAT_DIR_EGRESS) {
             (true, true) => format!("XLATE_SRC {to}:{to_port}"),
             (true, false) => format!("XLATE_DST {to}:{to_port}"),
             (false, _) => format!("XLATE_DST {to}:{to_port} XLATE_SRC {dst}:{rev}"),
         };
-        let dir = if out { "OUT" } else { "IN" };
-        let line = format!("{proto} {dir} {src}:{sport} -> {dst}:{dport} {xlate}");
-        let needs_ct = v.needs_ct & 1;
-        lines.push(format!(
-            "{line} Created={}sec ago NeedsCT={needs_ct}",
-            now.saturating_sub(created)
-        ));
+        lines.push(line(&(&k).into(), xlate, v.created, v.needs_ct));
+    }
+    // IPv6 masquerading's table exists on dual-stack nodes only
+    if Snat6External::pin_path(&ctx.bpf_root).exists() {
+        for (k, v) in open::<Snat6External>(ctx)?.entries()? {
+            let to = host_port(v.to_addr.ip().into(), v.to_port.get());
+            let xlate = if k.flags == NAT_DIR_EGRESS {
+                format!("XLATE_SRC {to}")
+            } else {
+                format!("XLATE_DST {to}")
+            };
+            lines.push(line(&(&k).into(), xlate, v.created, v.needs_ct));
+        }
     }
     print_lines(args, lines)
 }
@@ -835,6 +852,9 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::Nat(NatCommand::List(a)) => nat_list(ctx, a),
         Command::Nat(NatCommand::Flush) => {
             flush::<Snat4External>(ctx)?;
+            if Snat6External::pin_path(&ctx.bpf_root).exists() {
+                flush::<Snat6External>(ctx)?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Policy(cmd) => crate::bpf_policy::run(ctx, cmd),

@@ -297,11 +297,15 @@ fn add_underlay_v6(netns: &std::path::Path, ip: Ipv6Addr) {
     );
 }
 
-#[test]
-fn ipv6_leaving_the_cluster_is_masqueraded_with_ip6tables() {
+/// A dual-stack node at fd00:198:18::11 with `args`, and an outside host
+/// at fd00:198:18::50: pod-a reaches it over IPv6 by TCP and ping, seen as
+/// the node; `cilium status` names the masquerading `mode`.
+fn masquerades_ipv6(args: &[&str], mode: &str) -> Cluster {
     let node_v6: Ipv6Addr = "fd00:198:18::11".parse().unwrap();
     let outside_v6: Ipv6Addr = "fd00:198:18::50".parse().unwrap();
-    let mut cluster = Cluster::new(1, &["--enable-ipv6=true", "--ipv6-range=fd00:10:0:1::/112"]);
+    let mut all = vec!["--enable-ipv6=true", "--ipv6-range=fd00:10:0:1::/112"];
+    all.extend_from_slice(args);
+    let mut cluster = Cluster::new(1, &all);
     let outside = cluster.machine("outside", std::net::Ipv4Addr::new(198, 18, 0, 50));
     add_underlay_v6(&outside, outside_v6);
     let node = &mut cluster.nodes[0];
@@ -309,7 +313,9 @@ fn ipv6_leaving_the_cluster_is_masqueraded_with_ip6tables() {
     node.start_agent();
     let status = node.cilium_ok(&["status"]);
     assert!(
-        status.contains("IPTables [IPv4: Enabled, IPv6: Enabled]"),
+        status.lines().any(|l| l.starts_with("Masquerading:")
+            && l[13..].trim_start().starts_with(mode)
+            && l.ends_with("[IPv4: Enabled, IPv6: Enabled]")),
         "{status}"
     );
     add_dual_stack_pod(node, "pod-a", "");
@@ -334,6 +340,30 @@ fn ipv6_leaving_the_cluster_is_masqueraded_with_ip6tables() {
         .status
         .success(),
         "pod-a pings the outside over IPv6"
+    );
+    cluster
+}
+
+#[test]
+fn ipv6_leaving_the_cluster_is_masqueraded_with_ip6tables() {
+    masquerades_ipv6(&[], "IPTables");
+}
+
+#[test]
+fn ipv6_leaving_the_cluster_is_masqueraded_in_bpf() {
+    let cluster = masquerades_ipv6(
+        &["--enable-bpf-masquerade=true", "--kube-proxy-replacement=true"],
+        "BPF",
+    );
+    let nat = cluster.nodes[0].cilium_ok(&["bpf", "nat", "list"]);
+    assert!(
+        nat.lines().any(|l| l.starts_with("TCP OUT [fd00:10:0:1::")
+            && l.contains("-> [fd00:198:18::50]:8080 XLATE_SRC [fd00:198:18::11]:")),
+        "the flow's IPv6 NAT entry:\n{nat}"
+    );
+    assert!(
+        nat.contains("ICMPv6 OUT [fd00:10:0:1::"),
+        "the ping's:\n{nat}"
     );
 }
 

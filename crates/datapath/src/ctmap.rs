@@ -1,15 +1,15 @@
 //! Conntrack and NAT garbage collection: entries whose lifetime has passed
 //! leave `cilium_ct4_global` and `cilium_ct_any4_global` (and their IPv6
-//! twins); NAT pairs
-//! (NodePort and masquerading) in `cilium_snat_v4_external` go once neither
-//! direction has seen a packet for a connection's lifetime. An entry is re-read just before it
-//! is deleted, so a flow whose packet refreshed it meanwhile stays; a live
+//! twins); NAT pairs (NodePort and masquerading) in
+//! `cilium_snat_v4_external`, and masquerading's in
+//! `cilium_snat_v6_external`, go once neither direction has seen a packet
+//! for a connection's lifetime. An entry is re-read just before it is
+//! deleted, so a flow whose packet refreshed it meanwhile stays; a live
 //! flow's entry is never removed.
 
-use crate::maps::Snat4External;
 use crate::{Error, Map};
-use abi::ct::{CtEntry, Ipv4CtTuple};
-use abi::lb::{Ipv4NatEntry, NAT_DIR_EGRESS, NAT_DIR_INGRESS};
+use abi::ct::{CtEntry, Ipv4CtTuple, Ipv6CtTuple};
+use abi::lb::{Ipv4NatEntry, Ipv6NatEntry, NAT_DIR_EGRESS, NAT_DIR_INGRESS};
 use abi::Plain;
 
 /// One pass over one map.
@@ -42,61 +42,112 @@ fn expired(e: &CtEntry, now: u32) -> bool {
     e.lifetime < now
 }
 
-fn nat_stale(key: &Ipv4CtTuple, e: &Ipv4NatEntry, now: u32) -> bool {
+/// A NAT table's key and entry, of either family: what GC asks of them.
+pub trait NatPair: Plain {
+    type Entry: Plain;
+    fn protocol(&self) -> u8;
+    fn direction(&self) -> u8;
+    /// The key of the entry that translates the replies of the flow this
+    /// egress entry describes.
+    fn reply_key(&self, fwd: &Self::Entry) -> Self;
+    fn last_used(e: &Self::Entry) -> u64;
+}
+
+impl NatPair for Ipv4CtTuple {
+    type Entry = Ipv4NatEntry;
+    fn protocol(&self) -> u8 {
+        self.nexthdr
+    }
+    fn direction(&self) -> u8 {
+        self.flags
+    }
+    /// A NodePort flow's (client to NodePort, `from_addr` set) come from
+    /// the backend, a masqueraded flow's from its peer to the address and
+    /// port it got.
+    fn reply_key(&self, fwd: &Ipv4NatEntry) -> Self {
+        let masqueraded = fwd.from_addr.ip().is_unspecified();
+        let (saddr, daddr, sport, dport) = if masqueraded {
+            (self.daddr, fwd.to_addr, self.dport, fwd.to_port)
+        } else {
+            (fwd.to_addr, self.daddr, fwd.to_port, fwd.rev_port)
+        };
+        Ipv4CtTuple {
+            saddr,
+            daddr,
+            sport,
+            dport,
+            nexthdr: self.nexthdr,
+            flags: NAT_DIR_INGRESS,
+        }
+    }
+    fn last_used(e: &Ipv4NatEntry) -> u64 {
+        e.last_used.max(e.created)
+    }
+}
+
+/// IPv6 NAT pairs are masquerading's only.
+impl NatPair for Ipv6CtTuple {
+    type Entry = Ipv6NatEntry;
+    fn protocol(&self) -> u8 {
+        self.nexthdr
+    }
+    fn direction(&self) -> u8 {
+        self.flags
+    }
+    fn reply_key(&self, fwd: &Ipv6NatEntry) -> Self {
+        Ipv6CtTuple {
+            saddr: self.daddr,
+            daddr: fwd.to_addr,
+            sport: self.dport,
+            dport: fwd.to_port,
+            nexthdr: self.nexthdr,
+            flags: NAT_DIR_INGRESS,
+        }
+    }
+    fn last_used(e: &Ipv6NatEntry) -> u64 {
+        e.last_used.max(e.created)
+    }
+}
+
+fn nat_stale<K: NatPair>(key: &K, e: &K::Entry, now: u32) -> bool {
     // NAT entries live as long as the connections they translate
-    let life = if key.nexthdr == 6 {
+    let life = if key.protocol() == 6 {
         abi::ct::CT_CONNECTION_LIFETIME_TCP
     } else {
         abi::ct::CT_CONNECTION_LIFETIME_NONTCP
     };
-    e.last_used.max(e.created) + u64::from(life) < u64::from(now)
-}
-
-/// The key of the entry that translates the replies of the flow `fwd`
-/// describes: a NodePort flow's (client to NodePort, `from_addr` set)
-/// come from the backend, a masqueraded flow's from its peer to the
-/// address and port it got.
-fn reply_key(key: &Ipv4CtTuple, fwd: &Ipv4NatEntry) -> Ipv4CtTuple {
-    let masqueraded = fwd.from_addr.ip().is_unspecified();
-    let (saddr, daddr, sport, dport) = if masqueraded {
-        (key.daddr, fwd.to_addr, key.dport, fwd.to_port)
-    } else {
-        (fwd.to_addr, key.daddr, fwd.to_port, fwd.rev_port)
-    };
-    Ipv4CtTuple {
-        saddr,
-        daddr,
-        sport,
-        dport,
-        nexthdr: key.nexthdr,
-        flags: NAT_DIR_INGRESS,
-    }
+    K::last_used(e) + u64::from(life) < u64::from(now)
 }
 
 /// Removes the NAT pairs neither of whose directions carried a
-/// packet for a connection's lifetime, and stale halves without a pair.
-pub fn gc_nat(map: &Snat4External, now: u32) -> Result<GcStats, Error> {
+/// packet for a connection's lifetime, and stale halves without a pair
+/// (`Snat4External`, `Snat6External`).
+pub fn gc_nat<K: NatPair>(map: &Map<K, K::Entry>, now: u32) -> Result<GcStats, Error> {
     let mut stats = GcStats {
         max_entries: u64::from(map.max_entries()),
         ..Default::default()
     };
     let entries = map.entries()?;
     let mut paired = std::collections::HashSet::new();
-    for (key, fwd) in entries.iter().filter(|(k, _)| k.flags == NAT_DIR_EGRESS) {
-        let rkey = reply_key(key, fwd);
+    for (key, fwd) in entries
+        .iter()
+        .filter(|(k, _)| k.direction() == NAT_DIR_EGRESS)
+    {
+        let rkey = key.reply_key(fwd);
         paired.insert(rkey.as_bytes().to_vec());
         // both directions as they are now, each read once
         let (now_fwd, now_rev) = (map.get(key)?, map.get(&rkey)?);
-        let stale = |k: &Ipv4CtTuple, e: &Option<Ipv4NatEntry>| {
-            e.as_ref().is_none_or(|e| nat_stale(k, e, now))
-        };
+        let stale = |k: &K, e: &Option<K::Entry>| e.as_ref().is_none_or(|e| nat_stale(k, e, now));
         if stale(key, &now_fwd) && stale(&rkey, &now_rev) {
             stats.deleted += u64::from(map.remove(key)?) + u64::from(map.remove(&rkey)?);
         } else {
             stats.alive += u64::from(now_fwd.is_some()) + u64::from(now_rev.is_some());
         }
     }
-    for (key, rev) in entries.iter().filter(|(k, _)| k.flags == NAT_DIR_INGRESS) {
+    for (key, rev) in entries
+        .iter()
+        .filter(|(k, _)| k.direction() == NAT_DIR_INGRESS)
+    {
         if paired.contains(key.as_bytes()) {
             continue;
         }

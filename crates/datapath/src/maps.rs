@@ -20,8 +20,8 @@ use abi::endpoint::{EndpointInfo, EndpointKey};
 use abi::frag::{Ipv4FragId, Ipv4FragL4Ports};
 use abi::ipcache::{IpcacheKey, RemoteEndpointInfo};
 use abi::lb::{
-    Ipv4NatEntry, Ipv4RevnatEntry, Ipv4RevnatTuple, Lb4Backend, Lb4Key, Lb4ReverseNat, Lb4Service,
-    Lb6Backend, Lb6Key, Lb6ReverseNat,
+    Ipv4NatEntry, Ipv4RevnatEntry, Ipv4RevnatTuple, Ipv6NatEntry, Lb4Backend, Lb4Key,
+    Lb4ReverseNat, Lb4Service, Lb6Backend, Lb6Key, Lb6ReverseNat,
 };
 use abi::metrics::{MetricsKey, MetricsValue};
 use abi::node::{NodeKey, NodeValueV2};
@@ -155,6 +155,11 @@ global_map!(
 global_map!(
     /// `cilium_snat_v4_external`: NodePort NAT pairs.
     Snat4External = abi::maps::SNAT4_EXTERNAL, Map<Ipv4CtTuple, Ipv4NatEntry>, deref
+);
+global_map!(
+    /// `cilium_snat_v6_external`: IPv6 masquerading's NAT pairs
+    /// (dual-stack nodes).
+    Snat6External = abi::maps::SNAT6_EXTERNAL, Map<Ipv6CtTuple, Ipv6NatEntry>, deref
 );
 global_map!(
     /// `cilium_metrics`: per-CPU drop and forward counters.
@@ -422,6 +427,28 @@ impl RuntimeConfig {
         )?;
         self.set(rc::MASQUERADE_IPV4, u64::from(u32::from(addr).to_be()))
     }
+
+    /// BPF masquerading of IPv6: pods' IPv6 leaving through the native
+    /// device gets `addr` as its source, except towards `exclude`; None
+    /// turns it off.
+    pub fn set_masquerade6(
+        &self,
+        masquerade: Option<(std::net::Ipv6Addr, (std::net::Ipv6Addr, u8))>,
+    ) -> Result<(), Error> {
+        let Some((addr, (net, len))) = masquerade else {
+            self.set(rc::MASQUERADE_IPV6_HI, 0)?;
+            return self.set(rc::MASQUERADE_IPV6_LO, 0);
+        };
+        let len = len.min(128);
+        let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+        let net = rc::ipv6_halves((u128::from(net) & mask).into());
+        self.set(rc::SNAT_EXCLUSION_IPV6_HI, net[0])?;
+        self.set(rc::SNAT_EXCLUSION_IPV6_LO, net[1])?;
+        self.set(rc::SNAT_EXCLUSION_IPV6_LEN, u64::from(len))?;
+        let addr = rc::ipv6_halves(addr);
+        self.set(rc::MASQUERADE_IPV6_HI, addr[0])?;
+        self.set(rc::MASQUERADE_IPV6_LO, addr[1])
+    }
 }
 
 #[cfg(test)]
@@ -446,6 +473,7 @@ mod tests {
         agrees(|m: &Ct4Global| &m.0);
         agrees(|m: &CtAny4Global| &m.0);
         agrees(|m: &Snat4External| &m.0);
+        agrees(|m: &Snat6External| &m.0);
         agrees(|m: &Metrics| &m.0 .0);
         agrees(|m: &Lb4Services| &m.0);
         agrees(|m: &Lb4Backends| &m.0);

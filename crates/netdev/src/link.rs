@@ -177,8 +177,9 @@ impl Netlink {
             .map_err(Error::nl("delete link", index.to_string()))
     }
 
-    /// IPv4 addresses configured on a link (or on all links when None).
-    pub async fn ipv4_addrs(&self, index: Option<u32>) -> Result<Vec<(u32, Ipv4Addr, u8)>, Error> {
+    /// Addresses of either family configured on a link (or on all links
+    /// when None).
+    async fn addrs(&self, index: Option<u32>) -> Result<Vec<(u32, IpAddr, u8)>, Error> {
         let mut req = self.handle.address().get();
         if let Some(i) = index {
             req = req.set_link_index_filter(i);
@@ -191,9 +192,7 @@ impl Netlink {
         let mut out = Vec::new();
         for m in msgs {
             for attr in &m.attributes {
-                if let AddressAttribute::Local(IpAddr::V4(ip))
-                | AddressAttribute::Address(IpAddr::V4(ip)) = attr
-                {
+                if let AddressAttribute::Local(ip) | AddressAttribute::Address(ip) = attr {
                     let entry = (m.header.index, *ip, m.header.prefix_len);
                     if !out.contains(&entry) {
                         out.push(entry);
@@ -202,6 +201,32 @@ impl Netlink {
             }
         }
         Ok(out)
+    }
+
+    /// IPv4 addresses configured on a link (or on all links when None).
+    pub async fn ipv4_addrs(&self, index: Option<u32>) -> Result<Vec<(u32, Ipv4Addr, u8)>, Error> {
+        Ok(self
+            .addrs(index)
+            .await?
+            .into_iter()
+            .filter_map(|(i, ip, len)| match ip {
+                IpAddr::V4(ip) => Some((i, ip, len)),
+                IpAddr::V6(_) => None,
+            })
+            .collect())
+    }
+
+    /// IPv6 addresses configured on a link (or on all links when None).
+    pub async fn ipv6_addrs(&self, index: Option<u32>) -> Result<Vec<(u32, Ipv6Addr, u8)>, Error> {
+        Ok(self
+            .addrs(index)
+            .await?
+            .into_iter()
+            .filter_map(|(i, ip, len)| match ip {
+                IpAddr::V6(ip) => Some((i, ip, len)),
+                IpAddr::V4(_) => None,
+            })
+            .collect())
     }
 
     /// Adds `ip/prefix` to a link unless it is already there.
