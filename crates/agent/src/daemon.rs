@@ -417,6 +417,9 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         let scope = crate::k8s::services::Scope {
             node_name: config.node_name.clone(),
             node_port: config.enable_node_port,
+            // enable-ipv4=false is refused at start: IPv4 always runs
+            ipv4: true,
+            ipv6: config.ipv6.is_some(),
         };
         crate::k8s::services::follow(Arc::clone(&cp.services), scope, k, &tasks);
         if let Some(node_ip) = node_ip.filter(|_| config.enable_host_port) {

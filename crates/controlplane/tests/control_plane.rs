@@ -624,6 +624,44 @@ async fn service_backends_follow_each_change() {
     assert_eq!(cp.services.delete(1).await.unwrap_err().status(), 404);
 }
 
+/// A dual-stack NodePort, as the agent makes it from a Service: a
+/// wildcard frontend per family, `0.0.0.0` and `::`, each a service of its
+/// own with its family's backends.
+#[tokio::test(flavor = "current_thread")]
+async fn node_ports_have_a_wildcard_frontend_of_each_family() {
+    let (dir, kernel, tasks) = world();
+    let cp = plane(&kernel, dir.path(), None, &tasks);
+    let node_port = |id, wildcard: &str, backend: &str| {
+        let mut spec = service(id, wildcard, 30080, &[backend]);
+        spec.flags = Some(api::service::ServiceSpecFlags {
+            kind: "NodePort".into(),
+            ..Default::default()
+        });
+        spec
+    };
+    assert!(cp
+        .services
+        .apply(&node_port(1, "0.0.0.0", "10.1.0.5"))
+        .unwrap());
+    // the port of the IPv4 wildcard is not taken for the IPv6 one
+    assert!(cp.services.apply(&node_port(2, "::", "fd00::105")).unwrap());
+    let any6 = std::net::Ipv6Addr::UNSPECIFIED;
+    assert_eq!(
+        kernel.backends_of(any6, 30080),
+        [("fd00::105".parse().unwrap(), 8080)]
+    );
+    assert_eq!(
+        kernel.backends_of(Ipv4Addr::UNSPECIFIED, 30080),
+        [(ip("10.1.0.5").into(), 8080)]
+    );
+    let realized = cp.services.get(2).unwrap().status.realized;
+    assert_eq!(realized.frontend_address.ip, "::");
+    assert_eq!(realized.flags.unwrap().kind, "NodePort");
+    // but `::` itself is: a frontend like any other
+    let taken = cp.services.apply(&node_port(3, "::", "fd00::106"));
+    assert!(taken.is_err(), "{taken:?}");
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn nodes_joining_and_leaving_are_routed_and_unrouted() {
     let (dir, kernel, tasks) = world();

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 /// The addressing the control plane hands out.
 #[derive(Clone, Debug)]
 pub struct Ranges {
-    /// ClusterIPs (`--service-cluster-ip-range`).
+    /// ClusterIPs (`--service-cluster-ip-range`): an IPv4 range, then an
+    /// IPv6 one for dual-stack Services. Single-stack Services take the
+    /// first family, as kubeadm's dual-stack clusters.
     pub services: String,
     /// The first ClusterIP: the `kubernetes` Service's.
     pub first_service_ip: Ipv4Addr,
@@ -27,7 +29,11 @@ pub struct Ranges {
 impl Default for Ranges {
     fn default() -> Self {
         Self {
-            services: "10.96.0.0/12".into(),
+            // the IPv6 range: 2^20 addresses (a /108), the most API servers
+            // before MultiCIDRServiceAllocator took; 1.34 takes wider ones
+            // but draws an address below a /64 or wider (a random uint64
+            // offset added as int64). Beside the IPv6 pod pool fd00::/104.
+            services: "10.96.0.0/12,fd00:96::/108".into(),
             first_service_ip: Ipv4Addr::new(10, 96, 0, 1),
             pods: "10.0.0.0/8".into(),
             node_mask: 24,

@@ -1,8 +1,9 @@
 //! The control plane built from tools/k8s, run for real in a sandbox: the
 //! API server serves with RBAC on Debian's etcd, takes our manifests
 //! (CRDs, the agent's ServiceAccount and ClusterRole), grants the agent
-//! what the role says and nothing more, and the controller manager hands
-//! Nodes their pod CIDRs.
+//! what the role says and nothing more, the controller manager hands
+//! Nodes their pod CIDRs, and a Service asking for both families gets a
+//! ClusterIP of each.
 
 use kubeplane::ControlPlane;
 use std::time::{Duration, Instant};
@@ -65,4 +66,36 @@ fn the_api_server_takes_our_manifests_and_nodes_get_pod_cidrs() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert!(cidr.starts_with("10.") && cidr.ends_with("/24"), "{cidr}");
+
+    // Services are dual-stack: one that asks for both families gets a
+    // ClusterIP of each, IPv4 first; one that asks nothing stays IPv4
+    let dual = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"dual","namespace":"default"},
+      "spec":{"ipFamilyPolicy":"RequireDualStack","ports":[{"port":80}]}}"#;
+    let single = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"single","namespace":"default"},
+      "spec":{"ports":[{"port":80}]}}"#;
+    kube::apply(&cp, dual);
+    kube::apply(&cp, single);
+    let ips = |name: &str| {
+        kubectl_ok(
+            &cp,
+            &[
+                "get",
+                "service",
+                name,
+                "-o",
+                "jsonpath={.spec.clusterIPs[*]}",
+            ],
+        )
+    };
+    let dual = ips("dual");
+    let (v4, v6) = dual.trim().split_once(' ').unwrap_or_default();
+    assert!(
+        v4.starts_with("10.") && v6.starts_with("fd00:96::"),
+        "{dual}"
+    );
+    let single = ips("single");
+    assert!(
+        single.trim().starts_with("10.") && !single.contains(':'),
+        "{single}"
+    );
 }

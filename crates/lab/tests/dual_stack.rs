@@ -5,9 +5,11 @@
 //! the other node learns them into its ipcache behind the pod's node, and
 //! pods reach each other over IPv6 across the overlay under the demo's
 //! policy, which allows TCP 80 from app=demo pods and so drops ICMPv6 and
-//! the outsider. Cilium 1.16's cilium-dbg reads the IPv6 entries of our
-//! maps without changing them. No drop of the overlay's own IPv6 chatter
-//! remains.
+//! the outsider. A RequireDualStack Service gets a ClusterIP of each
+//! family from the API server's dual-stack service range, and the agents
+//! make each a frontend with the pod's address of that family behind it.
+//! Cilium 1.16's cilium-dbg reads the IPv6 entries of our maps without
+//! changing them. No drop of the overlay's own IPv6 chatter remains.
 
 mod common;
 
@@ -30,7 +32,11 @@ fn pod_ips(lab: &Lab, pod: &str) -> (String, String) {
 }
 
 fn curl(lab: &Lab, pod: &str, ip: &str) -> Result<String, String> {
-    let url = format!("http://[{ip}]/hostname");
+    let url = if ip.contains(':') {
+        format!("http://[{ip}]/hostname")
+    } else {
+        format!("http://{ip}/hostname")
+    };
     let out = lab.run(&[
         "exec",
         pod,
@@ -97,7 +103,7 @@ fn a_dual_stack_lab_gives_pods_both_families_across_nodes() {
 
     // pods: both families, in the Pod's status and the CEP
     let (_, a6) = pod_ips(&lab, "pod-a");
-    let (_, b6) = pod_ips(&lab, "pod-b");
+    let (b4, b6) = pod_ips(&lab, "pod-b");
     let (_, outsider6) = pod_ips(&lab, "outsider");
     let cep = lab.kubectl(&[
         "get",
@@ -156,6 +162,59 @@ fn a_dual_stack_lab_gives_pods_both_families_across_nodes() {
     // without a policy of its own, the outsider answers pings on its node
     assert!(ping6(&lab, "pod-a", &outsider6));
 
+    // a dual-stack Service selecting pod-b: a ClusterIP of each family,
+    // each a frontend on the nodes with pod-b's address of its family as
+    // backend (IPv6 balancing itself is the datapath's, not checked here)
+    let svc = lab.dir.path().join("dual-service.json");
+    std::fs::write(
+        &svc,
+        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"dual","namespace":"default"},
+  "spec":{"ipFamilyPolicy":"RequireDualStack","selector":{"role":"server"},
+          "ports":[{"name":"http","port":80,"targetPort":80}]}}"#,
+    )
+    .unwrap();
+    lab.kubectl(&["apply", "-f", &svc.display().to_string()]);
+    let ips = lab.kubectl(&[
+        "get",
+        "service",
+        "dual",
+        "-o",
+        "jsonpath={.spec.clusterIPs[*]}",
+    ]);
+    let (vip4, vip6) = ips.trim().split_once(' ').unwrap_or_default();
+    assert!(
+        vip4.starts_with("10.") && vip6.starts_with("fd00:96::"),
+        "{ips}"
+    );
+    let frontends = [
+        (format!("{vip4}:80/TCP"), format!("1 => {b4}:80 (active)")),
+        (
+            format!("[{vip6}]:80/TCP"),
+            format!("1 => [{b6}]:80 (active)"),
+        ),
+    ];
+    for node in ["node1", "node2"] {
+        eventually(&format!("both ClusterIPs on {node}"), 30, || {
+            let list = lab.ok(&["exec", node, "--", "cilium", "service", "list"]);
+            let shown = |(frontend, backend): &(String, String)| {
+                list.lines().any(|l| {
+                    l.split_whitespace().nth(1) == Some(frontend.as_str())
+                        && l.contains("ClusterIP")
+                        && l.contains(backend.as_str())
+                })
+            };
+            if frontends.iter().all(shown) {
+                Ok(())
+            } else {
+                Err(list)
+            }
+        });
+    }
+    let answer = eventually("pod-a to pod-b through the IPv4 ClusterIP", 30, || {
+        curl(&lab, "pod-a", vip4)
+    });
+    assert_eq!(answer, "pod-b");
+
     // Cilium 1.16's own cilium-dbg reads the IPv6 entries of our maps
     // (the conntrack entry of pod-a's connection, pod-b in the ipcache)
     // and leaves every pin as it was
@@ -176,7 +235,8 @@ fn a_dual_stack_lab_gives_pods_both_families_across_nodes() {
             .any(|l| l.starts_with(&format!("{b6}/128 "))),
         "{ipcache}"
     );
-    lab.ok(&["exec", "node1", "--", &dbg, "bpf", "lb", "list"]);
+    let lb = lab.ok(&["exec", "node1", "--", &dbg, "bpf", "lb", "list"]);
+    assert!(lb.contains(&format!("[{vip6}]:80")), "{lb}");
     assert_eq!(
         common::pins(&lab, "node1"),
         before,

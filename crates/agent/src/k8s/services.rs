@@ -1,5 +1,6 @@
-//! Services from Kubernetes: each Service's ClusterIP and port, with the
-//! addresses its EndpointSlices list as backends, realized by the service
+//! Services from Kubernetes: each Service's ClusterIPs (one of each
+//! family on a dual-stack Service) and ports, with the addresses of its
+//! EndpointSlices of the same family as backends, realized by the service
 //! subsystem. Services and slices are joined here, so a change of either
 //! re-derives the services it touches; the whole desired set is then
 //! brought about by adding, changing and removing services, after both
@@ -15,6 +16,7 @@ use k8s::kube::runtime::watcher;
 use k8s::kube::{Api, ResourceExt};
 use k8s::ResourceSource;
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::Duration;
 use watch::{Event, Source};
@@ -29,21 +31,59 @@ const SLICE_SELECTOR: &str = "endpointslice.kubernetes.io/managed-by!=endpointsl
 /// Session affinity's timeout when the Service names none (Kubernetes' default).
 const DEFAULT_AFFINITY_SECS: u32 = 10800;
 
-/// A frontend: ClusterIP (or 0.0.0.0 for a NodePort), port, protocol
+/// A frontend: ClusterIP (or 0.0.0.0 / :: for a NodePort), port, protocol
 /// number, and whether it is the internal scope's. A Service's TCP and UDP
 /// ports of one number are two frontends.
 pub(crate) type Frontend = (String, u16, u8, bool);
 
-/// What of a Service this node realizes: NodePorts only with kube-proxy
-/// replacement (`enable-node-port`), and for `externalTrafficPolicy:
-/// Local` only the backends on this node behind them.
+/// What of a Service this node realizes: the ClusterIPs of the families
+/// the agent runs (`enable-ipv4`, `enable-ipv6`; Cilium skips a family it
+/// has no datapath for), NodePorts only with kube-proxy replacement
+/// (`enable-node-port`), and for `externalTrafficPolicy: Local` only the
+/// backends on this node behind them.
 #[derive(Clone, Debug)]
 pub struct Scope {
     pub node_name: String,
     pub node_port: bool,
+    pub ipv4: bool,
+    pub ipv6: bool,
 }
 
-/// The backends of one Service port, from its slices: ready endpoints are
+impl Scope {
+    fn serves(&self, ip: &IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(_) => self.ipv4,
+            IpAddr::V6(_) => self.ipv6,
+        }
+    }
+}
+
+/// The `addressType` of the slices whose endpoints back a frontend at `ip`.
+fn address_type(ip: &IpAddr) -> &'static str {
+    match ip {
+        IpAddr::V4(_) => "IPv4",
+        IpAddr::V6(_) => "IPv6",
+    }
+}
+
+/// The ClusterIPs of a Service this node serves: each of `clusterIPs`
+/// (only `clusterIP` on objects from before dual-stack), none of a headless
+/// Service (`None` is no address).
+fn cluster_ips(spec: &k8s::k8s_openapi::api::core::v1::ServiceSpec, scope: &Scope) -> Vec<IpAddr> {
+    let listed = spec.cluster_ips.as_deref().unwrap_or_default();
+    let ips: Vec<&String> = if listed.is_empty() {
+        spec.cluster_ip.iter().collect()
+    } else {
+        listed.iter().collect()
+    };
+    ips.into_iter()
+        .filter_map(|ip| ip.parse::<IpAddr>().ok())
+        .filter(|ip| scope.serves(ip))
+        .collect()
+}
+
+/// The backends of one Service port, from its slices of `address_type`
+/// (the frontend's family; FQDN slices back nothing): ready endpoints are
 /// active, serving and terminating ones keep their connections
 /// (`terminating`), the others are left out; only those on node `local`
 /// when it is given.
@@ -53,12 +93,13 @@ fn backends(
     port_name: &str,
     slices: &BTreeMap<String, EndpointSlice>,
     local: Option<&str>,
+    address_type: &str,
 ) -> Vec<BackendAddress> {
     let mut out: BTreeSet<(String, u16, &'static str)> = BTreeSet::new();
     for slice in slices.values() {
         if slice.namespace().as_deref() != Some(svc_ns)
             || slice.labels().get(SERVICE_NAME).map(String::as_str) != Some(svc_name)
-            || slice.address_type != "IPv4"
+            || slice.address_type != address_type
         {
             continue;
         }
@@ -108,13 +149,22 @@ fn desired(
     let mut out = BTreeMap::new();
     for svc in services.values() {
         let Some(spec) = &svc.spec else { continue };
-        let Some(ip) = spec
-            .cluster_ip
-            .as_deref()
-            .filter(|ip| !ip.is_empty() && *ip != "None" && !ip.contains(':'))
-        else {
+        let ips = cluster_ips(spec, scope);
+        if ips.is_empty() {
             continue;
-        };
+        }
+        // A NodePort has one wildcard frontend per family the Service has
+        // a ClusterIP of (Cilium's surrogate frontends); `ipFamilies[i]`
+        // is `clusterIPs[i]`'s family, so the addresses say it.
+        let mut wildcards: Vec<IpAddr> = ips
+            .iter()
+            .map(|ip| match ip {
+                IpAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
+                IpAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
+            })
+            .collect();
+        wildcards.sort();
+        wildcards.dedup();
         let affinity = match spec.session_affinity.as_deref() {
             Some("ClientIP") => spec
                 .session_affinity_config
@@ -142,7 +192,10 @@ fn desired(
             // a ClusterIP kept local is internalTrafficPolicy's doing: its
             // backends say it all, the datapath needs no flag for it; a
             // NodePort kept local is externalTrafficPolicy's
-            let spec_of = |(ip, port, _, internal): &Frontend, kind: &str, local: Option<&str>| {
+            let spec_of = |(ip, port, _, internal): &Frontend,
+                           family: &str,
+                           kind: &str,
+                           local: Option<&str>| {
                 let ext = if local.is_some() && kind != "ClusterIP" {
                     "Local"
                 } else {
@@ -156,7 +209,7 @@ fn desired(
                         protocol,
                         scope: if *internal { "internal" } else { "" }.into(),
                     },
-                    backend_addresses: backends(&ns, &name, &port_name, slices, local),
+                    backend_addresses: backends(&ns, &name, &port_name, slices, local, family),
                     flags: Some(ServiceSpecFlags {
                         kind: kind.into(),
                         name: name.clone(),
@@ -168,21 +221,31 @@ fn desired(
                     session_affinity_timeout: affinity,
                 }
             };
-            let frontend = (ip.to_owned(), port.port as u16, proto, false);
-            out.insert(
-                frontend.clone(),
-                spec_of(&frontend, "ClusterIP", internal_local),
-            );
-            // A NodePort is one wildcard frontend; the datapath matches it
-            // on every node address. With externalTrafficPolicy Local, the
-            // cluster's own clients get every backend from its internal
-            // scope, as Cilium gives them.
-            if let Some(node_port) = port.node_port.filter(|_| node_ports) {
-                let external = ("0.0.0.0".to_owned(), node_port as u16, proto, false);
-                out.insert(external.clone(), spec_of(&external, "NodePort", local));
+            for ip in &ips {
+                let frontend = (ip.to_string(), port.port as u16, proto, false);
+                let spec = spec_of(&frontend, address_type(ip), "ClusterIP", internal_local);
+                out.insert(frontend, spec);
+            }
+            // A NodePort is one wildcard frontend per family; the datapath
+            // matches it on every node address. With externalTrafficPolicy
+            // Local, the cluster's own clients get every backend from its
+            // internal scope, as Cilium gives them.
+            let Some(node_port) = port.node_port.filter(|_| node_ports) else {
+                continue;
+            };
+            for ip in &wildcards {
+                let family = address_type(ip);
+                let external = (ip.to_string(), node_port as u16, proto, false);
+                out.insert(
+                    external.clone(),
+                    spec_of(&external, family, "NodePort", local),
+                );
                 if local.is_some() {
                     let internal = (external.0, external.1, proto, true);
-                    out.insert(internal.clone(), spec_of(&internal, "NodePort", None));
+                    out.insert(
+                        internal.clone(),
+                        spec_of(&internal, family, "NodePort", None),
+                    );
                 }
             }
         }
@@ -197,11 +260,16 @@ struct Join {
     listed: [bool; 2],
 }
 
-/// A frontend as the logs name it: `IP:port/PROTO`, `/i` for the internal
-/// scope (`lb::Frontend`'s form).
+/// A frontend as the logs name it: `IP:port/PROTO` (`[IP]:port/PROTO` for
+/// IPv6), `/i` for the internal scope (`lb::Frontend`'s form).
 pub(crate) fn frontend_name((ip, port, proto, internal): &Frontend) -> String {
     let scope = if *internal { "/i" } else { "" };
-    format!("{ip}:{port}/{}{scope}", lb::proto_name(*proto))
+    let proto = lb::proto_name(*proto);
+    if ip.contains(':') {
+        format!("[{ip}]:{port}/{proto}{scope}")
+    } else {
+        format!("{ip}:{port}/{proto}{scope}")
+    }
 }
 
 pub(crate) fn frontend_of(spec: &ServiceSpec) -> Frontend {
@@ -378,6 +446,8 @@ mod tests {
         let scope = Scope {
             node_name: "node1".into(),
             node_port: true,
+            ipv4: true,
+            ipv6: false,
         };
         let want = desired(&services, &slices, &scope);
         assert_eq!(want.len(), 2, "the headless Service has no frontend");
@@ -434,6 +504,8 @@ mod tests {
         let mut scope = Scope {
             node_name: "node1".into(),
             node_port: true,
+            ipv4: true,
+            ipv6: false,
         };
         let want = desired(&services, &slices, &scope);
         let ips = |f: (&str, u16, u8, bool)| -> Vec<String> {
@@ -487,5 +559,125 @@ mod tests {
             .map(|b| b.ip.as_str())
             .collect();
         assert_eq!(ips, ["10.1.0.5"]);
+    }
+
+    #[test]
+    fn a_dual_stack_service_has_a_frontend_per_family_backed_by_that_familys_slices() {
+        let svc = service(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"type": "NodePort", "clusterIP": "10.96.0.30",
+                     "clusterIPs": ["10.96.0.30", "fd00:96::30"],
+                     "ipFamilies": ["IPv4", "IPv6"], "ipFamilyPolicy": "RequireDualStack",
+                     "ports": [{"name": "http", "port": 80, "nodePort": 30080}]},
+        }));
+        // an IPv4-only Service beside it: no IPv6 NodePort of its own
+        let v4_only = service(serde_json::json!({
+            "metadata": {"name": "old", "namespace": "default"},
+            "spec": {"type": "NodePort", "clusterIP": "10.96.0.31", "ipFamilies": ["IPv4"],
+                     "ports": [{"name": "http", "port": 80, "nodePort": 30081}]},
+        }));
+        let slice_of = |name: &str, family: &str, address: &str| {
+            slice(serde_json::json!({
+                "metadata": {"name": name, "namespace": "default",
+                             "labels": {"kubernetes.io/service-name": "web"}},
+                "addressType": family,
+                "ports": [{"name": "http", "port": 8080}],
+                "endpoints": [{"addresses": [address], "conditions": {"ready": true}}],
+            }))
+        };
+        let services =
+            BTreeMap::from([("default/web".into(), svc), ("default/old".into(), v4_only)]);
+        let slices = BTreeMap::from([
+            (
+                "default/web-v4".to_string(),
+                slice_of("web-v4", "IPv4", "10.1.0.5"),
+            ),
+            (
+                "default/web-v6".to_string(),
+                slice_of("web-v6", "IPv6", "fd00::105"),
+            ),
+            (
+                "default/web-fqdn".to_string(),
+                slice_of("web-fqdn", "FQDN", "web.example"),
+            ),
+        ]);
+        let mut scope = Scope {
+            node_name: "node1".into(),
+            node_port: true,
+            ipv4: true,
+            ipv6: true,
+        };
+        let want = desired(&services, &slices, &scope);
+        let backends = |want: &BTreeMap<Frontend, ServiceSpec>, ip: &str, port: u16| {
+            want[&(ip.to_string(), port, 6, false)]
+                .backend_addresses
+                .iter()
+                .map(|b| format!("{}:{}", b.ip, b.port))
+                .collect::<Vec<_>>()
+        };
+        let names: Vec<String> = want.keys().map(frontend_name).collect();
+        assert_eq!(
+            names,
+            [
+                "0.0.0.0:30080/TCP",
+                "0.0.0.0:30081/TCP",
+                "10.96.0.30:80/TCP",
+                "10.96.0.31:80/TCP",
+                "[::]:30080/TCP",
+                "[fd00:96::30]:80/TCP",
+            ]
+        );
+        assert_eq!(backends(&want, "10.96.0.30", 80), ["10.1.0.5:8080"]);
+        assert_eq!(backends(&want, "fd00:96::30", 80), ["fd00::105:8080"]);
+        assert_eq!(backends(&want, "0.0.0.0", 30080), ["10.1.0.5:8080"]);
+        assert_eq!(backends(&want, "::", 30080), ["fd00::105:8080"]);
+        let kind = |want: &BTreeMap<Frontend, ServiceSpec>, ip: &str, port: u16| {
+            want[&(ip.to_string(), port, 6, false)]
+                .flags
+                .as_ref()
+                .map(|f| f.kind.clone())
+        };
+        assert_eq!(kind(&want, "::", 30080).as_deref(), Some("NodePort"));
+        assert_eq!(kind(&want, "fd00:96::30", 80).as_deref(), Some("ClusterIP"));
+
+        // an agent without IPv6 serves only the IPv4 side
+        scope.ipv6 = false;
+        let want = desired(&services, &slices, &scope);
+        let names: Vec<String> = want.keys().map(frontend_name).collect();
+        assert_eq!(
+            names,
+            [
+                "0.0.0.0:30080/TCP",
+                "0.0.0.0:30081/TCP",
+                "10.96.0.30:80/TCP",
+                "10.96.0.31:80/TCP",
+            ]
+        );
+        assert_eq!(backends(&want, "10.96.0.30", 80), ["10.1.0.5:8080"]);
+    }
+
+    #[test]
+    fn an_ipv6_only_service_needs_ipv6_and_clusterip_alone_still_counts() {
+        // an object from before dual-stack: clusterIP only, no clusterIPs
+        let svc = service(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"clusterIP": "fd00:96::40", "ports": [{"name": "http", "port": 80}]},
+        }));
+        let services = BTreeMap::from([("default/web".into(), svc)]);
+        let mut scope = Scope {
+            node_name: "node1".into(),
+            node_port: true,
+            ipv4: true,
+            ipv6: false,
+        };
+        assert!(desired(&services, &BTreeMap::new(), &scope).is_empty());
+        scope.ipv6 = true;
+        let want = desired(&services, &BTreeMap::new(), &scope);
+        let names: Vec<String> = want.keys().map(frontend_name).collect();
+        assert_eq!(names, ["[fd00:96::40]:80/TCP"]);
+        assert_eq!(
+            frontend_name(&("fd00:96::40".into(), 80, 17, true)),
+            "[fd00:96::40]:80/UDP/i"
+        );
     }
 }
