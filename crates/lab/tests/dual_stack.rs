@@ -7,7 +7,8 @@
 //! policy, which allows TCP 80 from app=demo pods and so drops ICMPv6 and
 //! the outsider. A RequireDualStack Service gets a ClusterIP of each
 //! family from the API server's dual-stack service range, and the agents
-//! make each a frontend with the pod's address of that family behind it.
+//! make each a frontend with the pod's address of that family behind it;
+//! a pod on the other node reaches it through both.
 //! Cilium 1.16's cilium-dbg reads the IPv6 entries of our maps without
 //! changing them. No drop of the overlay's own IPv6 chatter remains.
 
@@ -164,7 +165,7 @@ fn a_dual_stack_lab_gives_pods_both_families_across_nodes() {
 
     // a dual-stack Service selecting pod-b: a ClusterIP of each family,
     // each a frontend on the nodes with pod-b's address of its family as
-    // backend (IPv6 balancing itself is the datapath's, not checked here)
+    // backend, and pod-a on the other node reaches pod-b through either
     let svc = lab.dir.path().join("dual-service.json");
     std::fs::write(
         &svc,
@@ -210,10 +211,12 @@ fn a_dual_stack_lab_gives_pods_both_families_across_nodes() {
             }
         });
     }
-    let answer = eventually("pod-a to pod-b through the IPv4 ClusterIP", 30, || {
-        curl(&lab, "pod-a", vip4)
-    });
-    assert_eq!(answer, "pod-b");
+    for vip in [vip4, vip6] {
+        let answer = eventually(&format!("pod-a to pod-b through {vip}"), 30, || {
+            curl(&lab, "pod-a", vip)
+        });
+        assert_eq!(answer, "pod-b");
+    }
 
     // Cilium 1.16's own cilium-dbg reads the IPv6 entries of our maps
     // (the conntrack entry of pod-a's connection, pod-b in the ipcache)
