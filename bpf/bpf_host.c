@@ -16,6 +16,7 @@
 #include "lib/encap.h"
 #include "lib/nat.h"
 #include "lib/nat6.h"
+#include "lib/nodeport6.h"
 #include "lib/nodeport.h"
 #include "lib/reject.h"
 #include "lib/policy.h"
@@ -131,6 +132,20 @@ static __always_inline int netdev_to_local_pod(struct __sk_buff *ctx)
 	return ipcache_sender_to_pod(ctx, ip4, ep, POLICY_F_PEER);
 }
 
+/* The translations of a packet arriving on the native device: NodePort's
+ * and, for IPv6, masquerading's replies (IPv4's are NodePort's business). */
+static __always_inline int from_netdev_translate(struct __sk_buff *ctx, __u16 proto)
+{
+#ifdef ENABLE_IPV6
+	if (proto == ETH_P_IPV6) {
+		int ret = nodeport_lb6(ctx);
+
+		return ret == CTX_ACT_OK ? snat_v6_rev(ctx) : ret;
+	}
+#endif
+	return proto == ETH_P_IP ? nodeport_lb4(ctx) : CTX_ACT_OK;
+}
+
 /* Packets arriving on the node's native device (tc ingress): NodePort
  * connections and their backends' replies, replies of masqueraded flows
  * of either family, and with BPF host routing packets for local pods; the
@@ -142,20 +157,9 @@ int cil_from_netdev(struct __sk_buff *ctx)
 	int ret, verdict;
 
 	ret = validate_ethertype(ctx, &proto);
-#ifdef ENABLE_IPV6
-	if (!IS_ERR(ret) && proto == ETH_P_IPV6) {
-		ret = snat_v6_rev(ctx);
-		if (IS_ERR(ret))
-			return send_drop_notify(ctx, IDENTITY_WORLD, IDENTITY_UNKNOWN, 0,
-						ret, METRIC_INGRESS, 0);
-		if (ret != CTX_ACT_OK)
-			update_metrics(ctx->len, METRIC_INGRESS, REASON_FORWARDED, 0, 0);
-		return ret;
-	}
-#endif
-	if (IS_ERR(ret) || proto != ETH_P_IP)
+	if (IS_ERR(ret))
 		return CTX_ACT_OK;
-	ret = nodeport_lb4(ctx);
+	ret = from_netdev_translate(ctx, proto);
 	if (IS_ERR(ret)) {
 		verdict = send_drop_notify(ctx, IDENTITY_WORLD, IDENTITY_UNKNOWN, 0,
 					   ret, METRIC_INGRESS, 0);

@@ -23,6 +23,7 @@
 #include "lib/lb6.h"
 #include "lib/reject.h"
 #include "lib/nodeport.h"
+#include "lib/nodeport6.h"
 #include "lib/policy.h"
 #include "lib/trace.h"
 #include "lib/dbg.h"
@@ -204,6 +205,16 @@ static __always_inline int ipv6_from_lxc(struct __sk_buff *ctx)
 	ret = ct_track6_policy(ctx, &pkt, CT_EGRESS, sec_id, 0, &ct, src_lxc, dst_id);
 	if (ret < 0)
 		goto drop;
+	/* a reply to a NodePort client that kept its address */
+	if (ct.node_port && ct.status == CT_REPLY) {
+		ret = nodeport_local_reply6(ctx, &pkt);
+		if (ret < 0)
+			goto drop;
+		if (ret) {
+			update_metrics(ctx->len, METRIC_EGRESS, REASON_FORWARDED, 0, 0);
+			return ret;
+		}
+	}
 
 	dst_ep = lookup_ip6_endpoint(&pkt.tuple.daddr);
 	if (is_local_pod(dst_ep)) {

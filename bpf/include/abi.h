@@ -444,12 +444,21 @@ struct ipv6_nat_entry {
 	__u64 created;
 	__u64 needs_ct;
 	__u64 last_used;	/* as ipv4_nat_entry (Cilium: pad) */
-	__u64 pad2;
+	__u64 flags;		/* NAT6_F_* (Cilium: pad) */
 	union v6addr to_addr;	/* egress: new source; ingress: new destination */
 	__u16 to_port;
 	__u16 rev_port;		/* as ipv4_nat_entry (Cilium: pad) */
 	__u32 pad3;
 };
+
+/* A NodePort's translation, not masquerading's: the egress entry of a
+ * client's flow DNATs to to_addr:to_port from the node's port rev_port,
+ * the ingress entry of its replies sends them to the client from the
+ * NodePort rev_port. With NAT6_F_LOCAL the backend is this node's and
+ * sees the client's own address (no SNAT); there is no room for a source
+ * address as ipv4_nat_entry's from_addr. */
+#define NAT6_F_NODEPORT		(1 << 0)
+#define NAT6_F_LOCAL		(1 << 1)
 
 /* ---- cilium_ipv4_frag_datagrams: ipv4_frag_id -> ipv4_frag_l4ports (LRU)
  * The ports of a fragmented datagram, learned from its first fragment, for
@@ -613,6 +622,10 @@ struct rs_ratelimit_metrics_value {
 #define RUNTIME_CONFIG_SNAT_EXCLUSION_IPV6_HI	22
 #define RUNTIME_CONFIG_SNAT_EXCLUSION_IPV6_LO	23
 #define RUNTIME_CONFIG_SNAT_EXCLUSION_IPV6_LEN	24
+/* the node's IPv6 address on the native device, halves as the router's:
+ * NodePort replies of this node's backends leave from it */
+#define RUNTIME_CONFIG_NODE_IPV6_HI		25
+#define RUNTIME_CONFIG_NODE_IPV6_LO		26
 #define NODEPORT_PORT_MIN_DEFAULT	30000
 #define NODEPORT_PORT_MAX_DEFAULT	32767
 #define LB_ALGORITHM_RANDOM		0

@@ -209,7 +209,7 @@ static __always_inline int snat_v6_rev_icmp_error(struct __sk_buff *ctx, int l4_
 	/* the replies' entry: from the quoted destination to the node's port */
 	nat6_key(&key, &qdst, node, ports[1], ports[0], in.nexthdr, NAT_DIR_INGRESS);
 	nat = bpf_map_lookup_elem(&cilium_snat_v6_external, &key);
-	if (!nat)
+	if (!nat || (nat->flags & NAT6_F_NODEPORT))
 		return 0;
 	*to_pod = nat->to_addr;
 	if (lb6_csum_move(ctx, csum_off, node, to_pod, sizeof(*to_pod), BPF_F_PSEUDO_HDR) < 0 ||
@@ -266,7 +266,7 @@ static __always_inline int snat_v6_rev(struct __sk_buff *ctx)
 		nat6_key(&key, &saddr, &daddr, pkt.tuple.dport, pkt.tuple.sport,
 			 pkt.tuple.nexthdr, NAT_DIR_INGRESS);
 		nat = bpf_map_lookup_elem(&cilium_snat_v6_external, &key);
-		if (!nat)
+		if (!nat || (nat->flags & NAT6_F_NODEPORT))
 			return CTX_ACT_OK;
 		nat6_touch(nat);
 		pod = nat->to_addr;

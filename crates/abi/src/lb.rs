@@ -259,7 +259,8 @@ pub struct Ipv6NatEntry {
     pub created: u64,
     pub needs_ct: u64,
     pub last_used: u64,
-    pub pad2: u64,
+    /// `NAT6_F_*` (Cilium: padding).
+    pub flags: u64,
     pub to_addr: V6Addr,
     pub to_port: Be16,
     pub rev_port: Be16,
@@ -274,6 +275,12 @@ assert_layout!(
     rev_port = 50
 );
 unsafe impl Plain for Ipv6NatEntry {}
+
+/// [`Ipv6NatEntry::flags`]: a NodePort's translation, not masquerading's.
+pub const NAT6_F_NODEPORT: u64 = 1 << 0;
+/// With [`NAT6_F_NODEPORT`]: the backend is this node's and sees the
+/// client's own address.
+pub const NAT6_F_LOCAL: u64 = 1 << 1;
 
 /// `cilium_lb_affinity_match` key: presence means the backend still
 /// belongs to the service (value: u8, unused).

@@ -52,6 +52,10 @@ pub const MASQUERADE_IPV6_LO: u32 = 21;
 pub const SNAT_EXCLUSION_IPV6_HI: u32 = 22;
 pub const SNAT_EXCLUSION_IPV6_LO: u32 = 23;
 pub const SNAT_EXCLUSION_IPV6_LEN: u32 = 24;
+/// The node's IPv6 address on the native device, as halves: NodePort
+/// replies of this node's backends leave from it.
+pub const NODE_IPV6_HI: u32 = 25;
+pub const NODE_IPV6_LO: u32 = 26;
 pub const LB_ALGORITHM_RANDOM: u64 = 0;
 pub const LB_ALGORITHM_MAGLEV: u64 = 1;
 
@@ -83,6 +87,8 @@ pub fn index_name(index: u32) -> Option<&'static str> {
         SNAT_EXCLUSION_IPV6_HI => Some("SNATExclusionIPv6Hi"),
         SNAT_EXCLUSION_IPV6_LO => Some("SNATExclusionIPv6Lo"),
         SNAT_EXCLUSION_IPV6_LEN => Some("SNATExclusionIPv6Len"),
+        NODE_IPV6_HI => Some("NodeIPv6Hi"),
+        NODE_IPV6_LO => Some("NodeIPv6Lo"),
         _ => None,
     }
 }

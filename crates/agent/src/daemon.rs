@@ -234,6 +234,11 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             .context("detecting the node's IPv6 address")?,
         None => None,
     };
+    // NodePort replies of this node's IPv6 backends leave from it
+    RuntimeConfig::open(&config.bpf_root)?.set_node_ipv6(node_ipv6)?;
+    if node_ipv6.is_some() {
+        tracing::info!(subsys = "daemon", nodeIPv6 = %node_ipv6.map(|i| i.to_string()).unwrap_or_default(), "Node IPv6 address");
+    }
     let host_ips: Vec<std::net::IpAddr> = std::iter::once(config.router_ip)
         .chain(node_ip)
         .map(std::net::IpAddr::from)
@@ -245,7 +250,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     write_lb_config(&config)?;
     setup_socket_lb(&config, &sizes)?;
 
-    let node = local_node(&config, node_ip);
+    let node = local_node(&config, node_ip, node_ipv6);
     let kv = match &config.kvstore {
         Some(kc) => Some(connect_kvstore(kc).await?),
         None => None,
@@ -646,14 +651,20 @@ async fn setup_native_routing(nl: &netdev::Netlink, config: &DaemonConfig) -> an
 }
 
 /// This node as Cilium publishes it: underlay and router addresses, pod CIDR.
-fn local_node(config: &DaemonConfig, node_ip: Option<Ipv4Addr>) -> controlplane::nodes::Node {
+fn local_node(
+    config: &DaemonConfig,
+    node_ip: Option<Ipv4Addr>,
+    node_ipv6: Option<std::net::Ipv6Addr>,
+) -> controlplane::nodes::Node {
     use controlplane::nodes::{IpNet, Node, NodeAddress};
     let mut addresses: Vec<NodeAddress> = node_ip
+        .map(std::net::IpAddr::from)
+        .into_iter()
+        .chain(node_ipv6.map(std::net::IpAddr::from))
         .map(|ip| NodeAddress {
             kind: "InternalIP".into(),
             ip: ip.to_string(),
         })
-        .into_iter()
         .collect();
     addresses.push(NodeAddress {
         kind: "CiliumInternalIP".into(),

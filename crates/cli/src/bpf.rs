@@ -688,7 +688,10 @@ fn nat_list(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<ExitCode> {
     if Snat6External::pin_path(&ctx.bpf_root).exists() {
         for (k, v) in open::<Snat6External>(ctx)?.entries()? {
             let to = host_port(v.to_addr.ip().into(), v.to_port.get());
-            let xlate = if k.flags == NAT_DIR_EGRESS {
+            let xlate = if v.flags & abi::lb::NAT6_F_NODEPORT != 0 {
+                let from = host_port(k.daddr.ip().into(), v.rev_port.get());
+                format!("XLATE_DST {to} XLATE_SRC {from}")
+            } else if k.flags == NAT_DIR_EGRESS {
                 format!("XLATE_SRC {to}")
             } else {
                 format!("XLATE_DST {to}")

@@ -352,7 +352,10 @@ fn ipv6_leaving_the_cluster_is_masqueraded_with_ip6tables() {
 #[test]
 fn ipv6_leaving_the_cluster_is_masqueraded_in_bpf() {
     let cluster = masquerades_ipv6(
-        &["--enable-bpf-masquerade=true", "--kube-proxy-replacement=true"],
+        &[
+            "--enable-bpf-masquerade=true",
+            "--kube-proxy-replacement=true",
+        ],
         "BPF",
     );
     let nat = cluster.nodes[0].cilium_ok(&["bpf", "nat", "list"]);
@@ -364,6 +367,80 @@ fn ipv6_leaving_the_cluster_is_masqueraded_in_bpf() {
     assert!(
         nat.contains("ICMPv6 OUT [fd00:10:0:1::"),
         "the ping's:\n{nat}"
+    );
+}
+
+#[test]
+fn an_ipv6_nodeport_reaches_backends_from_the_underlay() {
+    let mut cluster = Cluster::new(2, &["--enable-ipv6=true", "--kube-proxy-replacement=true"]);
+    let outside_v6: Ipv6Addr = "fd00:198:18::50".parse().unwrap();
+    let outside = cluster.machine("outside", std::net::Ipv4Addr::new(198, 18, 0, 50));
+    add_underlay_v6(&outside, outside_v6);
+    let node_v6 = |i: usize| -> Ipv6Addr { format!("fd00:198:18::1{i}").parse().unwrap() };
+    for (i, node) in cluster.nodes.iter_mut().enumerate() {
+        node.agent_args
+            .push(format!("--ipv6-range=fd00:10:0:{}::/112", i + 1));
+        add_underlay_v6(node.netns.as_ref().expect("node netns"), node_v6(i + 1));
+        node.start_agent();
+    }
+    let web2 = add_dual_stack_pod(&cluster.nodes[1], "web-2", "app=web");
+    let _server = testsupport::node::LineServer::start_on(
+        &cluster.nodes[1].netns("web-2"),
+        Ipv6Addr::UNSPECIFIED.into(),
+        8080,
+        "web-2",
+    )
+    .unwrap();
+    wait_for("node1 to learn web-2", 30, || {
+        cluster.nodes[0]
+            .cilium_ok(&["bpf", "ipcache", "list"])
+            .contains(&format!("{web2}/128"))
+    });
+    cluster.nodes[0].cilium_ok(&[
+        "service",
+        "update",
+        "--id",
+        "9",
+        "--frontend",
+        "[::]:30080",
+        "--backends",
+        &format!("[{web2}]:8080"),
+        "--k8s-node-port",
+    ]);
+    for node in &cluster.nodes {
+        wait_for("the IPv6 NodePort on every node", 30, || {
+            node.cilium_ok(&["bpf", "lb", "list"])
+                .contains("[::]:30080")
+        });
+    }
+    // through node1 (the backend elsewhere) and node2 (the backend its
+    // own): replies come from the address the client connected to
+    for i in [1, 2] {
+        for round in 0..3 {
+            let mut conn = testsupport::node::connect_in(&outside, node_v6(i), 30080)
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "connect to [{}]:30080: {e}\n{}",
+                        node_v6(i),
+                        cluster.nodes[i - 1].cilium_ok(&["bpf", "metrics", "list"])
+                    )
+                });
+            assert_eq!(
+                conn.peer_addr().unwrap(),
+                std::net::SocketAddr::from((node_v6(i), 30080))
+            );
+            assert_eq!(
+                testsupport::node::exchange(&mut conn, &format!("hi {round}")).unwrap(),
+                format!("web-2: hi {round}")
+            );
+        }
+    }
+    let nat = cluster.nodes[0].cilium_ok(&["bpf", "nat", "list"]);
+    assert!(
+        nat.lines()
+            .any(|l| l.starts_with("TCP OUT [fd00:198:18::50]:")
+                && l.contains(&format!("XLATE_DST [{web2}]:8080"))),
+        "node1's NodePort entries:\n{nat}"
     );
 }
 

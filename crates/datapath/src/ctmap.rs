@@ -1,15 +1,16 @@
 //! Conntrack and NAT garbage collection: entries whose lifetime has passed
 //! leave `cilium_ct4_global` and `cilium_ct_any4_global` (and their IPv6
 //! twins); NAT pairs (NodePort and masquerading) in
-//! `cilium_snat_v4_external`, and masquerading's in
-//! `cilium_snat_v6_external`, go once neither direction has seen a packet
-//! for a connection's lifetime. An entry is re-read just before it is
-//! deleted, so a flow whose packet refreshed it meanwhile stays; a live
-//! flow's entry is never removed.
+//! `cilium_snat_v4_external` and `cilium_snat_v6_external` go once neither
+//! direction has seen a packet for a connection's lifetime. An entry is
+//! re-read just before it is deleted, so a flow whose packet refreshed it
+//! meanwhile stays; a live flow's entry is never removed.
 
 use crate::{Error, Map};
 use abi::ct::{CtEntry, Ipv4CtTuple, Ipv6CtTuple};
-use abi::lb::{Ipv4NatEntry, Ipv6NatEntry, NAT_DIR_EGRESS, NAT_DIR_INGRESS};
+use abi::lb::{
+    Ipv4NatEntry, Ipv6NatEntry, NAT6_F_LOCAL, NAT6_F_NODEPORT, NAT_DIR_EGRESS, NAT_DIR_INGRESS,
+};
 use abi::Plain;
 
 /// One pass over one map.
@@ -85,7 +86,8 @@ impl NatPair for Ipv4CtTuple {
     }
 }
 
-/// IPv6 NAT pairs are masquerading's only.
+/// Without a source address in the entry, a NodePort pair says by its
+/// flags whether its backend saw the client (`NAT6_F_LOCAL`) or the node.
 impl NatPair for Ipv6CtTuple {
     type Entry = Ipv6NatEntry;
     fn protocol(&self) -> u8 {
@@ -95,11 +97,18 @@ impl NatPair for Ipv6CtTuple {
         self.flags
     }
     fn reply_key(&self, fwd: &Ipv6NatEntry) -> Self {
+        let (saddr, daddr, sport, dport) = if fwd.flags & NAT6_F_NODEPORT == 0 {
+            (self.daddr, fwd.to_addr, self.dport, fwd.to_port)
+        } else if fwd.flags & NAT6_F_LOCAL != 0 {
+            (fwd.to_addr, self.saddr, fwd.to_port, fwd.rev_port)
+        } else {
+            (fwd.to_addr, self.daddr, fwd.to_port, fwd.rev_port)
+        };
         Ipv6CtTuple {
-            saddr: self.daddr,
-            daddr: fwd.to_addr,
-            sport: self.dport,
-            dport: fwd.to_port,
+            saddr,
+            daddr,
+            sport,
+            dport,
             nexthdr: self.nexthdr,
             flags: NAT_DIR_INGRESS,
         }

@@ -428,6 +428,14 @@ impl RuntimeConfig {
         self.set(rc::MASQUERADE_IPV4, u64::from(u32::from(addr).to_be()))
     }
 
+    /// The node's IPv6 address on the native device (NodePort replies of
+    /// its own backends leave from it); None while it has none.
+    pub fn set_node_ipv6(&self, ip: Option<std::net::Ipv6Addr>) -> Result<(), Error> {
+        let halves = ip.map_or([0, 0], rc::ipv6_halves);
+        self.set(rc::NODE_IPV6_HI, halves[0])?;
+        self.set(rc::NODE_IPV6_LO, halves[1])
+    }
+
     /// BPF masquerading of IPv6: pods' IPv6 leaving through the native
     /// device gets `addr` as its source, except towards `exclude`; None
     /// turns it off.

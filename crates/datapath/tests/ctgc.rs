@@ -218,3 +218,77 @@ fn the_ipv6_tables_are_collected_too() {
     assert_eq!((stats.deleted, stats.alive), (1, 1));
     assert!(ct.get(&key(2000)).unwrap().is_some());
 }
+
+#[test]
+fn ipv6_nat_pairs_of_masquerading_and_nodeport_go_together_when_idle() {
+    use abi::lb::{Ipv6NatEntry, NAT6_F_LOCAL, NAT6_F_NODEPORT};
+    use datapath::maps::Snat6External;
+    use std::net::Ipv6Addr;
+    let sb = Sandbox::enter();
+    let _obj = load(&sb, datapath::objects::BPF_HOST_V6);
+    let globals = sb.bpffs().join(abi::maps::GLOBALS_DIR);
+    let nat = Snat6External::open_in(&globals).unwrap();
+    let (pod, node, peer) = (
+        Ipv6Addr::new(0xfd00, 0x10, 0, 1, 0, 0, 0, 5),
+        Ipv6Addr::new(0xfd00, 0x198, 0x18, 0, 0, 0, 0, 0x11),
+        Ipv6Addr::new(0xfd00, 0x198, 0x18, 0, 0, 0, 0, 0x50),
+    );
+    let key = |s: Ipv6Addr, d: Ipv6Addr, sp: u16, dp: u16, dir: u8| abi::ct::Ipv6CtTuple {
+        saddr: s.into(),
+        daddr: d.into(),
+        sport: abi::Be16::new(sp),
+        dport: abi::Be16::new(dp),
+        nexthdr: 6,
+        flags: dir,
+    };
+    let entry = |to: Ipv6Addr, port: u16, rev: u16, flags: u64, used: u64| Ipv6NatEntry {
+        last_used: used,
+        flags,
+        to_addr: to.into(),
+        to_port: abi::Be16::new(port),
+        rev_port: abi::Be16::new(rev),
+        ..Default::default()
+    };
+    let now: u64 = 1_000_000;
+    let old = now - 30_000;
+    let pairs = [
+        // masquerading: pod:40000 leaves as node:40000
+        (
+            key(pod, peer, 40000, 80, NAT_DIR_EGRESS),
+            entry(node, 40000, 0, 0, old),
+        ),
+        (
+            key(peer, node, 80, 40000, NAT_DIR_INGRESS),
+            entry(pod, 40000, 0, 0, old),
+        ),
+        // a NodePort flow to a local backend, which sees the client
+        (
+            key(peer, node, 45000, 30080, NAT_DIR_EGRESS),
+            entry(pod, 8080, 45000, NAT6_F_NODEPORT | NAT6_F_LOCAL, old),
+        ),
+        (
+            key(pod, peer, 8080, 45000, NAT_DIR_INGRESS),
+            entry(peer, 45000, 30080, NAT6_F_NODEPORT | NAT6_F_LOCAL, old),
+        ),
+        // a NodePort flow to a backend elsewhere, which sees the node
+        (
+            key(peer, node, 45001, 30080, NAT_DIR_EGRESS),
+            entry(pod, 8080, 45001, NAT6_F_NODEPORT, now),
+        ),
+        (
+            key(pod, node, 8080, 45001, NAT_DIR_INGRESS),
+            entry(peer, 45001, 30080, NAT6_F_NODEPORT, old),
+        ),
+    ];
+    for (k, v) in &pairs {
+        nat.put(k, v).unwrap();
+    }
+    let stats = gc_nat(&nat, now as u32).unwrap();
+    assert_eq!(
+        (stats.deleted, stats.alive),
+        (4, 2),
+        "the busy pair stays whole"
+    );
+    let left = nat.keys().unwrap();
+    assert!(pairs[4..].iter().all(|(k, _)| left.contains(k)), "{left:?}");
+}

@@ -525,7 +525,12 @@ fn on_thread_in<T: Send + 'static>(
 }
 
 /// Opens a TCP connection from inside the netns at `netns`.
-pub fn connect_in(netns: &Path, ip: Ipv4Addr, port: u16) -> std::io::Result<std::net::TcpStream> {
+pub fn connect_in(
+    netns: &Path,
+    ip: impl Into<std::net::IpAddr>,
+    port: u16,
+) -> std::io::Result<std::net::TcpStream> {
+    let ip = ip.into();
     on_thread_in(netns, move || {
         let s = std::net::TcpStream::connect_timeout(&(ip, port).into(), Duration::from_secs(5))?;
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
