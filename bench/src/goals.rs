@@ -14,6 +14,9 @@ pub(crate) const MASQ_THROUGHPUT: f64 = 1.1;
 /// Pod-to-pod throughput over IPv6 against IPv4 on the same dual-stack
 /// cluster (issue 35).
 pub(crate) const IPV6_THROUGHPUT: f64 = 0.95;
+/// A pod's connection rate to a ClusterIP over IPv6 against IPv4, the
+/// same Service's two frontends (issue 35).
+pub(crate) const IPV6_CONN_RATE: f64 = 0.95;
 /// Connection rate against iptables DNAT at `SERVICES_AT_SCALE` services.
 pub(crate) const SERVICES_SCALE_CONN_RATE: f64 = 3.0;
 pub(crate) const SERVICES_AT_SCALE: usize = 20_000;

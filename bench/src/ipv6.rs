@@ -2,9 +2,12 @@
 //! nodes with `enable-ipv6` (real etcd, real agents), TCP throughput from
 //! a pod of node1 to another pod of node1, and to a pod of node2 across
 //! the overlay, each over IPv6 against the same two pods over IPv4,
-//! interleaved. A Service's connection rate joins once IPv6 Services do.
+//! interleaved; and a pod's connection rate to a Service through its IPv6
+//! ClusterIP against its IPv4 one, both balanced per packet by bpf_lxc to
+//! the same backend pod.
 
 use crate::overlay::until_in_ipcache;
+use crate::services::conn_rate;
 use crate::{goals, interleaved, iperf};
 use anyhow::Context;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -67,5 +70,63 @@ pub fn run_bench(secs: u32) -> anyhow::Result<()> {
             )
         );
     }
+    clusterip_conn_rate(node1, &client, same, secs)
+}
+
+/// The connection rate from `client` through a ClusterIP of each family to
+/// the pod `backend` (its two addresses) on node1.
+fn clusterip_conn_rate(
+    node1: &Node,
+    client: &std::path::Path,
+    (b4, b6): (Ipv4Addr, Ipv6Addr),
+    secs: u32,
+) -> anyhow::Result<()> {
+    const PORT: u16 = 8080;
+    let vip4 = Ipv4Addr::new(10, 96, 0, 40);
+    let vip6: Ipv6Addr = "fd00:96::40".parse().expect("an IPv6 address");
+    let _server = testsupport::node::LineServer::start_on(
+        &node1.netns("same"),
+        Ipv6Addr::UNSPECIFIED.into(),
+        PORT,
+        "same",
+    )?;
+    for (id, frontend, backend) in [
+        ("40", format!("{vip4}:80"), format!("{b4}:{PORT}")),
+        ("41", format!("[{vip6}]:80"), format!("[{b6}]:{PORT}")),
+    ] {
+        node1.cilium_ok(&[
+            "service",
+            "update",
+            "--id",
+            id,
+            "--frontend",
+            &frontend,
+            "--backends",
+            &backend,
+            "--k8s-cluster-ip",
+        ]);
+    }
+    let secs = f64::from(secs);
+    println!("pod to ClusterIP connection rate, IPv6 against IPv4 ({secs} s, median of 3):");
+    let [six, four] = interleaved(
+        3,
+        [&mut || conn_rate(client, None, vip6, 80, secs), &mut || {
+            conn_rate(client, None, vip4, 80, secs)
+        }],
+    )?;
+    let ratio = six / four;
+    println!("  {:<32} {six:9.0} conn/s", "ClusterIP over IPv6");
+    println!(
+        "  {:<32} {four:9.0} conn/s",
+        "baseline: ClusterIP over IPv4"
+    );
+    println!(
+        "  ratio {ratio:.2}x   {}",
+        goals::at_least(
+            "ClusterIP connection rate, IPv6 vs IPv4",
+            ratio,
+            goals::IPV6_CONN_RATE
+        )
+    );
     Ok(())
 }

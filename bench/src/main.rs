@@ -384,7 +384,12 @@ fn main() -> anyhow::Result<()> {
         Some("conn-rate") => {
             let usage = "conn-rate <ip> <port> <secs>";
             anyhow::ensure!(args.len() == 5, "usage: cilium-bench {usage}");
-            let ip = arg(&args, 2, Ipv4Addr::UNSPECIFIED, usage)?;
+            let ip = arg(
+                &args,
+                2,
+                std::net::IpAddr::from(Ipv4Addr::UNSPECIFIED),
+                usage,
+            )?;
             let port = arg(&args, 3, 0u16, usage)?;
             let secs = arg(&args, 4, 1.0f64, usage)?;
             println!("{}", services::conn_rate_here(ip, port, secs)?);

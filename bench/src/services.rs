@@ -11,7 +11,7 @@
 use crate::{goals, in_ns, interleaved, iperf, latency_line, plain_veth, scaled};
 use anyhow::Context;
 use std::io::{BufRead, BufReader, Write};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -50,7 +50,7 @@ fn abort_on_close(s: &std::net::TcpStream) {
 /// Connections per second to ip:port for `secs`, one line each way,
 /// closed with a RST so the client's ports do not run out. Runs in the
 /// calling thread's namespaces and cgroup (the `conn-rate` subcommand).
-pub fn conn_rate_here(ip: Ipv4Addr, port: u16, secs: f64) -> anyhow::Result<f64> {
+pub fn conn_rate_here(ip: IpAddr, port: u16, secs: f64) -> anyhow::Result<f64> {
     let t = Instant::now();
     let mut n = 0u64;
     while t.elapsed().as_secs_f64() < secs {
@@ -68,13 +68,14 @@ pub fn conn_rate_here(ip: Ipv4Addr, port: u16, secs: f64) -> anyhow::Result<f64>
 
 /// `conn_rate_here` in a process of its own, in the netns at `client`
 /// and, when given, in `cgroup` (where socket LB applies).
-fn conn_rate(
+pub fn conn_rate(
     client: &Path,
     cgroup: Option<&Path>,
-    ip: Ipv4Addr,
+    ip: impl Into<IpAddr>,
     port: u16,
     secs: f64,
 ) -> anyhow::Result<f64> {
+    let ip = ip.into();
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args([
         "conn-rate",
