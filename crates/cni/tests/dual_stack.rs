@@ -276,27 +276,6 @@ fn ipv6_pods_on_two_nodes_talk_through_the_ipv4_overlay() {
     }
 }
 
-/// Adds `ip`/64 to eth0 of the netns at `netns`, without DAD.
-fn add_underlay_v6(netns: &std::path::Path, ip: Ipv6Addr) {
-    let mut ip_cmd = std::process::Command::new("ip");
-    ip_cmd.args([
-        "-6",
-        "addr",
-        "add",
-        &format!("{ip}/64"),
-        "dev",
-        "eth0",
-        "nodad",
-    ]);
-    in_netns(&mut ip_cmd, netns);
-    let out = ip_cmd.output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A dual-stack node at fd00:198:18::11 with `args`, and an outside host
 /// at fd00:198:18::50: pod-a reaches it over IPv6 by TCP and ping, seen as
 /// the node; `cilium status` names the masquerading `mode`.
@@ -306,10 +285,9 @@ fn masquerades_ipv6(args: &[&str], mode: &str) -> Cluster {
     let mut all = vec!["--enable-ipv6=true", "--ipv6-range=fd00:10:0:1::/112"];
     all.extend_from_slice(args);
     let mut cluster = Cluster::new(1, &all);
+    // the underlay gives every machine its IPv6 twin (fd00:198:18::<octet>)
     let outside = cluster.machine("outside", std::net::Ipv4Addr::new(198, 18, 0, 50));
-    add_underlay_v6(&outside, outside_v6);
     let node = &mut cluster.nodes[0];
-    add_underlay_v6(node.netns.as_ref().expect("node netns"), node_v6);
     node.start_agent();
     let status = node.cilium_ok(&["status"]);
     assert!(
@@ -375,12 +353,10 @@ fn an_ipv6_nodeport_reaches_backends_from_the_underlay() {
     let mut cluster = Cluster::new(2, &["--enable-ipv6=true", "--kube-proxy-replacement=true"]);
     let outside_v6: Ipv6Addr = "fd00:198:18::50".parse().unwrap();
     let outside = cluster.machine("outside", std::net::Ipv4Addr::new(198, 18, 0, 50));
-    add_underlay_v6(&outside, outside_v6);
-    let node_v6 = |i: usize| -> Ipv6Addr { format!("fd00:198:18::1{i}").parse().unwrap() };
+    let node_v6 = |i: usize| testsupport::topology::underlay_ipv6(node_ip(i));
     for (i, node) in cluster.nodes.iter_mut().enumerate() {
         node.agent_args
             .push(format!("--ipv6-range=fd00:10:0:{}::/112", i + 1));
-        add_underlay_v6(node.netns.as_ref().expect("node netns"), node_v6(i + 1));
         node.start_agent();
     }
     let web2 = add_dual_stack_pod(&cluster.nodes[1], "web-2", "app=web");

@@ -1,6 +1,6 @@
 //! What another node's existence means for this node's datapath (Cilium's
-//! linuxNodeHandler): a node ID for its addresses, its addresses in the
-//! ipcache as remote-node (its health endpoint's as health), and its
+//! linuxNodeHandler): a node ID for its addresses, its addresses (of
+//! either family) in the ipcache as remote-node (its health endpoint's as health), and its
 //! pod CIDR routed, either into cilium_host and the tunnel map (tunnel
 //! mode, where cil_from_host sends the node's own traffic through the
 //! overlay) or via its node address (native routing with
@@ -20,7 +20,8 @@ struct Facts {
     router_ip: Option<Ipv4Addr>,
     health_ip: Option<Ipv4Addr>,
     pod_cidr: Option<(Ipv4Addr, u8)>,
-    /// A dual-stack node's IPv6 router and pod CIDR.
+    /// A dual-stack node's IPv6 address, router and pod CIDR.
+    node_ip6: Option<Ipv6Addr>,
     router_ip6: Option<Ipv6Addr>,
     pod_cidr6: Option<(Ipv6Addr, u8)>,
 }
@@ -31,6 +32,7 @@ fn facts(node: &Node) -> Facts {
         router_ip: node.address_of("CiliumInternalIP"),
         health_ip: node.health_ipv4,
         pod_cidr: node.ipv4_alloc_cidr.as_ref().and_then(|c| c.ipv4_prefix()),
+        node_ip6: node.address_of("InternalIP"),
         router_ip6: node.address_of("CiliumInternalIP"),
         pod_cidr6: node.ipv6_alloc_cidr.as_ref().and_then(|c| c.ipv6_prefix()),
     }
@@ -115,6 +117,10 @@ impl RemoteNodes {
             let entry = Entry::new(abi::identity::REMOTE_NODE, Source::Kvstore).behind(node_ip);
             self.ipcache.upsert(router, 32, entry)?;
         }
+        if let Some(ip) = f.node_ip6 {
+            let entry = Entry::new(abi::identity::REMOTE_NODE, Source::Kvstore);
+            self.ipcache.upsert(ip, 128, entry)?;
+        }
         if let Some(router) = f.router_ip6 {
             let entry = Entry::new(abi::identity::REMOTE_NODE, Source::Kvstore).behind(node_ip);
             self.ipcache.upsert(router, 128, entry)?;
@@ -137,8 +143,8 @@ impl RemoteNodes {
         for ip in [f.node_ip, f.router_ip, f.health_ip].into_iter().flatten() {
             let _ = self.ipcache.remove(ip, 32, Source::Kvstore);
         }
-        if let Some(router) = f.router_ip6 {
-            let _ = self.ipcache.remove(router, 128, Source::Kvstore);
+        for ip in [f.node_ip6, f.router_ip6].into_iter().flatten() {
+            let _ = self.ipcache.remove(ip, 128, Source::Kvstore);
         }
         if let (Some(cidr), Some(node_ip), Some(routes)) = (f.pod_cidr, f.node_ip, &self.routes) {
             routes.withdraw(cidr, node_ip).await;

@@ -63,6 +63,16 @@ pub fn serve() -> anyhow::Result<()> {
     let tcp = TcpListener::bind(("0.0.0.0", PORT)).context("binding TCP port 80")?;
     let udp = UdpSocket::bind(("0.0.0.0", PORT)).context("binding UDP port 80")?;
     std::thread::spawn(move || serve_udp(udp));
+    // and on its IPv6 address, for dual-stack clusters' pods (a socket of
+    // its own: a [::] one would show IPv4 peers IPv4-mapped)
+    let six = topology::underlay_ipv6(topology::OUTSIDE_IP);
+    let tcp6 = TcpListener::bind((six, PORT)).context("binding TCP port 80 on IPv6")?;
+    std::thread::spawn(move || accept(tcp6));
+    accept(tcp);
+    Ok(())
+}
+
+fn accept(tcp: TcpListener) {
     for conn in tcp.incoming() {
         let conn = match conn {
             Ok(c) => c,
@@ -79,5 +89,4 @@ pub fn serve() -> anyhow::Result<()> {
             }
         });
     }
-    Ok(())
 }

@@ -8,7 +8,9 @@
 //! the outsider. A RequireDualStack Service gets a ClusterIP of each
 //! family from the API server's dual-stack service range, and the agents
 //! make each a frontend with the pod's address of that family behind it;
-//! a pod on the other node reaches it through both.
+//! a pod on the other node reaches it through both, and the outside host
+//! through each node's IPv6 address once it is a NodePort. Pods reach the
+//! outside host over the underlay's IPv6 too, masqueraded.
 //! Cilium 1.16's cilium-dbg reads the IPv6 entries of our maps without
 //! changing them. No drop of the overlay's own IPv6 chatter remains.
 
@@ -32,11 +34,17 @@ fn pod_ips(lab: &Lab, pod: &str) -> (String, String) {
     (v4.to_owned(), v6.to_owned())
 }
 
-fn curl(lab: &Lab, pod: &str, ip: &str) -> Result<String, String> {
-    let url = if ip.contains(':') {
-        format!("http://[{ip}]/hostname")
-    } else {
-        format!("http://{ip}/hostname")
+/// What lets the outside host reach pod-b through a NodePort.
+const WEB_FROM_WORLD: &str = r#"{"apiVersion":"cilium.io/v2","kind":"CiliumNetworkPolicy",
+  "metadata":{"name":"web-from-world","namespace":"default"},
+  "spec":{"endpointSelector":{"matchLabels":{"role":"server"}},
+          "ingress":[{"fromEntities":["world"]}]}}"#;
+
+/// `GET /hostname` from `pod` to `host`: an address, or `[IPv6]:port`.
+fn curl(lab: &Lab, pod: &str, host: &str) -> Result<String, String> {
+    let url = match host.parse::<std::net::Ipv6Addr>() {
+        Ok(_) => format!("http://[{host}]/hostname"),
+        Err(_) => format!("http://{host}/hostname"),
     };
     let out = lab.run(&[
         "exec",
@@ -216,6 +224,55 @@ fn a_dual_stack_lab_gives_pods_both_families_across_nodes() {
             curl(&lab, "pod-a", vip)
         });
         assert_eq!(answer, "pod-b");
+    }
+
+    // the underlay's IPv6 (fd00:198:18::/64): pod-a reaches the outside
+    // host over IPv6 as its node, masqueraded
+    let outside6 = topology::underlay_ipv6(topology::OUTSIDE_IP).to_string();
+    let seen = eventually("pod-a to the outside host over IPv6", 30, || {
+        curl(&lab, "pod-a", &outside6)
+    });
+    assert!(
+        seen.starts_with("[fd00:198:18::1") && !seen.contains(&a6),
+        "the outside host saw pod-a as {seen}"
+    );
+
+    // the Service as a NodePort, from the outside host through each
+    // node's IPv6 address: pod-b is elsewhere for one, local for the other
+    std::fs::write(lab.dir.path().join("web-from-world.json"), WEB_FROM_WORLD).unwrap();
+    lab.kubectl(&[
+        "apply",
+        "-f",
+        &lab.dir
+            .path()
+            .join("web-from-world.json")
+            .display()
+            .to_string(),
+    ]);
+    lab.kubectl(&[
+        "patch",
+        "service",
+        "dual",
+        "-p",
+        r#"{"spec":{"type":"NodePort"}}"#,
+    ]);
+    let node_port = lab.kubectl(&[
+        "get",
+        "service",
+        "dual",
+        "-o",
+        "jsonpath={.spec.ports[0].nodePort}",
+    ]);
+    for node in 1..=2 {
+        let target = format!(
+            "[{}]:{}",
+            topology::underlay_ipv6(topology::node_ip(node)),
+            node_port.trim()
+        );
+        let answer = eventually(&format!("the outside host to {target}"), 30, || {
+            curl(&lab, "outside", &target)
+        });
+        assert_eq!(answer, "pod-b", "through {target}");
     }
 
     // Cilium 1.16's own cilium-dbg reads the IPv6 entries of our maps

@@ -25,6 +25,13 @@ impl Identity {
     fn reserved(&self, name: &str) -> bool {
         self.labels.get(SOURCE_RESERVED, name).is_some()
     }
+
+    /// One of the world identities: outside the cluster, of either family.
+    fn outside(&self) -> bool {
+        ["world", "world-ipv4", "world-ipv6"]
+            .iter()
+            .any(|name| self.reserved(name))
+    }
 }
 
 /// `enable-policy`.
@@ -86,8 +93,12 @@ pub fn peer_identities(peer: &Peer, identities: &[Identity]) -> Vec<u32> {
             }
             ids
         }
-        Peer::Entity(Entity::World) => select(&|i| i.reserved("world")),
-        Peer::Entity(Entity::Cluster) => select(&|i| !i.reserved("world")),
+        Peer::Entity(Entity::World) => select(&|i| i.outside()),
+        Peer::Entity(Entity::WorldIpv4) => {
+            select(&|i| i.reserved("world") || i.reserved("world-ipv4"))
+        }
+        Peer::Entity(Entity::WorldIpv6) => select(&|i| i.reserved("world-ipv6")),
+        Peer::Entity(Entity::Cluster) => select(&|i| !i.outside()),
         Peer::Entity(e) => {
             let name = match e {
                 Entity::Host => "host",
@@ -97,7 +108,11 @@ pub fn peer_identities(peer: &Peer, identities: &[Identity]) -> Vec<u32> {
                 Entity::Health => "health",
                 Entity::Unmanaged => "unmanaged",
                 Entity::Ingress => "ingress",
-                Entity::All | Entity::World | Entity::Cluster => unreachable!("handled above"),
+                Entity::All
+                | Entity::World
+                | Entity::WorldIpv4
+                | Entity::WorldIpv6
+                | Entity::Cluster => unreachable!("handled above"),
             };
             select(&|i| i.reserved(name))
         }

@@ -71,7 +71,13 @@ impl std::fmt::Display for Cidr {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Entity {
     All,
+    /// Outside the cluster, either family (world, world-ipv4, world-ipv6).
     World,
+    /// Outside the cluster over IPv4: `world-ipv4`, and `world` (what
+    /// IPv4 destinations outside are here, on a dual-stack node too).
+    WorldIpv4,
+    /// Outside the cluster over IPv6 (a dual-stack node's `world-ipv6`).
+    WorldIpv6,
     Cluster,
     Host,
     RemoteNode,
@@ -83,9 +89,11 @@ pub enum Entity {
 }
 
 impl Entity {
-    pub const NAMES: [&'static str; 10] = [
+    pub const NAMES: [&'static str; 12] = [
         "all",
         "world",
+        "world-ipv4",
+        "world-ipv6",
         "cluster",
         "host",
         "remote-node",
@@ -99,7 +107,9 @@ impl Entity {
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "all" => Entity::All,
-            "world" | "world-ipv4" => Entity::World,
+            "world" => Entity::World,
+            "world-ipv4" => Entity::WorldIpv4,
+            "world-ipv6" => Entity::WorldIpv6,
             "cluster" => Entity::Cluster,
             "host" => Entity::Host,
             "remote-node" => Entity::RemoteNode,

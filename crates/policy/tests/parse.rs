@@ -319,3 +319,31 @@ fn icmp_rules_allow_their_types_only() {
         "{e}"
     );
 }
+
+#[test]
+fn the_world_entity_holds_both_families_and_each_has_its_own() {
+    let universe = ids(&[
+        (9, &["reserved:world-ipv4"]),
+        (10, &["reserved:world-ipv6"]),
+        (
+            WEB,
+            &["k8s:app=web", "k8s:io.kubernetes.pod.namespace=prod"],
+        ),
+    ]);
+    let allowed = |entity: &str| -> Vec<u32> {
+        let text = format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: p, namespace: prod}}\nspec:\n  endpointSelector: {{}}\n  ingress:\n  - fromEntities: [{entity}]\n"
+        );
+        let rules = parse(&text).unwrap();
+        let web = resolve(&rules, &pod("web", "prod"), &universe, Enforcement::Default);
+        // (the host is always let in, as allow-localhost does)
+        [2, 6, 9, 10, WEB]
+            .into_iter()
+            .filter(|id| web.state.lookup(*id, false, 6, 80).allowed())
+            .collect()
+    };
+    assert_eq!(allowed("world"), vec![2, 9, 10]);
+    assert_eq!(allowed("world-ipv4"), vec![2, 9]);
+    assert_eq!(allowed("world-ipv6"), vec![10]);
+    assert_eq!(allowed("cluster"), vec![6, WEB]);
+}

@@ -1,8 +1,10 @@
 //! The addressing plan. Addresses exist only inside namespaces a lab or a
-//! test made: the underlay is in 198.18.0.0/15, pod CIDRs are blocks of
-//! Cilium's default pool 10.0.0.0/8. Nothing routes out of the machine.
+//! test made: the underlay is in 198.18.0.0/15 and, for dual-stack
+//! clusters, the unique-local fd00:198:18::/64 beside it; pod CIDRs are
+//! blocks of Cilium's default pool 10.0.0.0/8. Nothing routes out of the
+//! machine.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// The switch's address on the underlay, where etcd listens.
 pub const UNDERLAY_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -38,6 +40,18 @@ pub fn node_ip(index: usize) -> Ipv4Addr {
     Ipv4Addr::new(198, 18, 0, 10 + index as u8)
 }
 
+/// The underlay's IPv6 prefix length.
+pub const UNDERLAY_IPV6_PREFIX: u8 = 64;
+
+/// The IPv6 address a machine at `ip` on the underlay also has:
+/// fd00:198:18::<last octet>, its digits written as they are (198.18.0.11
+/// is fd00:198:18::11), so the two read alike.
+pub fn underlay_ipv6(ip: Ipv4Addr) -> Ipv6Addr {
+    format!("fd00:198:18::{}", ip.octets()[3])
+        .parse()
+        .expect("a valid IPv6 address")
+}
+
 /// Node `index`'s pod CIDR (`--ipv4-range`), a block of Cilium's default pool.
 pub fn pod_cidr(index: usize) -> String {
     format!("10.{index}.0.0/24")
@@ -58,6 +72,14 @@ mod tests {
         assert_eq!(node_ip(1), Ipv4Addr::new(198, 18, 0, 11));
         assert_eq!(node_ip(2), Ipv4Addr::new(198, 18, 0, 12));
         assert_eq!(node_ip(MAX_NODES), Ipv4Addr::new(198, 18, 0, 210));
+        assert_eq!(
+            underlay_ipv6(node_ip(1)),
+            "fd00:198:18::11".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(
+            underlay_ipv6(OUTSIDE_IP),
+            "fd00:198:18::254".parse::<Ipv6Addr>().unwrap()
+        );
         assert_eq!(pod_cidr(1), "10.1.0.0/24");
         assert_eq!(pod_cidr(3), "10.3.0.0/24");
         assert_eq!(etcd_url(), "http://198.18.0.1:2379");
