@@ -7,6 +7,7 @@
 
 use crate::option::DaemonConfig;
 use api::status::{Masquerading, MasqueradingProtocols};
+use datapath::maps::RuntimeConfig;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 fn disabled() -> Masquerading {
@@ -70,7 +71,7 @@ fn setup_ipv6(config: &DaemonConfig, node_ipv6: Option<Ipv6Addr>) -> Option<&'st
         tracing::warn!(subsys = "datapath", "IPv6 masquerading in BPF needs an IPv6 address on the native device; pods' IPv6 traffic leaving the cluster keeps its source");
     }
     let target = bpf.zip(node_ipv6).map(|(exclude, ip)| (ip, exclude));
-    let in_datapath = set_bpf6(config, target);
+    let in_datapath = set_bpf(config, " of IPv6", target, RuntimeConfig::set_masquerade6);
     let Some(exclude) = wanted.filter(|_| !config.bpf_masquerade) else {
         if let Err(e) = netdev::iptables::remove(Family::V6) {
             tracing::debug!(subsys = "iptables", error = %e, "Unable to remove IPv6 masquerading rules");
@@ -97,7 +98,12 @@ fn setup_ipv4(config: &DaemonConfig, node_ip: Option<Ipv4Addr>) -> Masquerading 
     // the config requires NodePort for BPF masquerading, and NodePort a
     // node address
     let bpf_target = node_ip.filter(|_| bpf && config.enable_node_port);
-    let in_datapath = set_bpf(config, bpf_target.map(|ip| (ip, exclude)));
+    let in_datapath = set_bpf(
+        config,
+        "",
+        bpf_target.map(|ip| (ip, exclude)),
+        RuntimeConfig::set_masquerade,
+    );
     if !iptables {
         if let Err(e) = netdev::iptables::remove(netdev::iptables::Family::V4) {
             tracing::warn!(subsys = "iptables", error = %e, "Unable to remove masquerading rules");
@@ -121,37 +127,25 @@ fn setup_ipv4(config: &DaemonConfig, node_ip: Option<Ipv4Addr>) -> Masquerading 
     }
 }
 
-/// set_bpf for IPv6; only dual-stack nodes have the runtime config's IPv6
-/// slots read, but writing them elsewhere does no harm.
-fn set_bpf6(config: &DaemonConfig, target: Option<(Ipv6Addr, (Ipv6Addr, u8))>) -> bool {
-    let result = datapath::maps::RuntimeConfig::open(&config.bpf_root)
-        .and_then(|map| map.set_masquerade6(target));
+/// Tells the datapath to masquerade one family (`what`: "" or " of
+/// IPv6") to `target` (address, exclusion CIDR) through `write`, or not at
+/// all; whether that took. An IPv4-only node's datapath never reads the
+/// IPv6 slots, but writing them does no harm.
+fn set_bpf<A: std::fmt::Display + Copy>(
+    config: &DaemonConfig,
+    what: &str,
+    target: Option<(A, (A, u8))>,
+    write: impl FnOnce(&RuntimeConfig, Option<(A, (A, u8))>) -> Result<(), datapath::Error>,
+) -> bool {
+    let result = RuntimeConfig::open(&config.bpf_root).and_then(|map| write(&map, target));
     match (result, target) {
         (Ok(()), Some((ip, (net, len)))) => {
-            tracing::info!(subsys = "datapath", address = %ip, snatExclusionCIDR = %format!("{net}/{len}"), "BPF masquerading of IPv6 enabled");
+            tracing::info!(subsys = "datapath", address = %ip, snatExclusionCIDR = %format!("{net}/{len}"), "BPF masquerading{what} enabled");
             true
         }
         (Ok(()), None) => true,
         (Err(e), _) => {
-            tracing::error!(subsys = "datapath", error = %e, "Unable to configure BPF masquerading of IPv6");
-            false
-        }
-    }
-}
-
-/// Tells the datapath to masquerade to `target` (address, exclusion CIDR),
-/// or not at all; whether that took.
-fn set_bpf(config: &DaemonConfig, target: Option<(Ipv4Addr, (Ipv4Addr, u8))>) -> bool {
-    let result = datapath::maps::RuntimeConfig::open(&config.bpf_root)
-        .and_then(|map| map.set_masquerade(target));
-    match (result, target) {
-        (Ok(()), Some((ip, (net, len)))) => {
-            tracing::info!(subsys = "datapath", address = %ip, snatExclusionCIDR = %format!("{net}/{len}"), "BPF masquerading enabled");
-            true
-        }
-        (Ok(()), None) => true,
-        (Err(e), _) => {
-            tracing::error!(subsys = "datapath", error = %e, "Unable to configure BPF masquerading");
+            tracing::error!(subsys = "datapath", error = %e, "Unable to configure BPF masquerading{what}");
             false
         }
     }

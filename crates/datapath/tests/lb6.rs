@@ -173,16 +173,6 @@ fn an_icmpv6_error_from_the_backend_speaks_of_the_frontend() {
     assert_eq!(&quoted[42..44], &80u16.to_be_bytes(), "and its port");
 }
 
-/// A fragment header (offset in 8-byte units, more fragments, id) and
-/// what follows it.
-fn fragment6(offset: u16, more: bool, id: u32, rest: &[u8]) -> Vec<u8> {
-    let mut f = vec![UDP, 0];
-    f.extend_from_slice(&((offset << 3) | u16::from(more)).to_be_bytes());
-    f.extend_from_slice(&id.to_be_bytes());
-    f.extend_from_slice(rest);
-    f
-}
-
 #[test]
 fn a_fragmented_datagram_to_a_frontend_goes_whole_to_its_backend() {
     let sb = Sandbox::enter();
@@ -191,7 +181,7 @@ fn a_fragmented_datagram_to_a_frontend_goes_whole_to_its_backend() {
     let first = [udp(40000, 80), vec![0xab; 8]].concat();
     let (ret, p) = run(
         &mut obj,
-        &packet(CLIENT, VIP, 44, &fragment6(0, true, 21, &first)),
+        &packet(CLIENT, VIP, 44, &fragment6(0, true, 21, UDP, &first)),
     );
     assert_eq!(ret, TC_ACT_REDIRECT);
     assert_eq!(&p[14 + 24..14 + 40], &BACKEND_A.octets());
@@ -200,7 +190,7 @@ fn a_fragmented_datagram_to_a_frontend_goes_whole_to_its_backend() {
     let rest = [0xcd; 16];
     let (ret, p) = run(
         &mut obj,
-        &packet(CLIENT, VIP, 44, &fragment6(2, false, 21, &rest)),
+        &packet(CLIENT, VIP, 44, &fragment6(2, false, 21, UDP, &rest)),
     );
     assert_eq!(ret, TC_ACT_REDIRECT, "the later fragment follows");
     assert_eq!(&p[14 + 24..14 + 40], &BACKEND_A.octets());

@@ -225,16 +225,6 @@ fn extension_headers_are_skipped_to_reach_l4_up_to_four_of_them() {
     );
 }
 
-/// A fragment header (offset in 8-byte units, more fragments, id) and
-/// what follows it.
-fn fragment6(offset: u16, more: bool, id: u32, proto: u8, rest: &[u8]) -> Vec<u8> {
-    let mut f = vec![proto, 0];
-    f.extend_from_slice(&((offset << 3) | u16::from(more)).to_be_bytes());
-    f.extend_from_slice(&id.to_be_bytes());
-    f.extend_from_slice(rest);
-    f
-}
-
 #[test]
 fn udp_fragments_are_tracked_where_1_16_drops_them() {
     let sb = Sandbox::enter();

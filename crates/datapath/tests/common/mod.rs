@@ -364,3 +364,13 @@ pub fn icmp6(src: std::net::Ipv6Addr, dst: std::net::Ipv6Addr, ty: u8, body: &[u
     msg[2..4].copy_from_slice(&csum.to_be_bytes());
     msg
 }
+
+/// An IPv6 fragment header (offset in 8-byte units, more fragments, id)
+/// for a datagram of `proto`, and what follows it.
+pub fn fragment6(offset: u16, more: bool, id: u32, proto: u8, rest: &[u8]) -> Vec<u8> {
+    let mut f = vec![proto, 0];
+    f.extend_from_slice(&((offset << 3) | u16::from(more)).to_be_bytes());
+    f.extend_from_slice(&id.to_be_bytes());
+    f.extend_from_slice(rest);
+    f
+}
