@@ -626,6 +626,8 @@ struct rs_ratelimit_metrics_value {
  * NodePort replies of this node's backends leave from it */
 #define RUNTIME_CONFIG_NODE_IPV6_HI		25
 #define RUNTIME_CONFIG_NODE_IPV6_LO		26
+/* the seed of IPv6's Maglev flow hash (1.16's HASH_INIT6_SEED) */
+#define RUNTIME_CONFIG_MAGLEV_SEED6		27
 #define NODEPORT_PORT_MIN_DEFAULT	30000
 #define NODEPORT_PORT_MAX_DEFAULT	32767
 #define LB_ALGORITHM_RANDOM		0

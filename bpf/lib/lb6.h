@@ -4,6 +4,7 @@
  * over the cilium_lb6_* maps: the frontend of the packet's protocol or of
  * any, the internal scope for the cluster's own clients, a flow kept on
  * its backend by a SERVICE entry in cilium_ct*6_global, ClientIP affinity,
+ * Maglev for NodePorts,
  * and replies (ICMPv6 errors too) turned back into the frontend's. IPv6
  * has no header checksum: an address change moves only the L4 checksum,
  * whose pseudo header covers both addresses.
@@ -15,6 +16,7 @@
 
 #include "lb.h"
 #include "conntrack6.h"
+#include "hash.h"
 
 struct lb6_target {
 	union v6addr address;
@@ -93,6 +95,33 @@ static __always_inline struct lb6_backend *lb6_backend_of_slot(const struct lb6_
 	return bpf_map_lookup_elem(&cilium_lb6_backends_v3, id);
 }
 
+/* lb4_maglev_backend for IPv6: the backend the service's lookup table in
+ * cilium_lb6_maglev gives this flow, or NULL when it has none. */
+static __always_inline struct lb6_backend *lb6_maglev_backend(const struct ipv6_ct_tuple *tuple,
+							      const struct lb6_service *svc,
+							      __u32 *id)
+{
+	__u16 rev_nat = svc->rev_nat_index;
+	struct lb4_maglev_lut *lut;
+	__u32 seed, index, zero = 0;
+	void *inner;
+
+	inner = bpf_map_lookup_elem(&cilium_lb6_maglev, &rev_nat);
+	if (!inner)
+		return NULL;
+	lut = bpf_map_lookup_elem(inner, &zero);
+	if (!lut)
+		return NULL;
+	seed = (__u32)runtime_config(RUNTIME_CONFIG_MAGLEV_SEED6);
+	index = hash_from_tuple_v6(tuple, seed) % LB_MAGLEV_LUT_SIZE;
+	/* as for IPv4: give the verifier its bound back */
+	asm volatile("" : "+r"(index));
+	if (index >= LB_MAGLEV_LUT_SIZE)
+		return NULL;
+	*id = lut->backend_ids[index];
+	return bpf_map_lookup_elem(&cilium_lb6_backends_v3, id);
+}
+
 /* Session affinity by the client's IPv6 address, or a netns cookie in its
  * first 8 bytes (is_cookie) for socket LB; lb4_affinity_backend's rules:
  * within the service's timeout, still one of its backends, active. */
@@ -142,11 +171,13 @@ static __always_inline void lb6_affinity_update(const union v6addr *client, __u8
 }
 
 /* lb4_select for IPv6: the flow's SERVICE entry keeps its backend while
- * it exists (a terminating one takes no new connection); else affinity or
- * a random slot. Returns 0 or -DROP_NO_SERVICE. */
+ * it exists (a terminating one takes no new connection); else affinity,
+ * the Maglev table (maglev), or a random slot. Returns 0 or
+ * -DROP_NO_SERVICE. */
 static __always_inline int lb6_select(struct __sk_buff *ctx, const struct ct6_packet *pkt,
 				      const struct lb6_service *svc,
-				      const struct lb6_frontend *fe, struct lb6_target *target)
+				      const struct lb6_frontend *fe, int maglev,
+				      struct lb6_target *target)
 {
 	struct ipv6_ct_tuple key = pkt->tuple;
 	void *map = ct6_map_for(key.nexthdr);
@@ -170,6 +201,8 @@ static __always_inline int lb6_select(struct __sk_buff *ctx, const struct ct6_pa
 			return -DROP_NO_SERVICE;
 		if (svc->flags & SVC_FLAG_AFFINITY)
 			backend = lb6_affinity_backend(&key.saddr, 0, svc, &id);
+		if (!backend && maglev)
+			backend = lb6_maglev_backend(&pkt->tuple, svc, &id);
 		if (!backend)
 			backend = lb6_backend_of_slot(fe,
 						      (__u16)(bpf_get_prandom_u32() % svc->count) + 1,
@@ -269,7 +302,8 @@ static __always_inline int lb6_local(struct __sk_buff *ctx, struct ct6_packet *p
 					  pkt->tuple.nexthdr, &fe);
 	if (!svc)
 		return 0;
-	ret = lb6_select(ctx, pkt, svc, &fe, &target);
+	/* pods always pick at random, as Cilium's bpf_lxc does */
+	ret = lb6_select(ctx, pkt, svc, &fe, 0, &target);
 	if (IS_ERR(ret))
 		return ret;
 	ret = lb6_xlate(ctx, &pkt->l4, pkt->tuple.nexthdr, 1, &target.address, target.port);

@@ -196,7 +196,9 @@ static __always_inline int nodeport_lb6(struct __sk_buff *ctx)
 		natport = nat->rev_port;
 		local = !!(nat->flags & NAT6_F_LOCAL);
 	} else {
-		ret = lb6_select(ctx, &pkt, svc, &fe, &target);
+		ret = lb6_select(ctx, &pkt, svc, &fe,
+				 runtime_config(RUNTIME_CONFIG_LB_ALGORITHM) == LB_ALGORITHM_MAGLEV,
+				 &target);
 		if (IS_ERR(ret))
 			return ret;
 		backend = target.address;

@@ -56,6 +56,8 @@ pub const SNAT_EXCLUSION_IPV6_LEN: u32 = 24;
 /// replies of this node's backends leave from it.
 pub const NODE_IPV6_HI: u32 = 25;
 pub const NODE_IPV6_LO: u32 = 26;
+/// The seed of IPv6's Maglev flow hash (1.16's `HASH_INIT6_SEED`).
+pub const MAGLEV_SEED6: u32 = 27;
 pub const LB_ALGORITHM_RANDOM: u64 = 0;
 pub const LB_ALGORITHM_MAGLEV: u64 = 1;
 
@@ -89,6 +91,7 @@ pub fn index_name(index: u32) -> Option<&'static str> {
         SNAT_EXCLUSION_IPV6_LEN => Some("SNATExclusionIPv6Len"),
         NODE_IPV6_HI => Some("NodeIPv6Hi"),
         NODE_IPV6_LO => Some("NodeIPv6Lo"),
+        MAGLEV_SEED6 => Some("MaglevSeed6"),
         _ => None,
     }
 }

@@ -718,6 +718,7 @@ fn write_lb_config(config: &DaemonConfig) -> anyhow::Result<()> {
         LbAlgorithm::Random
     })?;
     map.set_maglev_seed4(config.maglev_seeds.hash4)?;
+    map.set_maglev_seed6(config.maglev_seeds.hash6)?;
     let (first, last) = config.node_port_range;
     map.set_nodeport_range(first, last)?;
     Ok(())

@@ -364,6 +364,11 @@ impl RuntimeConfig {
         self.set(rc::MAGLEV_SEED4, u64::from(seed))
     }
 
+    /// The seed of IPv6's Maglev flow hash.
+    pub fn set_maglev_seed6(&self, seed: u32) -> Result<(), Error> {
+        self.set(rc::MAGLEV_SEED6, u64::from(seed))
+    }
+
     /// The netns cookie of the node's own network namespace, whose
     /// sockets reach NodePorts and HostPorts through loopback.
     pub fn set_host_netns_cookie(&self, cookie: u64) -> Result<(), Error> {

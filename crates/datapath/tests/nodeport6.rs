@@ -193,3 +193,49 @@ fn masquerading_leaves_nodeport_replies_to_nodeport() {
     let out = obj.run("cil_from_netdev", &stray).unwrap();
     assert_eq!((out.retval, out.packet), (TC_ACT_OK, stray));
 }
+
+#[test]
+fn with_maglev_ipv6_nodeport_backends_come_from_the_service_table() {
+    let sb = Sandbox::enter();
+    let mut obj = node_with_backend(&sb, BACKEND);
+    let other = Ipv6Addr::new(0xfd00, 0x10, 0, 1, 0, 0, 0, 0x7);
+    add_endpoint(
+        &obj,
+        other,
+        EndpointInfo::pod(
+            TEST_IFINDEX,
+            13,
+            [2, 0, 0, 0, 0, 7],
+            [2, 0, 0, 0, 1, 7],
+            1000,
+        ),
+    );
+    let config = obj.open::<datapath::maps::RuntimeConfig>().unwrap();
+    config
+        .set_lb_algorithm(datapath::maps::LbAlgorithm::Maglev)
+        .unwrap();
+    config.set_maglev_seed6(0x1234_5678).unwrap();
+    let mut spec = nodeport(BACKEND);
+    spec.backends
+        .push((other.into(), 8080, BackendState::Active));
+    let mut lb = LoadBalancer::with_maglev(lb::MaglevConfig {
+        table_size: abi::lb::LB_MAGLEV_LUT_SIZE as u64,
+        seed: 0x24b7_ef82,
+    });
+    let (mut up, _) = lb.upsert(&spec).unwrap();
+    assert_eq!(up.put_maglev.len(), 1);
+    // every slot names the second backend: random selection would not
+    let second = up
+        .put_backends
+        .iter()
+        .find(|(_, b)| b.address().0 == std::net::IpAddr::from(other))
+        .unwrap()
+        .0;
+    up.put_maglev[0].2.iter_mut().for_each(|id| *id = second);
+    datapath::lbmap::apply(obj.pin_dir(), &up).unwrap();
+    for sport in 46000..46024 {
+        let syn = tcp_packet(WIRE, CLIENT, NODE, (sport, 30080), 0x02);
+        let out = obj.run("cil_from_netdev", &syn).unwrap();
+        assert_eq!(addrs6(&out.packet).1, other);
+    }
+}
