@@ -351,7 +351,6 @@ fn ipv6_leaving_the_cluster_is_masqueraded_in_bpf() {
 #[test]
 fn an_ipv6_nodeport_reaches_backends_from_the_underlay() {
     let mut cluster = Cluster::new(2, &["--enable-ipv6=true", "--kube-proxy-replacement=true"]);
-    let outside_v6: Ipv6Addr = "fd00:198:18::50".parse().unwrap();
     let outside = cluster.machine("outside", std::net::Ipv4Addr::new(198, 18, 0, 50));
     let node_v6 = |i: usize| testsupport::topology::underlay_ipv6(node_ip(i));
     for (i, node) in cluster.nodes.iter_mut().enumerate() {

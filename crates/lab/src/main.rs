@@ -395,7 +395,7 @@ fn up(
             println!("\n==> a Service selecting the second pod (role=server), through the API server; the endpointslice controller fills it from the pod's Ready status");
             print!(
                 "{}",
-                kube::apply("creating the demo Service", &demo_service())?
+                kube::apply("creating the demo Service", &demo_service(false))?
             );
         } else {
             demo::cilium(&[
@@ -560,10 +560,17 @@ pub(crate) fn demo_labels(i: usize) -> serde_json::Value {
 
 /// The demo's Service: a ClusterIP selecting the second pod
 /// (`role=server`), port 80 to the pod's 80.
-pub(crate) fn demo_service() -> String {
+/// The demo's Service; `dual_stack` (a cluster with IPv6) asks the API
+/// server for an IPv6 ClusterIP beside the fixed IPv4 one.
+pub(crate) fn demo_service(dual_stack: bool) -> String {
+    let policy = if dual_stack {
+        r#""ipFamilyPolicy":"PreferDualStack","#
+    } else {
+        ""
+    };
     format!(
         r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"demo","namespace":"default"}},
-  "spec":{{"clusterIP":"{ip}","selector":{{"role":"server"}},"ports":[{{"name":"http","port":80,"targetPort":80}}]}}}}"#,
+  "spec":{{{policy}"clusterIP":"{ip}","selector":{{"role":"server"}},"ports":[{{"name":"http","port":80,"targetPort":80}}]}}}}"#,
         ip = layout::DEMO_SERVICE_IP
     )
 }

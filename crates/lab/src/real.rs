@@ -309,11 +309,28 @@ fn demo(nodes: usize, names: &[String]) -> anyhow::Result<()> {
     println!("\n==> a Service selecting {b} (role=server); the endpointslice controller fills it from the pod's Ready status");
     print!(
         "{}",
-        kube::apply("creating the demo Service", &crate::demo_service())?
+        kube::apply(
+            "creating the demo Service",
+            &crate::demo_service(direct6.is_some())
+        )?
     );
     let vip = format!("http://{}/hostname", layout::DEMO_SERVICE_IP);
     println!("$ kubectl exec {a} -- curl {vip}");
     println!("{}", within(30, || curl(a, &vip))?);
+    if direct6.is_some() {
+        let vips = kube::run_args(&[
+            "get",
+            "service",
+            "demo",
+            "-o",
+            "jsonpath={.spec.clusterIPs[*]}",
+        ])?;
+        if let Some(vip6) = vips.split_whitespace().find(|ip| ip.contains(':')) {
+            let vip6 = format!("http://[{vip6}]/hostname");
+            println!("$ kubectl exec {a} -- curl -g {vip6}");
+            println!("{}", within(30, || curl(a, &vip6))?);
+        }
+    }
 
     println!("\n==> the policy: {b} takes TCP 80 and 8080 from app=demo pods only");
     print!(

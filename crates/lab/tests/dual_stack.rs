@@ -76,11 +76,13 @@ fn a_dual_stack_lab_gives_pods_both_families_across_nodes() {
     let lab = Lab::new();
     let up = lab.run(&["up", "--nodes", "2", "--set", "enable-ipv6=true"]);
     assert!(up.status.success(), "{}", text(&up));
-    // the demo shows IPv6 too: pod-a to pod-b's IPv6 address, and the
-    // outsider refused there
+    // the demo shows IPv6 too: pod-a to pod-b's IPv6 address and through
+    // the demo Service's IPv6 ClusterIP, and the outsider refused there
     let shown = text(&up);
     assert!(
-        shown.contains("-- curl -g http://[fd00::") && shown.matches("\npod-b\n").count() == 4,
+        shown.contains("-- curl -g http://[fd00::")
+            && shown.contains("-- curl -g http://[fd00:96::")
+            && shown.matches("\npod-b\n").count() == 5,
         "{shown}"
     );
 
