@@ -24,9 +24,8 @@
  * its two halves as the agent stored them; false while IPv6 is off. */
 static __always_inline int ipv6_router(union v6addr *router)
 {
-	router->d[0] = runtime_config(RUNTIME_CONFIG_ROUTER_IPV6_HI);
-	router->d[1] = runtime_config(RUNTIME_CONFIG_ROUTER_IPV6_LO);
-	return router->d[0] || router->d[1];
+	return runtime_config_ipv6(RUNTIME_CONFIG_ROUTER_IPV6_HI, RUNTIME_CONFIG_ROUTER_IPV6_LO,
+				   router);
 }
 
 static __always_inline int ipv6_addr_equals(const union v6addr *a, const union v6addr *b)

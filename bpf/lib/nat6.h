@@ -21,9 +21,8 @@
 /* The address pods' IPv6 is masqueraded to; false while that is off. */
 static __always_inline int snat6_address(union v6addr *masq)
 {
-	masq->d[0] = runtime_config(RUNTIME_CONFIG_MASQUERADE_IPV6_HI);
-	masq->d[1] = runtime_config(RUNTIME_CONFIG_MASQUERADE_IPV6_LO);
-	return masq->d[0] || masq->d[1];
+	return runtime_config_ipv6(RUNTIME_CONFIG_MASQUERADE_IPV6_HI,
+				   RUNTIME_CONFIG_MASQUERADE_IPV6_LO, masq);
 }
 
 /* A NAT key: real ports (network order), direction in flags. */
@@ -81,15 +80,12 @@ static __always_inline int nat6_claim_port(struct ipv6_ct_tuple *rev_key,
 static __always_inline int snat6_excluded(const union v6addr *daddr)
 {
 	__u32 len = (__u32)runtime_config(RUNTIME_CONFIG_SNAT_EXCLUSION_IPV6_LEN);
-	union v6addr net = {
-		.d = {
-			runtime_config(RUNTIME_CONFIG_SNAT_EXCLUSION_IPV6_HI),
-			runtime_config(RUNTIME_CONFIG_SNAT_EXCLUSION_IPV6_LO),
-		},
-	};
+	union v6addr net;
 	__u32 id;
 	int i;
 
+	runtime_config_ipv6(RUNTIME_CONFIG_SNAT_EXCLUSION_IPV6_HI,
+			    RUNTIME_CONFIG_SNAT_EXCLUSION_IPV6_LO, &net);
 #pragma unroll
 	for (i = 0; i < 4; i++) {
 		__u32 bits = len > 32 * i ? len - 32 * i : 0;

@@ -84,9 +84,8 @@ static __always_inline int nodeport_reply6(struct __sk_buff *ctx, const struct i
 /* The node address replies of this node's backends leave from. */
 static __always_inline int nodeport_node_ipv6(union v6addr *node)
 {
-	node->d[0] = runtime_config(RUNTIME_CONFIG_NODE_IPV6_HI);
-	node->d[1] = runtime_config(RUNTIME_CONFIG_NODE_IPV6_LO);
-	return node->d[0] || node->d[1];
+	return runtime_config_ipv6(RUNTIME_CONFIG_NODE_IPV6_HI, RUNTIME_CONFIG_NODE_IPV6_LO,
+				   node);
 }
 
 /* A reply of this node's backend to a NodePort client that kept its

@@ -66,22 +66,28 @@ async fn detect_node_ip(nl: &netdev::Netlink) -> Result<Option<Ipv4Addr>, netdev
     Ok(None)
 }
 
-/// The node's IPv6 address: the first global one on the device that
-/// carries its IPv4 address (link-local and loopback ones do not count).
-async fn detect_node_ipv6(
+/// The device that carries the node's IPv4 address (the native device),
+/// if there is one.
+async fn device_of(
     nl: &netdev::Netlink,
     node_ip: Option<Ipv4Addr>,
-) -> Result<Option<std::net::Ipv6Addr>, netdev::Error> {
+) -> Result<Option<u32>, netdev::Error> {
     let Some(ip) = node_ip else { return Ok(None) };
-    let Some(index) = nl
+    Ok(nl
         .ipv4_addrs(None)
         .await?
         .into_iter()
         .find(|(_, a, _)| *a == ip)
-        .map(|(i, _, _)| i)
-    else {
-        return Ok(None);
-    };
+        .map(|(i, _, _)| i))
+}
+
+/// The node's IPv6 address: the first global one on the native device
+/// (link-local and loopback ones do not count).
+async fn detect_node_ipv6(
+    nl: &netdev::Netlink,
+    native: Option<u32>,
+) -> Result<Option<std::net::Ipv6Addr>, netdev::Error> {
+    let Some(index) = native else { return Ok(None) };
     Ok(nl
         .ipv6_addrs(Some(index))
         .await?
@@ -223,13 +229,21 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         "Node addressing"
     );
 
+    // what NodePort attaches to and the node's IPv6 address is read from
+    let native = if config.enable_node_port || config.ipv6.is_some() {
+        device_of(&nl, node_ip)
+            .await
+            .context("finding the native device")?
+    } else {
+        None
+    };
     let native_device = if config.enable_node_port {
-        Some(setup_node_port(&nl, &mut dp, &config, node_ip).await?)
+        Some(setup_node_port(&nl, &mut dp, &config, node_ip, native).await?)
     } else {
         None
     };
     let node_ipv6 = match config.ipv6 {
-        Some(_) => detect_node_ipv6(&nl, node_ip)
+        Some(_) => detect_node_ipv6(&nl, native)
             .await
             .context("detecting the node's IPv6 address")?,
         None => None,
@@ -574,15 +588,10 @@ async fn setup_node_port(
     dp: &mut datapath::Datapath,
     config: &DaemonConfig,
     node_ip: Option<Ipv4Addr>,
+    native: Option<u32>,
 ) -> anyhow::Result<String> {
     let ip = node_ip.context("NodePort needs a node IPv4 address (none found; set ipv4-node)")?;
-    let index = nl
-        .ipv4_addrs(None)
-        .await?
-        .into_iter()
-        .find(|(_, a, _)| *a == ip)
-        .map(|(i, _, _)| i)
-        .with_context(|| format!("no device carries the node address {ip}"))?;
+    let index = native.with_context(|| format!("no device carries the node address {ip}"))?;
     let link = nl
         .links()
         .await?

@@ -157,8 +157,8 @@ global_map!(
     Snat4External = abi::maps::SNAT4_EXTERNAL, Map<Ipv4CtTuple, Ipv4NatEntry>, deref
 );
 global_map!(
-    /// `cilium_snat_v6_external`: IPv6 masquerading's NAT pairs
-    /// (dual-stack nodes).
+    /// `cilium_snat_v6_external`: IPv6 NodePort and masquerading NAT
+    /// pairs (dual-stack nodes).
     Snat6External = abi::maps::SNAT6_EXTERNAL, Map<Ipv6CtTuple, Ipv6NatEntry>, deref
 );
 global_map!(
@@ -306,12 +306,18 @@ impl RuntimeConfig {
         Ok(self.0.get(&index)?.unwrap_or(0))
     }
 
+    /// An IPv6 address as the two values at `hi` and `lo` the datapath
+    /// reads back (`runtime_config_ipv6`); None writes both 0 (not set).
+    fn set_ipv6(&self, hi: u32, lo: u32, ip: Option<std::net::Ipv6Addr>) -> Result<(), Error> {
+        let halves = ip.map_or([0, 0], rc::ipv6_halves);
+        self.set(hi, halves[0])?;
+        self.set(lo, halves[1])
+    }
+
     /// The node's IPv6 router address, which turns the datapath's IPv6 on
     /// (None: off).
     pub fn set_router_ipv6(&self, router: Option<std::net::Ipv6Addr>) -> Result<(), Error> {
-        let halves = router.map_or([0, 0], abi::runtime_config::ipv6_halves);
-        self.set(rc::ROUTER_IPV6_HI, halves[0])?;
-        self.set(rc::ROUTER_IPV6_LO, halves[1])
+        self.set_ipv6(rc::ROUTER_IPV6_HI, rc::ROUTER_IPV6_LO, router)
     }
 
     /// Wall clock minus the datapath's monotonic clock, in 512 ns units.
@@ -436,9 +442,7 @@ impl RuntimeConfig {
     /// The node's IPv6 address on the native device (NodePort replies of
     /// its own backends leave from it); None while it has none.
     pub fn set_node_ipv6(&self, ip: Option<std::net::Ipv6Addr>) -> Result<(), Error> {
-        let halves = ip.map_or([0, 0], rc::ipv6_halves);
-        self.set(rc::NODE_IPV6_HI, halves[0])?;
-        self.set(rc::NODE_IPV6_LO, halves[1])
+        self.set_ipv6(rc::NODE_IPV6_HI, rc::NODE_IPV6_LO, ip)
     }
 
     /// BPF masquerading of IPv6: pods' IPv6 leaving through the native
@@ -448,19 +452,20 @@ impl RuntimeConfig {
         &self,
         masquerade: Option<(std::net::Ipv6Addr, (std::net::Ipv6Addr, u8))>,
     ) -> Result<(), Error> {
+        let (hi, lo) = (rc::MASQUERADE_IPV6_HI, rc::MASQUERADE_IPV6_LO);
         let Some((addr, (net, len))) = masquerade else {
-            self.set(rc::MASQUERADE_IPV6_HI, 0)?;
-            return self.set(rc::MASQUERADE_IPV6_LO, 0);
+            return self.set_ipv6(hi, lo, None);
         };
         let len = len.min(128);
         let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
-        let net = rc::ipv6_halves((u128::from(net) & mask).into());
-        self.set(rc::SNAT_EXCLUSION_IPV6_HI, net[0])?;
-        self.set(rc::SNAT_EXCLUSION_IPV6_LO, net[1])?;
+        let net = (u128::from(net) & mask).into();
+        self.set_ipv6(
+            rc::SNAT_EXCLUSION_IPV6_HI,
+            rc::SNAT_EXCLUSION_IPV6_LO,
+            Some(net),
+        )?;
         self.set(rc::SNAT_EXCLUSION_IPV6_LEN, u64::from(len))?;
-        let addr = rc::ipv6_halves(addr);
-        self.set(rc::MASQUERADE_IPV6_HI, addr[0])?;
-        self.set(rc::MASQUERADE_IPV6_LO, addr[1])
+        self.set_ipv6(hi, lo, Some(addr))
     }
 }
 
