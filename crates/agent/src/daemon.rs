@@ -654,6 +654,7 @@ async fn setup_native_routing(nl: &netdev::Netlink, config: &DaemonConfig) -> an
         subsys = "datapath",
         autoDirectNodeRoutes = config.auto_direct_node_routes,
         nativeRoutingCIDR = %config.ipv4_native_routing_cidr.map(|(n, l)| format!("{n}/{l}")).unwrap_or_default(),
+        ipv6NativeRoutingCIDR = %config.ipv6_native_routing_cidr.map(|(n, l)| format!("{n}/{l}")).unwrap_or_default(),
         "Native routing: pods on other nodes are reached without encapsulation"
     );
     Ok(())

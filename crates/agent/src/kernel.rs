@@ -282,13 +282,23 @@ impl NodeRoutes for OverlayRoutes {
 
     /// IPv6 pods of another node: routed into cilium_host, whose program
     /// finds their node in the ipcache (the tunnel map has no IPv6).
-    fn install6(&self, cidr: (std::net::Ipv6Addr, u8)) -> PortFuture<'_, Result<(), KernelError>> {
+    fn install6(
+        &self,
+        cidr: (std::net::Ipv6Addr, u8),
+        _node_ip6: Option<std::net::Ipv6Addr>,
+    ) -> PortFuture<'_, Result<(), KernelError>> {
         Box::pin(async move {
             let Some(router) = self.router_ip6 else {
                 return Ok(());
             };
             self.netlink
-                .replace_route6(self.host_index, cidr, None, Some(router), self.route_mtu)
+                .replace_route6(
+                    self.host_index,
+                    cidr,
+                    None,
+                    Some(router),
+                    Some(self.route_mtu),
+                )
                 .await
                 .map_err(KernelError::new)
         })
@@ -346,6 +356,35 @@ impl NodeRoutes for DirectRoutes {
     fn withdraw(&self, cidr: (Ipv4Addr, u8), node_ip: Ipv4Addr) -> PortFuture<'_, ()> {
         Box::pin(async move {
             if let Err(e) = netdev::direct::withdraw(&self.netlink, cidr, node_ip).await {
+                tracing::warn!(subsys = "linux-datapath", cidr = %format!("{}/{}", cidr.0, cidr.1), error = %e, "Unable to remove direct route to node");
+            }
+        })
+    }
+
+    fn install6(
+        &self,
+        cidr: (std::net::Ipv6Addr, u8),
+        node_ip6: Option<std::net::Ipv6Addr>,
+    ) -> PortFuture<'_, Result<(), KernelError>> {
+        Box::pin(async move {
+            let cidr_text = format!("{}/{}", cidr.0, cidr.1);
+            let Some(node_ip6) = node_ip6 else {
+                tracing::warn!(subsys = "linux-datapath", cidr = %cidr_text, "Unable to install direct node route: the node has no IPv6 address");
+                return Ok(());
+            };
+            let installed = netdev::direct::install6(&self.netlink, cidr, node_ip6)
+                .await
+                .map_err(KernelError::new)?;
+            if installed.is_none() {
+                tracing::warn!(subsys = "linux-datapath", cidr = %cidr_text, nodeIP = %node_ip6, "Unable to install direct node route: node IP is not on a directly connected subnet of any local device");
+            }
+            Ok(())
+        })
+    }
+
+    fn withdraw6(&self, cidr: (std::net::Ipv6Addr, u8)) -> PortFuture<'_, ()> {
+        Box::pin(async move {
+            if let Err(e) = netdev::direct::withdraw6(&self.netlink, cidr).await {
                 tracing::warn!(subsys = "linux-datapath", cidr = %format!("{}/{}", cidr.0, cidr.1), error = %e, "Unable to remove direct route to node");
             }
         })

@@ -54,10 +54,11 @@ pub fn setup(
     status
 }
 
-/// The IPv6 destinations never masqueraded: the IPv6 pod CIDR (Cilium's
-/// ipv6-native-routing-cidr, once native routing has IPv6).
+/// The IPv6 destinations never masqueraded: `ipv6-native-routing-cidr`,
+/// else this node's IPv6 pod CIDR, as Cilium's.
 fn exclusion_v6(config: &DaemonConfig) -> Option<(Ipv6Addr, u8)> {
-    config.ipv6.map(|p| p.pod_cidr)
+    let pods = config.ipv6.map(|p| p.pod_cidr)?;
+    Some(config.ipv6_native_routing_cidr.unwrap_or(pods))
 }
 
 /// IPv6 (`enable-ipv6-masquerade`) in the datapath with BPF masquerading

@@ -149,7 +149,7 @@ async fn add_steps(
         ns.run(|| netdev::sysctl::write_in_pod_netns("net.ipv6.conf.all.disable_ipv6", "0"))??;
         pod_nl.ensure_ipv6_addr(veth.pod_index, ip6, 128).await?;
         pod_nl
-            .replace_route6(veth.pod_index, (gateway6, 128), None, None, route_mtu)
+            .replace_route6(veth.pod_index, (gateway6, 128), None, None, Some(route_mtu))
             .await?;
         pod_nl
             .replace_route6(
@@ -157,7 +157,7 @@ async fn add_steps(
                 (Ipv6Addr::UNSPECIFIED, 0),
                 Some(gateway6),
                 None,
-                route_mtu,
+                Some(route_mtu),
             )
             .await?;
     }

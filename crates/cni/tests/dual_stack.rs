@@ -276,6 +276,74 @@ fn ipv6_pods_on_two_nodes_talk_through_the_ipv4_overlay() {
     }
 }
 
+#[test]
+fn ipv6_pods_on_two_nodes_talk_over_direct_routes_in_native_routing() {
+    let mut cluster = Cluster::new(
+        2,
+        &[
+            "--enable-ipv6=true",
+            "--routing-mode=native",
+            "--auto-direct-node-routes=true",
+            "--ipv4-native-routing-cidr=10.0.0.0/8",
+            "--ipv6-native-routing-cidr=fd00:10::/48",
+        ],
+    );
+    for (i, node) in cluster.nodes.iter_mut().enumerate() {
+        node.agent_args
+            .push(format!("--ipv6-range=fd00:10:0:{}::/112", i + 1));
+        node.start_agent();
+    }
+    // each node routes the other's IPv6 pod CIDR via its IPv6 underlay
+    // address (fd00:198:18::<octet>), straight out of the underlay device
+    for (n, other) in [(0, 2), (1, 1)] {
+        let cidr = format!("fd00:10:0:{other}::/112");
+        let gateway = testsupport::topology::underlay_ipv6(node_ip(other));
+        wait_for(&format!("node{} to route {cidr}", n + 1), 30, || {
+            let out = cluster.nodes[n]
+                .command("ip")
+                .args(["-6", "route", "show", &cidr])
+                .output()
+                .expect("run ip");
+            let routes = String::from_utf8_lossy(&out.stdout).into_owned();
+            routes.lines().count() == 1 && routes.contains(&format!("via {gateway} dev "))
+        });
+    }
+    let a6 = add_dual_stack_pod(&cluster.nodes[0], "pod-a", "app=client");
+    let b6 = add_dual_stack_pod(&cluster.nodes[1], "pod-b", "app=server");
+    wait_for("node2's ipcache to hold pod-a's IPv6 address", 30, || {
+        cluster.nodes[1]
+            .cilium_ok(&["bpf", "ipcache", "list"])
+            .lines()
+            .any(|l| l.starts_with(&format!("{a6}/128")))
+    });
+    assert!(ping6(&cluster.nodes[0], "pod-a", b6), "pod-a pings pod-b");
+    assert!(ping6(&cluster.nodes[1], "pod-b", a6), "pod-b pings pod-a");
+    let (na, nb) = (
+        cluster.nodes[0].netns("pod-a"),
+        cluster.nodes[1].netns("pod-b"),
+    );
+    let (_, reply) = netdev::netns::tcp_request(
+        netdev::NetNs::open(&nb).unwrap(),
+        netdev::NetNs::open(&na).unwrap(),
+        b6,
+        8080,
+        b"hello",
+    )
+    .expect("TCP from pod-a to pod-b over IPv6");
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(
+        reply.starts_with(&format!("pong to [{a6}]:")),
+        "pod-b saw pod-a's own address (inside ipv6-native-routing-cidr): {reply}"
+    );
+    assert!(udp_echo6(&nb, &na, b6, 4000), "fragmented UDP across nodes");
+    for node in &cluster.nodes {
+        let status = node.cilium_ok(&["status"]);
+        assert!(status.contains("Network: Native"), "{status}");
+        let metrics = node.cilium_ok(&["bpf", "metrics", "list"]);
+        assert!(!metrics.contains("Unsupported L3 protocol"), "{metrics}");
+    }
+}
+
 /// A dual-stack node at fd00:198:18::11 with `args`, and an outside host
 /// at fd00:198:18::50: pod-a reaches it over IPv6 by TCP and ping, seen as
 /// the node; `cilium status` names the masquerading `mode`.

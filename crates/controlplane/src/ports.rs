@@ -81,8 +81,14 @@ pub trait NodeRoutes: Send + Sync {
         node_ip: Ipv4Addr,
     ) -> PortFuture<'_, Result<(), KernelError>>;
     fn withdraw(&self, cidr: (Ipv4Addr, u8), node_ip: Ipv4Addr) -> PortFuture<'_, ()>;
-    /// A dual-stack node's IPv6 pod CIDR (only the overlay routes it).
-    fn install6(&self, _cidr: (std::net::Ipv6Addr, u8)) -> PortFuture<'_, Result<(), KernelError>> {
+    /// A dual-stack node's IPv6 pod CIDR; `node_ip6` is the node's IPv6
+    /// underlay address, the next hop of native routing (the overlay
+    /// reaches the node by its IPv4 address instead).
+    fn install6(
+        &self,
+        _cidr: (std::net::Ipv6Addr, u8),
+        _node_ip6: Option<std::net::Ipv6Addr>,
+    ) -> PortFuture<'_, Result<(), KernelError>> {
         Box::pin(async { Ok(()) })
     }
     fn withdraw6(&self, _cidr: (std::net::Ipv6Addr, u8)) -> PortFuture<'_, ()> {

@@ -134,7 +134,7 @@ impl RemoteNodes {
             routes.install(cidr, node_ip).await?;
         }
         if let (Some(cidr), Some(routes)) = (f.pod_cidr6, &self.routes) {
-            routes.install6(cidr).await?;
+            routes.install6(cidr, f.node_ip6).await?;
         }
         Ok(())
     }

@@ -100,8 +100,8 @@ pub fn write_config_map(extra: &[(String, String)], kubernetes: bool) -> anyhow:
         keys.retain(|(key, _)| key != k);
         keys.push((k.clone(), v.clone()));
     }
-    native_routing_defaults(&mut keys);
     ipv6_defaults(&mut keys);
+    native_routing_defaults(&mut keys);
     let kvstore_identities = keys
         .iter()
         .any(|(k, v)| k == "identity-allocation-mode" && v == "kvstore");
@@ -115,23 +115,25 @@ pub fn write_config_map(extra: &[(String, String)], kubernetes: bool) -> anyhow:
 }
 
 /// `routing-mode=native` works in the lab as it is: every pod CIDR lies in
-/// 10.0.0.0/8 (not to be masqueraded), and the nodes share one L2
-/// underlay, so each node routes the others' pod CIDRs via their
-/// addresses. What the user set stays.
+/// 10.0.0.0/8 (and in a dual-stack lab the IPv6 cluster pool), not to be
+/// masqueraded, and the nodes share one L2 underlay of both families, so
+/// each node routes the others' pod CIDRs via their addresses. What the
+/// user set stays; runs after [`ipv6_defaults`].
 fn native_routing_defaults(keys: &mut Vec<(String, String)>) {
-    let is = |keys: &[(String, String)], key: &str| keys.iter().any(|(k, _)| k == key);
-    if !keys
-        .iter()
-        .any(|(k, v)| k == "routing-mode" && v == "native")
-    {
+    if value(keys, "routing-mode") != Some("native") {
         return;
     }
-    for (key, value) in [
-        ("ipv4-native-routing-cidr", "10.0.0.0/8"),
-        ("auto-direct-node-routes", "true"),
-    ] {
-        if !is(keys, key) {
-            keys.push((key.to_owned(), value.to_owned()));
+    let ipv6_pool = is_on(keys, "enable-ipv6")
+        .then(|| value(keys, "cluster-pool-ipv6-cidr").map(str::to_owned))
+        .flatten();
+    let defaults = [
+        ("ipv4-native-routing-cidr", Some("10.0.0.0/8".to_owned())),
+        ("ipv6-native-routing-cidr", ipv6_pool),
+        ("auto-direct-node-routes", Some("true".to_owned())),
+    ];
+    for (key, default) in defaults {
+        if let (None, Some(v)) = (value(keys, key), default) {
+            keys.push((key.to_owned(), v));
         }
     }
 }
@@ -140,20 +142,26 @@ fn native_routing_defaults(keys: &mut Vec<(String, String)>) {
 /// `ipv6.enabled` (fd00::/104 cut into /120s, unique-local addresses that
 /// live only in the lab's namespaces). What the user set stays.
 fn ipv6_defaults(keys: &mut Vec<(String, String)>) {
-    let on = keys.iter().any(|(k, v)| {
-        k == "enable-ipv6" && matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "t")
-    });
-    if !on {
+    if !is_on(keys, "enable-ipv6") {
         return;
     }
-    for (key, value) in [
+    for (key, default) in [
         ("cluster-pool-ipv6-cidr", "fd00::/104"),
         ("cluster-pool-ipv6-mask-size", "120"),
     ] {
-        if !keys.iter().any(|(k, _)| k == key) {
-            keys.push((key.to_owned(), value.to_owned()));
+        if value(keys, key).is_none() {
+            keys.push((key.to_owned(), default.to_owned()));
         }
     }
+}
+
+fn value<'a>(keys: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    keys.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+/// A boolean key set true, spelled as the agent's flags take it.
+fn is_on(keys: &[(String, String)], key: &str) -> bool {
+    value(keys, key).is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "t"))
 }
 
 /// Node `index`'s CiliumNodeConfig (what differs per node), as a file;
@@ -427,6 +435,25 @@ mod tests {
         let mut keys = kv(&[("routing-mode", "tunnel")]);
         native_routing_defaults(&mut keys);
         assert_eq!(keys.len(), 1, "tunnel mode gets nothing");
+    }
+
+    #[test]
+    fn a_dual_stack_native_lab_keeps_the_ipv6_pool_unmasqueraded() {
+        let mut keys = kv(&[("routing-mode", "native"), ("enable-ipv6", "true")]);
+        ipv6_defaults(&mut keys);
+        native_routing_defaults(&mut keys);
+        assert_eq!(value(&keys, "ipv6-native-routing-cidr"), Some("fd00::/104"));
+        let mut keys = kv(&[
+            ("routing-mode", "native"),
+            ("enable-ipv6", "true"),
+            ("cluster-pool-ipv6-cidr", "fd00:1::/96"),
+        ]);
+        ipv6_defaults(&mut keys);
+        native_routing_defaults(&mut keys);
+        assert_eq!(
+            value(&keys, "ipv6-native-routing-cidr"),
+            Some("fd00:1::/96")
+        );
     }
 
     #[test]

@@ -77,6 +77,14 @@ pub fn call(l: &NodeDir, command: &str, sandbox: &Sandbox) -> anyhow::Result<ser
     Ok(json)
 }
 
+/// The pod's IPv6 address in an ADD result of a dual-stack node, if any.
+pub fn address6(result: &serde_json::Value) -> Option<std::net::Ipv6Addr> {
+    result["ips"].as_array()?.iter().find_map(|ip| {
+        let addr = ip["address"].as_str()?;
+        addr.split('/').next()?.parse().ok()
+    })
+}
+
 /// The pod's address in an ADD result.
 pub fn address(result: &serde_json::Value) -> anyhow::Result<Ipv4Addr> {
     let addr = result["ips"][0]["address"].as_str().unwrap_or_default();

@@ -66,6 +66,6 @@ pub async fn ensure_host_ipv6(
 ) -> Result<(), Error> {
     sysctl::write(&format!("net.ipv6.conf.{CILIUM_HOST}.disable_ipv6"), "0")?;
     nl.ensure_ipv6_addr(host_index, router, 128).await?;
-    nl.replace_route6(host_index, (net, len), None, Some(router), mtu)
+    nl.replace_route6(host_index, (net, len), None, Some(router), Some(mtu))
         .await
 }

@@ -274,14 +274,15 @@ impl Netlink {
     }
 
     /// Installs (or replaces) an IPv6 route out of link `index`: on-link, or
-    /// via `gateway`; `proto kernel` as Cilium does.
+    /// via `gateway`, with the link's MTU unless `mtu` says; `proto kernel`
+    /// as Cilium does.
     pub async fn replace_route6(
         &self,
         index: u32,
         (dst, len): (Ipv6Addr, u8),
         gateway: Option<Ipv6Addr>,
         src: Option<Ipv6Addr>,
-        mtu: u32,
+        mtu: Option<u32>,
     ) -> Result<(), Error> {
         use netlink_packet_route::route::{RouteAttribute, RouteMetric};
         let mut b = rtnetlink::RouteMessageBuilder::<Ipv6Addr>::new()
@@ -295,9 +296,11 @@ impl Netlink {
         if let Some(s) = src {
             b = b.pref_source(s);
         }
-        b.get_mut()
-            .attributes
-            .push(RouteAttribute::Metrics(vec![RouteMetric::Mtu(mtu)]));
+        if let Some(mtu) = mtu {
+            b.get_mut()
+                .attributes
+                .push(RouteAttribute::Metrics(vec![RouteMetric::Mtu(mtu)]));
+        }
         self.handle
             .route()
             .add(b.build())

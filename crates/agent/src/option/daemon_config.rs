@@ -125,6 +125,8 @@ pub struct DaemonConfig {
     pub host_routing: HostRouting,
     /// Destinations never masqueraded to (`ipv4-native-routing-cidr`).
     pub ipv4_native_routing_cidr: Option<(Ipv4Addr, u8)>,
+    /// IPv6 destinations never masqueraded to (`ipv6-native-routing-cidr`).
+    pub ipv6_native_routing_cidr: Option<(Ipv6Addr, u8)>,
     /// First and last port of `node-port-range`.
     pub node_port_range: (u16, u16),
     /// Socket LB on `cgroup_root` (`bpf-lb-sock`, or
@@ -285,6 +287,24 @@ fn check_native_routing_cidr(
             needed: "native routing cidr",
             key: "ipv4-native-routing-cidr",
             because: "--enable-ipv4-masquerade=true --routing-mode=native",
+        });
+    }
+    Ok(())
+}
+
+/// [`check_native_routing_cidr`] for IPv6: with IPv6 masquerading in
+/// native routing, `ipv6-native-routing-cidr` says which IPv6 destinations
+/// are the cluster's own.
+fn check_ipv6_native_routing_cidr(
+    mode: RoutingMode,
+    masquerade: bool,
+    native_routing_cidr: &str,
+) -> Result<(), ConfigError> {
+    if mode == RoutingMode::Native && masquerade && native_routing_cidr.is_empty() {
+        return Err(ConfigError::Requires {
+            needed: "native routing cidr",
+            key: "ipv6-native-routing-cidr",
+            because: "--enable-ipv6=true --enable-ipv6-masquerade=true --routing-mode=native",
         });
     }
     Ok(())
@@ -588,10 +608,15 @@ impl DaemonConfig {
             boolean("enable-ipv4-masquerade"),
             l.get("ipv4-native-routing-cidr"),
         )?;
-        if ipv6.is_some() && routing_mode == RoutingMode::Native {
-            return Err(ConfigError::Unsupported(
-                "enable-ipv6=true with routing-mode=native: IPv6 native routing (ipv6-native-routing-cidr, routes to other nodes' IPv6 pod CIDRs) is not supported yet; use routing-mode=tunnel".into(),
-            ));
+        if ipv6.is_some() {
+            check_ipv6_native_routing_cidr(
+                routing_mode,
+                boolean("enable-ipv6-masquerade"),
+                l.get("ipv6-native-routing-cidr"),
+            )?;
+            if boolean("auto-direct-node-routes") && l.get("ipv6-native-routing-cidr").is_empty() {
+                tracing::warn!(subsys = "config", "ipv6-native-routing-cidr is empty with auto-direct-node-routes: IPv6 traffic to other nodes' pods may be masqueraded");
+            }
         }
         Ok(Self {
             bpf_root: PathBuf::from(l.get("bpf-root")),
@@ -691,6 +716,10 @@ impl DaemonConfig {
             ipv4_native_routing_cidr: match l.get("ipv4-native-routing-cidr") {
                 "" => None,
                 s => Some(parse_cidr4(s).expect("validated cidr")),
+            },
+            ipv6_native_routing_cidr: match l.get("ipv6-native-routing-cidr") {
+                "" => None,
+                s => Some(parse_cidr6(s).expect("validated cidr")),
             },
             node_port_range,
             socket_lb: boolean("bpf-lb-sock") || kube_proxy_replacement,
@@ -963,6 +992,35 @@ mod tests {
             "--enable-ipv4-masquerade=false",
         ])
         .unwrap();
+    }
+
+    #[test]
+    fn ipv6_native_routing_with_masquerading_needs_the_ipv6_native_routing_cidr() {
+        let native = [
+            "--routing-mode=native",
+            "--ipv4-native-routing-cidr=10.0.0.0/8",
+        ];
+        let with = |extra: &[&str]| {
+            let mut args = native.to_vec();
+            args.push("--enable-ipv6=true");
+            args.extend_from_slice(extra);
+            cfg(&args)
+        };
+        assert_eq!(
+            with(&[]).unwrap_err().to_string(),
+            "native routing cidr must be configured with option --ipv6-native-routing-cidr \
+             in combination with --enable-ipv6=true --enable-ipv6-masquerade=true --routing-mode=native"
+        );
+        assert!(with(&["--enable-ipv6-masquerade=false"]).is_ok());
+        let c = with(&["--ipv6-native-routing-cidr=fd00::/104"]).unwrap();
+        assert_eq!(
+            c.ipv6_native_routing_cidr,
+            Some(("fd00::".parse().unwrap(), 104))
+        );
+        let e = with(&["--ipv6-native-routing-cidr=fd00::1/104"]).unwrap_err();
+        assert!(e.to_string().contains("ipv6-native-routing-cidr"), "{e}");
+        // IPv4-only: the key is not needed
+        assert!(cfg(&native).is_ok());
     }
 
     #[test]

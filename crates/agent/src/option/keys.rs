@@ -16,6 +16,8 @@ pub enum Kind {
     Enum(&'static [&'static str]),
     /// An IPv4 CIDR, or empty.
     Cidr4,
+    /// An IPv6 CIDR, or empty.
+    Cidr6,
     /// An IPv4 address, or empty.
     Ip4,
     /// A Go-style duration such as `10s`, `5m0s` or `1h`.
@@ -87,6 +89,7 @@ pub const KEYS: &[Key] = &[
     k("cluster-pool-ipv4-mask-size", Uint(1, 30), "24"),
     k("ipv6-range", Str, "auto"),
     k("local-router-ipv6", Str, ""),
+    k("ipv6-native-routing-cidr", Cidr6, ""),
     // Helm's defaults (the operator's own are empty and /112)
     k("cluster-pool-ipv6-cidr", Str, "fd00::/104"),
     k("cluster-pool-ipv6-mask-size", Uint(1, 127), "120"),

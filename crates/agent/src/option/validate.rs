@@ -43,6 +43,14 @@ pub fn validate(key: &Key, value: &str) -> Result<(), ConfigError> {
                 .map(|_| ())
                 .ok_or_else(|| bad("expected an IPv4 CIDR such as 10.0.0.0/24".into()))
         }
+        Kind::Cidr6 => {
+            if value.is_empty() {
+                return Ok(());
+            }
+            parse_cidr6(value).map(|_| ()).ok_or_else(|| {
+                bad("expected an IPv6 CIDR with its host bits clear, e.g. fd00::/104".into())
+            })
+        }
         Kind::Ip4 => {
             if value.is_empty() {
                 return Ok(());

@@ -32,6 +32,8 @@ struct Running {
     /// None for a hostNetwork pod.
     sandbox: Option<Sandbox>,
     ip: String,
+    /// A dual-stack pod's second address (`podIPs[1]`).
+    ipv6: Option<String>,
     container_id: String,
     /// Held for their lifetime: dropping stops them.
     _servers: Servers,
@@ -117,6 +119,10 @@ impl Kubelet {
     /// The status kubelet posts for a pod whose containers all run.
     fn running_status(&self, pod: &Pod, r: &Running) -> Value {
         let ip = &r.ip;
+        let pod_ips: Vec<Value> = std::iter::once(ip)
+            .chain(&r.ipv6)
+            .map(|ip| json!({"ip": ip}))
+            .collect();
         let started = pod
             .status
             .as_ref()
@@ -153,7 +159,7 @@ impl Kubelet {
         json!({"status": {
             "phase": "Running",
             "podIP": ip,
-            "podIPs": [{"ip": ip}],
+            "podIPs": pod_ips,
             "hostIP": self.node_ip,
             "hostIPs": [{"ip": self.node_ip}],
             "startTime": started,
@@ -219,6 +225,7 @@ impl Kubelet {
         Running {
             prober: Prober::of(pod, &ip),
             ip,
+            ipv6: sb.ipv6.map(|ip| ip.to_string()),
             container_id: format!("cilium-lab://{}", sb.id),
             sandbox: Some(sb),
             _servers: servers,
@@ -238,6 +245,7 @@ impl Kubelet {
                 sandbox: None,
                 prober: Prober::of(pod, &self.node_ip),
                 ip: self.node_ip.clone(),
+                ipv6: None,
                 container_id: format!("cilium-lab://host-{}", uid(pod)),
                 _servers: servers,
                 reported: false,

@@ -9,7 +9,7 @@ use crate::{cni, layout};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use topology::NodeDir;
 
@@ -21,6 +21,9 @@ pub struct Sandbox {
     pub id: String,
     /// Set once ADD answered.
     pub ip: Option<Ipv4Addr>,
+    /// A dual-stack node's second address for the pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv6: Option<Ipv6Addr>,
 }
 
 /// The pod's network namespace name: `<name>` in `default`,
@@ -93,6 +96,7 @@ impl Sandbox {
             uid: uid.to_owned(),
             id: random_id()?,
             ip: None,
+            ipv6: None,
         };
         let netns = l.netns(&sb.netns_name());
         std::fs::create_dir_all(l.netns_dir())?;
@@ -100,10 +104,11 @@ impl Sandbox {
         let added = netdev::netns::create(&netns)
             .with_context(|| format!("creating the netns of {}", sb.pod()))
             .and_then(|()| sb.cni(l, "ADD"))
-            .and_then(|result| cni::address(&result));
+            .and_then(|result| Ok((cni::address(&result)?, cni::address6(&result))));
         match added {
-            Ok(ip) => {
+            Ok((ip, ipv6)) => {
                 sb.ip = Some(ip);
+                sb.ipv6 = ipv6;
                 sb.save(l)?;
                 Ok(sb)
             }

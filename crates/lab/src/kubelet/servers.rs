@@ -8,7 +8,7 @@
 //! datagram the same way.
 
 use anyhow::Context;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
@@ -53,7 +53,10 @@ impl Drop for Servers {
 }
 
 /// Binds every port inside the namespace at `netns`: a socket stays in the
-/// namespace it was made in, so a thread enters it only to make them.
+/// namespace it was made in, so a thread enters it only to make them. A
+/// socket on `[::]` takes both families (a dual-stack pod is reached at
+/// either address, as a real server listening on `[::]` is); a namespace
+/// without IPv6 gets `0.0.0.0`.
 fn bind(netns: &Path, ports: &[Port]) -> anyhow::Result<Vec<Socket>> {
     let ns = netdev::NetNs::open(netns)?;
     let ports = ports.to_vec();
@@ -62,12 +65,16 @@ fn bind(netns: &Path, ports: &[Port]) -> anyhow::Result<Vec<Socket>> {
         ports
             .iter()
             .map(|p| {
-                let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, p.port));
-                let socket = match p.protocol {
-                    Protocol::Tcp => std::net::TcpListener::bind(addr).map(Socket::Tcp),
-                    Protocol::Udp => std::net::UdpSocket::bind(addr).map(Socket::Udp),
+                let on = |ip: IpAddr| {
+                    let addr = SocketAddr::from((ip, p.port));
+                    match p.protocol {
+                        Protocol::Tcp => std::net::TcpListener::bind(addr).map(Socket::Tcp),
+                        Protocol::Udp => std::net::UdpSocket::bind(addr).map(Socket::Udp),
+                    }
                 };
-                socket.with_context(|| format!("binding {} port {}", p.protocol, p.port))
+                on(Ipv6Addr::UNSPECIFIED.into())
+                    .or_else(|_| on(Ipv4Addr::UNSPECIFIED.into()))
+                    .with_context(|| format!("binding {} port {}", p.protocol, p.port))
             })
             .collect()
     })
@@ -103,6 +110,7 @@ async fn serve_tcp(pod: String, listener: tokio::net::TcpListener) {
             // each connection ends with the pod's servers too
             Ok((conn, peer)) => {
                 let pod = pod.clone();
+                let peer = unmapped(peer);
                 tokio::spawn(async move {
                     let _ = answer_tcp(&pod, peer, conn).await;
                 });
@@ -157,6 +165,17 @@ async fn serve_udp(pod: String, socket: tokio::net::UdpSocket) {
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
         }
+    }
+}
+
+/// An IPv4 client of a `[::]` socket as the client's own family shows it.
+fn unmapped(peer: SocketAddr) -> SocketAddr {
+    match peer {
+        SocketAddr::V6(a) => match a.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::from((v4, a.port())),
+            None => peer,
+        },
+        v4 => v4,
     }
 }
 
