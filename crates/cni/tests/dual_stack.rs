@@ -346,8 +346,9 @@ fn ipv6_pods_on_two_nodes_talk_over_direct_routes_in_native_routing() {
 
 /// A dual-stack node at fd00:198:18::11 with `args`, and an outside host
 /// at fd00:198:18::50: pod-a reaches it over IPv6 by TCP and ping, seen as
-/// the node; `cilium status` names the masquerading `mode`.
-fn masquerades_ipv6(args: &[&str], mode: &str) -> Cluster {
+/// the node; `cilium status` names the masquerading `mode`. The cluster
+/// and the outside host's namespace.
+fn masquerades_ipv6(args: &[&str], mode: &str) -> (Cluster, std::path::PathBuf) {
     let node_v6: Ipv6Addr = "fd00:198:18::11".parse().unwrap();
     let outside_v6: Ipv6Addr = "fd00:198:18::50".parse().unwrap();
     let mut all = vec!["--enable-ipv6=true", "--ipv6-range=fd00:10:0:1::/112"];
@@ -387,7 +388,7 @@ fn masquerades_ipv6(args: &[&str], mode: &str) -> Cluster {
         .success(),
         "pod-a pings the outside over IPv6"
     );
-    cluster
+    (cluster, outside)
 }
 
 #[test]
@@ -396,8 +397,65 @@ fn ipv6_leaving_the_cluster_is_masqueraded_with_ip6tables() {
 }
 
 #[test]
+fn ipv6_cidr_policies_select_the_outside_by_prefix() {
+    let (cluster, outside) = masquerades_ipv6(&[], "IPTables");
+    let node = &cluster.nodes[0];
+    let tcp = || {
+        netdev::netns::tcp_request(
+            netdev::NetNs::open(&outside).unwrap(),
+            netdev::NetNs::open(&node.netns("pod-a")).unwrap(),
+            "fd00:198:18::50".parse::<Ipv6Addr>().unwrap(),
+            8080,
+            b"hello",
+        )
+        .is_ok()
+    };
+    let ping = || {
+        node.in_pod(
+            "pod-a",
+            &["ping", "-6", "-c", "1", "-W", "1", "fd00:198:18::50"],
+        )
+        .status
+        .success()
+    };
+    let import = |rules: &str| {
+        let out = node.import_policy(rules);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // TCP 8080 to the outside host's /128, nothing else: ICMPv6 refused
+    import(
+        r#"[{"endpointSelector": {"matchLabels": {}},
+  "egress": [{"toCIDR": ["fd00:198:18::50/128"],
+              "toPorts": [{"ports": [{"port": "8080", "protocol": "TCP"}]}]}]}]"#,
+    );
+    wait_for("ICMPv6 to the outside refused by policy", 10, || !ping());
+    assert!(tcp(), "TCP 8080 to fd00:198:18::50/128 is allowed");
+    let ipcache = node.cilium_ok(&["bpf", "ipcache", "list"]);
+    assert!(
+        ipcache
+            .lines()
+            .any(|l| l.starts_with("fd00:198:18::50/128 ") && l.contains("identity=16777")),
+        "the prefix has a CIDR identity:\n{ipcache}"
+    );
+    // the underlay's /64 except the host: everything else there, not it
+    node.cilium_ok(&["policy", "delete", "--all"]);
+    import(
+        r#"[{"endpointSelector": {"matchLabels": {}},
+  "egress": [{"toCIDRSet": [{"cidr": "fd00:198:18::/64", "except": ["fd00:198:18::50/128"]}]}]}]"#,
+    );
+    wait_for("TCP to the excepted host refused", 10, || !tcp());
+    assert!(!ping());
+    let drops = node.cilium_ok(&["bpf", "metrics", "list"]);
+    assert!(drops.contains("Policy denied"), "{drops}");
+}
+
+#[test]
 fn ipv6_leaving_the_cluster_is_masqueraded_in_bpf() {
-    let cluster = masquerades_ipv6(
+    let (cluster, _) = masquerades_ipv6(
         &[
             "--enable-bpf-masquerade=true",
             "--kube-proxy-replacement=true",

@@ -221,16 +221,25 @@ impl CidrIdentities {
     fn identities(&self) -> Vec<policy::Identity> {
         self.by_prefix
             .iter()
-            .map(|(cidr, id)| policy::Identity {
-                id: *id,
-                labels: Labels::parse([format!("cidr:{cidr}").as_str(), "reserved:world"]),
+            .map(|(cidr, id)| {
+                // an IPv6 prefix is outside the cluster over IPv6, as on
+                // a 1.16 dual-stack node
+                let world = match cidr.is_ipv6() {
+                    false => "reserved:world",
+                    true => "reserved:world-ipv6",
+                };
+                let label = format!("cidr:{}", cidr.label_key());
+                policy::Identity {
+                    id: *id,
+                    labels: Labels::parse([label.as_str(), world]),
+                }
             })
             .collect()
     }
 }
 
 /// The prefixes rules name (CIDR peers and their exceptions), but not
-/// 0.0.0.0/0: that is the world identity itself.
+/// 0.0.0.0/0 or ::/0: those are the world identities themselves.
 fn prefixes(rules: &[policy::Rule]) -> std::collections::BTreeSet<policy::Cidr> {
     let mut out = std::collections::BTreeSet::new();
     for r in rules {

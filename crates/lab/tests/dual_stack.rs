@@ -10,7 +10,8 @@
 //! make each a frontend with the pod's address of that family behind it;
 //! a pod on the other node reaches it through both, and the outside host
 //! through each node's IPv6 address once it is a NodePort. Pods reach the
-//! outside host over the underlay's IPv6 too, masqueraded.
+//! outside host over the underlay's IPv6 too, masqueraded, and a CIDR
+//! policy on its IPv6 address allows TCP and refuses ICMPv6 to it.
 //! Cilium 1.16's cilium-dbg reads the IPv6 entries of our maps without
 //! changing them. No drop of the overlay's own IPv6 chatter remains.
 
@@ -238,6 +239,34 @@ fn a_dual_stack_lab_gives_pods_both_families_across_nodes() {
         seen.starts_with("[fd00:198:18::1") && !seen.contains(&a6),
         "the outside host saw pod-a as {seen}"
     );
+
+    // a CIDR policy on an IPv6 prefix: pod-a (the app=demo pod that is
+    // no server) may reach the outside host's /128 on TCP 80 and nothing
+    // else there, so its ping over IPv6 is refused
+    let cidr_policy = lab.dir.path().join("outside-v6.json");
+    std::fs::write(
+        &cidr_policy,
+        format!(
+            r#"{{"apiVersion":"cilium.io/v2","kind":"CiliumNetworkPolicy",
+  "metadata":{{"name":"outside-v6","namespace":"default"}},
+  "spec":{{"endpointSelector":{{"matchLabels":{{"app":"demo"}},
+             "matchExpressions":[{{"key":"role","operator":"DoesNotExist"}}]}},
+          "egress":[{{"toCIDR":["{outside6}/128"],
+                      "toPorts":[{{"ports":[{{"port":"80","protocol":"TCP"}}]}}]}}]}}}}"#
+        ),
+    )
+    .unwrap();
+    lab.kubectl(&["apply", "-f", &cidr_policy.display().to_string()]);
+    eventually(
+        "pod-a's ICMPv6 to the outside refused",
+        30,
+        || match ping6(&lab, "pod-a", &outside6) {
+            true => Err("answered".to_owned()),
+            false => Ok(()),
+        },
+    );
+    curl(&lab, "pod-a", &outside6).expect("TCP 80 to the outside's /128 is allowed");
+    lab.kubectl(&["delete", "cnp", "outside-v6"]);
 
     // the Service as a NodePort, from the outside host through each
     // node's IPv6 address: pod-b is elsewhere for one, local for the other

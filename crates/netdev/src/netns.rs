@@ -189,11 +189,29 @@ pub fn tcp_request(
     let timeout = std::time::Duration::from_secs(5);
     let enter = |ns: &NetNs| ns.enter().map_err(std::io::Error::other);
     let (tx, rx) = std::sync::mpsc::channel();
+    let client_gone = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let gone = client_gone.clone();
     let srv = std::thread::spawn(move || -> std::io::Result<()> {
         enter(&server)?;
         let listener = TcpListener::bind((any, port))?;
         let _ = tx.send(());
-        let (mut s, peer) = listener.accept()?;
+        // a client that never arrives (a dropped SYN) must not hold the
+        // caller: accept polls until the client gave up
+        listener.set_nonblocking(true)?;
+        let (mut s, peer) = loop {
+            match listener.accept() {
+                Ok(conn) => break conn,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if gone.load(std::sync::atomic::Ordering::SeqCst) {
+                        return Err(std::io::ErrorKind::TimedOut.into());
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        s.set_nonblocking(false)?;
+        s.set_read_timeout(Some(timeout))?;
         let mut req = Vec::new();
         s.read_to_end(&mut req)?;
         let mut reply = format!("pong to {peer}: ").into_bytes();
@@ -216,7 +234,12 @@ pub fn tcp_request(
     let out = cli
         .join()
         .map_err(|_| std::io::Error::other("client thread panicked"))?;
-    srv.join()
-        .map_err(|_| std::io::Error::other("server thread panicked"))??;
-    out
+    client_gone.store(true, std::sync::atomic::Ordering::SeqCst);
+    let served = srv
+        .join()
+        .map_err(|_| std::io::Error::other("server thread panicked"))?;
+    // the client's failure says more than the server's wait for it
+    let out = out?;
+    served?;
+    Ok(out)
 }

@@ -88,8 +88,13 @@ pub fn peer_identities(peer: &Peer, identities: &[Identity]) -> Vec<u32> {
                 i.cidr()
                     .is_some_and(|p| cidr.contains(&p) && !except.iter().any(|e| e.contains(&p)))
             });
-            if cidr.len == 0 && except.is_empty() {
-                ids.push(abi::identity::WORLD);
+            // the whole family is its world identity too; what an
+            // exception names has a CIDR identity of its own, not that
+            if cidr.len == 0 {
+                ids.push(match cidr.is_ipv6() {
+                    false => abi::identity::WORLD,
+                    true => abi::identity::WORLD_IPV6,
+                });
             }
             ids
         }

@@ -4,12 +4,12 @@
 
 use crate::labels::Labels;
 use crate::selector::Selector;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// An IPv4 prefix.
+/// An IPv4 or IPv6 prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Cidr {
-    pub addr: Ipv4Addr,
+    pub addr: IpAddr,
     pub len: u8,
 }
 
@@ -18,46 +18,90 @@ pub struct Cidr {
 pub enum CidrError {
     #[error("invalid CIDR {0:?}")]
     PrefixLength(String),
-    #[error("invalid CIDR {0:?}: only IPv4 prefixes are supported")]
-    NotIpv4(String),
-    #[error("invalid CIDR {0:?}: prefix length above 32")]
-    PrefixTooLong(String),
+    #[error("invalid CIDR {0:?}: not an IPv4 or IPv6 prefix")]
+    NotAnAddress(String),
+    #[error("invalid CIDR {0:?}: prefix length above {1}")]
+    PrefixTooLong(String, u8),
 }
 
 impl Cidr {
     pub fn parse(s: &str) -> Result<Self, CidrError> {
-        let (addr, len) = match s.split_once('/') {
-            Some((a, l)) => (
-                a,
-                l.parse::<u8>()
-                    .map_err(|_| CidrError::PrefixLength(s.to_owned()))?,
-            ),
-            None => (s, 32),
+        let (addr, len) = s.split_once('/').unwrap_or((s, ""));
+        let addr: IpAddr = addr
+            .parse()
+            .map_err(|_| CidrError::NotAnAddress(s.to_owned()))?;
+        let bits = Self::bits(addr);
+        let len = match len {
+            "" if !s.contains('/') => bits,
+            l => l
+                .parse::<u8>()
+                .map_err(|_| CidrError::PrefixLength(s.to_owned()))?,
         };
-        let addr: Ipv4Addr = addr.parse().map_err(|_| CidrError::NotIpv4(s.to_owned()))?;
-        if len > 32 {
-            return Err(CidrError::PrefixTooLong(s.to_owned()));
+        if len > bits {
+            return Err(CidrError::PrefixTooLong(s.to_owned(), bits));
         }
         Ok(Self::new(addr, len))
     }
 
-    /// The prefix of `len` bits (at most 32) that holds `addr`.
-    pub fn new(addr: Ipv4Addr, len: u8) -> Self {
-        let len = len.min(32);
-        Self {
-            addr: Ipv4Addr::from(u32::from(addr) & Self::mask(len)),
-            len,
+    /// The prefix of `len` bits (at most the family's) that holds `addr`.
+    pub fn new(addr: impl Into<IpAddr>, len: u8) -> Self {
+        let addr = addr.into();
+        let len = len.min(Self::bits(addr));
+        let net = Self::wide(addr) & Self::mask(len);
+        let addr = match addr {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::from((net >> 96) as u32)),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::from(net)),
+        };
+        Self { addr, len }
+    }
+
+    fn bits(addr: IpAddr) -> u8 {
+        if addr.is_ipv4() {
+            32
+        } else {
+            128
         }
     }
 
-    fn mask(len: u8) -> u32 {
-        u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0)
+    /// The first `len` bits set, of 128 (an IPv4 prefix left-aligned).
+    fn mask(len: u8) -> u128 {
+        u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0)
     }
 
-    /// Whether `other` lies inside this prefix.
+    /// The address as 128 bits, an IPv4 one left-aligned.
+    fn wide(addr: IpAddr) -> u128 {
+        match addr {
+            IpAddr::V4(a) => u128::from(u32::from(a)) << 96,
+            IpAddr::V6(a) => u128::from(a),
+        }
+    }
+
+    pub fn is_ipv6(&self) -> bool {
+        self.addr.is_ipv6()
+    }
+
+    /// Whether `other` (of the same family) lies inside this prefix.
     pub fn contains(&self, other: &Cidr) -> bool {
-        other.len >= self.len
-            && u32::from(other.addr) & Self::mask(self.len) == u32::from(self.addr)
+        self.addr.is_ipv4() == other.addr.is_ipv4()
+            && other.len >= self.len
+            && Self::wide(other.addr) & Self::mask(self.len) == Self::wide(self.addr)
+    }
+
+    /// The key of its `cidr:` label, as Cilium writes it: an IPv6
+    /// address's colons become dashes (a label key cannot hold them), with
+    /// a zero where a key would start or end with one.
+    pub fn label_key(&self) -> String {
+        let text = self.addr.to_string();
+        let mut key = String::with_capacity(text.len() + 6);
+        for (i, c) in text.char_indices() {
+            match c {
+                ':' if i == 0 => key.push_str("0-"),
+                ':' if i == text.len() - 1 => key.push_str("-0"),
+                ':' => key.push('-'),
+                c => key.push(c),
+            }
+        }
+        format!("{key}/{}", self.len)
     }
 }
 

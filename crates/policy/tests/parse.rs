@@ -347,3 +347,81 @@ fn the_world_entity_holds_both_families_and_each_has_its_own() {
     assert_eq!(allowed("world-ipv6"), vec![10]);
     assert_eq!(allowed("cluster"), vec![6, WEB]);
 }
+
+#[test]
+fn ipv6_cidrs_select_their_prefixes_and_the_ipv6_world() {
+    let text = r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata:
+  name: v6-out
+  namespace: prod
+spec:
+  endpointSelector:
+    matchLabels:
+      app: web
+  egress:
+  - toCIDRSet:
+    - cidr: 2001:db8::/32
+      except: [2001:db8:1::/48]
+  - toCIDR: ["::/0"]
+    toPorts:
+    - ports: [{port: "443", protocol: TCP}]
+"#;
+    let rules = parse(text).unwrap();
+    const NET: u32 = 16_777_219;
+    const HOLE: u32 = 16_777_220;
+    const V4: u32 = 16_777_221;
+    let net = Cidr::parse("2001:db8::/32").unwrap();
+    let hole = Cidr::parse("2001:db8:1::/48").unwrap();
+    assert!(net.contains(&hole) && !hole.contains(&net));
+    assert!(!net.contains(&Cidr::parse("192.0.2.0/24").unwrap()));
+    assert!(!Cidr::parse("0.0.0.0/0").unwrap().contains(&net));
+    // a label key holds no colon: Cilium writes them as dashes
+    assert_eq!(net.label_key(), "2001-db8--0/32");
+    assert_eq!(Cidr::parse("::/0").unwrap().label_key(), "0--0/0");
+    assert_eq!(Cidr::parse("fd00::1").unwrap().to_string(), "fd00::1/128");
+    assert_eq!(
+        Cidr::parse("2001:db8::ff/120").unwrap().to_string(),
+        "2001:db8::/120"
+    );
+    let label = |c: &Cidr| format!("cidr:{}", c.label_key());
+    let mut universe = universe();
+    universe.extend(
+        [
+            (NET, label(&net), "reserved:world-ipv6"),
+            (HOLE, label(&hole), "reserved:world-ipv6"),
+            (V4, "cidr:192.0.2.0/24".to_owned(), "reserved:world"),
+        ]
+        .map(|(id, l, world)| Identity {
+            id,
+            labels: Labels::parse([l.as_str(), world]),
+        }),
+    );
+    universe.push(Identity {
+        id: 10,
+        labels: Labels::parse(["reserved:world-ipv6"]),
+    });
+    let p = resolve(&rules, &pod("web", "prod"), &universe, Enforcement::Default);
+    let s = &p.state;
+    assert!(p.egress_enforced);
+    assert!(s.lookup(NET, true, 17, 53).allowed());
+    assert!(s.lookup(HOLE, true, 6, 443).allowed(), "::/0 on 443");
+    assert_eq!(
+        s.lookup(HOLE, true, 6, 80),
+        Verdict::NoMatch,
+        "the exception"
+    );
+    assert!(s.lookup(10, true, 6, 443).allowed(), "the IPv6 world");
+    assert_eq!(s.lookup(10, true, 6, 80), Verdict::NoMatch);
+    assert_eq!(
+        s.lookup(2, true, 6, 443),
+        Verdict::NoMatch,
+        "not the IPv4 world"
+    );
+    assert_eq!(s.lookup(V4, true, 6, 443), Verdict::NoMatch);
+
+    let e = error(&text.replace("2001:db8::/32", "2001:db8::/129"));
+    assert_eq!(e.path, "spec.egress[0].toCIDRSet[0].cidr");
+    assert!(e.message.contains("prefix length above 128"), "{e}");
+}
