@@ -467,7 +467,9 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             nodes: Arc::clone(&cp.nodes),
             endpoints: Arc::clone(&cp.endpoints),
             ipam: Arc::clone(&cp.ipam),
+            ipam6: cp.ipam6.clone(),
             node_ip,
+            node_ipv6,
         },
         &tasks,
         &controllers,
@@ -693,6 +695,7 @@ fn local_node(
         ipv4_alloc_cidr: Some(IpNet::v4(config.ipv4_range.0, config.ipv4_range.1)),
         ipv6_alloc_cidr: config.ipv6.map(|p| IpNet::v6(p.pod_cidr.0, p.pod_cidr.1)),
         health_ipv4: None,
+        health_ipv6: None,
         cluster_id: config.cluster_id,
         source: "local".into(),
     }

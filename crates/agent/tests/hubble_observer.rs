@@ -120,6 +120,7 @@ fn node(name: &str, ip: &str) -> Node {
         ipv4_alloc_cidr: None,
         ipv6_alloc_cidr: None,
         health_ipv4: None,
+        health_ipv6: None,
         cluster_id: 0,
         source: String::new(),
     }

@@ -94,6 +94,9 @@ pub struct Node {
     /// The node's health endpoint (Go's `net.IP`: text, empty when none).
     #[serde(rename = "IPv4HealthIP", default, with = "text_ip")]
     pub health_ipv4: Option<Ipv4Addr>,
+    /// A dual-stack node's health endpoint's IPv6 address.
+    #[serde(rename = "IPv6HealthIP", default, with = "text_ip")]
+    pub health_ipv6: Option<std::net::Ipv6Addr>,
     #[serde(rename = "ClusterID", default)]
     pub cluster_id: u32,
     #[serde(rename = "Source", default)]
@@ -103,17 +106,21 @@ pub struct Node {
 /// `net.IP` as Go marshals it: its text, or an empty string for nil.
 mod text_ip {
     use serde::{Deserialize, Deserializer, Serializer};
-    use std::net::Ipv4Addr;
 
-    pub fn serialize<S: Serializer>(ip: &Option<Ipv4Addr>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer, A: std::fmt::Display>(
+        ip: &Option<A>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         match ip {
             Some(ip) => s.collect_str(ip),
             None => s.serialize_str(""),
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Ipv4Addr>, D::Error> {
-        // IPv6 health addresses (of a dual-stack Cilium) are not ours to probe.
+    /// An address of the field's family; any other text is none.
+    pub fn deserialize<'de, D: Deserializer<'de>, A: std::str::FromStr>(
+        d: D,
+    ) -> Result<Option<A>, D::Error> {
         let text = Option::<String>::deserialize(d)?.unwrap_or_default();
         Ok(text.parse().ok())
     }
@@ -177,13 +184,14 @@ impl Node {
                 }),
             },
             health_endpoint_address: self.health_ipv4.map(|ip| {
+                let element = |ip: String| api::models::NodeAddressingElement {
+                    enabled: true,
+                    ip,
+                    ..Default::default()
+                };
                 api::models::NodeAddressingSummary {
-                    ipv4: Some(api::models::NodeAddressingElement {
-                        enabled: true,
-                        ip: ip.to_string(),
-                        ..Default::default()
-                    }),
-                    ipv6: None,
+                    ipv4: Some(element(ip.to_string())),
+                    ipv6: self.health_ipv6.map(|ip| element(ip.to_string())),
                 }
             }),
             source: source.to_owned(),

@@ -130,12 +130,12 @@ impl ControlPlane {
             Some(pool) => {
                 let (net, len) = pool.pod_cidr;
                 let path = s.state_dir.join(IPAM6_STATE);
-                Some(Arc::new(Mutex::new(Ipam::open(
-                    net,
-                    len,
-                    pool.router_ip,
-                    path,
-                )?)))
+                let mut ipam6 = Ipam::open(net, len, pool.router_ip, path)?;
+                // the health endpoint has an address of each family
+                if s.health {
+                    node.health_ipv6 = Some(ipam6.reserve(crate::ipam::OWNER_HEALTH)?);
+                }
+                Some(Arc::new(Mutex::new(ipam6)))
             }
             None => None,
         };

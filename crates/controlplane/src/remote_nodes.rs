@@ -20,9 +20,11 @@ struct Facts {
     router_ip: Option<Ipv4Addr>,
     health_ip: Option<Ipv4Addr>,
     pod_cidr: Option<(Ipv4Addr, u8)>,
-    /// A dual-stack node's IPv6 address, router and pod CIDR.
+    /// A dual-stack node's IPv6 address, router, health endpoint and pod
+    /// CIDR.
     node_ip6: Option<Ipv6Addr>,
     router_ip6: Option<Ipv6Addr>,
+    health_ip6: Option<Ipv6Addr>,
     pod_cidr6: Option<(Ipv6Addr, u8)>,
 }
 
@@ -34,6 +36,7 @@ fn facts(node: &Node) -> Facts {
         pod_cidr: node.ipv4_alloc_cidr.as_ref().and_then(|c| c.ipv4_prefix()),
         node_ip6: node.address_of("InternalIP"),
         router_ip6: node.address_of("CiliumInternalIP"),
+        health_ip6: node.health_ipv6,
         pod_cidr6: node.ipv6_alloc_cidr.as_ref().and_then(|c| c.ipv6_prefix()),
     }
 }
@@ -130,6 +133,10 @@ impl RemoteNodes {
             let entry = Entry::new(abi::identity::HEALTH, Source::Kvstore).behind(node_ip);
             self.ipcache.upsert(health, 32, entry)?;
         }
+        if let Some(health) = f.health_ip6 {
+            let entry = Entry::new(abi::identity::HEALTH, Source::Kvstore).behind(node_ip);
+            self.ipcache.upsert(health, 128, entry)?;
+        }
         if let (Some(cidr), Some(routes)) = (f.pod_cidr, &self.routes) {
             routes.install(cidr, node_ip).await?;
         }
@@ -143,7 +150,10 @@ impl RemoteNodes {
         for ip in [f.node_ip, f.router_ip, f.health_ip].into_iter().flatten() {
             let _ = self.ipcache.remove(ip, 32, Source::Kvstore);
         }
-        for ip in [f.node_ip6, f.router_ip6].into_iter().flatten() {
+        for ip in [f.node_ip6, f.router_ip6, f.health_ip6]
+            .into_iter()
+            .flatten()
+        {
             let _ = self.ipcache.remove(ip, 128, Source::Kvstore);
         }
         if let (Some(cidr), Some(node_ip), Some(routes)) = (f.pod_cidr, f.node_ip, &self.routes) {

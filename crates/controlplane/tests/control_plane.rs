@@ -39,6 +39,7 @@ fn node(name: &str, node_ip: &str, router: &str, cidr: (Ipv4Addr, u8)) -> Node {
         ipv4_alloc_cidr: Some(IpNet::v4(cidr.0, cidr.1)),
         ipv6_alloc_cidr: None,
         health_ipv4: None,
+        health_ipv6: None,
         cluster_id: 0,
         source: "local".into(),
     }

@@ -212,6 +212,7 @@ async fn the_control_plane_gives_endpoints_identities_from_the_objects() {
             ipv4_alloc_cidr: None,
             ipv6_alloc_cidr: None,
             health_ipv4: None,
+            health_ipv6: None,
             cluster_id: 0,
             source: "local".into(),
         },

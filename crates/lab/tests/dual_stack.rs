@@ -12,8 +12,10 @@
 //! through each node's IPv6 address once it is a NodePort. Pods reach the
 //! outside host over the underlay's IPv6 too, masqueraded, and a CIDR
 //! policy on its IPv6 address allows TCP and refuses ICMPv6 to it.
-//! Cilium 1.16's cilium-dbg reads the IPv6 entries of our maps without
-//! changing them. No drop of the overlay's own IPv6 chatter remains.
+//! cilium-health probes the other node's IPv6 address and its health
+//! endpoint's IPv6 address (the CiliumNode's `spec.health.ipv6`) beside the
+//! IPv4 ones. Cilium 1.16's cilium-dbg reads the IPv6 entries of our maps
+//! without changing them. No drop of the overlay's own IPv6 chatter remains.
 
 mod common;
 
@@ -333,6 +335,48 @@ fn a_dual_stack_lab_gives_pods_both_families_across_nodes() {
         before,
         "cilium-dbg changed the pins"
     );
+
+    // cilium-health probes each node's IPv6 address and its health
+    // endpoint's (published in the CiliumNode) as secondary addresses
+    let health6 = lab.kubectl(&[
+        "get",
+        "ciliumnode",
+        "node2",
+        "-o",
+        "jsonpath={.spec.health.ipv6}",
+    ]);
+    assert!(health6.trim().starts_with("fd00::"), "{health6}");
+    let report = eventually("node1 to reach node2 over IPv6 too", 60, || {
+        let out = lab.ok(&[
+            "exec",
+            "node1",
+            "--",
+            "cilium-health",
+            "status",
+            "--probe",
+            "--verbose",
+        ]);
+        let node2 = out.split("  node2").nth(1).unwrap_or_default().to_owned();
+        let ok = |ip: &str| {
+            node2
+                .split(&format!("Secondary connectivity to {ip}:"))
+                .nth(1)
+                .is_some_and(|rest| {
+                    let mut lines = rest.lines().skip(1);
+                    lines
+                        .next()
+                        .is_some_and(|l| l.contains("ICMP to stack:   OK"))
+                        && lines
+                            .next()
+                            .is_some_and(|l| l.contains("HTTP to agent:   OK"))
+                })
+        };
+        match ok("fd00:198:18::12") && ok(health6.trim()) {
+            true => Ok(out),
+            false => Err(out),
+        }
+    });
+    assert!(report.contains("Endpoint connectivity to 10."), "{report}");
 
     // no drop of what the overlay device itself would send (DAD, MLD)
     for node in ["node1", "node2"] {

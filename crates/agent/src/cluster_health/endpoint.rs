@@ -1,5 +1,6 @@
 //! The health endpoint: a namespace of the node's with an address from
-//! the pod CIDR (IPAM owner `health`), plugged in like a pod (`lxc_health`
+//! the pod CIDR (IPAM owner `health`; on a dual-stack node one from each
+//! family's), plugged in like a pod (`lxc_health`
 //! here, `cilium` inside), identity `reserved:health`, and the responder
 //! on the cluster health port inside. Its namespace is pinned under the
 //! run dir, so the endpoint, its ID and its address outlive an agent
@@ -11,7 +12,7 @@ use super::http;
 use api::endpoint::{DatapathConfiguration, EndpointChangeRequest};
 use controlplane::endpoint::{EndpointRef, Endpoints, HEALTH_LABEL};
 use netdev::{NetNs, Netlink};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,6 +48,8 @@ pub enum LaunchError {
 pub struct Plan {
     pub ip: Ipv4Addr,
     pub router_ip: Ipv4Addr,
+    /// A dual-stack node's: the endpoint's IPv6 address and the router's.
+    pub ipv6: Option<(Ipv6Addr, Ipv6Addr)>,
     pub mtu: u32,
     pub route_mtu: u32,
     pub port: u16,
@@ -63,6 +66,7 @@ pub struct HealthEndpoint {
     endpoints: Arc<Endpoints>,
     /// Keeps the address reserved while the endpoint is launched again.
     ipam: Arc<Mutex<controlplane::ipam::Ipam>>,
+    ipam6: Option<Arc<Mutex<controlplane::ipam::Ipam<Ipv6Addr>>>>,
     plan: Plan,
     responder: Mutex<Option<tokio::task::AbortHandle>>,
     liveness: Mutex<Liveness>,
@@ -72,11 +76,13 @@ impl HealthEndpoint {
     pub fn new(
         endpoints: Arc<Endpoints>,
         ipam: Arc<Mutex<controlplane::ipam::Ipam>>,
+        ipam6: Option<Arc<Mutex<controlplane::ipam::Ipam<Ipv6Addr>>>>,
         plan: Plan,
     ) -> Self {
         Self {
             endpoints,
             ipam,
+            ipam6,
             plan,
             responder: Mutex::default(),
             liveness: Mutex::default(),
@@ -122,10 +128,18 @@ impl HealthEndpoint {
                 .expect("ipam lock")
                 .allocate_ip(self.plan.ip, controlplane::ipam::OWNER_HEALTH)
                 .map_err(|e| LaunchError::Ipam(e.to_string()))?;
+            if let (Some(ipam6), Some((ip6, _))) = (&self.ipam6, self.plan.ipv6) {
+                ipam6
+                    .lock()
+                    .expect("ipam lock")
+                    .allocate_ip(ip6, controlplane::ipam::OWNER_HEALTH)
+                    .map_err(|e| LaunchError::Ipam(e.to_string()))?;
+            }
             self.create().await?;
         }
         let ns = NetNs::open(&self.plan.netns)?;
-        let listener = bind_in(ns, self.plan.port).map_err(LaunchError::Responder)?;
+        let listener = bind_in(ns, self.plan.port, self.plan.ipv6.is_some())
+            .map_err(LaunchError::Responder)?;
         let task = tokio::spawn(async move {
             if let Err(e) = http::serve(listener).await {
                 tracing::warn!(subsys = "cilium-health-launcher", error = %e, "Health endpoint responder stopped");
@@ -143,7 +157,7 @@ impl HealthEndpoint {
             launched: Some(Instant::now()),
             answered: None,
         };
-        tracing::info!(subsys = "cilium-health-launcher", ipv4 = %self.plan.ip, restored = kept, duration = ?started.elapsed(), "Health endpoint ready");
+        tracing::info!(subsys = "cilium-health-launcher", ipv4 = %self.plan.ip, ipv6 = %self.plan.ipv6.map(|(ip, _)| ip.to_string()).unwrap_or_default(), restored = kept, duration = ?started.elapsed(), "Health endpoint ready");
         Ok(())
     }
 
@@ -160,13 +174,22 @@ impl HealthEndpoint {
         let Ok(nl) = Netlink::connect_in(&ns) else {
             return false;
         };
-        match nl.link_by_name(PEER_IFNAME).await {
-            Ok(Some(link)) => nl
-                .ipv4_addrs(Some(link.index))
+        let Ok(Some(link)) = nl.link_by_name(PEER_IFNAME).await else {
+            return false;
+        };
+        let has_v4 = nl
+            .ipv4_addrs(Some(link.index))
+            .await
+            .is_ok_and(|a| a.iter().any(|(_, ip, _)| *ip == self.plan.ip));
+        let has_v6 = match self.plan.ipv6 {
+            Some((ip6, _)) => nl
+                .ipv6_addrs(Some(link.index))
                 .await
-                .is_ok_and(|a| a.iter().any(|(_, ip, _)| *ip == self.plan.ip)),
-            _ => false,
-        }
+                .is_ok_and(|a| a.iter().any(|(_, ip, _)| *ip == ip6)),
+            None => true,
+        };
+        // an endpoint of the other stack is launched again
+        has_v4 && has_v6 && ours[0].2 == self.plan.ipv6.map(|(ip, _)| ip)
     }
 
     async fn create(&self) -> Result<(), LaunchError> {
@@ -180,9 +203,13 @@ impl HealthEndpoint {
         }
         netdev::netns::create(&p.netns)?;
         let ns = NetNs::open(&p.netns)?;
-        // IPv4 only, as Cilium's: no router solicitations for the datapath
-        // to drop as an unsupported protocol
-        ns.run(|| netdev::sysctl::write_in_pod_netns("net.ipv6.conf.default.disable_ipv6", "1"))??;
+        // IPv4 only on an IPv4-only node, as Cilium's: no router
+        // solicitations for the datapath to drop as an unsupported protocol
+        if p.ipv6.is_none() {
+            ns.run(|| {
+                netdev::sysctl::write_in_pod_netns("net.ipv6.conf.default.disable_ipv6", "1")
+            })??;
+        }
         let host_nl = Netlink::connect()?;
         let pod_nl = Netlink::connect_in(&ns)?;
         let veth =
@@ -196,12 +223,26 @@ impl HealthEndpoint {
             .via(p.router_ip)
             .mtu(p.route_mtu);
         pod_nl.replace_route(&default).await?;
+        if let Some((ip6, router6)) = p.ipv6 {
+            // as a dual-stack pod's: the address as /128, the router on
+            // link and the default route through it
+            pod_nl.ensure_ipv6_addr(veth.pod_index, ip6, 128).await?;
+            let mtu = Some(p.route_mtu);
+            pod_nl
+                .replace_route6(veth.pod_index, (router6, 128), None, None, mtu)
+                .await?;
+            let any = (Ipv6Addr::UNSPECIFIED, 0);
+            pod_nl
+                .replace_route6(veth.pod_index, any, Some(router6), None, mtu)
+                .await?;
+        }
         let req = EndpointChangeRequest {
             container_name: CONTAINER_NAME.into(),
             state: "waiting-for-identity".into(),
             labels: vec![HEALTH_LABEL.into()],
             addressing: Some(api::ipam::AddressPair {
                 ipv4: p.ip.to_string(),
+                ipv6: p.ipv6.map(|(ip, _)| ip.to_string()).unwrap_or_default(),
                 ..Default::default()
             }),
             interface_name: HOST_IFNAME.into(),
@@ -226,20 +267,20 @@ impl HealthEndpoint {
     }
 }
 
-/// The health endpoints in the table, by ID and address.
-fn health_endpoints(endpoints: &Endpoints) -> Vec<(u16, Ipv4Addr)> {
+/// The health endpoints in the table, by ID and addresses.
+fn health_endpoints(endpoints: &Endpoints) -> Vec<(u16, Ipv4Addr, Option<Ipv6Addr>)> {
     endpoints
         .list()
         .iter()
         .filter(|e| e.is_health())
-        .map(|e| (e.id, e.ipv4))
+        .map(|e| (e.id, e.ipv4, e.ipv6))
         .collect()
 }
 
 /// Removes a health endpoint, its device and namespace (what a run with
 /// endpoint health checking off finds left from one with it on).
 pub async fn remove_leftovers(endpoints: &Endpoints, netns: &std::path::Path) {
-    for (id, _) in health_endpoints(endpoints) {
+    for (id, ..) in health_endpoints(endpoints) {
         if let Err(e) = endpoints.delete(&EndpointRef::Local(id)) {
             tracing::warn!(subsys = "cilium-health-launcher", endpointID = id, error = %e, "Unable to delete the health endpoint");
         }
@@ -254,12 +295,17 @@ pub async fn remove_leftovers(endpoints: &Endpoints, netns: &std::path::Path) {
     }
 }
 
-/// A listening socket inside `ns`: a socket stays in the namespace it was
-/// made in, so the agent serves it from its own threads.
-fn bind_in(ns: NetNs, port: u16) -> std::io::Result<std::net::TcpListener> {
+/// A listening socket inside `ns` (on `[::]` for both families when
+/// `dual`): a socket stays in the namespace it was made in, so the agent
+/// serves it from its own threads.
+fn bind_in(ns: NetNs, port: u16, dual: bool) -> std::io::Result<std::net::TcpListener> {
+    let any: IpAddr = match dual {
+        true => Ipv6Addr::UNSPECIFIED.into(),
+        false => Ipv4Addr::UNSPECIFIED.into(),
+    };
     std::thread::spawn(move || {
         ns.enter().map_err(std::io::Error::other)?;
-        std::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, port))
+        std::net::TcpListener::bind((any, port))
     })
     .join()
     .map_err(|_| std::io::Error::other("responder bind thread panicked"))?

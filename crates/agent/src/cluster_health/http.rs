@@ -3,7 +3,7 @@
 
 use axum::http::StatusCode;
 use axum::Router;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -25,10 +25,15 @@ pub async fn serve(listener: std::net::TcpListener) -> std::io::Result<()> {
 
 /// `GET http://<ip>:<port>/hello`: its round trip, or the error as Go's
 /// HTTP client words it (what Cilium's status lines show).
-pub async fn probe(ip: Ipv4Addr, port: u16, timeout: Duration) -> Result<Duration, String> {
-    let url = format!("http://{ip}:{port}{PATH}");
+pub async fn probe(
+    ip: impl Into<IpAddr>,
+    port: u16,
+    timeout: Duration,
+) -> Result<Duration, String> {
+    let addr = SocketAddr::from((ip.into(), port));
+    let url = format!("http://{addr}{PATH}");
     let started = Instant::now();
-    match tokio::time::timeout(timeout, get(SocketAddr::from((ip, port)))).await {
+    match tokio::time::timeout(timeout, get(addr)).await {
         Ok(Ok(200)) => Ok(started.elapsed()),
         Ok(Ok(code)) => Err(format!(
             "unexpected status code: {code} {code} {}",
@@ -95,7 +100,7 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         tokio::spawn(serve(listener));
-        let lo = Ipv4Addr::LOCALHOST;
+        let lo = std::net::Ipv4Addr::LOCALHOST;
         assert!(probe(lo, port, Duration::from_secs(5)).await.is_ok());
         assert_eq!(get(SocketAddr::from((lo, port))).await.unwrap(), 200);
 

@@ -14,7 +14,7 @@ use controlplane::controller::Controllers;
 use controlplane::nodes::Nodes;
 use controlplane::tasks::Tasks;
 use prober::Prober;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -57,7 +57,9 @@ pub struct Deps<'a> {
     pub nodes: Arc<Nodes>,
     pub endpoints: Arc<controlplane::endpoint::Endpoints>,
     pub ipam: Arc<std::sync::Mutex<controlplane::ipam::Ipam>>,
+    pub ipam6: Option<Arc<std::sync::Mutex<controlplane::ipam::Ipam<Ipv6Addr>>>>,
     pub node_ip: Option<Ipv4Addr>,
+    pub node_ipv6: Option<Ipv6Addr>,
 }
 
 /// Starts cilium-health as configured; None when health checking is off.
@@ -74,9 +76,15 @@ pub async fn start(
             let ep = Arc::new(endpoint::HealthEndpoint::new(
                 Arc::clone(&d.endpoints),
                 Arc::clone(&d.ipam),
+                d.ipam6.clone(),
                 endpoint::Plan {
                     ip,
                     router_ip: d.config.router_ip,
+                    ipv6: d
+                        .nodes
+                        .local()
+                        .health_ipv6
+                        .zip(d.config.ipv6.map(|p| p.router_ip)),
                     mtu: d.config.mtu,
                     route_mtu: d.config.route_mtu(),
                     port: health.port,
@@ -90,11 +98,19 @@ pub async fn start(
         }
         _ => {
             endpoint::remove_leftovers(&d.endpoints, &netns).await;
-            let released = d
+            let mut released = d
                 .ipam
                 .lock()
                 .expect("ipam lock")
-                .release_owner(controlplane::ipam::OWNER_HEALTH);
+                .release_owner(controlplane::ipam::OWNER_HEALTH)
+                .map(drop);
+            if let Some(ipam6) = &d.ipam6 {
+                let six = ipam6
+                    .lock()
+                    .expect("ipam lock")
+                    .release_owner(controlplane::ipam::OWNER_HEALTH);
+                released = released.and(six.map(drop));
+            }
             if let Err(e) = released {
                 tracing::warn!(subsys = "cilium-health-launcher", error = %e, "Unable to release the health address");
             }
@@ -103,7 +119,10 @@ pub async fn start(
     if !health.checking {
         return None;
     }
-    serve_node_responder(d.node_ip, health.port, tasks);
+    serve_node_responder(d.node_ip.map(IpAddr::from), health.port, tasks);
+    if let Some(ip) = d.node_ipv6 {
+        serve_node_responder(Some(ip.into()), health.port, tasks);
+    }
     let prober = Arc::new(Prober::new(
         d.nodes,
         d.config.cluster_name.clone(),
@@ -119,8 +138,8 @@ pub async fn start(
 
 /// The node path's HTTP answer, on the node's address (all addresses
 /// when it has none), as Cilium's agent-side responder.
-fn serve_node_responder(node_ip: Option<Ipv4Addr>, port: u16, tasks: &Tasks) {
-    let addr = (node_ip.unwrap_or(Ipv4Addr::UNSPECIFIED), port);
+fn serve_node_responder(node_ip: Option<IpAddr>, port: u16, tasks: &Tasks) {
+    let addr = (node_ip.unwrap_or(Ipv4Addr::UNSPECIFIED.into()), port);
     match std::net::TcpListener::bind(addr) {
         Ok(listener) => tasks.spawn("cilium-health-responder", async move {
             if let Err(e) = http::serve(listener).await {

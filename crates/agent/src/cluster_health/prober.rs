@@ -10,7 +10,7 @@ use api::health::{
 };
 use controlplane::nodes::{Node, Nodes};
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -26,12 +26,16 @@ const NEVER: &str = "0001-01-01T00:00:00Z";
 /// A node that joined waits this long for its neighbours before a round.
 const SETTLE: Duration = Duration::from_secs(1);
 
-/// A node as probed: the name Cilium shows and its two addresses.
+/// A node as probed: the name Cilium shows, its address and its health
+/// endpoint's, and a dual-stack node's IPv6 ones (Cilium's secondary
+/// addresses).
 #[derive(Clone, Debug)]
 struct Target {
     name: String,
     node_ip: Option<Ipv4Addr>,
     health_ip: Option<Ipv4Addr>,
+    node_ip6: Option<Ipv6Addr>,
+    health_ip6: Option<Ipv6Addr>,
 }
 
 struct Report {
@@ -71,10 +75,14 @@ impl Prober {
 
     /// This node first, then the others by name.
     fn targets(&self) -> Vec<Target> {
+        // IPv6 paths only between dual-stack nodes
+        let dual = self.nodes.local().ipv6_alloc_cidr.is_some();
         let target = |n: &Node| Target {
             name: display_name(&self.cluster, n),
             node_ip: n.primary_ipv4().parse().ok(),
             health_ip: n.health_ipv4,
+            node_ip6: n.primary_ipv6().filter(|_| dual),
+            health_ip6: n.health_ipv6.filter(|_| dual),
         };
         let mut others: Vec<Target> = self.nodes.list().iter().map(target).collect();
         others.sort_by(|a, b| a.name.cmp(&b.name));
@@ -88,9 +96,13 @@ impl Prober {
     pub async fn probe(&self) -> HealthStatusResponse {
         let started = SystemTime::now();
         let targets = self.targets();
-        let ips: Vec<Ipv4Addr> = targets
+        let ips: Vec<IpAddr> = targets
             .iter()
-            .flat_map(|t| [t.node_ip, t.health_ip])
+            .flat_map(|t| {
+                let v4 = [t.node_ip, t.health_ip].map(|ip| ip.map(IpAddr::from));
+                let v6 = [t.node_ip6, t.health_ip6].map(|ip| ip.map(IpAddr::from));
+                v4.into_iter().chain(v6)
+            })
             .flatten()
             .collect();
         let pinged = {
@@ -110,13 +122,13 @@ impl Prober {
         if let Err(e) = &icmp {
             tracing::warn!(subsys = "health-server", error = %e, "Unable to send ICMP probes");
         }
-        let mut http: HashMap<Ipv4Addr, Result<Duration, String>> = HashMap::new();
+        let mut http: HashMap<IpAddr, Result<Duration, String>> = HashMap::new();
         while let Some(done) = http_round.join_next().await {
             if let Ok((ip, result)) = done {
                 http.insert(ip, result);
             }
         }
-        let path = |ip: Ipv4Addr| PathStatus {
+        let path = |ip: IpAddr| PathStatus {
             ip: ip.to_string(),
             icmp: Some(match &icmp {
                 Ok(rtts) => rtts.get(&ip).map_or_else(
@@ -130,19 +142,19 @@ impl Prober {
                 Err(e) => ConnectivityStatus::failed(e.clone()),
             }),
         };
-        let status = |ip: Option<Ipv4Addr>| {
+        let status = |ip: Option<Ipv4Addr>, ip6: Option<Ipv6Addr>| {
             ip.map(|ip| HostStatus {
-                primary_address: Some(path(ip)),
-                secondary_addresses: Vec::new(),
+                primary_address: Some(path(ip.into())),
+                secondary_addresses: ip6.map(|ip| path(ip.into())).into_iter().collect(),
             })
         };
         let nodes = targets
             .iter()
             .map(|t| {
-                let health_endpoint = status(t.health_ip);
+                let health_endpoint = status(t.health_ip, t.health_ip6);
                 NodeStatus {
                     name: t.name.clone(),
-                    host: status(t.node_ip),
+                    host: status(t.node_ip, t.node_ip6),
                     endpoint: health_endpoint
                         .as_ref()
                         .and_then(|h| h.primary_address.clone()),

@@ -238,6 +238,7 @@ mod tests {
             ipv4_alloc_cidr: None,
             ipv6_alloc_cidr: None,
             health_ipv4: None,
+            health_ipv6: None,
             cluster_id: 0,
             source: String::new(),
         }

@@ -33,10 +33,13 @@ fn spec(node: &Node) -> serde_json::Value {
         .chain(&node.ipv6_alloc_cidr)
         .map(IpNet::cidr)
         .collect();
-    let health = match node.health_ipv4 {
-        Some(ip) => serde_json::json!({ "ipv4": ip.to_string() }),
-        None => serde_json::json!({}),
-    };
+    let mut health = serde_json::json!({});
+    if let Some(ip) = node.health_ipv4 {
+        health["ipv4"] = ip.to_string().into();
+    }
+    if let Some(ip) = node.health_ipv6 {
+        health["ipv6"] = ip.to_string().into();
+    }
     serde_json::json!({
         "addresses": addresses,
         "ipam": { "podCIDRs": pod_cidrs },
@@ -115,6 +118,7 @@ fn decode(obj: &DynamicObject) -> Result<Node, CiliumNodeError> {
         ipv6_alloc_cidr,
         // a malformed health address only costs that node its endpoint probe
         health_ipv4: spec["health"]["ipv4"].as_str().and_then(|s| s.parse().ok()),
+        health_ipv6: spec["health"]["ipv6"].as_str().and_then(|s| s.parse().ok()),
         cluster_id: 0,
         source: "custom-resource".into(),
     })
@@ -421,6 +425,7 @@ mod tests {
             ipv4_alloc_cidr: Some(IpNet::v4("10.2.0.0".parse().unwrap(), 24)),
             ipv6_alloc_cidr: None,
             health_ipv4: Some("10.2.0.7".parse().unwrap()),
+            health_ipv6: Some("fd00::107".parse().unwrap()),
             cluster_id: 0,
             source: "custom-resource".into(),
         };
@@ -428,6 +433,7 @@ mod tests {
         obj.data = serde_json::json!({ "spec": spec(&node) });
         assert_eq!(obj.data["spec"]["ipam"]["podCIDRs"][0], "10.2.0.0/24");
         assert_eq!(obj.data["spec"]["health"]["ipv4"], "10.2.0.7");
+        assert_eq!(obj.data["spec"]["health"]["ipv6"], "fd00::107");
         assert_eq!(decode(&obj).unwrap(), node);
 
         obj.data["spec"]["ipam"]["podCIDRs"] = serde_json::json!(["10.2.0.0/99"]);
