@@ -424,4 +424,26 @@ spec:
     let e = error(&text.replace("2001:db8::/32", "2001:db8::/129"));
     assert_eq!(e.path, "spec.egress[0].toCIDRSet[0].cidr");
     assert!(e.message.contains("prefix length above 128"), "{e}");
+
+    // a NetworkPolicy ipBlock of IPv6, with its except
+    let np = r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: v6-in
+  namespace: prod
+spec:
+  podSelector:
+    matchLabels: {app: web}
+  ingress:
+  - from:
+    - ipBlock:
+        cidr: 2001:db8::/32
+        except: [2001:db8:1::/48]
+"#;
+    let rules = parse(np).unwrap();
+    let p = resolve(&rules, &pod("web", "prod"), &universe, Enforcement::Default);
+    assert!(p.state.lookup(NET, false, 6, 80).allowed());
+    assert_eq!(p.state.lookup(HOLE, false, 6, 80), Verdict::NoMatch);
+    assert_eq!(p.state.lookup(V4, false, 6, 80), Verdict::NoMatch);
 }

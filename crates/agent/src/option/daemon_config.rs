@@ -274,37 +274,21 @@ impl DaemonConfig {
 }
 
 /// Cilium refuses native routing with masquerading when it cannot tell
-/// which destinations are the cluster's own (`ipv4-native-routing-cidr`):
-/// pod-to-pod traffic across nodes would be masqueraded to the node's
-/// address and lose its identity.
+/// which destinations are the cluster's own (`ipv4-native-routing-cidr`,
+/// and `ipv6-native-routing-cidr` for IPv6): pod-to-pod traffic across
+/// nodes would be masqueraded to the node's address and lose its identity.
+/// `key` is the CIDR's key, `because` the flags that need it.
 fn check_native_routing_cidr(
     mode: RoutingMode,
     masquerade: bool,
     native_routing_cidr: &str,
+    (key, because): (&'static str, &'static str),
 ) -> Result<(), ConfigError> {
     if mode == RoutingMode::Native && masquerade && native_routing_cidr.is_empty() {
         return Err(ConfigError::Requires {
             needed: "native routing cidr",
-            key: "ipv4-native-routing-cidr",
-            because: "--enable-ipv4-masquerade=true --routing-mode=native",
-        });
-    }
-    Ok(())
-}
-
-/// [`check_native_routing_cidr`] for IPv6: with IPv6 masquerading in
-/// native routing, `ipv6-native-routing-cidr` says which IPv6 destinations
-/// are the cluster's own.
-fn check_ipv6_native_routing_cidr(
-    mode: RoutingMode,
-    masquerade: bool,
-    native_routing_cidr: &str,
-) -> Result<(), ConfigError> {
-    if mode == RoutingMode::Native && masquerade && native_routing_cidr.is_empty() {
-        return Err(ConfigError::Requires {
-            needed: "native routing cidr",
-            key: "ipv6-native-routing-cidr",
-            because: "--enable-ipv6=true --enable-ipv6-masquerade=true --routing-mode=native",
+            key,
+            because,
         });
     }
     Ok(())
@@ -607,12 +591,20 @@ impl DaemonConfig {
             routing_mode,
             boolean("enable-ipv4-masquerade"),
             l.get("ipv4-native-routing-cidr"),
+            (
+                "ipv4-native-routing-cidr",
+                "--enable-ipv4-masquerade=true --routing-mode=native",
+            ),
         )?;
         if ipv6.is_some() {
-            check_ipv6_native_routing_cidr(
+            check_native_routing_cidr(
                 routing_mode,
                 boolean("enable-ipv6-masquerade"),
                 l.get("ipv6-native-routing-cidr"),
+                (
+                    "ipv6-native-routing-cidr",
+                    "--enable-ipv6=true --enable-ipv6-masquerade=true --routing-mode=native",
+                ),
             )?;
             if boolean("auto-direct-node-routes") && l.get("ipv6-native-routing-cidr").is_empty() {
                 tracing::warn!(subsys = "config", "ipv6-native-routing-cidr is empty with auto-direct-node-routes: IPv6 traffic to other nodes' pods may be masqueraded");
