@@ -476,7 +476,26 @@ fn ipv6_leaving_the_cluster_is_masqueraded_in_bpf() {
 
 #[test]
 fn an_ipv6_nodeport_reaches_backends_from_the_underlay() {
-    let mut cluster = Cluster::new(2, &["--enable-ipv6=true", "--kube-proxy-replacement=true"]);
+    ipv6_nodeport(&[]);
+}
+
+#[test]
+fn an_ipv6_nodeport_reaches_backends_in_native_routing() {
+    ipv6_nodeport(&[
+        "--routing-mode=native",
+        "--auto-direct-node-routes=true",
+        "--ipv4-native-routing-cidr=10.0.0.0/8",
+        "--ipv6-native-routing-cidr=fd00:10::/48",
+    ]);
+}
+
+/// A NodePort `[::]:30080` with web-2 on node2 behind it, on two nodes
+/// started with `args` beside dual stack and kube-proxy replacement: the
+/// outside host reaches it through each node's IPv6 address.
+fn ipv6_nodeport(args: &[&str]) {
+    let mut all = vec!["--enable-ipv6=true", "--kube-proxy-replacement=true"];
+    all.extend_from_slice(args);
+    let mut cluster = Cluster::new(2, &all);
     let outside = cluster.machine("outside", std::net::Ipv4Addr::new(198, 18, 0, 50));
     let node_v6 = |i: usize| testsupport::topology::underlay_ipv6(node_ip(i));
     for (i, node) in cluster.nodes.iter_mut().enumerate() {
