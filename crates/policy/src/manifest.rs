@@ -23,6 +23,8 @@ pub enum SpecError {
     LabelKey(String),
     #[error(transparent)]
     Cidr(#[from] CidrError),
+    #[error("allow CIDR prefix {cidr} does not contain exclude CIDR prefix {except}")]
+    ExceptOutside { cidr: String, except: String },
     #[error("unknown entity {0:?}: expected one of {names}", names = Entity::NAMES.join(", "))]
     Entity(String),
     #[error("unknown protocol {0:?}: expected TCP, UDP, SCTP or ANY")]
@@ -261,12 +263,44 @@ impl TryFrom<PortValue> for PortSpec {
     }
 }
 
+/// A CIDR and its exceptions (Cilium's `CIDRRule`, NetworkPolicy's
+/// `ipBlock`), each exception inside the CIDR as Cilium requires.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(try_from = "RawCidrSet")]
 pub struct CidrSetSpec {
     pub cidr: CidrSpec,
-    #[serde(default)]
     pub except: Option<Vec<CidrSpec>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawCidrSet {
+    cidr: CidrSpec,
+    #[serde(default)]
+    except: Option<Vec<CidrSpec>>,
+}
+
+impl TryFrom<RawCidrSet> for CidrSetSpec {
+    type Error = SpecError;
+    fn try_from(raw: RawCidrSet) -> Result<Self, SpecError> {
+        let cidr = raw.cidr.0;
+        // an address of the other family is outside too
+        if let Some(e) = raw
+            .except
+            .iter()
+            .flatten()
+            .find(|e| !cidr.contains(&Cidr::new(e.0.addr, 128)))
+        {
+            return Err(SpecError::ExceptOutside {
+                cidr: cidr.to_string(),
+                except: e.0.to_string(),
+            });
+        }
+        Ok(Self {
+            cidr: raw.cidr,
+            except: raw.except,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -569,13 +603,8 @@ pub struct NetworkPolicyPeer {
     pub ip_block: Option<IpBlockSpec>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct IpBlockSpec {
-    pub cidr: CidrSpec,
-    #[serde(default)]
-    pub except: Option<Vec<CidrSpec>>,
-}
+/// NetworkPolicy's `ipBlock`: a CIDR and its exceptions.
+pub type IpBlockSpec = CidrSetSpec;
 
 /// A checked NetworkPolicy port (protocol defaults to TCP, as in
 /// Kubernetes).

@@ -421,6 +421,15 @@ spec:
     );
     assert_eq!(s.lookup(V4, true, 6, 443), Verdict::NoMatch);
 
+    let e = error(&text.replace("2001:db8:1::/48", "2001:db9::/48"));
+    assert_eq!(e.path, "spec.egress[0].toCIDRSet[0]");
+    assert_eq!(
+        e.message,
+        "allow CIDR prefix 2001:db8::/32 does not contain exclude CIDR prefix 2001:db9::/48"
+    );
+    let e = error(&text.replace("2001:db8:1::/48", "10.0.0.0/8"));
+    assert!(e.message.contains("does not contain"), "{e}");
+
     let e = error(&text.replace("2001:db8::/32", "2001:db8::/129"));
     assert_eq!(e.path, "spec.egress[0].toCIDRSet[0].cidr");
     assert!(e.message.contains("prefix length above 128"), "{e}");
