@@ -134,33 +134,11 @@ async fn add_steps(
     undo.delete_veth = Some(host_name.clone());
     netdev::sysctl::write(&format!("net/ipv4/conf/{host_name}/rp_filter"), "0")?;
 
-    pod_nl.ensure_ipv4_addr(veth.pod_index, ip, 32).await?;
-    // The default route carries the route MTU, which leaves room for the
-    // overlay's headers while the device keeps the full MTU (as Cilium).
-    let to_gateway = netdev::link::Route::new(veth.pod_index, gateway, 32);
-    pod_nl.replace_route(&to_gateway).await?;
-    let default = netdev::link::Route::new(veth.pod_index, Ipv4Addr::UNSPECIFIED, 0)
-        .via(gateway)
-        .mtu(route_mtu);
-    pod_nl.replace_route(&default).await?;
-    if let Some((ip6, gateway6)) = ipv6 {
-        // as Cilium's plugin: IPv6 on in the pod, the address as /128,
-        // the router on link and the default route through it
+    if ipv6.is_some() {
+        // as Cilium's plugin: IPv6 on in a dual-stack pod
         ns.run(|| netdev::sysctl::write_in_pod_netns("net.ipv6.conf.all.disable_ipv6", "0"))??;
-        pod_nl.ensure_ipv6_addr(veth.pod_index, ip6, 128).await?;
-        pod_nl
-            .replace_route6(veth.pod_index, (gateway6, 128), None, None, Some(route_mtu))
-            .await?;
-        pod_nl
-            .replace_route6(
-                veth.pod_index,
-                (Ipv6Addr::UNSPECIFIED, 0),
-                Some(gateway6),
-                None,
-                Some(route_mtu),
-            )
-            .await?;
     }
+    netdev::veth::address_pod(pod_nl, veth.pod_index, (ip, gateway), ipv6, route_mtu).await?;
 
     let (pod_mac, host_mac) = (format_mac(&veth.pod_mac), format_mac(&veth.host_mac));
     let req = EndpointChangeRequest {

@@ -216,26 +216,14 @@ impl HealthEndpoint {
             netdev::veth::create_pod_veth(&host_nl, &pod_nl, &ns, HOST_IFNAME, PEER_IFNAME, p.mtu)
                 .await?;
         netdev::sysctl::write(&format!("net.ipv4.conf.{HOST_IFNAME}.rp_filter"), "0")?;
-        pod_nl.ensure_ipv4_addr(veth.pod_index, p.ip, 32).await?;
-        let to_router = netdev::link::Route::new(veth.pod_index, p.router_ip, 32);
-        pod_nl.replace_route(&to_router).await?;
-        let default = netdev::link::Route::new(veth.pod_index, Ipv4Addr::UNSPECIFIED, 0)
-            .via(p.router_ip)
-            .mtu(p.route_mtu);
-        pod_nl.replace_route(&default).await?;
-        if let Some((ip6, router6)) = p.ipv6 {
-            // as a dual-stack pod's: the address as /128, the router on
-            // link and the default route through it
-            pod_nl.ensure_ipv6_addr(veth.pod_index, ip6, 128).await?;
-            let mtu = Some(p.route_mtu);
-            pod_nl
-                .replace_route6(veth.pod_index, (router6, 128), None, None, mtu)
-                .await?;
-            let any = (Ipv6Addr::UNSPECIFIED, 0);
-            pod_nl
-                .replace_route6(veth.pod_index, any, Some(router6), None, mtu)
-                .await?;
-        }
+        netdev::veth::address_pod(
+            &pod_nl,
+            veth.pod_index,
+            (p.ip, p.router_ip),
+            p.ipv6,
+            p.route_mtu,
+        )
+        .await?;
         let req = EndpointChangeRequest {
             container_name: CONTAINER_NAME.into(),
             state: "waiting-for-identity".into(),

@@ -24,9 +24,12 @@ fn checksum(data: &[u8]) -> u16 {
     !(sum as u16)
 }
 
-fn echo_request(id: u16, seq: u16) -> [u8; 8 + PAYLOAD] {
+/// An echo request of ICMP type `kind`. Its checksum is ICMP's; on an
+/// ICMPv6 raw socket the kernel replaces it with one over the IPv6
+/// pseudo-header.
+fn echo_request(kind: u8, id: u16, seq: u16) -> [u8; 8 + PAYLOAD] {
     let mut pkt = [0u8; 8 + PAYLOAD];
-    pkt[0] = ECHO_REQUEST;
+    pkt[0] = kind;
     pkt[4..6].copy_from_slice(&id.to_be_bytes());
     pkt[6..8].copy_from_slice(&seq.to_be_bytes());
     let sum = checksum(&pkt);
@@ -163,12 +166,15 @@ fn wait_readable(fds: &[&OwnedFd], left: Duration) -> Vec<bool> {
         .collect()
 }
 
-/// One family's pinger: its raw socket and how its replies read.
+/// An echo reply's source, identifier and sequence.
+type Reply = (IpAddr, u16, u16);
+
+/// One family's pinger: its raw socket and how its replies read (from
+/// the datagram and the address it came from).
 struct Family {
     fd: OwnedFd,
     request: u8,
-    /// (source, identifier, sequence) of an echo reply.
-    parse: fn(&[u8], Option<IpAddr>) -> Option<(IpAddr, u16, u16)>,
+    parse: fn(&[u8], Option<IpAddr>) -> Option<Reply>,
 }
 
 impl Family {
@@ -181,7 +187,7 @@ impl Family {
     }
 
     /// An ICMPv6 raw socket hands over the message alone, without the IP
-    /// header, and fills its checksum in itself.
+    /// header, and computes its checksum itself.
     fn v6() -> std::io::Result<Self> {
         Ok(Self {
             fd: raw_socket(libc::AF_INET6, libc::IPPROTO_ICMPV6)?,
@@ -224,12 +230,7 @@ pub fn ping_all(
             IpAddr::V4(_) => &v4,
             IpAddr::V6(_) => v6.as_ref().expect("an IPv6 socket"),
         };
-        let mut pkt = echo_request(id, seq);
-        if family.request != ECHO_REQUEST {
-            // the kernel computes an ICMPv6 checksum (over its pseudo-header)
-            pkt[0] = family.request;
-            pkt[2..4].fill(0);
-        }
+        let pkt = echo_request(family.request, id, seq);
         // an unroutable target fails alone; it simply gets no reply
         if send_to(&family.fd, &pkt, *ip).is_ok() {
             sent.insert(seq, (*ip, Instant::now()));
@@ -277,7 +278,7 @@ mod tests {
 
     #[test]
     fn requests_carry_a_valid_checksum_and_replies_are_recognised() {
-        let req = echo_request(0x1234, 7);
+        let req = echo_request(ECHO_REQUEST, 0x1234, 7);
         assert_eq!(checksum(&req), 0, "a correct checksum sums to zero");
         let mut reply = vec![
             0x45u8, 0, 0, 0, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 0, 9, 10, 0, 0, 1,
