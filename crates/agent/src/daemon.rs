@@ -120,35 +120,37 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         None => None,
     };
     use crate::option::modes::IpamMode;
+    let families = crate::k8s::nodes::Families {
+        ipv4: config.ipv4.is_some(),
+        ipv6: config.ipv6.is_some(),
+    };
     let pod_cidr = match (config.ipam_mode, &kubernetes) {
         (IpamMode::Kubernetes, None) => {
             anyhow::bail!("ipam=kubernetes needs the Kubernetes API server")
         }
         (IpamMode::Kubernetes, Some(k)) => Some(
-            crate::k8s::nodes::wait_pod_cidr(k, &config.node_name, config.ipv6.is_some())
+            crate::k8s::nodes::wait_pod_cidr(k, &config.node_name, families)
                 .await
                 .context("waiting for the node's pod CIDR (ipam=kubernetes)")?,
         ),
         // Without an API server there is no operator: the pool is the
         // node's own ipv4-range, as in kvstore mode.
         (IpamMode::ClusterPool, Some(k)) => Some(
-            crate::k8s::nodes::wait_cluster_pool_cidr(k, &config.node_name, config.ipv6.is_some())
+            crate::k8s::nodes::wait_cluster_pool_cidr(k, &config.node_name, families)
                 .await
                 .context("waiting for the node's pod CIDR (ipam=cluster-pool)")?,
         ),
         _ => None,
     };
     if let Some(cidrs) = pod_cidr {
-        let (net, len) = cidrs.v4;
-        tracing::info!(subsys = "ipam", ipam = config.ipam_mode.as_str(), podCIDR = %format!("{net}/{len}"), "Pod CIDR of this node");
-        config.ipv4_range = (net, len);
-        config.router_ip = std::net::Ipv4Addr::from(u32::from(net) + 1);
+        use controlplane::plane::Pool;
+        if let Some((net, len)) = cidrs.v4 {
+            tracing::info!(subsys = "ipam", ipam = config.ipam_mode.as_str(), podCIDR = %format!("{net}/{len}"), "Pod CIDR of this node");
+            config.ipv4 = Some(Pool::first_router((net, len)));
+        }
         if let Some((net, len)) = cidrs.v6 {
             tracing::info!(subsys = "ipam", ipam = config.ipam_mode.as_str(), podCIDR = %format!("{net}/{len}"), "IPv6 pod CIDR of this node");
-            config.ipv6 = Some(controlplane::plane::Ipv6Pool {
-                pod_cidr: (net, len),
-                router_ip: std::net::Ipv6Addr::from(u128::from(net) + 1),
-            });
+            config.ipv6 = Some(Pool::first_router((net, len)));
         }
     }
 
@@ -156,6 +158,8 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         tracing::info!(subsys = "daemon", path = %config.bpf_root.display(), "Mounted bpffs");
     }
     netdev::sysctl::use_procfs(&config.procfs);
+    // the node forwards IPv4 whatever its pods run: the overlay's
+    // underlay is IPv4 (as in 1.16)
     netdev::sysctl::enable_ipv4_forwarding().context("enabling IP forwarding")?;
     if config.ipv6.is_some() {
         netdev::sysctl::enable_ipv6_forwarding().context("enabling IPv6 forwarding")?;
@@ -183,17 +187,20 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     tracing::debug!(subsys = "datapath", template = %template, "Datapath template ready");
 
     let nl = netdev::Netlink::connect().context("opening netlink")?;
-    let host = netdev::host::ensure_host_devices(&nl, config.router_ip, config.mtu)
+    let host = netdev::host::ensure_host_devices(&nl, config.mtu)
         .await
         .context("setting up cilium_host")?;
-    let (net, len) = config.ipv4_range;
-    let local_pods = netdev::link::Route::new(host.host.index, net, len)
-        .via(config.router_ip)
-        .src(config.router_ip)
-        .mtu(config.route_mtu());
-    nl.replace_route(&local_pods)
+    if let Some(v4) = config.ipv4 {
+        netdev::host::ensure_host_ipv4(
+            &nl,
+            host.host.index,
+            v4.router_ip,
+            v4.pod_cidr,
+            config.route_mtu(),
+        )
         .await
-        .context("installing the local pod CIDR route")?;
+        .context("setting up cilium_host for IPv4")?;
+    }
     if let Some(v6) = config.ipv6 {
         netdev::host::ensure_host_ipv6(
             &nl,
@@ -223,8 +230,8 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     };
     tracing::info!(
         subsys = "daemon",
-        routerIPv4 = %config.router_ip,
-        podCIDR = %config.pod_cidr(),
+        routerIPv4 = %config.ipv4.map(|p| p.router_ip.to_string()).unwrap_or_default(),
+        podCIDR = %config.pod_cidr().unwrap_or_default(),
         nodeIPv4 = %node_ip.map(|i| i.to_string()).unwrap_or_else(|| "none".into()),
         "Node addressing"
     );
@@ -253,7 +260,8 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     if node_ipv6.is_some() {
         tracing::info!(subsys = "daemon", nodeIPv6 = %node_ipv6.map(|i| i.to_string()).unwrap_or_default(), "Node IPv6 address");
     }
-    let host_ips: Vec<std::net::IpAddr> = std::iter::once(config.router_ip)
+    let host_ips: Vec<std::net::IpAddr> = (config.ipv4.map(|p| p.router_ip))
+        .into_iter()
         .chain(node_ip)
         .map(std::net::IpAddr::from)
         .chain(config.ipv6.map(|p| p.router_ip.into()))
@@ -286,7 +294,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             bpf_root: config.bpf_root.clone(),
             netlink: nl.clone(),
             host_index: host.host.index,
-            router_ip: config.router_ip,
+            router_ip: config.ipv4.map(|p| p.router_ip),
             router_ip6: config.ipv6.map(|p| p.router_ip),
             route_mtu: config.route_mtu(),
         }))
@@ -323,8 +331,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         crate::k8s::identities::backend(config.identity_allocation_mode, kubernetes.as_ref());
     let settings = Settings {
         state_dir: config.state_dir.clone(),
-        pod_cidr: config.ipv4_range,
-        router_ip: config.router_ip,
+        ipv4: config.ipv4,
         ipv6: config.ipv6,
         node,
         health: config.health.endpoint,
@@ -428,7 +435,12 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             &config.node_name,
             &tasks,
         );
-        crate::k8s::endpoints::mirror(Arc::clone(&cp.endpoints), k, node_ip, &tasks);
+        // a CEP names its node by the address of the node's first family
+        let cep_node_ip = match config.ipv4 {
+            Some(_) => node_ip.map(std::net::IpAddr::from),
+            None => node_ipv6.map(std::net::IpAddr::from),
+        };
+        crate::k8s::endpoints::mirror(Arc::clone(&cp.endpoints), k, cep_node_ip, &tasks);
         let learner = cp.remote_endpoints(controlplane::ipcache::Source::CustomResource);
         crate::k8s::endpoints::follow_remote(learner, k, &tasks);
         crate::k8s::nodes::register(k, cp.nodes.local().clone(), &tasks);
@@ -436,8 +448,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         let scope = crate::k8s::services::Scope {
             node_name: config.node_name.clone(),
             node_port: config.enable_node_port,
-            // enable-ipv4=false is refused at start: IPv4 always runs
-            ipv4: true,
+            ipv4: config.ipv4.is_some(),
             ipv6: config.ipv6.is_some(),
         };
         crate::k8s::services::follow(Arc::clone(&cp.services), scope, k, &tasks);
@@ -455,7 +466,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         &controllers,
         &config,
         &cp.ipcache,
-        &cp.ipam,
+        cp.ipam.as_ref(),
         cp.ipam6.as_ref(),
         kv.clone(),
         host_ips,
@@ -466,7 +477,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             config: &config,
             nodes: Arc::clone(&cp.nodes),
             endpoints: Arc::clone(&cp.endpoints),
-            ipam: Arc::clone(&cp.ipam),
+            ipam: cp.ipam.clone(),
             ipam6: cp.ipam6.clone(),
             node_ip,
             node_ipv6,
@@ -479,7 +490,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     let status = Arc::new(crate::status::AgentStatus {
         config: Arc::clone(&config),
         controllers: controllers.clone(),
-        ipam: Arc::clone(&cp.ipam),
+        ipam: cp.ipam.clone(),
         ipam6: cp.ipam6.clone(),
         kvstore: kv.clone(),
         monitor: Arc::clone(&monitor),
@@ -511,13 +522,14 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         crate::api::debuginfo::routes(Arc::new(crate::api::debuginfo::Sources {
             status: Arc::clone(&status),
             endpoints: Arc::clone(&cp.endpoints),
-            ipam: Arc::clone(&cp.ipam),
+            ipam: cp.ipam.clone(),
+            ipam6: cp.ipam6.clone(),
             policies: Arc::clone(&cp.policies),
             services: Arc::clone(&cp.services),
         })),
         crate::api::ipam::routes(Arc::new(crate::api::ipam::IpamApi {
             config: Arc::clone(&config),
-            ipam: Arc::clone(&cp.ipam),
+            ipam: cp.ipam.clone(),
             ipam6: cp.ipam6.clone(),
         })),
         crate::api::map::routes(Arc::new(crate::api::map::MapApi {
@@ -626,7 +638,9 @@ async fn setup_overlay(
         .context("attaching cil_from_overlay to cilium_vxlan")?;
     let map = RuntimeConfig::open(&config.bpf_root)?;
     map.set_encap_ifindex(vxlan.index)?;
-    map.set_ipv4_mask(config.ipv4_range.1)?;
+    if let Some(v4) = config.ipv4 {
+        map.set_ipv4_mask(v4.pod_cidr.1)?;
+    }
     tracing::info!(
         subsys = "datapath",
         device = netdev::vxlan::CILIUM_VXLAN,
@@ -678,21 +692,18 @@ fn local_node(
             ip: ip.to_string(),
         })
         .collect();
-    addresses.push(NodeAddress {
+    let routers = (config.ipv4.map(|p| std::net::IpAddr::from(p.router_ip)))
+        .into_iter()
+        .chain(config.ipv6.map(|p| p.router_ip.into()));
+    addresses.extend(routers.map(|ip| NodeAddress {
         kind: "CiliumInternalIP".into(),
-        ip: config.router_ip.to_string(),
-    });
-    if let Some(v6) = config.ipv6 {
-        addresses.push(NodeAddress {
-            kind: "CiliumInternalIP".into(),
-            ip: v6.router_ip.to_string(),
-        });
-    }
+        ip: ip.to_string(),
+    }));
     Node {
         name: config.node_name.clone(),
         cluster: config.cluster_name.clone(),
         addresses,
-        ipv4_alloc_cidr: Some(IpNet::v4(config.ipv4_range.0, config.ipv4_range.1)),
+        ipv4_alloc_cidr: config.ipv4.map(|p| IpNet::v4(p.pod_cidr.0, p.pod_cidr.1)),
         ipv6_alloc_cidr: config.ipv6.map(|p| IpNet::v6(p.pod_cidr.0, p.pod_cidr.1)),
         health_ipv4: None,
         health_ipv6: None,
@@ -787,7 +798,7 @@ fn start_controllers(
     controllers: &Controllers,
     config: &DaemonConfig,
     ipcache: &Arc<IpCache>,
-    ipam: &Arc<Mutex<Ipam>>,
+    ipam: Option<&Arc<Mutex<Ipam>>>,
     ipam6: Option<&Arc<Mutex<Ipam<std::net::Ipv6Addr>>>>,
     kv: Option<kvstore::Kvstore>,
     host_ips: Vec<std::net::IpAddr>,
@@ -831,19 +842,12 @@ fn start_controllers(
             },
         );
     }
-    let (ipam, ipam6) = (Arc::clone(ipam), ipam6.cloned());
+    let (ipam, ipam6) = (ipam.cloned(), ipam6.cloned());
     controllers.spawn("ipam-expiration", Duration::from_secs(10), move || {
-        let mut expired: Result<Vec<std::net::IpAddr>, _> = ipam
-            .lock()
-            .expect("ipam lock")
-            .release_expired()
-            .map(|ips| ips.into_iter().map(Into::into).collect());
-        if let (Ok(all), Some(ipam6)) = (&mut expired, &ipam6) {
-            match ipam6.lock().expect("ipam lock").release_expired() {
-                Ok(ips) => all.extend(ips.into_iter().map(std::net::IpAddr::from)),
-                Err(e) => expired = Err(e),
-            }
-        }
+        let expired = released_expired(ipam.as_deref()).and_then(|mut all| {
+            all.extend(released_expired(ipam6.as_deref())?);
+            Ok(all)
+        });
         async move {
             for ip in expired? {
                 tracing::info!(subsys = "ipam", ip = %ip, "Released expired allocation without endpoint");
@@ -851,4 +855,15 @@ fn start_controllers(
             Ok::<(), controlplane::ipam::IpamError>(())
         }
     });
+}
+
+/// The expired allocations of one family's IPAM, released.
+fn released_expired<A: controlplane::ipam::PoolAddr>(
+    ipam: Option<&Mutex<Ipam<A>>>,
+) -> Result<Vec<std::net::IpAddr>, controlplane::ipam::IpamError> {
+    let Some(ipam) = ipam else {
+        return Ok(Vec::new());
+    };
+    let ips = ipam.lock().expect("ipam lock").release_expired()?;
+    Ok(ips.into_iter().map(Into::into).collect())
 }

@@ -75,7 +75,7 @@ fn end_of(
                 .unwrap_or(("default", s));
             eps.iter()
                 .find(|e| e.k8s_namespace == ns && e.k8s_pod_name == name)
-                .map(|e| e.ipv4)
+                .and_then(|e| e.ipv4)
                 .or_else(|| {
                     pods.iter()
                         .find(|(n, p, _)| n == ns && p == name)
@@ -84,7 +84,7 @@ fn end_of(
                 .ok_or_else(|| ExplainError::NoSuchEnd(s.to_owned()))?
         }
     };
-    let local = eps.into_iter().find(|e| e.ipv4 == ip);
+    let local = eps.into_iter().find(|e| e.ipv4 == Some(ip));
     let name = match &local {
         Some(e) if !e.k8s_pod_name.is_empty() => {
             format!("{}/{} ({ip})", e.k8s_namespace, e.k8s_pod_name)
@@ -200,7 +200,11 @@ fn explain_path(
     steps: &mut Vec<String>,
 ) -> Result<(), &'static str> {
     let (dst_id, tunnel) = ipcache(d, dst_ip);
-    let dst_local = d.endpoints.list().into_iter().find(|e| e.ipv4 == dst_ip);
+    let dst_local = d
+        .endpoints
+        .list()
+        .into_iter()
+        .find(|e| e.ipv4 == Some(dst_ip));
     steps.push(format!(
         "ipcache: {dst_ip} has identity {dst_id}{}",
         match (&dst_local, tunnel) {

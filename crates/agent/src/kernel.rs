@@ -247,19 +247,24 @@ pub struct OverlayRoutes {
     pub bpf_root: PathBuf,
     pub netlink: netdev::Netlink,
     pub host_index: u32,
-    pub router_ip: Ipv4Addr,
-    /// The IPv6 router on a dual-stack node: other nodes' IPv6 pod CIDRs
-    /// are routed into cilium_host from it.
+    /// The IPv4 router, unless the node is IPv6-only: other nodes' IPv4
+    /// pod CIDRs are routed into cilium_host from it.
+    pub router_ip: Option<Ipv4Addr>,
+    /// The IPv6 router with IPv6 on: likewise for IPv6 pod CIDRs.
     pub router_ip6: Option<std::net::Ipv6Addr>,
     pub route_mtu: u32,
 }
 
 impl OverlayRoutes {
-    fn route(&self, (net, len): (Ipv4Addr, u8)) -> netdev::link::Route {
-        netdev::link::Route::new(self.host_index, net, len)
-            .via(self.router_ip)
-            .src(self.router_ip)
-            .mtu(self.route_mtu)
+    /// None on a node without IPv4 pods, which routes no IPv4 pod CIDR.
+    fn route(&self, (net, len): (Ipv4Addr, u8)) -> Option<netdev::link::Route> {
+        let router = self.router_ip?;
+        Some(
+            netdev::link::Route::new(self.host_index, net, len)
+                .via(router)
+                .src(router)
+                .mtu(self.route_mtu),
+        )
     }
 }
 
@@ -273,8 +278,11 @@ impl NodeRoutes for OverlayRoutes {
             Tunnel::open(&self.bpf_root)
                 .and_then(|m| m.put(&TunnelKey::v4(cidr.0), &TunnelValue::v4(node_ip)))
                 .map_err(kernel)?;
+            let Some(route) = self.route(cidr) else {
+                return Ok(());
+            };
             self.netlink
-                .replace_route(&self.route(cidr))
+                .replace_route(&route)
                 .await
                 .map_err(KernelError::new)
         })
@@ -321,7 +329,10 @@ impl NodeRoutes for OverlayRoutes {
             if let Ok(map) = Tunnel::open(&self.bpf_root) {
                 let _ = map.remove(&TunnelKey::v4(cidr.0));
             }
-            if let Err(e) = self.netlink.delete_route(&self.route(cidr)).await {
+            let Some(route) = self.route(cidr) else {
+                return;
+            };
+            if let Err(e) = self.netlink.delete_route(&route).await {
                 tracing::warn!(subsys = "linux-datapath", cidr = %format!("{}/{}", cidr.0, cidr.1), error = %e, "Unable to remove route to node");
             }
         })

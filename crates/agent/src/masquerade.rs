@@ -18,20 +18,7 @@ fn disabled() -> Masquerading {
     }
 }
 
-fn enabled(mode: &str, exclude: (Ipv4Addr, u8)) -> Masquerading {
-    Masquerading {
-        enabled: true,
-        mode: mode.into(),
-        enabled_protocols: Some(MasqueradingProtocols {
-            ipv4: true,
-            ipv6: false,
-        }),
-        snat_exclusion_cidr_v4: format!("{}/{}", exclude.0, exclude.1),
-        ..Default::default()
-    }
-}
-
-/// Sets masquerading up for this node (its pod CIDR is final by now) and
+/// Sets masquerading up for this node (its pod CIDRs are final by now) and
 /// says what is in place. `node_ip` and `node_ipv6` are the native
 /// device's addresses, which BPF masquerading gives pods' packets.
 pub fn setup(
@@ -39,19 +26,35 @@ pub fn setup(
     node_ip: Option<Ipv4Addr>,
     node_ipv6: Option<Ipv6Addr>,
 ) -> Masquerading {
-    let mut status = setup_ipv4(config, node_ip);
-    if let Some(mode) = setup_ipv6(config, node_ipv6) {
-        status.enabled = true;
-        if status.mode.is_empty() {
-            status.mode = mode.into();
-        }
-        if let Some(p) = status.enabled_protocols.as_mut() {
-            p.ipv6 = true;
-        }
-        let (net, len) = exclusion_v6(config).expect("IPv6 is on");
-        status.snat_exclusion_cidr_v6 = format!("{net}/{len}");
+    let v4 = setup_ipv4(config, node_ip);
+    let v6 = setup_ipv6(config, node_ipv6);
+    let Some(mode) = v4.or(v6) else {
+        return disabled();
+    };
+    Masquerading {
+        enabled: true,
+        mode: mode.into(),
+        enabled_protocols: Some(MasqueradingProtocols {
+            ipv4: v4.is_some(),
+            ipv6: v6.is_some(),
+        }),
+        snat_exclusion_cidr_v4: v4
+            .and(exclusion_v4(config))
+            .map(|(n, l)| format!("{n}/{l}"))
+            .unwrap_or_default(),
+        snat_exclusion_cidr_v6: v6
+            .and(exclusion_v6(config))
+            .map(|(n, l)| format!("{n}/{l}"))
+            .unwrap_or_default(),
+        ..Default::default()
     }
-    status
+}
+
+/// The IPv4 destinations never masqueraded: `ipv4-native-routing-cidr`,
+/// else this node's IPv4 pod CIDR, as Cilium's.
+fn exclusion_v4(config: &DaemonConfig) -> Option<(Ipv4Addr, u8)> {
+    let pods = config.ipv4.map(|p| p.pod_cidr)?;
+    Some(config.ipv4_native_routing_cidr.unwrap_or(pods))
 }
 
 /// The IPv6 destinations never masqueraded: `ipv6-native-routing-cidr`,
@@ -92,38 +95,32 @@ fn setup_ipv6(config: &DaemonConfig, node_ipv6: Option<Ipv6Addr>) -> Option<&'st
     }
 }
 
-fn setup_ipv4(config: &DaemonConfig, node_ip: Option<Ipv4Addr>) -> Masquerading {
-    let exclude = config.ipv4_native_routing_cidr.unwrap_or(config.ipv4_range);
-    let bpf = config.ipv4_masquerade && config.bpf_masquerade;
-    let iptables = config.ipv4_masquerade && !config.bpf_masquerade;
+/// IPv4 (`enable-ipv4-masquerade`) in the datapath with BPF masquerading,
+/// else with iptables; the mode in place, if any.
+fn setup_ipv4(config: &DaemonConfig, node_ip: Option<Ipv4Addr>) -> Option<&'static str> {
+    use netdev::iptables::{Family, Masquerade};
+    let wanted = exclusion_v4(config).filter(|_| config.ipv4_masquerade);
     // the config requires NodePort for BPF masquerading, and NodePort a
     // node address
-    let bpf_target = node_ip.filter(|_| bpf && config.enable_node_port);
-    let in_datapath = set_bpf(
-        config,
-        "",
-        bpf_target.map(|ip| (ip, exclude)),
-        RuntimeConfig::set_masquerade,
-    );
-    if !iptables {
-        if let Err(e) = netdev::iptables::remove(netdev::iptables::Family::V4) {
+    let bpf = wanted.filter(|_| config.bpf_masquerade && config.enable_node_port);
+    let target = bpf.zip(node_ip).map(|(exclude, ip)| (ip, exclude));
+    let in_datapath = set_bpf(config, "", target, RuntimeConfig::set_masquerade);
+    let (Some(exclude), Some(pool)) = (wanted.filter(|_| !config.bpf_masquerade), config.ipv4)
+    else {
+        if let Err(e) = netdev::iptables::remove(Family::V4) {
             tracing::warn!(subsys = "iptables", error = %e, "Unable to remove masquerading rules");
         }
-        return if in_datapath && bpf_target.is_some() {
-            enabled("BPF", exclude)
-        } else {
-            disabled()
-        };
-    }
-    let rule = netdev::iptables::Masquerade {
-        source: (config.ipv4_range.0.into(), config.ipv4_range.1),
+        return (in_datapath && target.is_some()).then_some("BPF");
+    };
+    let rule = Masquerade {
+        source: (pool.pod_cidr.0.into(), pool.pod_cidr.1),
         exclude: (exclude.0.into(), exclude.1),
     };
     match netdev::iptables::install(&rule) {
-        Ok(()) => enabled("iptables", exclude),
+        Ok(()) => Some("iptables"),
         Err(e) => {
             tracing::error!(subsys = "iptables", error = %e, "Unable to install masquerading rules; pods' traffic leaving the cluster is not masqueraded");
-            disabled()
+            None
         }
     }
 }

@@ -39,7 +39,7 @@ pub const KVSTORE_HEALTH: &str = "kvstore-health";
 pub struct AgentStatus {
     pub config: Arc<crate::option::DaemonConfig>,
     pub controllers: Controllers,
-    pub ipam: Arc<Mutex<Ipam>>,
+    pub ipam: Option<Arc<Mutex<Ipam>>>,
     /// IPv6's allocator on a dual-stack node.
     pub ipam6: Option<Arc<Mutex<Ipam<std::net::Ipv6Addr>>>>,
     pub kvstore: Option<kvstore::Kvstore>,
@@ -302,28 +302,29 @@ fn kvstore_status(d: &AgentStatus) -> Status {
 /// summaries joined by ", " (`IPv4: 2/254 allocated from 10.0.0.0/24, `
 /// when IPv6 is off).
 fn ipam_status(d: &AgentStatus) -> api::ipam::IpamStatus {
-    let ipam = d.ipam.lock().expect("ipam lock");
-    let mut status = api::ipam::IpamStatus {
-        allocations: ipam
-            .allocations()
-            .iter()
-            .map(|(ip, a)| (ip.to_string(), a.owner.clone()))
-            .collect(),
-        ipv4: ipam.allocations().keys().map(|ip| ip.to_string()).collect(),
-        ipv6: Vec::new(),
-        status: ipam.status_line(),
-    };
-    let mut v6 = String::new();
-    if let Some(ipam6) = &d.ipam6 {
-        let ipam6 = ipam6.lock().expect("ipam lock");
-        for (ip, a) in ipam6.allocations() {
-            status.allocations.insert(ip.to_string(), a.owner.clone());
-            status.ipv6.push(ip.to_string());
-        }
-        v6 = ipam6.status_line();
-    }
-    status.status = format!("{}, {v6}", status.status);
+    let mut status = api::ipam::IpamStatus::default();
+    let v4 = family_status(d.ipam.as_deref(), &mut status, |s| &mut s.ipv4);
+    let v6 = family_status(d.ipam6.as_deref(), &mut status, |s| &mut s.ipv6);
+    status.status = format!("{v4}, {v6}");
     status
+}
+
+/// One family's allocations added to `status`; its summary, empty when
+/// the node does not run the family.
+fn family_status<A: controlplane::ipam::PoolAddr>(
+    ipam: Option<&Mutex<Ipam<A>>>,
+    status: &mut api::ipam::IpamStatus,
+    list: impl Fn(&mut api::ipam::IpamStatus) -> &mut Vec<String>,
+) -> String {
+    let Some(ipam) = ipam else {
+        return String::new();
+    };
+    let ipam = ipam.lock().expect("ipam lock");
+    for (ip, a) in ipam.allocations() {
+        status.allocations.insert(ip.to_string(), a.owner.clone());
+        list(status).push(ip.to_string());
+    }
+    ipam.status_line()
 }
 
 async fn healthz(

@@ -51,15 +51,8 @@ pub async fn add(env: &Env, conf: &NetConf) -> Result<Value, CniError> {
     let client = client()?;
     let config: api::models::DaemonConfiguration = client.get_json("/config", &[])?;
     let status = &config.status;
-    let gateway: Ipv4Addr = status
-        .addressing
-        .ipv4
-        .as_ref()
-        .and_then(|a| a.ip.parse().ok())
-        .ok_or_else(|| CniError::new(PLUGIN_FAILURE, "agent reports no IPv4 router address"))?;
     // A netconf MTU sets both, as Cilium's plugin does.
     let link = PodLink {
-        gateway,
         mtu: conf.mtu.unwrap_or(status.device_mtu),
         route_mtu: conf.mtu.unwrap_or(status.route_mtu),
     };
@@ -85,11 +78,10 @@ pub async fn add(env: &Env, conf: &NetConf) -> Result<Value, CniError> {
     }
 }
 
-/// How the pod's interface is set up: its gateway and the MTUs of the device
-/// and of the routes out of it.
+/// How the pod's interface is set up: the MTUs of the device and of the
+/// routes out of it.
 #[derive(Clone, Copy)]
 struct PodLink {
-    gateway: Ipv4Addr,
     mtu: u32,
     route_mtu: u32,
 }
@@ -103,11 +95,7 @@ async fn add_steps(
     link: &PodLink,
     undo: &mut Undo,
 ) -> Result<AddResult, CniError> {
-    let PodLink {
-        gateway,
-        mtu,
-        route_mtu,
-    } = *link;
+    let PodLink { mtu, route_mtu } = *link;
     let owner = api::ipam::owner(env.pod_namespace(), env.pod_name(), &env.container_id);
     let body = client.call(
         "POST",
@@ -117,14 +105,13 @@ async fn add_steps(
     )?;
     let ipam: IpamResponse = serde_json::from_slice(&body)
         .map_err(|e| CniError::new(PLUGIN_FAILURE, format!("malformed IPAM response: {e}")))?;
-    let ip: Ipv4Addr = ipam
-        .address
-        .ipv4
-        .parse()
-        .map_err(|_| CniError::new(PLUGIN_FAILURE, "IPAM returned no IPv4 address"))?;
-    undo.release_ip = Some(ip);
-    let ipv6 = ipv6_of(&ipam)?;
+    let ipv4 = address_of::<Ipv4Addr>(ipam.ipv4.as_ref(), "IPv4")?;
+    let ipv6 = address_of::<Ipv6Addr>(ipam.ipv6.as_ref(), "IPv6")?;
+    undo.release_ip = ipv4.map(|(ip, _)| ip);
     undo.release_ip6 = ipv6.map(|(ip, _)| ip);
+    if ipv4.is_none() && ipv6.is_none() {
+        return Err(CniError::new(PLUGIN_FAILURE, "IPAM returned no address"));
+    }
 
     let host_name = host_veth_name(&env.container_id, &env.ifname);
     // A leftover from an ADD that died half way would block the name.
@@ -138,7 +125,7 @@ async fn add_steps(
         // as Cilium's plugin: IPv6 on in a dual-stack pod
         ns.run(|| netdev::sysctl::write_in_pod_netns("net.ipv6.conf.all.disable_ipv6", "0"))??;
     }
-    netdev::veth::address_pod(pod_nl, veth.pod_index, (ip, gateway), ipv6, route_mtu).await?;
+    netdev::veth::address_pod(pod_nl, veth.pod_index, ipv4, ipv6, route_mtu).await?;
 
     let (pod_mac, host_mac) = (format_mac(&veth.pod_mac), format_mac(&veth.host_mac));
     let req = EndpointChangeRequest {
@@ -146,7 +133,7 @@ async fn add_steps(
         container_interface_name: env.ifname.clone(),
         state: "waiting-for-identity".into(),
         addressing: Some(AddressPair {
-            ipv4: ip.to_string(),
+            ipv4: ipv4.map(|(ip, _)| ip.to_string()).unwrap_or_default(),
             ipv4_expiration_uuid: ipam.address.ipv4_expiration_uuid.clone(),
             ipv6: ipv6.map(|(ip, _)| ip.to_string()).unwrap_or_default(),
             ipv6_expiration_uuid: ipam.address.ipv6_expiration_uuid.clone(),
@@ -172,28 +159,28 @@ async fn add_steps(
         pod_ifname: env.ifname.clone(),
         pod_mac,
         netns: env.netns.clone(),
-        ip,
-        gateway,
+        ipv4,
         ipv6,
     })
 }
 
-/// The pod's IPv6 address and gateway, when the agent handed out one.
-fn ipv6_of(ipam: &IpamResponse) -> Result<Option<(Ipv6Addr, Ipv6Addr)>, CniError> {
-    let Some(v6) = &ipam.ipv6 else {
+/// The pod's address and gateway of one family, when the agent handed
+/// out one.
+fn address_of<A: std::str::FromStr>(
+    family: Option<&api::ipam::IpamAddressResponse>,
+    name: &str,
+) -> Result<Option<(A, A)>, CniError> {
+    let Some(a) = family else {
         return Ok(None);
     };
     let bad = |what: &str, v: &str| {
         CniError::new(
             PLUGIN_FAILURE,
-            format!("IPAM returned {what} {v:?}, not an IPv6 address"),
+            format!("IPAM returned {name} {what} {v:?}, not an {name} address"),
         )
     };
-    let ip = v6.ip.parse().map_err(|_| bad("IPv6 address", &v6.ip))?;
-    let gateway = v6
-        .gateway
-        .parse()
-        .map_err(|_| bad("IPv6 gateway", &v6.gateway))?;
+    let ip = a.ip.parse().map_err(|_| bad("address", &a.ip))?;
+    let gateway = a.gateway.parse().map_err(|_| bad("gateway", &a.gateway))?;
     Ok(Some((ip, gateway)))
 }
 

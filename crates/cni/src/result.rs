@@ -1,6 +1,7 @@
 //! The ADD result, in the shape the netconf's cniVersion expects.
 
 use serde_json::{json, Value};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub struct AddResult {
     pub host_ifname: String,
@@ -8,40 +9,41 @@ pub struct AddResult {
     pub pod_ifname: String,
     pub pod_mac: String,
     pub netns: String,
-    pub ip: std::net::Ipv4Addr,
-    pub gateway: std::net::Ipv4Addr,
-    /// The IPv6 address and gateway on a dual-stack node.
-    pub ipv6: Option<(std::net::Ipv6Addr, std::net::Ipv6Addr)>,
+    /// The IPv4 address and gateway, unless the node is IPv6-only.
+    pub ipv4: Option<(Ipv4Addr, Ipv4Addr)>,
+    /// The IPv6 address and gateway, with IPv6 on.
+    pub ipv6: Option<(Ipv6Addr, Ipv6Addr)>,
 }
 
 impl AddResult {
     pub fn to_json(&self, cni_version: &str) -> Value {
         let legacy = cni_version.starts_with("0.");
-        let mut ip = json!({
-            "address": format!("{}/32", self.ip),
-            "gateway": self.gateway.to_string(),
-            "interface": 1,
-        });
-        if legacy {
-            ip["version"] = json!("4");
-        }
-        let mut ips = vec![ip];
-        let mut routes = vec![
-            json!({"dst": format!("{}/32", self.gateway)}),
-            json!({"dst": "0.0.0.0/0", "gw": self.gateway.to_string()}),
-        ];
-        if let Some((ip6, gw6)) = self.ipv6 {
-            let mut ip = json!({
-                "address": format!("{ip6}/128"),
-                "gateway": gw6.to_string(),
+        let mut ips = Vec::new();
+        let mut routes = Vec::new();
+        let v4 = self
+            .ipv4
+            .map(|(ip, gw)| (IpAddr::from(ip), IpAddr::from(gw)));
+        let v6 = self
+            .ipv6
+            .map(|(ip, gw)| (IpAddr::from(ip), IpAddr::from(gw)));
+        // per family: the address as a host prefix, the gateway on link
+        // and the default route through it
+        for (ip, gateway) in v4.into_iter().chain(v6) {
+            let (host, default) = match ip {
+                IpAddr::V4(_) => (32, "0.0.0.0/0"),
+                IpAddr::V6(_) => (128, "::/0"),
+            };
+            let mut entry = json!({
+                "address": format!("{ip}/{host}"),
+                "gateway": gateway.to_string(),
                 "interface": 1,
             });
             if legacy {
-                ip["version"] = json!("6");
+                entry["version"] = json!(if ip.is_ipv4() { "4" } else { "6" });
             }
-            ips.push(ip);
-            routes.push(json!({"dst": format!("{gw6}/128")}));
-            routes.push(json!({"dst": "::/0", "gw": gw6.to_string()}));
+            ips.push(entry);
+            routes.push(json!({"dst": format!("{gateway}/{host}")}));
+            routes.push(json!({"dst": default, "gw": gateway.to_string()}));
         }
         json!({
             "cniVersion": cni_version,

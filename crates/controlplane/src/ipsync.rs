@@ -131,10 +131,8 @@ impl RemoteEndpoints {
         let entry = Entry::new(pair.id, self.source).behind(host);
         match self.ipcache.upsert(ip, len, entry)? {
             true => {
-                if let IpAddr::V4(ip) = ip {
-                    self.events
-                        .name_pod(ip, &pair.k8s_namespace, &pair.k8s_pod_name);
-                }
+                self.events
+                    .name_pod(ip, &pair.k8s_namespace, &pair.k8s_pod_name);
                 self.events.agent(
                     AgentNotify::IpcacheUpserted,
                     serde_json::json!({
@@ -165,9 +163,7 @@ impl RemoteEndpoints {
             .is_some_and(|e| e.source == self.source);
         self.ipcache.remove(ip, len, self.source)?;
         if remote {
-            if let IpAddr::V4(ip) = ip {
-                self.events.forget_pod(ip);
-            }
+            self.events.forget_pod(ip);
             self.events.agent(
                 AgentNotify::IpcacheDeleted,
                 serde_json::json!({ "cidr": format!("{ip}/{len}") }),

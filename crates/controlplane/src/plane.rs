@@ -50,10 +50,9 @@ pub struct Ports {
 pub struct Settings {
     /// Where endpoints, IPAM, policies and services are kept.
     pub state_dir: PathBuf,
-    pub pod_cidr: (Ipv4Addr, u8),
-    /// cilium_host's address, never handed to a pod.
-    pub router_ip: Ipv4Addr,
-    /// On a dual-stack node, the IPv6 pod CIDR and router address.
+    /// The IPv4 pod CIDR and router address; None on an IPv6-only node.
+    pub ipv4: Option<Ipv4Pool>,
+    /// The IPv6 pod CIDR and router address; None while IPv6 is off.
     pub ipv6: Option<Ipv6Pool>,
     /// This node as published to the cluster (its health address is
     /// filled in here).
@@ -79,11 +78,25 @@ pub struct Settings {
     pub pod_labels: Option<Arc<dyn crate::endpoint::PodLabels>>,
 }
 
-/// This node's IPv6 pod CIDR and its router address (cilium_host's IPv6).
-#[derive(Clone, Copy, Debug)]
-pub struct Ipv6Pool {
-    pub pod_cidr: (Ipv6Addr, u8),
-    pub router_ip: Ipv6Addr,
+/// This node's pod CIDR of one family and its router address
+/// (cilium_host's, never handed to a pod).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pool<A> {
+    pub pod_cidr: (A, u8),
+    pub router_ip: A,
+}
+
+pub type Ipv4Pool = Pool<Ipv4Addr>;
+pub type Ipv6Pool = Pool<Ipv6Addr>;
+
+impl<A: crate::ipam::PoolAddr> Pool<A> {
+    /// A pod CIDR whose first address is the router's.
+    pub fn first_router(pod_cidr: (A, u8)) -> Self {
+        Self {
+            pod_cidr,
+            router_ip: A::from_bits(pod_cidr.0.to_bits() + 1),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -94,8 +107,9 @@ pub enum StartError {
 
 /// Handles to every subsystem; each owns its state.
 pub struct ControlPlane {
-    pub ipam: Arc<Mutex<Ipam>>,
-    /// IPv6's allocator on a dual-stack node.
+    /// IPv4's allocator; None on an IPv6-only node.
+    pub ipam: Option<Arc<Mutex<Ipam>>>,
+    /// IPv6's allocator; None while IPv6 is off.
     pub ipam6: Option<Arc<Mutex<Ipam<Ipv6Addr>>>>,
     pub identities: Arc<Identities>,
     pub ipcache: Arc<IpCache>,
@@ -112,6 +126,26 @@ pub struct ControlPlane {
     kubernetes: bool,
 }
 
+/// IPAM of one family, if the node runs it, with the health endpoint's
+/// address reserved when it has one.
+#[allow(clippy::type_complexity)]
+fn open_ipam<A: crate::ipam::PoolAddr>(
+    pool: Option<Pool<A>>,
+    path: &std::path::Path,
+    health: bool,
+) -> Result<(Option<Arc<Mutex<Ipam<A>>>>, Option<A>), IpamError> {
+    let Some(pool) = pool else {
+        return Ok((None, None));
+    };
+    let (net, len) = pool.pod_cidr;
+    let mut ipam = Ipam::open(net, len, pool.router_ip, path.to_path_buf())?;
+    let health = match health {
+        true => Some(ipam.reserve(crate::ipam::OWNER_HEALTH)?),
+        false => None,
+    };
+    Ok((Some(Arc::new(Mutex::new(ipam))), health))
+}
+
 impl ControlPlane {
     /// Builds the subsystems and takes back what a previous run left in
     /// the state dir (policies, endpoints, services); nothing follows the
@@ -119,26 +153,12 @@ impl ControlPlane {
     /// task of `tasks`.
     pub fn new(ports: Ports, s: Settings, tasks: &Tasks) -> Result<Self, StartError> {
         let ipcache = Arc::new(IpCache::new(ports.ipcache));
-        let (net, len) = s.pod_cidr;
-        let mut ipam = Ipam::open(net, len, s.router_ip, s.state_dir.join(IPAM_STATE))?;
         let mut node = s.node;
-        if s.health {
-            node.health_ipv4 = Some(ipam.reserve(crate::ipam::OWNER_HEALTH)?);
-        }
-        let ipam = Arc::new(Mutex::new(ipam));
-        let ipam6 = match s.ipv6 {
-            Some(pool) => {
-                let (net, len) = pool.pod_cidr;
-                let path = s.state_dir.join(IPAM6_STATE);
-                let mut ipam6 = Ipam::open(net, len, pool.router_ip, path)?;
-                // the health endpoint has an address of each family
-                if s.health {
-                    node.health_ipv6 = Some(ipam6.reserve(crate::ipam::OWNER_HEALTH)?);
-                }
-                Some(Arc::new(Mutex::new(ipam6)))
-            }
-            None => None,
-        };
+        // the health endpoint has an address of each family
+        let (ipam, health_ipv4) = open_ipam(s.ipv4, &s.state_dir.join(IPAM_STATE), s.health)?;
+        let (ipam6, health_ipv6) = open_ipam(s.ipv6, &s.state_dir.join(IPAM6_STATE), s.health)?;
+        node.health_ipv4 = health_ipv4;
+        node.health_ipv6 = health_ipv6;
         let kvwriter = s.kvstore.clone().map(|kv| KvWriter::start(kv, tasks));
         let node_suffix = s
             .node_ip
@@ -174,7 +194,7 @@ impl ControlPlane {
 
         let endpoints = Arc::new(Endpoints::new(
             crate::endpoint::Deps {
-                ipam: Arc::clone(&ipam),
+                ipam: ipam.clone(),
                 ipam6: ipam6.clone(),
                 identities: Arc::clone(&identities),
                 ipcache: Arc::clone(&ipcache),

@@ -109,6 +109,6 @@ pub trait NodeIdMap: Send + Sync {
 pub trait Events: Send + Sync {
     fn agent(&self, what: AgentNotify, body: serde_json::Value);
     /// Names an address after its pod, for the monitor's output.
-    fn name_pod(&self, ip: Ipv4Addr, namespace: &str, pod: &str);
-    fn forget_pod(&self, ip: Ipv4Addr);
+    fn name_pod(&self, ip: IpAddr, namespace: &str, pod: &str);
+    fn forget_pod(&self, ip: IpAddr);
 }

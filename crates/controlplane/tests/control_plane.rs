@@ -86,8 +86,10 @@ fn plane_with(
     };
     let mut settings = Settings {
         state_dir: dir.to_owned(),
-        pod_cidr: (ip("10.1.0.0"), 24),
-        router_ip: ip("10.1.0.1"),
+        ipv4: Some(controlplane::plane::Pool {
+            pod_cidr: (ip("10.1.0.0"), 24),
+            router_ip: ip("10.1.0.1"),
+        }),
         ipv6: None,
         node: node("node1", "198.18.0.11", "10.1.0.1", (ip("10.1.0.0"), 24)),
         health: false,
@@ -172,8 +174,8 @@ async fn an_endpoint_is_realized_whole_and_deleted_without_trace() {
     {
         {
             let held = kernel.held();
-            assert_eq!(held.lxc[&ep.ipv4].sec_id, 256);
-            assert_eq!(held.ipcache[&(ep.ipv4, 32)].sec_identity, 256);
+            assert_eq!(held.lxc[&ep.ipv4.unwrap()].sec_id, 256);
+            assert_eq!(held.ipcache[&(ep.ipv4.unwrap(), 32)].sec_identity, 256);
             assert_eq!(held.attached[&ep.id].0, "lxcweb");
             assert!(held.policy_programs.contains(&ep.id));
             assert!(
@@ -186,19 +188,33 @@ async fn an_endpoint_is_realized_whole_and_deleted_without_trace() {
             .join(ep.id.to_string())
             .join("ep_config.json")
             .exists());
-        assert!(cp.ipam.lock().unwrap().allocations().contains_key(&ep.ipv4));
+        assert!(cp
+            .ipam
+            .as_ref()
+            .unwrap()
+            .lock()
+            .unwrap()
+            .allocations()
+            .contains_key(&ep.ipv4.unwrap()));
         assert_eq!(kernel.events_of(AgentNotify::EndpointCreated).len(), 1);
 
         assert_eq!(cp.endpoints.delete(&EndpointRef::Local(ep.id)).unwrap(), 1);
         let held = kernel.held();
         assert!(held.lxc.is_empty() && held.attached.is_empty() && held.policy_maps.is_empty());
-        assert!(!held.ipcache.contains_key(&(ep.ipv4, 32)));
+        assert!(!held.ipcache.contains_key(&(ep.ipv4.unwrap(), 32)));
     }
     assert!(
         cp.identities.held().is_empty(),
         "the identity reference is dropped"
     );
-    assert!(!cp.ipam.lock().unwrap().allocations().contains_key(&ep.ipv4));
+    assert!(!cp
+        .ipam
+        .as_ref()
+        .unwrap()
+        .lock()
+        .unwrap()
+        .allocations()
+        .contains_key(&ep.ipv4.unwrap()));
     assert!(!dir.path().join(ep.id.to_string()).exists());
     assert_eq!(kernel.events_of(AgentNotify::EndpointDeleted).len(), 1);
     assert!(matches!(
@@ -227,6 +243,8 @@ async fn a_failed_create_gives_back_everything_it_took() {
     assert!(cp.identities.held().is_empty());
     assert!(!cp
         .ipam
+        .as_ref()
+        .unwrap()
         .lock()
         .unwrap()
         .allocations()
@@ -311,17 +329,17 @@ async fn a_restart_takes_endpoints_back_and_removes_those_whose_pod_went_away() 
     assert_eq!(eps[0].state, EndpointState::Ready);
     {
         let held = kernel.held();
-        assert!(held.lxc.contains_key(&web.ipv4));
+        assert!(held.lxc.contains_key(&web.ipv4.unwrap()));
         assert!(
-            !held.lxc.contains_key(&db.ipv4),
+            !held.lxc.contains_key(&db.ipv4.unwrap()),
             "the vanished pod's entry is removed"
         );
         assert!(!held.attached.contains_key(&db.id));
     }
     {
-        let ipam = cp.ipam.lock().unwrap();
-        assert!(ipam.allocations().contains_key(&web.ipv4));
-        assert!(!ipam.allocations().contains_key(&db.ipv4));
+        let ipam = cp.ipam.as_ref().unwrap().lock().unwrap();
+        assert!(ipam.allocations().contains_key(&web.ipv4.unwrap()));
+        assert!(!ipam.allocations().contains_key(&db.ipv4.unwrap()));
     }
     assert!(!dir.path().join(db.id.to_string()).exists());
     assert_eq!(
@@ -540,9 +558,12 @@ async fn pods_take_the_clusters_labels_and_a_relabel_moves_identity_and_verdict(
     assert_ne!(relabeled.identity, client.identity);
     {
         let held = kernel.held();
-        assert_eq!(held.lxc[&relabeled.ipv4].sec_id, relabeled.identity);
         assert_eq!(
-            held.ipcache[&(relabeled.ipv4, 32)].sec_identity,
+            held.lxc[&relabeled.ipv4.unwrap()].sec_id,
+            relabeled.identity
+        );
+        assert_eq!(
+            held.ipcache[&(relabeled.ipv4.unwrap(), 32)].sec_identity,
             relabeled.identity
         );
     }

@@ -202,8 +202,10 @@ async fn the_control_plane_gives_endpoints_identities_from_the_objects() {
     };
     let settings = Settings {
         state_dir: dir.path().to_owned(),
-        pod_cidr: (ip("10.1.0.0"), 24),
-        router_ip: ip("10.1.0.1"),
+        ipv4: Some(controlplane::plane::Pool {
+            pod_cidr: (ip("10.1.0.0"), 24),
+            router_ip: ip("10.1.0.1"),
+        }),
         ipv6: None,
         node: Node {
             name: "node1".into(),

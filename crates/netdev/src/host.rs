@@ -14,13 +14,9 @@ pub struct HostDevices {
 }
 
 /// Creates the pair when missing (an existing pair is reused, so a restarted
-/// agent does not disturb traffic), sets NOARP, MTU and up, the per-device
-/// sysctls, the router IP as /32 and the L2 route to it.
-pub async fn ensure_host_devices(
-    nl: &Netlink,
-    router_ip: Ipv4Addr,
-    mtu: u32,
-) -> Result<HostDevices, Error> {
+/// agent does not disturb traffic), sets NOARP, MTU and up, and the
+/// per-device sysctls; the addresses are each family's (below).
+pub async fn ensure_host_devices(nl: &Netlink, mtu: u32) -> Result<HostDevices, Error> {
     if nl.link_by_name(CILIUM_HOST).await?.is_none() {
         let msg = rtnetlink::LinkVeth::new(CILIUM_HOST, CILIUM_NET)
             .mtu(mtu)
@@ -46,13 +42,29 @@ pub async fn ensure_host_devices(
     }
     let host = nl.require_link(CILIUM_HOST).await?;
     let net = nl.require_link(CILIUM_NET).await?;
-    nl.ensure_ipv4_addr(host.index, router_ip, 32).await?;
-    nl.replace_route(&crate::link::Route::new(host.index, router_ip, 32))
-        .await?;
     Ok(HostDevices { host, net })
 }
 
-/// A dual-stack node's IPv6 side of cilium_host: IPv6 on the device, the
+/// The IPv4 side of cilium_host: the router address as /32, the L2 route
+/// to it, and the node's pod CIDR routed onto the device from it.
+pub async fn ensure_host_ipv4(
+    nl: &Netlink,
+    host_index: u32,
+    router: Ipv4Addr,
+    (net, len): (Ipv4Addr, u8),
+    mtu: u32,
+) -> Result<(), Error> {
+    nl.ensure_ipv4_addr(host_index, router, 32).await?;
+    nl.replace_route(&crate::link::Route::new(host_index, router, 32))
+        .await?;
+    let local_pods = crate::link::Route::new(host_index, net, len)
+        .via(router)
+        .src(router)
+        .mtu(mtu);
+    nl.replace_route(&local_pods).await
+}
+
+/// The IPv6 side of cilium_host: IPv6 on the device, the
 /// router address as /128 (no duplicate address detection: the address
 /// is the node's alone) and the node's IPv6 pod CIDR routed onto it, as
 /// the IPv4 one is. cilium_host is NOARP, so the stack neither solicits

@@ -93,26 +93,28 @@ pub async fn create_pod_veth(
     result
 }
 
-/// Addresses the pod's end `index` of its veth as Cilium's plugin does:
-/// the IPv4 address as /32 with the router on link and the default route
-/// through it, and likewise an IPv6 address (/128) and router when the
-/// node is dual-stack. The default routes carry the route MTU, which
+/// Addresses the pod's end `index` of its veth as Cilium's plugin does,
+/// for each family the node runs: the IPv4 address as /32 with the router
+/// on link and the default route through it, and likewise the IPv6
+/// address (/128) and router. The default routes carry the route MTU, which
 /// leaves room for the overlay's headers while the device keeps the full
 /// MTU. `pod` is a handle inside the pod's namespace, where IPv6 must
 /// already be on.
 pub async fn address_pod(
     pod: &Netlink,
     index: u32,
-    (ip, router): (Ipv4Addr, Ipv4Addr),
+    ipv4: Option<(Ipv4Addr, Ipv4Addr)>,
     ipv6: Option<(Ipv6Addr, Ipv6Addr)>,
     route_mtu: u32,
 ) -> Result<(), Error> {
-    pod.ensure_ipv4_addr(index, ip, 32).await?;
-    pod.replace_route(&Route::new(index, router, 32)).await?;
-    let default = Route::new(index, Ipv4Addr::UNSPECIFIED, 0)
-        .via(router)
-        .mtu(route_mtu);
-    pod.replace_route(&default).await?;
+    if let Some((ip, router)) = ipv4 {
+        pod.ensure_ipv4_addr(index, ip, 32).await?;
+        pod.replace_route(&Route::new(index, router, 32)).await?;
+        let default = Route::new(index, Ipv4Addr::UNSPECIFIED, 0)
+            .via(router)
+            .mtu(route_mtu);
+        pod.replace_route(&default).await?;
+    }
     if let Some((ip6, router6)) = ipv6 {
         let mtu = Some(route_mtu);
         pod.ensure_ipv6_addr(index, ip6, 128).await?;

@@ -42,7 +42,7 @@ pub struct Held {
     pub node_ids: BTreeMap<IpAddr, u16>,
     /// What `cilium monitor` was told.
     pub events: Vec<(AgentNotify, serde_json::Value)>,
-    pub pod_names: BTreeMap<Ipv4Addr, String>,
+    pub pod_names: BTreeMap<IpAddr, String>,
 }
 
 /// Every kernel port of the control plane, in memory.
@@ -318,13 +318,13 @@ impl Events for FakeKernel {
         self.held().events.push((what, body));
     }
 
-    fn name_pod(&self, ip: Ipv4Addr, namespace: &str, pod: &str) {
+    fn name_pod(&self, ip: IpAddr, namespace: &str, pod: &str) {
         self.held()
             .pod_names
             .insert(ip, format!("{namespace}/{pod}"));
     }
 
-    fn forget_pod(&self, ip: Ipv4Addr) {
+    fn forget_pod(&self, ip: IpAddr) {
         self.held().pod_names.remove(&ip);
     }
 }

@@ -43,7 +43,8 @@ fn running_kernel() -> String {
 pub struct Sources {
     pub status: Arc<crate::status::AgentStatus>,
     pub endpoints: Arc<Endpoints>,
-    pub ipam: Arc<Mutex<Ipam>>,
+    pub ipam: Option<Arc<Mutex<Ipam>>>,
+    pub ipam6: Option<Arc<Mutex<Ipam<std::net::Ipv6Addr>>>>,
     pub policies: Arc<Policies>,
     pub services: Arc<Services>,
 }
@@ -57,12 +58,26 @@ pub fn routes(sources: Arc<Sources>) -> axum::Router {
 
 /// Debug text of the subsystems that have some: IPAM's allocations.
 fn subsystems(d: &Sources) -> std::collections::BTreeMap<String, String> {
-    let ipam = d.ipam.lock().expect("ipam lock");
+    let text = [
+        allocations(d.ipam.as_deref()),
+        allocations(d.ipam6.as_deref()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join("\n");
+    [("ipam".to_owned(), text)].into_iter().collect()
+}
+
+/// One family's IPAM summary and allocations; None when the node does
+/// not run the family.
+fn allocations<A: controlplane::ipam::PoolAddr>(ipam: Option<&Mutex<Ipam<A>>>) -> Option<String> {
+    let ipam = ipam?.lock().expect("ipam lock");
     let mut text = ipam.status_line();
     for (ip, a) in ipam.allocations() {
         text.push_str(&format!("\n{ip} ({})", a.owner));
     }
-    [("ipam".to_owned(), text)].into_iter().collect()
+    Some(text)
 }
 
 async fn get(State(d): State<Arc<Sources>>) -> Json<DebugInfo> {

@@ -83,7 +83,7 @@ async fn cgroup_metadata(State(d): Shared) -> Response {
             serde_json::json!({
                 "name": ep.k8s_pod_name,
                 "namespace": ep.k8s_namespace,
-                "ips": [ep.ipv4.to_string()],
+                "ips": ep.addresses().map(|(ip, _)| ip.to_string()).collect::<Vec<_>>(),
                 "containers": [],
             })
         })

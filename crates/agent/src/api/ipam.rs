@@ -23,9 +23,35 @@ fn ipam_status(e: &IpamError) -> StatusCode {
 /// What the IPAM API works with.
 pub struct IpamApi {
     pub config: Arc<crate::option::DaemonConfig>,
-    pub ipam: Arc<Mutex<Ipam>>,
-    /// IPv6's allocator on a dual-stack node.
+    /// IPv4's allocator; None on an IPv6-only node.
+    pub ipam: Option<Arc<Mutex<Ipam>>>,
+    /// IPv6's allocator; None while IPv6 is off.
     pub ipam6: Option<Arc<Mutex<Ipam<Ipv6Addr>>>>,
+}
+
+impl IpamApi {
+    fn families(&self) -> Families {
+        Families {
+            ipv4: self.ipam.is_some(),
+            ipv6: self.ipam6.is_some(),
+        }
+    }
+
+    /// Runs `v4` or `v6` on the allocator of `ip`'s family, or answers
+    /// that the node does not run it.
+    fn with_allocator<R>(
+        &self,
+        ip: IpAddr,
+        v4: impl FnOnce(&mut Ipam, std::net::Ipv4Addr) -> R,
+        v6: impl FnOnce(&mut Ipam<Ipv6Addr>, Ipv6Addr) -> R,
+    ) -> Result<R, Response> {
+        match (ip, &self.ipam, &self.ipam6) {
+            (IpAddr::V4(ip), Some(ipam), _) => Ok(v4(&mut ipam.lock().expect("ipam lock"), ip)),
+            (IpAddr::V6(ip), _, Some(ipam6)) => Ok(v6(&mut ipam6.lock().expect("ipam lock"), ip)),
+            (IpAddr::V4(_), None, _) => Err(not_enabled("IPv4")),
+            (IpAddr::V6(_), _, None) => Err(not_enabled("IPv6")),
+        }
+    }
 }
 
 /// Which families a request asks for (`family`: empty for every family
@@ -49,28 +75,21 @@ pub fn routes(api: Arc<IpamApi>) -> axum::Router {
 /// families this node has.
 fn check_family_pool(
     uri: &Uri,
-    ipv6_enabled: bool,
+    node: Families,
 ) -> Result<(std::collections::BTreeMap<String, String>, Families), Response> {
     let q = query_params(uri);
     let families = match q.get("family").map(String::as_str) {
-        None | Some("") => Families {
-            ipv4: true,
-            ipv6: ipv6_enabled,
-        },
-        Some("ipv4") => Families {
+        None | Some("") => node,
+        Some("ipv4") if node.ipv4 => Families {
             ipv4: true,
             ipv6: false,
         },
-        Some("ipv6") if ipv6_enabled => Families {
+        Some("ipv6") if node.ipv6 => Families {
             ipv4: false,
             ipv6: true,
         },
-        Some("ipv6") => {
-            return Err(error(
-                StatusCode::BAD_REQUEST,
-                "IPv6 is not enabled on this node",
-            ))
-        }
+        Some("ipv4") => return Err(not_enabled("IPv4")),
+        Some("ipv6") => return Err(not_enabled("IPv6")),
         Some(other) => {
             return Err(error(
                 StatusCode::BAD_REQUEST,
@@ -110,7 +129,7 @@ fn allocate_from<A: PoolAddr>(
 /// `POST /ipam`: the next free address of each family asked for, with the
 /// gateway the pod should use. Either both are handed out or neither.
 async fn allocate_next(State(d): State<Arc<IpamApi>>, uri: Uri, headers: HeaderMap) -> Response {
-    let (q, families) = match check_family_pool(&uri, d.ipam6.is_some()) {
+    let (q, families) = match check_family_pool(&uri, d.families()) {
         Ok(q) => q,
         Err(r) => return r,
     };
@@ -126,8 +145,8 @@ async fn allocate_next(State(d): State<Arc<IpamApi>>, uri: Uri, headers: HeaderM
         ipv6: None,
         host_addressing: crate::api::server::node_addressing(c),
     };
-    if families.ipv4 {
-        let (ip, alloc) = match allocate_from(&d.ipam, &owner, expiring) {
+    if let (true, Some(ipam), Some(v4)) = (families.ipv4, &d.ipam, c.ipv4) {
+        let (ip, alloc) = match allocate_from(ipam, &owner, expiring) {
             Ok(r) => r,
             Err(r) => return r,
         };
@@ -135,8 +154,8 @@ async fn allocate_next(State(d): State<Arc<IpamApi>>, uri: Uri, headers: HeaderM
         resp.address.ipv4_expiration_uuid = alloc.expiration_uuid.clone();
         resp.ipv4 = Some(IpamAddressResponse {
             ip: ip.to_string(),
-            gateway: c.router_ip.to_string(),
-            cidrs: vec![c.pod_cidr()],
+            gateway: v4.router_ip.to_string(),
+            cidrs: c.pod_cidr().into_iter().collect(),
             expiration_uuid: alloc.expiration_uuid,
             ..Default::default()
         });
@@ -145,8 +164,8 @@ async fn allocate_next(State(d): State<Arc<IpamApi>>, uri: Uri, headers: HeaderM
         let (ip, alloc) = match allocate_from(ipam6, &owner, expiring) {
             Ok(r) => r,
             Err(r) => {
-                if let Ok(v4) = resp.address.ipv4.parse() {
-                    let _ = d.ipam.lock().expect("ipam lock").release(v4);
+                if let (Ok(v4), Some(ipam)) = (resp.address.ipv4.parse(), &d.ipam) {
+                    let _ = ipam.lock().expect("ipam lock").release(v4);
                 }
                 return r;
             }
@@ -175,7 +194,7 @@ fn parse_ip(raw: &str) -> Result<IpAddr, Response> {
 
 /// `POST /ipam/{ip}`: a specific address.
 async fn allocate_ip(State(d): State<Arc<IpamApi>>, Path(raw): Path<String>, uri: Uri) -> Response {
-    let q = match check_family_pool(&uri, d.ipam6.is_some()) {
+    let q = match check_family_pool(&uri, d.families()) {
         Ok((q, _)) => q,
         Err(r) => return r,
     };
@@ -184,42 +203,52 @@ async fn allocate_ip(State(d): State<Arc<IpamApi>>, Path(raw): Path<String>, uri
         Err(r) => return r,
     };
     let owner = q.get("owner").cloned().unwrap_or_default();
-    let result = match (ip, &d.ipam6) {
-        (IpAddr::V4(ip), _) => d.ipam.lock().expect("ipam lock").allocate_ip(ip, &owner),
-        (IpAddr::V6(ip), Some(ipam6)) => ipam6.lock().expect("ipam lock").allocate_ip(ip, &owner),
-        (IpAddr::V6(_), None) => return no_ipv6(),
-    };
+    let result = d.with_allocator(
+        ip,
+        |ipam, ip| ipam.allocate_ip(ip, &owner).map(drop),
+        |ipam, ip| ipam.allocate_ip(ip, &owner).map(drop),
+    );
     match result {
-        Ok(_) => StatusCode::OK.into_response(),
-        Err(e) => error(ipam_status(&e), e.to_string()),
+        Err(r) => r,
+        Ok(result) => match result {
+            Ok(()) => StatusCode::OK.into_response(),
+            Err(e) => error(ipam_status(&e), e.to_string()),
+        },
     }
 }
 
-fn no_ipv6() -> Response {
-    error(StatusCode::BAD_REQUEST, "IPv6 is not enabled on this node")
+fn not_enabled(family: &str) -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        format!("{family} is not enabled on this node"),
+    )
 }
 
 /// `DELETE /ipam/{ip}`.
 async fn release(State(d): State<Arc<IpamApi>>, Path(raw): Path<String>, uri: Uri) -> Response {
-    if let Err(r) = check_family_pool(&uri, d.ipam6.is_some()) {
+    if let Err(r) = check_family_pool(&uri, d.families()) {
         return r;
     }
     let ip = match parse_ip(&raw) {
         Ok(ip) => ip,
         Err(r) => return r,
     };
-    let router6 = d.config.ipv6.map(|p| IpAddr::from(p.router_ip));
-    if ip == IpAddr::from(d.config.router_ip) || Some(ip) == router6 {
+    let c = &d.config;
+    let routers = [
+        c.ipv4.map(|p| IpAddr::from(p.router_ip)),
+        c.ipv6.map(|p| IpAddr::from(p.router_ip)),
+    ];
+    if routers.contains(&Some(ip)) {
         return error(
             StatusCode::BAD_REQUEST,
             format!("IP {ip} is the router address and cannot be released"),
         );
     }
-    let result = match (ip, &d.ipam6) {
-        (IpAddr::V4(ip), _) => d.ipam.lock().expect("ipam lock").release(ip),
-        (IpAddr::V6(ip), Some(ipam6)) => ipam6.lock().expect("ipam lock").release(ip),
-        (IpAddr::V6(_), None) => return no_ipv6(),
-    };
+    let result =
+        match d.with_allocator(ip, |ipam, ip| ipam.release(ip), |ipam, ip| ipam.release(ip)) {
+            Ok(result) => result,
+            Err(r) => return r,
+        };
     match result {
         Ok(a) => {
             tracing::info!(subsys = "ipam", ip = %ip, owner = %a.owner, "Released IP");

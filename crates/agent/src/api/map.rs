@@ -71,14 +71,16 @@ fn cache(d: &MapApi, name: &str) -> Option<Vec<BpfMapEntry>> {
                 .map(|((ip, len), e)| entry(format!("{ip}/{len}"), e.value().to_string()))
                 .collect(),
         ),
-        // as Cilium's lxcmap prints an EndpointKey and EndpointInfo
+        // as Cilium's lxcmap prints an EndpointKey and EndpointInfo, one
+        // entry for each address of an endpoint
         abi::maps::LXC => Some(
             d.endpoints
                 .list()
                 .into_iter()
-                .map(|ep| {
+                .flat_map(|ep| ep.addresses().map(move |(ip, _)| (ip, ep.clone())))
+                .map(|(ip, ep)| {
                     entry(
-                        format!("{}:0", ep.ipv4),
+                        std::net::SocketAddr::new(ip, 0).to_string(),
                         format!(
                             "id={:<5} sec_id={:<5} flags=0x{:04X} ifindex={:<3} mac={} nodemac={}",
                             ep.id,

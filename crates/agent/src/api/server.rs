@@ -56,24 +56,28 @@ fn percent_decode(s: &str) -> String {
 /// The node's addressing as `/config` and `/ipam` report it.
 pub(crate) fn node_addressing(c: &crate::option::DaemonConfig) -> NodeAddressing {
     NodeAddressing {
-        ipv4: Some(NodeAddressingElement {
+        ipv4: Some(addressing_of(c.ipv4, c.pod_cidr())),
+        ipv6: Some(addressing_of(c.ipv6, c.pod_cidr6())),
+    }
+}
+
+/// One family's router address and pod CIDR; disabled when the node
+/// does not run it.
+fn addressing_of<A: std::fmt::Display>(
+    pool: Option<controlplane::plane::Pool<A>>,
+    alloc_range: Option<String>,
+) -> NodeAddressingElement {
+    match pool {
+        Some(p) => NodeAddressingElement {
             enabled: true,
-            ip: c.router_ip.to_string(),
-            alloc_range: c.pod_cidr(),
+            ip: p.router_ip.to_string(),
+            alloc_range: alloc_range.unwrap_or_default(),
             address_type: String::new(),
-        }),
-        ipv6: Some(match c.ipv6 {
-            Some(v6) => NodeAddressingElement {
-                enabled: true,
-                ip: v6.router_ip.to_string(),
-                alloc_range: c.pod_cidr6().unwrap_or_default(),
-                address_type: String::new(),
-            },
-            None => NodeAddressingElement {
-                enabled: false,
-                ..Default::default()
-            },
-        }),
+        },
+        None => NodeAddressingElement {
+            enabled: false,
+            ..Default::default()
+        },
     }
 }
 

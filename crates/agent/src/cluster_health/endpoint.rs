@@ -46,9 +46,10 @@ pub enum LaunchError {
 
 /// How the endpoint is plugged in.
 pub struct Plan {
-    pub ip: Ipv4Addr,
-    pub router_ip: Ipv4Addr,
-    /// A dual-stack node's: the endpoint's IPv6 address and the router's.
+    /// The endpoint's IPv4 address and the router's, unless the node is
+    /// IPv6-only.
+    pub ipv4: Option<(Ipv4Addr, Ipv4Addr)>,
+    /// Its IPv6 address and the router's, with IPv6 on.
     pub ipv6: Option<(Ipv6Addr, Ipv6Addr)>,
     pub mtu: u32,
     pub route_mtu: u32,
@@ -62,10 +63,21 @@ struct Liveness {
     answered: Option<Instant>,
 }
 
+impl Plan {
+    /// The address the endpoint is probed on: IPv4's, else IPv6's.
+    fn primary(&self) -> IpAddr {
+        match (self.ipv4, self.ipv6) {
+            (Some((ip, _)), _) => ip.into(),
+            (None, Some((ip, _))) => ip.into(),
+            (None, None) => unreachable!("a health endpoint has an address"),
+        }
+    }
+}
+
 pub struct HealthEndpoint {
     endpoints: Arc<Endpoints>,
     /// Keeps the address reserved while the endpoint is launched again.
-    ipam: Arc<Mutex<controlplane::ipam::Ipam>>,
+    ipam: Option<Arc<Mutex<controlplane::ipam::Ipam>>>,
     ipam6: Option<Arc<Mutex<controlplane::ipam::Ipam<Ipv6Addr>>>>,
     plan: Plan,
     responder: Mutex<Option<tokio::task::AbortHandle>>,
@@ -75,7 +87,7 @@ pub struct HealthEndpoint {
 impl HealthEndpoint {
     pub fn new(
         endpoints: Arc<Endpoints>,
-        ipam: Arc<Mutex<controlplane::ipam::Ipam>>,
+        ipam: Option<Arc<Mutex<controlplane::ipam::Ipam>>>,
         ipam6: Option<Arc<Mutex<controlplane::ipam::Ipam<Ipv6Addr>>>>,
         plan: Plan,
     ) -> Self {
@@ -96,7 +108,7 @@ impl HealthEndpoint {
         let Some(launched) = launched else {
             return self.launch().await.map_err(|e| e.to_string());
         };
-        match http::probe(self.plan.ip, self.plan.port, PING_TIMEOUT).await {
+        match http::probe(self.plan.primary(), self.plan.port, PING_TIMEOUT).await {
             Ok(_) => {
                 self.liveness().answered = Some(Instant::now());
                 Ok(())
@@ -123,11 +135,12 @@ impl HealthEndpoint {
         if !kept {
             self.remove().await;
             // deleting the endpoint gave its address back; no pod may take it
-            self.ipam
-                .lock()
-                .expect("ipam lock")
-                .allocate_ip(self.plan.ip, controlplane::ipam::OWNER_HEALTH)
-                .map_err(|e| LaunchError::Ipam(e.to_string()))?;
+            if let (Some(ipam), Some((ip, _))) = (&self.ipam, self.plan.ipv4) {
+                ipam.lock()
+                    .expect("ipam lock")
+                    .allocate_ip(ip, controlplane::ipam::OWNER_HEALTH)
+                    .map_err(|e| LaunchError::Ipam(e.to_string()))?;
+            }
             if let (Some(ipam6), Some((ip6, _))) = (&self.ipam6, self.plan.ipv6) {
                 ipam6
                     .lock()
@@ -157,7 +170,7 @@ impl HealthEndpoint {
             launched: Some(Instant::now()),
             answered: None,
         };
-        tracing::info!(subsys = "cilium-health-launcher", ipv4 = %self.plan.ip, ipv6 = %self.plan.ipv6.map(|(ip, _)| ip.to_string()).unwrap_or_default(), restored = kept, duration = ?started.elapsed(), "Health endpoint ready");
+        tracing::info!(subsys = "cilium-health-launcher", ipv4 = %self.plan.ipv4.map(|(ip, _)| ip.to_string()).unwrap_or_default(), ipv6 = %self.plan.ipv6.map(|(ip, _)| ip.to_string()).unwrap_or_default(), restored = kept, duration = ?started.elapsed(), "Health endpoint ready");
         Ok(())
     }
 
@@ -165,7 +178,9 @@ impl HealthEndpoint {
     /// the table with this address, and its namespace still holding it.
     async fn restored(&self) -> bool {
         let ours = health_endpoints(&self.endpoints);
-        if ours.len() != 1 || ours[0].1 != self.plan.ip {
+        // an endpoint of other addresses (or the other stack) is launched again
+        let (v4, v6) = (self.plan.ipv4.map(|a| a.0), self.plan.ipv6.map(|a| a.0));
+        if ours.len() != 1 || ours[0].1 != v4 || ours[0].2 != v6 {
             return false;
         }
         let Ok(ns) = NetNs::open(&self.plan.netns) else {
@@ -177,19 +192,21 @@ impl HealthEndpoint {
         let Ok(Some(link)) = nl.link_by_name(PEER_IFNAME).await else {
             return false;
         };
-        let has_v4 = nl
-            .ipv4_addrs(Some(link.index))
-            .await
-            .is_ok_and(|a| a.iter().any(|(_, ip, _)| *ip == self.plan.ip));
-        let has_v6 = match self.plan.ipv6 {
-            Some((ip6, _)) => nl
+        let has_v4 = match v4 {
+            Some(ip4) => nl
+                .ipv4_addrs(Some(link.index))
+                .await
+                .is_ok_and(|a| a.iter().any(|(_, ip, _)| *ip == ip4)),
+            None => true,
+        };
+        let has_v6 = match v6 {
+            Some(ip6) => nl
                 .ipv6_addrs(Some(link.index))
                 .await
                 .is_ok_and(|a| a.iter().any(|(_, ip, _)| *ip == ip6)),
             None => true,
         };
-        // an endpoint of the other stack is launched again
-        has_v4 && has_v6 && ours[0].2 == self.plan.ipv6.map(|(ip, _)| ip)
+        has_v4 && has_v6
     }
 
     async fn create(&self) -> Result<(), LaunchError> {
@@ -216,20 +233,13 @@ impl HealthEndpoint {
             netdev::veth::create_pod_veth(&host_nl, &pod_nl, &ns, HOST_IFNAME, PEER_IFNAME, p.mtu)
                 .await?;
         netdev::sysctl::write(&format!("net.ipv4.conf.{HOST_IFNAME}.rp_filter"), "0")?;
-        netdev::veth::address_pod(
-            &pod_nl,
-            veth.pod_index,
-            (p.ip, p.router_ip),
-            p.ipv6,
-            p.route_mtu,
-        )
-        .await?;
+        netdev::veth::address_pod(&pod_nl, veth.pod_index, p.ipv4, p.ipv6, p.route_mtu).await?;
         let req = EndpointChangeRequest {
             container_name: CONTAINER_NAME.into(),
             state: "waiting-for-identity".into(),
             labels: vec![HEALTH_LABEL.into()],
             addressing: Some(api::ipam::AddressPair {
-                ipv4: p.ip.to_string(),
+                ipv4: p.ipv4.map(|(ip, _)| ip.to_string()).unwrap_or_default(),
                 ipv6: p.ipv6.map(|(ip, _)| ip.to_string()).unwrap_or_default(),
                 ..Default::default()
             }),
@@ -256,7 +266,7 @@ impl HealthEndpoint {
 }
 
 /// The health endpoints in the table, by ID and addresses.
-fn health_endpoints(endpoints: &Endpoints) -> Vec<(u16, Ipv4Addr, Option<Ipv6Addr>)> {
+fn health_endpoints(endpoints: &Endpoints) -> Vec<(u16, Option<Ipv4Addr>, Option<Ipv6Addr>)> {
     endpoints
         .list()
         .iter()

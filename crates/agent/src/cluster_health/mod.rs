@@ -56,7 +56,7 @@ pub struct Deps<'a> {
     pub config: &'a crate::option::DaemonConfig,
     pub nodes: Arc<Nodes>,
     pub endpoints: Arc<controlplane::endpoint::Endpoints>,
-    pub ipam: Arc<std::sync::Mutex<controlplane::ipam::Ipam>>,
+    pub ipam: Option<Arc<std::sync::Mutex<controlplane::ipam::Ipam>>>,
     pub ipam6: Option<Arc<std::sync::Mutex<controlplane::ipam::Ipam<Ipv6Addr>>>>,
     pub node_ip: Option<Ipv4Addr>,
     pub node_ipv6: Option<Ipv6Addr>,
@@ -71,20 +71,18 @@ pub async fn start(
 ) -> Option<Arc<ClusterHealth>> {
     let health = d.config.health;
     let netns = endpoint::netns_path(&d.config.run_dir);
-    match (health.endpoint, d.nodes.local().health_ipv4) {
-        (true, Some(ip)) => {
+    let local = d.nodes.local();
+    let ipv4 = local.health_ipv4.zip(d.config.ipv4.map(|p| p.router_ip));
+    let ipv6 = local.health_ipv6.zip(d.config.ipv6.map(|p| p.router_ip));
+    match (health.endpoint, ipv4.is_some() || ipv6.is_some()) {
+        (true, true) => {
             let ep = Arc::new(endpoint::HealthEndpoint::new(
                 Arc::clone(&d.endpoints),
-                Arc::clone(&d.ipam),
+                d.ipam.clone(),
                 d.ipam6.clone(),
                 endpoint::Plan {
-                    ip,
-                    router_ip: d.config.router_ip,
-                    ipv6: d
-                        .nodes
-                        .local()
-                        .health_ipv6
-                        .zip(d.config.ipv6.map(|p| p.router_ip)),
+                    ipv4,
+                    ipv6,
                     mtu: d.config.mtu,
                     route_mtu: d.config.route_mtu(),
                     port: health.port,
@@ -98,12 +96,14 @@ pub async fn start(
         }
         _ => {
             endpoint::remove_leftovers(&d.endpoints, &netns).await;
-            let mut released = d
-                .ipam
-                .lock()
-                .expect("ipam lock")
-                .release_owner(controlplane::ipam::OWNER_HEALTH)
-                .map(drop);
+            let mut released = Ok(());
+            if let Some(ipam) = &d.ipam {
+                released = ipam
+                    .lock()
+                    .expect("ipam lock")
+                    .release_owner(controlplane::ipam::OWNER_HEALTH)
+                    .map(drop);
+            }
             if let Some(ipam6) = &d.ipam6 {
                 let six = ipam6
                     .lock()

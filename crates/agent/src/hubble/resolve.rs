@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 /// Names of remote pods by address, as the ipcache sync learns them.
 pub trait PodNames: Send + Sync {
-    fn pod(&self, ip: Ipv4Addr) -> Option<(String, String)>;
+    fn pod(&self, ip: IpAddr) -> Option<(String, String)>;
 }
 
 /// The workload controlling a local pod (the pod watcher's).
@@ -263,11 +263,8 @@ impl Resolve for ControlPlaneResolver {
         };
         let labels = self.labels(identity).to_vec();
         let cluster_name = cluster_of(&labels);
-        // other nodes' pods are named by their IPv4 address
-        let (namespace, pod_name) = match ip {
-            IpAddr::V4(v4) => self.names.pod(v4).unwrap_or_default(),
-            IpAddr::V6(_) => Default::default(),
-        };
+        // other nodes' pods are named by their addresses
+        let (namespace, pod_name) = self.names.pod(ip).unwrap_or_default();
         flow::Endpoint {
             identity,
             cluster_name,

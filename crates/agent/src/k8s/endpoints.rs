@@ -19,7 +19,7 @@ use k8s::kube::runtime::watcher;
 use k8s::kube::{Api, ResourceExt};
 use k8s::ResourceSource;
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use watch::Source;
@@ -44,7 +44,7 @@ fn cep_state(s: EndpointState) -> &'static str {
 
 /// The status Cilium writes for an endpoint (1.16 writes no policy,
 /// visibility, controllers, health or log).
-pub fn status(ep: &Endpoint, node_ip: Option<Ipv4Addr>) -> serde_json::Value {
+pub fn status(ep: &Endpoint, node_ip: Option<IpAddr>) -> serde_json::Value {
     let api = ep.to_api();
     let ids = &api.status.external_identifiers;
     serde_json::json!({
@@ -69,7 +69,10 @@ pub fn status(ep: &Endpoint, node_ip: Option<Ipv4Addr>) -> serde_json::Value {
 /// The endpoint's address pair (Cilium's `AddressPair`: one entry with
 /// both families).
 fn addressing(ep: &Endpoint) -> serde_json::Value {
-    let mut pair = serde_json::json!({ "ipv4": ep.ipv4.to_string() });
+    let mut pair = serde_json::json!({});
+    if let Some(v4) = ep.ipv4 {
+        pair["ipv4"] = v4.to_string().into();
+    }
     if let Some(v6) = ep.ipv6 {
         pair["ipv6"] = v6.to_string().into();
     }
@@ -99,7 +102,7 @@ struct Written {
 
 struct Mirror {
     client: k8s::kube::Client,
-    node_ip: Option<Ipv4Addr>,
+    node_ip: Option<IpAddr>,
     written: BTreeMap<(String, String), Written>,
 }
 
@@ -254,7 +257,7 @@ impl Mirror {
 pub fn mirror(
     endpoints: Arc<Endpoints>,
     kubernetes: &Kubernetes,
-    node_ip: Option<Ipv4Addr>,
+    node_ip: Option<IpAddr>,
     tasks: &Tasks,
 ) {
     let mut mirror = Mirror {

@@ -209,11 +209,18 @@ pub enum PodCidrError {
     },
 }
 
-/// This node's pod CIDRs: IPv4, and IPv6 when it is on.
+/// This node's pod CIDRs, one of each family it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PodCidrs {
-    pub v4: (std::net::Ipv4Addr, u8),
+    pub v4: Option<(std::net::Ipv4Addr, u8)>,
     pub v6: Option<(std::net::Ipv6Addr, u8)>,
+}
+
+/// The address families a node runs (`enable-ipv4`, `enable-ipv6`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Families {
+    pub ipv4: bool,
+    pub ipv6: bool,
 }
 
 /// The pod CIDRs of a node's list when it has one of every family wanted;
@@ -221,7 +228,7 @@ pub struct PodCidrs {
 fn pod_cidrs_of<'a>(
     node: &str,
     cidrs: impl IntoIterator<Item = &'a str>,
-    want_v6: bool,
+    want: Families,
 ) -> Result<Option<PodCidrs>, PodCidrError> {
     let (v4, v6) = first_cidrs(cidrs);
     let bad = |family, cidr: &str| PodCidrError::Bad {
@@ -229,15 +236,16 @@ fn pod_cidrs_of<'a>(
         family,
         cidr: cidr.to_owned(),
     };
-    let v6 = match (want_v6, v6) {
+    let v6 = match (want.ipv6, v6) {
         (false, _) => None,
         (true, None) => return Ok(None),
         (true, Some(c)) => Some(parse_net(c, 126).ok_or_else(|| bad("IPv6", c))?),
     };
-    let Some(v4) = v4 else {
-        return Ok(None);
+    let v4 = match (want.ipv4, v4) {
+        (false, _) => None,
+        (true, None) => return Ok(None),
+        (true, Some(c)) => Some(parse_net(c, 30).ok_or_else(|| bad("IPv4", c))?),
     };
-    let v4 = parse_net(v4, 30).ok_or_else(|| bad("IPv4", v4))?;
     Ok(Some(PodCidrs { v4, v6 }))
 }
 
@@ -249,7 +257,7 @@ fn pod_cidrs_of<'a>(
 pub async fn wait_cluster_pool_cidr(
     kubernetes: &Kubernetes,
     node: &str,
-    want_v6: bool,
+    want: Families,
 ) -> Result<PodCidrs, PodCidrError> {
     use futures::StreamExt;
     use k8s::kube::runtime::WatchStreamExt;
@@ -308,7 +316,7 @@ pub async fn wait_cluster_pool_cidr(
                     .into_iter()
                     .flatten()
                     .filter_map(|c| c.as_str());
-                if let Some(found) = pod_cidrs_of(node, cidrs, want_v6)? {
+                if let Some(found) = pod_cidrs_of(node, cidrs, want)? {
                     return Ok(found);
                 }
             }
@@ -325,7 +333,7 @@ const POD_CIDR_WAIT: Duration = Duration::from_secs(300);
 pub async fn wait_pod_cidr(
     kubernetes: &Kubernetes,
     node: &str,
-    want_v6: bool,
+    want: Families,
 ) -> Result<PodCidrs, PodCidrError> {
     let nodes: Api<K8sNode> = Api::all(kubernetes.client());
     let started = std::time::Instant::now();
@@ -348,13 +356,17 @@ pub async fn wait_pod_cidr(
             })
             .unwrap_or_default();
         let (v4, _) = first_cidrs(cidrs.iter().map(String::as_str));
-        if let Some(found) = pod_cidrs_of(node, cidrs.iter().map(String::as_str), want_v6)? {
+        if let Some(found) = pod_cidrs_of(node, cidrs.iter().map(String::as_str), want)? {
             return Ok(found);
         }
         if started.elapsed() > POD_CIDR_WAIT {
             return Err(PodCidrError::None {
                 node: node.to_owned(),
-                family: if v4.is_none() { "IPv4" } else { "IPv6" },
+                family: if want.ipv4 && v4.is_none() {
+                    "IPv4"
+                } else {
+                    "IPv6"
+                },
                 waited: POD_CIDR_WAIT,
             });
         }
@@ -456,30 +468,47 @@ mod tests {
 
     #[test]
     fn a_start_waits_for_a_pod_cidr_of_each_family_on() {
-        let cidrs = |list: &[&'static str], v6| pod_cidrs_of("n", list.iter().copied(), v6);
-        let v4 = ("10.2.0.0".parse().unwrap(), 24);
+        let (v4_only, dual, v6_only) = (
+            Families {
+                ipv4: true,
+                ipv6: false,
+            },
+            Families {
+                ipv4: true,
+                ipv6: true,
+            },
+            Families {
+                ipv4: false,
+                ipv6: true,
+            },
+        );
+        let cidrs = |list: &[&'static str], want| pod_cidrs_of("n", list.iter().copied(), want);
+        let v4 = Some(("10.2.0.0".parse().unwrap(), 24));
+        let v6 = Some(("fd00::100".parse().unwrap(), 120));
         assert_eq!(
-            cidrs(&["10.2.0.0/24"], false).unwrap(),
+            cidrs(&["10.2.0.0/24"], v4_only).unwrap(),
             Some(PodCidrs { v4, v6: None })
         );
         assert_eq!(
-            cidrs(&["10.2.0.0/24"], true).unwrap(),
+            cidrs(&["10.2.0.0/24"], dual).unwrap(),
             None,
             "waits for IPv6"
         );
-        assert_eq!(cidrs(&["fd00::/120"], true).unwrap(), None, "and for IPv4");
+        assert_eq!(cidrs(&["fd00::/120"], dual).unwrap(), None, "and for IPv4");
         assert_eq!(
-            cidrs(&["fd00::100/120", "10.2.0.0/24"], true).unwrap(),
-            Some(PodCidrs {
-                v4,
-                v6: Some(("fd00::100".parse().unwrap(), 120))
-            })
+            cidrs(&["fd00::100/120", "10.2.0.0/24"], dual).unwrap(),
+            Some(PodCidrs { v4, v6 })
         );
-        let e = cidrs(&["10.2.0.0/24", "fd00::/127"], true).unwrap_err();
+        assert_eq!(
+            cidrs(&["fd00::100/120"], v6_only).unwrap(),
+            Some(PodCidrs { v4: None, v6 }),
+            "an IPv6-only node needs no IPv4 CIDR"
+        );
+        let e = cidrs(&["10.2.0.0/24", "fd00::/127"], dual).unwrap_err();
         assert!(
             e.to_string().contains("\"fd00::/127\" is not an IPv6 CIDR"),
             "{e}"
         );
-        assert!(cidrs(&["10.2.0.0/31"], false).is_err());
+        assert!(cidrs(&["10.2.0.0/31"], v4_only).is_err());
     }
 }

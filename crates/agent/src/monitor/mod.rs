@@ -28,7 +28,7 @@ use observer_feed::ObserverFeed;
 
 use controlplane::tasks::Tasks;
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -56,7 +56,7 @@ pub struct Hub {
     /// (None while Hubble is off)
     observer: OnceLock<ObserverFeed>,
     /// (namespace, pod) by address, local and remote
-    pods: RwLock<HashMap<Ipv4Addr, (String, String)>>,
+    pods: RwLock<HashMap<IpAddr, (String, String)>>,
     /// Records the kernel could not write into a full ring
     lost: AtomicU64,
     /// Records read from the rings, by notification type (index 0: ones
@@ -82,7 +82,7 @@ impl Default for Hub {
 
 impl Hub {
     /// Names the pod behind an address for the events that follow.
-    pub fn name_pod(&self, ip: Ipv4Addr, namespace: &str, pod: &str) {
+    pub fn name_pod(&self, ip: IpAddr, namespace: &str, pod: &str) {
         if pod.is_empty() {
             return;
         }
@@ -113,7 +113,7 @@ impl Hub {
         self.observer.get().map_or(0, ObserverFeed::dropped)
     }
 
-    pub fn forget_pod(&self, ip: Ipv4Addr) {
+    pub fn forget_pod(&self, ip: IpAddr) {
         self.pods.write().expect("pods lock").remove(&ip);
     }
 
@@ -350,7 +350,7 @@ pub async fn serve(
 
 /// Hubble names remote pods by what the ipcache sync told the hub.
 impl crate::hubble::PodNames for Hub {
-    fn pod(&self, ip: Ipv4Addr) -> Option<(String, String)> {
+    fn pod(&self, ip: IpAddr) -> Option<(String, String)> {
         self.pods.read().expect("pods lock").get(&ip).cloned()
     }
 }
@@ -361,11 +361,11 @@ impl controlplane::Events for Hub {
         Hub::agent(self, what, body);
     }
 
-    fn name_pod(&self, ip: Ipv4Addr, namespace: &str, pod: &str) {
+    fn name_pod(&self, ip: IpAddr, namespace: &str, pod: &str) {
         Hub::name_pod(self, ip, namespace, pod);
     }
 
-    fn forget_pod(&self, ip: Ipv4Addr) {
+    fn forget_pod(&self, ip: IpAddr) {
         Hub::forget_pod(self, ip);
     }
 }
@@ -378,7 +378,7 @@ mod tests {
     fn published_events_are_named_for_monitor_readers() {
         let hub = Hub::default();
         let mut rx = hub.tx.subscribe();
-        hub.name_pod(Ipv4Addr::new(10, 0, 2, 7), "default", "db");
+        hub.name_pod(IpAddr::from([10, 0, 2, 7]), "default", "db");
         hub.publish(MonitorEvent {
             kind: "drop".into(),
             packet: Some(Packet {

@@ -60,10 +60,9 @@ pub struct DaemonConfig {
     pub socket_path: PathBuf,
     pub health_port: u16,
     pub debug: bool,
-    /// This node's pod CIDR.
-    pub ipv4_range: (Ipv4Addr, u8),
-    /// cilium_host's address: the pods' gateway.
-    pub router_ip: Ipv4Addr,
+    /// `enable-ipv4`: this node's IPv4 pod CIDR and router address
+    /// (cilium_host's, the pods' gateway); None on an IPv6-only node.
+    pub ipv4: Option<controlplane::plane::Ipv4Pool>,
     /// `enable-ipv6`: this node's IPv6 pod CIDR and router address.
     pub ipv6: Option<controlplane::plane::Ipv6Pool>,
     /// None = detect from the node's devices.
@@ -256,6 +255,57 @@ fn hubble_config(l: &Loaded) -> Result<Option<HubbleConfig>, ConfigError> {
     }))
 }
 
+/// The node's IPv4 pod CIDR (`ipv4-range`, else the first node-sized block
+/// of `cluster-pool-ipv4-cidr`) and router address (`local-router-ipv4`,
+/// else the CIDR's first address).
+fn ipv4_pool(l: &Loaded) -> Result<controlplane::plane::Ipv4Pool, ConfigError> {
+    let num = |k: &str| l.get(k).parse::<u64>().expect("validated integer");
+    let ipv4_range = match l.get("ipv4-range") {
+        "" => {
+            // No per-node range given: the first node-sized block of the cluster pool.
+            let (pool, pool_len) =
+                parse_cidr4(l.get("cluster-pool-ipv4-cidr")).expect("validated cidr");
+            let mask = num("cluster-pool-ipv4-mask-size") as u8;
+            if mask < pool_len {
+                return Err(ConfigError::BadValue {
+                    key: "cluster-pool-ipv4-mask-size".into(),
+                    value: mask.to_string(),
+                    why: format!("must not be shorter than the pool prefix /{pool_len}"),
+                });
+            }
+            (pool, mask)
+        }
+        s => parse_cidr4(s).expect("validated cidr"),
+    };
+    let (net, len) = ipv4_range;
+    if len > 30 {
+        return Err(ConfigError::BadValue {
+            key: "ipv4-range".into(),
+            value: l.get("ipv4-range").into(),
+            why: "needs room for a router and pods (/30 or wider)".into(),
+        });
+    }
+    let router_ip = match l.get("local-router-ipv4") {
+        "" => Ipv4Addr::from(u32::from(net) + 1),
+        s => {
+            let ip: Ipv4Addr = s.parse().expect("validated ip");
+            let mask = u32::MAX << (32 - len);
+            if u32::from(ip) & mask != u32::from(net) {
+                return Err(ConfigError::BadValue {
+                    key: "local-router-ipv4".into(),
+                    value: s.into(),
+                    why: format!("not inside the node's pod CIDR {net}/{len}"),
+                });
+            }
+            ip
+        }
+    };
+    Ok(controlplane::plane::Ipv4Pool {
+        pod_cidr: ipv4_range,
+        router_ip,
+    })
+}
+
 impl DaemonConfig {
     /// `routing-mode=tunnel`: other nodes' pods are reached through VXLAN.
     pub fn tunneling(&self) -> bool {
@@ -439,17 +489,22 @@ impl DaemonConfig {
     pub fn from_loaded(l: &Loaded) -> Result<Self, ConfigError> {
         let boolean = |k: &str| parse_bool(l.get(k)).expect("validated bool");
         let num = |k: &str| l.get(k).parse::<u64>().expect("validated integer");
-        if !boolean("enable-ipv4") {
-            return Err(ConfigError::Unsupported(
-                "enable-ipv4=false: this agent needs IPv4".into(),
-            ));
+        if !boolean("enable-ipv4") && !boolean("enable-ipv6") {
+            return Err(ConfigError::BadValue {
+                key: "enable-ipv4".into(),
+                value: "false".into(),
+                why: "Either IPv4 or IPv6 addressing must be enabled".into(),
+            });
         }
-        // with Kubernetes, the pod CIDR found here stands in until the
-        // CiliumNode's (or Node's) replaces it at start
-        let ipv6 = if boolean("enable-ipv6") {
-            Some(ipv6_pool(l)?)
-        } else {
-            None
+        // with Kubernetes, the pod CIDRs found here stand in until the
+        // CiliumNode's (or Node's) replace them at start
+        let ipv4 = match boolean("enable-ipv4") {
+            true => Some(ipv4_pool(l)?),
+            false => None,
+        };
+        let ipv6 = match boolean("enable-ipv6") {
+            true => Some(ipv6_pool(l)?),
+            false => None,
         };
         let kvstore = super::kvstore::parse(
             l.get("kvstore"),
@@ -460,46 +515,6 @@ impl DaemonConfig {
 
         let kubernetes = kubernetes(l, std::env::var_os("KUBERNETES_SERVICE_HOST").is_some());
 
-        let ipv4_range = match l.get("ipv4-range") {
-            "" => {
-                // No per-node range given: the first node-sized block of the cluster pool.
-                let (pool, pool_len) =
-                    parse_cidr4(l.get("cluster-pool-ipv4-cidr")).expect("validated cidr");
-                let mask = num("cluster-pool-ipv4-mask-size") as u8;
-                if mask < pool_len {
-                    return Err(ConfigError::BadValue {
-                        key: "cluster-pool-ipv4-mask-size".into(),
-                        value: mask.to_string(),
-                        why: format!("must not be shorter than the pool prefix /{pool_len}"),
-                    });
-                }
-                (pool, mask)
-            }
-            s => parse_cidr4(s).expect("validated cidr"),
-        };
-        let (net, len) = ipv4_range;
-        if len > 30 {
-            return Err(ConfigError::BadValue {
-                key: "ipv4-range".into(),
-                value: l.get("ipv4-range").into(),
-                why: "needs room for a router and pods (/30 or wider)".into(),
-            });
-        }
-        let router_ip = match l.get("local-router-ipv4") {
-            "" => Ipv4Addr::from(u32::from(net) + 1),
-            s => {
-                let ip: Ipv4Addr = s.parse().expect("validated ip");
-                let mask = u32::MAX << (32 - len);
-                if u32::from(ip) & mask != u32::from(net) {
-                    return Err(ConfigError::BadValue {
-                        key: "local-router-ipv4".into(),
-                        value: s.into(),
-                        why: format!("not inside the node's pod CIDR {net}/{len}"),
-                    });
-                }
-                ip
-            }
-        };
         let node_ip = match l.get("ipv4-node") {
             "auto" | "" => None,
             s => Some(s.parse().map_err(|_| ConfigError::BadValue {
@@ -557,9 +572,12 @@ impl DaemonConfig {
                 why: e.to_string(),
             })?;
         let kube_proxy_replacement = matches!(l.get("kube-proxy-replacement"), "true" | "strict");
+        // a family's masquerading is on only while the family is
+        let ipv4_masquerade = boolean("enable-ipv4-masquerade") && ipv4.is_some();
+        let ipv6_masquerade = boolean("enable-ipv6-masquerade") && ipv6.is_some();
         // the reverse path is NodePort's, on the native device
         if boolean("enable-bpf-masquerade")
-            && boolean("enable-ipv4-masquerade")
+            && (ipv4_masquerade || ipv6_masquerade)
             && !(boolean("enable-node-port") || kube_proxy_replacement)
         {
             return Err(ConfigError::Unsupported(
@@ -589,7 +607,7 @@ impl DaemonConfig {
         let hubble = hubble_config(l)?;
         check_native_routing_cidr(
             routing_mode,
-            boolean("enable-ipv4-masquerade"),
+            ipv4_masquerade,
             l.get("ipv4-native-routing-cidr"),
             (
                 "ipv4-native-routing-cidr",
@@ -599,7 +617,7 @@ impl DaemonConfig {
         if ipv6.is_some() {
             check_native_routing_cidr(
                 routing_mode,
-                boolean("enable-ipv6-masquerade"),
+                ipv6_masquerade,
                 l.get("ipv6-native-routing-cidr"),
                 (
                     "ipv6-native-routing-cidr",
@@ -621,8 +639,7 @@ impl DaemonConfig {
             socket_path: PathBuf::from(l.get("socket-path")),
             health_port: num("agent-health-port") as u16,
             debug: boolean("debug"),
-            ipv4_range,
-            router_ip,
+            ipv4,
             ipv6,
             node_ip,
             mtu,
@@ -697,12 +714,12 @@ impl DaemonConfig {
             enable_tcx: boolean("enable-tcx"),
             enable_node_port: boolean("enable-node-port") || kube_proxy_replacement,
             enable_host_port: boolean("enable-host-port") || kube_proxy_replacement,
-            ipv4_masquerade: boolean("enable-ipv4-masquerade"),
-            ipv6_masquerade: boolean("enable-ipv6-masquerade") && ipv6.is_some(),
+            ipv4_masquerade,
+            ipv6_masquerade,
             bpf_masquerade: boolean("enable-bpf-masquerade"),
             host_routing: HostRouting::choose(
                 boolean("enable-host-legacy-routing"),
-                boolean("enable-ipv4-masquerade") && !boolean("enable-bpf-masquerade"),
+                (ipv4_masquerade || ipv6_masquerade) && !boolean("enable-bpf-masquerade"),
                 kube_proxy_replacement,
             ),
             ipv4_native_routing_cidr: match l.get("ipv4-native-routing-cidr") {
@@ -746,8 +763,10 @@ impl DaemonConfig {
         self.run_dir.join("cilium.pid")
     }
 
-    pub fn pod_cidr(&self) -> String {
-        format!("{}/{}", self.ipv4_range.0, self.ipv4_range.1)
+    /// The IPv4 pod CIDR as text, unless the node is IPv6-only.
+    pub fn pod_cidr(&self) -> Option<String> {
+        self.ipv4
+            .map(|p| format!("{}/{}", p.pod_cidr.0, p.pod_cidr.1))
     }
 
     /// The IPv6 pod CIDR as text, on a dual-stack node.
@@ -841,8 +860,8 @@ mod tests {
     #[test]
     fn defaults_give_first_pool_block_and_router() {
         let c = cfg(&[]).unwrap();
-        assert_eq!(c.pod_cidr(), "10.0.0.0/24");
-        assert_eq!(c.router_ip, Ipv4Addr::new(10, 0, 0, 1));
+        assert_eq!(c.pod_cidr().as_deref(), Some("10.0.0.0/24"));
+        assert_eq!(c.ipv4.unwrap().router_ip, Ipv4Addr::new(10, 0, 0, 1));
         assert_eq!(c.pid_file(), PathBuf::from("/var/run/cilium/cilium.pid"));
         assert_eq!(c.mtu, 1500);
         assert!(c.ipv6.is_none(), "IPv4 only unless enable-ipv6");
@@ -866,6 +885,28 @@ mod tests {
         assert_eq!(
             c.ipv6.unwrap().router_ip,
             "fd00:10:0:1::ff".parse::<Ipv6Addr>().unwrap()
+        );
+    }
+
+    #[test]
+    fn ipv6_only_runs_without_ipv4_and_one_family_must_be_on() {
+        let c = cfg(&["--enable-ipv4=false", "--enable-ipv6"]).unwrap();
+        assert!(c.ipv4.is_none() && c.pod_cidr().is_none());
+        assert_eq!(c.pod_cidr6().as_deref(), Some("fd00::/120"));
+        assert!(!c.ipv4_masquerade, "no IPv4 to masquerade");
+        // IPv4's native routing CIDR is not asked for without IPv4
+        let c = cfg(&[
+            "--enable-ipv4=false",
+            "--enable-ipv6",
+            "--routing-mode=native",
+            "--ipv6-native-routing-cidr=fd00::/104",
+        ]);
+        assert!(c.is_ok(), "{:?}", c.err());
+        let e = cfg(&["--enable-ipv4=false"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("Either IPv4 or IPv6 addressing must be enabled"),
+            "{e}"
         );
     }
 

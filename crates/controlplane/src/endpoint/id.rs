@@ -1,6 +1,6 @@
 //! Endpoint ID syntax: `[prefix:]value`; no prefix means `cilium-local`.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EndpointRef {
@@ -11,6 +11,7 @@ pub enum EndpointRef {
     /// `pod-name:<namespace>/<pod>`
     PodName(String, String),
     Ipv4(Ipv4Addr),
+    Ipv6(Ipv6Addr),
 }
 
 /// Why an endpoint ID does not parse; each names the ID.
@@ -24,6 +25,8 @@ pub enum IdError {
     NotAPod { raw: String, prefix: String },
     #[error("invalid endpoint ID {raw:?}: {value:?} is not an IPv4 address")]
     NotIpv4 { raw: String, value: String },
+    #[error("invalid endpoint ID {raw:?}: {value:?} is not an IPv6 address")]
+    NotIpv6 { raw: String, value: String },
     #[error("unsupported endpoint ID prefix {prefix:?} in {raw:?}")]
     UnknownPrefix { raw: String, prefix: String },
 }
@@ -64,6 +67,14 @@ pub fn parse(raw: &str) -> Result<EndpointRef, IdError> {
                 raw: owned(raw),
                 value: owned(value),
             }),
+        // an IPv6 address has colons of its own: the prefix ends at the first
+        "ipv6" => value
+            .parse()
+            .map(EndpointRef::Ipv6)
+            .map_err(|_| IdError::NotIpv6 {
+                raw: owned(raw),
+                value: owned(value),
+            }),
         other => Err(IdError::UnknownPrefix {
             raw: owned(raw),
             prefix: owned(other),
@@ -83,7 +94,8 @@ impl EndpointRef {
                         .is_none_or(|i| *i == ep.container_interface_name)
             }
             EndpointRef::PodName(ns, pod) => ep.k8s_namespace == *ns && ep.k8s_pod_name == *pod,
-            EndpointRef::Ipv4(ip) => ep.ipv4 == *ip,
+            EndpointRef::Ipv4(ip) => ep.ipv4 == Some(*ip),
+            EndpointRef::Ipv6(ip) => ep.ipv6 == Some(*ip),
         }
     }
 }
@@ -95,6 +107,14 @@ mod tests {
     #[test]
     fn prefixes_parse_and_bad_ones_are_named() {
         assert_eq!(parse("7"), Ok(EndpointRef::Local(7)));
+        assert_eq!(
+            parse("ipv6:fd00:10::5"),
+            Ok(EndpointRef::Ipv6("fd00:10::5".parse().unwrap()))
+        );
+        assert!(matches!(
+            parse("ipv6:10.0.0.1"),
+            Err(IdError::NotIpv6 { .. })
+        ));
         assert_eq!(parse("cilium-local:0"), Ok(EndpointRef::Local(0)));
         assert_eq!(
             parse("cni-attachment-id:abc:eth0"),

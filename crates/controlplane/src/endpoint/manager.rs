@@ -47,8 +47,9 @@ fn failed<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> EndpointError +
 
 /// The handles the endpoint manager works with.
 pub struct Deps {
-    pub ipam: Arc<Mutex<Ipam>>,
-    /// IPv6's allocator on a dual-stack node; None while IPv6 is off.
+    /// IPv4's allocator; None on an IPv6-only node.
+    pub ipam: Option<Arc<Mutex<Ipam>>>,
+    /// IPv6's allocator; None while IPv6 is off.
     pub ipam6: Option<Arc<Mutex<Ipam<Ipv6Addr>>>>,
     pub identities: Arc<Identities>,
     pub ipcache: Arc<IpCache>,
@@ -121,6 +122,13 @@ impl Endpoints {
         self.changed.send_modify(|n| *n += 1);
     }
 
+    fn families(&self) -> Families {
+        Families {
+            ipv4: self.deps.ipam.is_some(),
+            ipv6: self.deps.ipam6.is_some(),
+        }
+    }
+
     fn table(&self) -> std::sync::MutexGuard<'_, BTreeMap<u16, Endpoint>> {
         self.by_id.lock().expect("endpoints lock")
     }
@@ -160,7 +168,7 @@ impl Endpoints {
         from_request(
             &self.table(),
             self.deps.datapath.as_ref(),
-            self.deps.ipam6.is_some(),
+            self.families(),
             req,
         )?;
         // The labels and identity may take round trips: not under the lock.
@@ -224,12 +232,7 @@ impl Endpoints {
     ) -> Result<Endpoint, EndpointError> {
         let started = std::time::Instant::now();
         let mut table = self.table();
-        let mut ep = from_request(
-            &table,
-            self.deps.datapath.as_ref(),
-            self.deps.ipam6.is_some(),
-            req,
-        )?;
+        let mut ep = from_request(&table, self.deps.datapath.as_ref(), self.families(), req)?;
         ep.labels = labels;
         ep.identity = identity;
         self.claim_ip(&ep)?;
@@ -247,7 +250,8 @@ impl Endpoints {
             subsys = "endpoint",
             endpointID = ep.id,
             containerID = %ep.container_id,
-            ipv4 = %ep.ipv4,
+            ipv4 = %shown(ep.ipv4),
+            ipv6 = %shown(ep.ipv6),
             identity = ep.identity,
             interface = %ep.ifname,
             duration = ?started.elapsed(),
@@ -463,7 +467,7 @@ impl Endpoints {
             ifindex,
             mac: mac.to_owned(),
             host_mac: mac.to_owned(),
-            ipv4: Ipv4Addr::UNSPECIFIED,
+            ipv4: None,
             ipv6: None,
             k8s_namespace: String::new(),
             k8s_pod_name: String::new(),
@@ -563,7 +567,7 @@ impl Endpoints {
             }
             match claimed.and_then(|()| self.realize(&mut ep, false, true)) {
                 Ok(()) => {
-                    tracing::info!(subsys = "endpoint", endpointID = ep.id, ipv4 = %ep.ipv4, "Restored endpoint");
+                    tracing::info!(subsys = "endpoint", endpointID = ep.id, ipv4 = %shown(ep.ipv4), ipv6 = %shown(ep.ipv6), "Restored endpoint");
                     // this run's template (the last run's may be gone)
                     if let Some(template) = &self.template {
                         if let Err(e) = state::refresh_template(&self.state_dir, ep.id, template) {
@@ -592,12 +596,12 @@ impl Endpoints {
         }
         let owner = ep.ipam_owner();
         let exists = |e: crate::ipam::IpamError| EndpointError::Exists(e.to_string());
-        self.deps
-            .ipam
-            .lock()
-            .expect("ipam lock")
-            .claim(ep.ipv4, &owner)
-            .map_err(exists)?;
+        if let (Some(ip), Some(ipam)) = (ep.ipv4, &self.deps.ipam) {
+            ipam.lock()
+                .expect("ipam lock")
+                .claim(ip, &owner)
+                .map_err(exists)?;
+        }
         if let (Some(ip), Some(ipam6)) = (ep.ipv6, &self.deps.ipam6) {
             ipam6
                 .lock()
@@ -612,13 +616,10 @@ impl Endpoints {
         if ep.external_ipam {
             return;
         }
-        let mut released = self
-            .deps
-            .ipam
-            .lock()
-            .expect("ipam lock")
-            .release(ep.ipv4)
-            .map(drop);
+        let mut released = Ok(());
+        if let (Some(ip), Some(ipam)) = (ep.ipv4, &self.deps.ipam) {
+            released = ipam.lock().expect("ipam lock").release(ip).map(drop);
+        }
         if let (Some(ip), Some(ipam6)) = (ep.ipv6, &self.deps.ipam6) {
             released = released.and(ipam6.lock().expect("ipam lock").release(ip).map(drop));
         }
@@ -684,9 +685,11 @@ impl Endpoints {
         dp.install_policy_program(ep.id)
             .map_err(failed("installing the endpoint's ingress program"))?;
         self.write_identity_entries(ep)?;
-        self.deps
-            .events
-            .name_pod(ep.ipv4, &ep.k8s_namespace, &ep.k8s_pod_name);
+        for (ip, _) in ep.addresses() {
+            self.deps
+                .events
+                .name_pod(ip, &ep.k8s_namespace, &ep.k8s_pod_name);
+        }
         ep.state = EndpointState::Ready;
         Ok(())
     }
@@ -731,8 +734,8 @@ impl Endpoints {
             dp.remove_endpoint(ip);
             let _ = self.deps.ipcache.remove(ip, len, Source::Local);
             self.deps.publisher.withdraw(ip);
+            self.deps.events.forget_pod(ip);
         }
-        self.deps.events.forget_pod(ep.ipv4);
         dp.remove_policy(ep.id);
         dp.detach(ep.id);
     }
@@ -762,6 +765,39 @@ fn notify_body(ep: &Endpoint) -> serde_json::Value {
     })
 }
 
+/// The address families this node runs.
+#[derive(Clone, Copy, Debug)]
+struct Families {
+    ipv4: bool,
+    ipv6: bool,
+}
+
+/// A request's address of one family: None when empty; refused when
+/// malformed or of a family the node does not run.
+fn address<A: std::str::FromStr>(
+    s: &str,
+    field: &str,
+    enabled: bool,
+) -> Result<Option<A>, EndpointError> {
+    let family = if field == "ipv4" { "IPv4" } else { "IPv6" };
+    match s {
+        "" => Ok(None),
+        _ if !enabled => Err(EndpointError::Invalid(format!(
+            "addressing.{field} {s:?} given, but {family} is not enabled (enable-{field})"
+        ))),
+        s => s.parse().map(Some).map_err(|_| {
+            EndpointError::Invalid(format!(
+                "addressing.{field} {s:?} is not an {family} address"
+            ))
+        }),
+    }
+}
+
+/// An optional address as logs show it: empty when absent.
+fn shown<T: std::fmt::Display>(ip: Option<T>) -> String {
+    ip.map(|ip| ip.to_string()).unwrap_or_default()
+}
+
 fn free_id(table: &BTreeMap<u16, Endpoint>) -> Option<u16> {
     (MIN_ID..=MAX_ID).find(|id| !table.contains_key(id))
 }
@@ -771,7 +807,7 @@ fn free_id(table: &BTreeMap<u16, Endpoint>) -> Option<u16> {
 fn from_request(
     table: &BTreeMap<u16, Endpoint>,
     dp: &dyn EndpointDatapath,
-    ipv6_enabled: bool,
+    families: Families,
     req: &EndpointChangeRequest,
 ) -> Result<Endpoint, EndpointError> {
     let bad = |m: String| EndpointError::Invalid(m);
@@ -791,30 +827,17 @@ fn from_request(
         )));
     }
     let addressing = req.addressing.clone().unwrap_or_default();
-    if addressing.ipv4.is_empty() {
+    let ipv4 = address::<Ipv4Addr>(&addressing.ipv4, "ipv4", families.ipv4)?;
+    let ipv6 = address::<Ipv6Addr>(&addressing.ipv6, "ipv6", families.ipv6)?;
+    // the address of the node's first family is what a pod is known by
+    if families.ipv4 && ipv4.is_none() {
+        return Err(bad("addressing.ipv4 is required".into()));
+    }
+    if ipv4.is_none() && ipv6.is_none() {
         return Err(bad(
-            "addressing.ipv4 is required (IPv6-only is not supported)".into(),
+            "addressing.ipv6 is required (IPv4 is not enabled)".into()
         ));
     }
-    let ipv6 = match addressing.ipv6.as_str() {
-        "" => None,
-        _ if !ipv6_enabled => {
-            return Err(bad(format!(
-                "addressing.ipv6 {:?} given, but IPv6 is not enabled (enable-ipv6)",
-                addressing.ipv6
-            )))
-        }
-        s => Some(
-            s.parse::<Ipv6Addr>()
-                .map_err(|_| bad(format!("addressing.ipv6 {s:?} is not an IPv6 address")))?,
-        ),
-    };
-    let ipv4: Ipv4Addr = addressing.ipv4.parse().map_err(|_| {
-        bad(format!(
-            "addressing.ipv4 {:?} is not an IPv4 address",
-            addressing.ipv4
-        ))
-    })?;
     for (field, value) in [("mac", &req.mac), ("host-mac", &req.host_mac)] {
         if parse_mac(value).is_none() {
             return Err(bad(format!("{field} {value:?} is not a MAC address")));
@@ -855,11 +878,8 @@ fn from_request(
     for other in table.values() {
         let clash = if other.id == ep.id {
             Some(format!("endpoint ID {} already exists", ep.id))
-        } else if other.ipv4 == ep.ipv4 {
-            Some(format!(
-                "IP {} is already used by endpoint {}",
-                ep.ipv4, other.id
-            ))
+        } else if let Some(ip) = ep.ipv4.filter(|ip| other.ipv4 == Some(*ip)) {
+            Some(format!("IP {ip} is already used by endpoint {}", other.id))
         } else if let Some(ip) = ep.ipv6.filter(|ip| other.ipv6 == Some(*ip)) {
             Some(format!("IP {ip} is already used by endpoint {}", other.id))
         } else if other.ifname == ep.ifname {

@@ -60,7 +60,10 @@ pub struct Endpoint {
     pub mac: String,
     #[serde(rename = "host-mac")]
     pub host_mac: String,
-    pub ipv4: Ipv4Addr,
+    /// None on an IPv6-only node, and for the host endpoint; the state
+    /// file says 0.0.0.0 then, as Cilium's does.
+    #[serde(with = "unspecified_is_none")]
+    pub ipv4: Option<Ipv4Addr>,
     /// Its IPv6 address on a dual-stack node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipv6: Option<Ipv6Addr>,
@@ -109,8 +112,9 @@ impl Endpoint {
 
     /// Its addresses as host prefixes: IPv4's, then IPv6's if it has one.
     pub fn addresses(&self) -> impl Iterator<Item = (std::net::IpAddr, u8)> {
-        let ips =
-            std::iter::once(std::net::IpAddr::from(self.ipv4)).chain(self.ipv6.map(Into::into));
+        let ips = (self.ipv4.map(std::net::IpAddr::from))
+            .into_iter()
+            .chain(self.ipv6.map(Into::into));
         ips.map(|ip| (ip, abi::ipcache::host_prefix_len(ip)))
     }
 
@@ -162,11 +166,7 @@ impl Endpoint {
                 networking: Some(EndpointNetworking {
                     addressing: vec![api::ipam::AddressPair {
                         // the host endpoint has none, as in 1.16
-                        ipv4: if self.ipv4.is_unspecified() {
-                            String::new()
-                        } else {
-                            self.ipv4.to_string()
-                        },
+                        ipv4: self.ipv4.map(|ip| ip.to_string()).unwrap_or_default(),
                         ipv6: self.ipv6.map(|ip| ip.to_string()).unwrap_or_default(),
                         ..Default::default()
                     }],
@@ -201,5 +201,20 @@ impl Endpoint {
         let mut l = self.labels.clone();
         l.sort();
         l
+    }
+}
+
+/// An address field that Cilium writes as 0.0.0.0 when there is none.
+mod unspecified_is_none {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::net::Ipv4Addr;
+
+    pub fn serialize<S: Serializer>(ip: &Option<Ipv4Addr>, s: S) -> Result<S::Ok, S::Error> {
+        ip.unwrap_or(Ipv4Addr::UNSPECIFIED).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Ipv4Addr>, D::Error> {
+        let ip = Ipv4Addr::deserialize(d)?;
+        Ok((!ip.is_unspecified()).then_some(ip))
     }
 }
