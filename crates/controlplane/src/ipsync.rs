@@ -7,7 +7,7 @@ use crate::events::AgentNotify;
 use crate::ipcache::{self, Entry, IpCache};
 use crate::ports::{Events, KernelError};
 use serde::{Deserialize, Serialize};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use watch::Source;
 
@@ -54,8 +54,8 @@ pub fn kvstore_source(
 pub struct RemoteEndpoints {
     ipcache: Arc<IpCache>,
     events: Arc<dyn Events>,
-    /// This node's own echo is skipped.
-    node_ip: Option<Ipv4Addr>,
+    /// This node's own addresses: its echo is skipped.
+    own: Vec<IpAddr>,
     /// What the ipcache entries say they came from (the kvstore, or
     /// CiliumEndpoints).
     source: ipcache::Source,
@@ -65,13 +65,13 @@ impl RemoteEndpoints {
     pub fn new(
         ipcache: Arc<IpCache>,
         events: Arc<dyn Events>,
-        node_ip: Option<Ipv4Addr>,
+        own: Vec<IpAddr>,
         source: ipcache::Source,
     ) -> Self {
         Self {
             ipcache,
             events,
-            node_ip,
+            own,
             source,
         }
     }
@@ -117,18 +117,24 @@ impl RemoteEndpoints {
     }
 
     fn learn(&self, key: &str, pair: &IpIdentityPair) -> Result<(), KernelError> {
-        // the endpoint's address of either family; its node on the IPv4
-        // underlay (1.16 has no other)
-        let (Ok(ip), Ok(host)) = (pair.ip.parse::<IpAddr>(), pair.host_ip.parse::<Ipv4Addr>())
+        // the endpoint's address and its node's, of either family (an
+        // IPv6-only node names itself by IPv6)
+        let (Ok(ip), Ok(host)) = (pair.ip.parse::<IpAddr>(), pair.host_ip.parse::<IpAddr>())
         else {
-            tracing::warn!(subsys = "ipcache", key = %key, "Ignoring IP entry without an address or an IPv4 host address");
+            tracing::warn!(subsys = "ipcache", key = %key, "Ignoring IP entry without an address or a host address");
             return Ok(());
         };
-        if Some(host) == self.node_ip {
+        if self.own.contains(&host) {
             return Ok(());
         }
         let len = abi::ipcache::host_prefix_len(ip);
-        let entry = Entry::new(pair.id, self.source).behind(host);
+        let entry = Entry::new(pair.id, self.source);
+        // the overlay's underlay is IPv4 (as in 1.16): only an IPv4 node
+        // address is a tunnel endpoint
+        let entry = match host {
+            IpAddr::V4(node) => entry.behind(node),
+            IpAddr::V6(_) => entry,
+        };
         match self.ipcache.upsert(ip, len, entry)? {
             true => {
                 self.events

@@ -122,7 +122,8 @@ pub struct ControlPlane {
     events: Arc<dyn Events>,
     kvstore: Option<kvstore::Kvstore>,
     cluster: String,
-    node_ip: Option<Ipv4Addr>,
+    /// This node's own addresses (its InternalIPs).
+    own_ips: Vec<std::net::IpAddr>,
     kubernetes: bool,
 }
 
@@ -154,6 +155,15 @@ impl ControlPlane {
     pub fn new(ports: Ports, s: Settings, tasks: &Tasks) -> Result<Self, StartError> {
         let ipcache = Arc::new(IpCache::new(ports.ipcache));
         let mut node = s.node;
+        let own_ips = (s.node_ip.map(std::net::IpAddr::from))
+            .into_iter()
+            .chain(
+                node.addresses
+                    .iter()
+                    .filter(|a| a.kind == "InternalIP")
+                    .filter_map(|a| a.ip.parse().ok()),
+            )
+            .collect();
         // the health endpoint has an address of each family
         let (ipam, health_ipv4) = open_ipam(s.ipv4, &s.state_dir.join(IPAM_STATE), s.health)?;
         let (ipam6, health_ipv6) = open_ipam(s.ipv6, &s.state_dir.join(IPAM6_STATE), s.health)?;
@@ -254,7 +264,7 @@ impl ControlPlane {
             events: ports.events,
             kvstore: s.kvstore,
             cluster: s.cluster,
-            node_ip: s.node_ip,
+            own_ips,
             kubernetes: s.kubernetes,
         })
     }
@@ -265,7 +275,7 @@ impl ControlPlane {
         RemoteEndpoints::new(
             Arc::clone(&self.ipcache),
             Arc::clone(&self.events),
-            self.node_ip,
+            self.own_ips.clone(),
             source,
         )
     }
