@@ -317,7 +317,7 @@ fn control_plane(
     let cp = kubeplane::ControlPlane::create(
         bins,
         &cluster.sb.path().join("k8s"),
-        topology::UNDERLAY_IP,
+        topology::UNDERLAY_IP.into(),
         kube::PORT,
         testsupport::ETCD_URL,
         kubeplane::components::Ranges::default(),

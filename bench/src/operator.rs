@@ -205,7 +205,7 @@ pub fn run_bench(sizes: &[usize]) -> anyhow::Result<()> {
     let cp = kubeplane::ControlPlane::create(
         bins,
         &cluster.sb.path().join("k8s"),
-        topology::UNDERLAY_IP,
+        topology::UNDERLAY_IP.into(),
         kube::PORT,
         testsupport::ETCD_URL,
         ranges,

@@ -49,17 +49,21 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Loopback and Cilium's own devices, which never carry the node's address.
+fn not_a_node_device(name: &str) -> bool {
+    name == "lo" || name.starts_with("cilium_") || name.starts_with("lxc")
+}
+
 /// First global IPv4 address on a device that is not ours or loopback.
 async fn detect_node_ip(nl: &netdev::Netlink) -> Result<Option<Ipv4Addr>, netdev::Error> {
     let links = nl.links().await?;
-    let ours = |name: &str| name == "lo" || name.starts_with("cilium_") || name.starts_with("lxc");
     for (index, ip, _) in nl.ipv4_addrs(None).await? {
         let name = links
             .iter()
             .find(|l| l.index == index)
             .map(|l| l.name.as_str())
             .unwrap_or("");
-        if !ours(name) && !ip.is_loopback() && !ip.is_link_local() {
+        if !not_a_node_device(name) && !ip.is_loopback() && !ip.is_link_local() {
             return Ok(Some(ip));
         }
     }
@@ -81,19 +85,40 @@ async fn device_of(
         .map(|(i, _, _)| i))
 }
 
-/// The node's IPv6 address: the first global one on the native device
-/// (link-local and loopback ones do not count).
+/// The node's IPv6 address: the first global one on the native device,
+/// or on any device not Cilium's when there is no native device yet (an
+/// IPv6-only node); link-local and loopback ones do not count.
 async fn detect_node_ipv6(
     nl: &netdev::Netlink,
     native: Option<u32>,
 ) -> Result<Option<std::net::Ipv6Addr>, netdev::Error> {
-    let Some(index) = native else { return Ok(None) };
+    let links = nl.links().await?;
+    let ours = |index: u32| {
+        links
+            .iter()
+            .find(|l| l.index == index)
+            .is_some_and(|l| not_a_node_device(&l.name))
+    };
     Ok(nl
-        .ipv6_addrs(Some(index))
+        .ipv6_addrs(native)
         .await?
         .into_iter()
+        .filter(|(index, _, _)| !ours(*index))
         .map(|(_, a, _)| a)
         .find(|a| !a.is_loopback() && !a.is_unicast_link_local()))
+}
+
+/// The device that carries the node's IPv6 address.
+async fn device_of6(
+    nl: &netdev::Netlink,
+    ip: std::net::Ipv6Addr,
+) -> Result<Option<u32>, netdev::Error> {
+    Ok(nl
+        .ipv6_addrs(None)
+        .await?
+        .into_iter()
+        .find(|(_, a, _)| *a == ip)
+        .map(|(i, _, _)| i))
 }
 
 /// Brings the node up: dirs, pid file, bpffs, sysctls, maps, devices, host
@@ -224,8 +249,11 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     } else {
         setup_native_routing(&nl, &config).await?;
     }
+    // an IPv6-only node in native routing names itself by IPv6 alone (the
+    // overlay's underlay is IPv4, so a tunnelling one still needs IPv4)
     let node_ip = match config.node_ip {
         Some(ip) => Some(ip),
+        None if config.ipv4.is_none() && !config.tunneling() => None,
         None => detect_node_ip(&nl).await.context("detecting the node IP")?,
     };
     tracing::info!(
@@ -244,16 +272,23 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
     } else {
         None
     };
-    let native_device = if config.enable_node_port {
-        Some(setup_node_port(&nl, &mut dp, &config, node_ip, native).await?)
-    } else {
-        None
-    };
     let node_ipv6 = match config.ipv6 {
         Some(_) => detect_node_ipv6(&nl, native)
             .await
             .context("detecting the node's IPv6 address")?,
         None => None,
+    };
+    // without an IPv4 address, the device of the IPv6 one
+    let native = match (native, node_ipv6) {
+        (None, Some(ip)) => device_of6(&nl, ip)
+            .await
+            .context("finding the native device")?,
+        (native, _) => native,
+    };
+    let native_device = if config.enable_node_port {
+        Some(setup_node_port(&nl, &mut dp, &config, native).await?)
+    } else {
+        None
     };
     // NodePort replies of this node's IPv6 backends leave from it
     RuntimeConfig::open(&config.bpf_root)?.set_node_ipv6(node_ipv6)?;
@@ -335,7 +370,9 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         ipv6: config.ipv6,
         node,
         health: config.health.endpoint,
-        node_ip,
+        node_ip: node_ip
+            .map(std::net::IpAddr::from)
+            .or(node_ipv6.map(Into::into)),
         kvstore: kv.clone(),
         cluster: config.cluster_name.clone(),
         maglev: config.maglev,
@@ -601,11 +638,10 @@ async fn setup_node_port(
     nl: &netdev::Netlink,
     dp: &mut datapath::Datapath,
     config: &DaemonConfig,
-    node_ip: Option<Ipv4Addr>,
     native: Option<u32>,
 ) -> anyhow::Result<String> {
-    let ip = node_ip.context("NodePort needs a node IPv4 address (none found; set ipv4-node)")?;
-    let index = native.with_context(|| format!("no device carries the node address {ip}"))?;
+    let index = native
+        .context("NodePort needs the node's address on a device (none found; set ipv4-node)")?;
     let link = nl
         .links()
         .await?

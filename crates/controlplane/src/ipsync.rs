@@ -119,8 +119,7 @@ impl RemoteEndpoints {
     fn learn(&self, key: &str, pair: &IpIdentityPair) -> Result<(), KernelError> {
         // the endpoint's address and its node's, of either family (an
         // IPv6-only node names itself by IPv6)
-        let (Ok(ip), Ok(host)) = (pair.ip.parse::<IpAddr>(), pair.host_ip.parse::<IpAddr>())
-        else {
+        let (Ok(ip), Ok(host)) = (pair.ip.parse::<IpAddr>(), pair.host_ip.parse::<IpAddr>()) else {
             tracing::warn!(subsys = "ipcache", key = %key, "Ignoring IP entry without an address or a host address");
             return Ok(());
         };

@@ -60,7 +60,9 @@ pub struct Settings {
     /// Whether this node has a health endpoint, whose address IPAM keeps
     /// under the owner `health`.
     pub health: bool,
-    pub node_ip: Option<Ipv4Addr>,
+    /// The address this node is known by: IPv4's, or IPv6's on an
+    /// IPv6-only node that has no IPv4 one.
+    pub node_ip: Option<std::net::IpAddr>,
     /// The cluster's shared state; None for a node on its own.
     pub kvstore: Option<kvstore::Kvstore>,
     pub cluster: String,
@@ -155,7 +157,7 @@ impl ControlPlane {
     pub fn new(ports: Ports, s: Settings, tasks: &Tasks) -> Result<Self, StartError> {
         let ipcache = Arc::new(IpCache::new(ports.ipcache));
         let mut node = s.node;
-        let own_ips = (s.node_ip.map(std::net::IpAddr::from))
+        let own_ips = (s.node_ip)
             .into_iter()
             .chain(
                 node.addresses

@@ -106,38 +106,36 @@ impl RemoteNodes {
     }
 
     async fn install(&self, f: &Facts) -> Result<(), KernelError> {
-        let Some(node_ip) = f.node_ip else {
-            return Ok(());
-        };
-        self.ipcache.upsert(
-            node_ip,
-            32,
-            Entry::new(abi::identity::REMOTE_NODE, Source::Kvstore),
-        )?;
-        // The router address is the node's in either mode; the tunnel
-        // endpoint it carries is ignored by a datapath without an overlay.
-        if let Some(router) = f.router_ip {
-            let entry = Entry::new(abi::identity::REMOTE_NODE, Source::Kvstore).behind(node_ip);
-            self.ipcache.upsert(router, 32, entry)?;
+        use abi::identity::{HEALTH, REMOTE_NODE};
+        use abi::ipcache::host_prefix_len;
+        for ip in [f.node_ip.map(IpAddr::from), f.node_ip6.map(IpAddr::from)]
+            .into_iter()
+            .flatten()
+        {
+            let entry = Entry::new(REMOTE_NODE, Source::Kvstore);
+            self.ipcache.upsert(ip, host_prefix_len(ip), entry)?;
         }
-        if let Some(ip) = f.node_ip6 {
-            let entry = Entry::new(abi::identity::REMOTE_NODE, Source::Kvstore);
-            self.ipcache.upsert(ip, 128, entry)?;
+        // Its router addresses are the node's in either mode, and its
+        // health endpoint's answer the endpoint path of our probes; each
+        // is behind the node's IPv4 address, the overlay's tunnel
+        // endpoint (ignored by a datapath without one; 1.16's underlay
+        // is IPv4, so an IPv6-only node is behind none).
+        let behind = [
+            (f.router_ip.map(IpAddr::from), REMOTE_NODE),
+            (f.router_ip6.map(IpAddr::from), REMOTE_NODE),
+            (f.health_ip.map(IpAddr::from), HEALTH),
+            (f.health_ip6.map(IpAddr::from), HEALTH),
+        ];
+        for (ip, identity) in behind {
+            let Some(ip) = ip else { continue };
+            let entry = Entry::new(identity, Source::Kvstore);
+            let entry = match f.node_ip {
+                Some(node_ip) => entry.behind(node_ip),
+                None => entry,
+            };
+            self.ipcache.upsert(ip, host_prefix_len(ip), entry)?;
         }
-        if let Some(router) = f.router_ip6 {
-            let entry = Entry::new(abi::identity::REMOTE_NODE, Source::Kvstore).behind(node_ip);
-            self.ipcache.upsert(router, 128, entry)?;
-        }
-        // Its health endpoint answers the endpoint path of our probes.
-        if let Some(health) = f.health_ip {
-            let entry = Entry::new(abi::identity::HEALTH, Source::Kvstore).behind(node_ip);
-            self.ipcache.upsert(health, 32, entry)?;
-        }
-        if let Some(health) = f.health_ip6 {
-            let entry = Entry::new(abi::identity::HEALTH, Source::Kvstore).behind(node_ip);
-            self.ipcache.upsert(health, 128, entry)?;
-        }
-        if let (Some(cidr), Some(routes)) = (f.pod_cidr, &self.routes) {
+        if let (Some(cidr), Some(node_ip), Some(routes)) = (f.pod_cidr, f.node_ip, &self.routes) {
             routes.install(cidr, node_ip).await?;
         }
         if let (Some(cidr), Some(routes)) = (f.pod_cidr6, &self.routes) {

@@ -93,7 +93,7 @@ fn plane_with(
         ipv6: None,
         node: node("node1", "198.18.0.11", "10.1.0.1", (ip("10.1.0.0"), 24)),
         health: false,
-        node_ip: Some(ip("198.18.0.11")),
+        node_ip: Some(ip("198.18.0.11").into()),
         kvstore: None,
         cluster: CLUSTER.into(),
         maglev: None,

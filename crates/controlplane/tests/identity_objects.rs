@@ -219,7 +219,7 @@ async fn the_control_plane_gives_endpoints_identities_from_the_objects() {
             source: "local".into(),
         },
         health: false,
-        node_ip: Some(ip("198.18.0.11")),
+        node_ip: Some(ip("198.18.0.11").into()),
         kvstore: None,
         cluster: "default".into(),
         maglev: None,

@@ -19,7 +19,7 @@ pub struct Ranges {
     /// first family, as kubeadm's dual-stack clusters.
     pub services: String,
     /// The first ClusterIP: the `kubernetes` Service's.
-    pub first_service_ip: Ipv4Addr,
+    pub first_service_ip: IpAddr,
     /// What node IPAM cuts pod CIDRs from (`--cluster-cidr`).
     pub pods: String,
     /// The size of each node's pod CIDR.
@@ -34,7 +34,7 @@ impl Default for Ranges {
             // but draws an address below a /64 or wider (a random uint64
             // offset added as int64). Beside the IPv6 pod pool fd00::/104.
             services: "10.96.0.0/12,fd00:96::/108".into(),
-            first_service_ip: Ipv4Addr::new(10, 96, 0, 1),
+            first_service_ip: Ipv4Addr::new(10, 96, 0, 1).into(),
             pods: "10.0.0.0/8".into(),
             node_mask: 24,
         }
@@ -64,8 +64,9 @@ pub struct ControlPlane {
     pub bins: Binaries,
     pub pki: Pki,
     pub dir: PathBuf,
-    /// Where the API server listens and what it advertises.
-    pub address: Ipv4Addr,
+    /// Where the API server listens and what it advertises (of the first
+    /// service range's family).
+    pub address: IpAddr,
     pub port: u16,
     /// etcd's client URL.
     pub etcd: String,
@@ -97,15 +98,15 @@ impl ControlPlane {
     pub fn create(
         bins: Binaries,
         dir: &Path,
-        address: Ipv4Addr,
+        address: IpAddr,
         port: u16,
         etcd: &str,
         ranges: Ranges,
     ) -> Result<Self, ControlPlaneError> {
         let sans = [
-            IpAddr::V4(address),
+            address,
             IpAddr::V4(Ipv4Addr::LOCALHOST),
-            IpAddr::V4(ranges.first_service_ip),
+            ranges.first_service_ip,
         ];
         Pki::create(&dir.join("pki"), &sans)?;
         let cp = Self::open(bins, dir, address, port, etcd, ranges);
@@ -122,7 +123,7 @@ impl ControlPlane {
     pub fn open(
         bins: Binaries,
         dir: &Path,
-        address: Ipv4Addr,
+        address: IpAddr,
         port: u16,
         etcd: &str,
         ranges: Ranges,
@@ -138,9 +139,12 @@ impl ControlPlane {
         }
     }
 
-    /// `https://<address>:<port>`.
+    /// `https://<address>:<port>` (an IPv6 address in brackets).
     pub fn server(&self) -> String {
-        format!("https://{}:{}", self.address, self.port)
+        format!(
+            "https://{}",
+            std::net::SocketAddr::new(self.address, self.port)
+        )
     }
 
     pub fn kubeconfig(&self, name: &str) -> PathBuf {

@@ -101,6 +101,7 @@ pub fn write_config_map(extra: &[(String, String)], kubernetes: bool) -> anyhow:
         keys.push((k.clone(), v.clone()));
     }
     ipv6_defaults(&mut keys);
+    ipv6_only_defaults(&mut keys);
     native_routing_defaults(&mut keys);
     let kvstore_identities = keys
         .iter()
@@ -126,8 +127,9 @@ fn native_routing_defaults(keys: &mut Vec<(String, String)>) {
     let ipv6_pool = is_on(keys, "enable-ipv6")
         .then(|| value(keys, "cluster-pool-ipv6-cidr").map(str::to_owned))
         .flatten();
+    let ipv4_pool = (value(keys, "enable-ipv4") != Some("false")).then(|| "10.0.0.0/8".to_owned());
     let defaults = [
-        ("ipv4-native-routing-cidr", Some("10.0.0.0/8".to_owned())),
+        ("ipv4-native-routing-cidr", ipv4_pool),
         ("ipv6-native-routing-cidr", ipv6_pool),
         ("auto-direct-node-routes", Some("true".to_owned())),
     ];
@@ -152,6 +154,21 @@ fn ipv6_defaults(keys: &mut Vec<(String, String)>) {
         if value(keys, key).is_none() {
             keys.push((key.to_owned(), default.to_owned()));
         }
+    }
+}
+
+/// An IPv6-only lab (`enable-ipv4=false`) has no IPv4 pool (as Helm
+/// renders none with `ipv4.enabled=false`, and the operator refuses one)
+/// and routes natively unless told otherwise: the overlay's underlay is
+/// IPv4, which an IPv6-only node does not name itself by (as in 1.16).
+/// Runs before [`native_routing_defaults`].
+fn ipv6_only_defaults(keys: &mut Vec<(String, String)>) {
+    if value(keys, "enable-ipv4") != Some("false") {
+        return;
+    }
+    keys.retain(|(k, _)| !k.starts_with("cluster-pool-ipv4-"));
+    if value(keys, "routing-mode").is_none() {
+        keys.push(("routing-mode".into(), "native".into()));
     }
 }
 
@@ -435,6 +452,20 @@ mod tests {
         let mut keys = kv(&[("routing-mode", "tunnel")]);
         native_routing_defaults(&mut keys);
         assert_eq!(keys.len(), 1, "tunnel mode gets nothing");
+    }
+
+    #[test]
+    fn an_ipv6_only_lab_routes_natively_unless_told_otherwise() {
+        let mut keys = kv(&[("enable-ipv4", "false"), ("enable-ipv6", "true")]);
+        ipv6_defaults(&mut keys);
+        ipv6_only_defaults(&mut keys);
+        native_routing_defaults(&mut keys);
+        assert_eq!(value(&keys, "routing-mode"), Some("native"));
+        assert_eq!(value(&keys, "ipv6-native-routing-cidr"), Some("fd00::/104"));
+        assert_eq!(value(&keys, "ipv4-native-routing-cidr"), None);
+        let mut keys = kv(&[("enable-ipv4", "false"), ("routing-mode", "tunnel")]);
+        ipv6_only_defaults(&mut keys);
+        assert_eq!(value(&keys, "routing-mode"), Some("tunnel"));
     }
 
     #[test]

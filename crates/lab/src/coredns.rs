@@ -2,7 +2,7 @@
 //! it (`coredns.yaml`): CoreDNS from the image `crates/images` builds,
 //! answering at the kube-dns Service that kubelets name as `clusterDNS`.
 
-use crate::{kube, layout};
+use crate::kube;
 use anyhow::Context;
 use std::time::Duration;
 
@@ -16,7 +16,10 @@ pub fn image() -> String {
 /// kubeadm's manifests with the lab's DNS address and image.
 pub fn manifest() -> String {
     MANIFEST
-        .replace("@DNS_IP@", &layout::DNS_SERVICE_IP.to_string())
+        .replace(
+            "@DNS_IP@",
+            &crate::stack::Stack::running().dns_service_ip().to_string(),
+        )
         .replace("@IMAGE@", &image())
 }
 

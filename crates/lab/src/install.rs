@@ -20,7 +20,7 @@
 use anyhow::Context;
 use kubeplane::pki::HubblePki;
 use serde_json::Value;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 const CILIUM: &str = include_str!("../../../deploy/kubernetes/cilium.yaml");
 const OPERATOR: &str = include_str!("../../../deploy/kubernetes/cilium-operator.yaml");
@@ -98,7 +98,7 @@ pub fn missing_capabilities() -> Vec<&'static str> {
 /// agent and operator objects, as a List, changed for this cluster (see
 /// the module doc).
 pub fn manifests(
-    api_server: SocketAddrV4,
+    api_server: SocketAddr,
     config: &[(String, String)],
     missing_caps: &[&str],
     hubble: &HubblePki,
@@ -145,10 +145,17 @@ fn hubble_secrets(hubble: &HubblePki) -> anyhow::Result<Vec<Value>> {
     .collect()
 }
 
-fn adapt(doc: &mut Value, api: SocketAddrV4, config: &[(String, String)], missing_caps: &[&str]) {
+fn adapt(doc: &mut Value, api: SocketAddr, config: &[(String, String)], missing_caps: &[&str]) {
     if doc["kind"] == "ConfigMap" && doc["metadata"]["name"] == "cilium-config" {
         for (k, v) in config {
             doc["data"][k] = Value::String(v.clone());
+        }
+        // an IPv6-only cluster has no IPv4 pool (the operator refuses one)
+        let no_ipv4 = config
+            .iter()
+            .any(|(k, v)| k == "enable-ipv4" && v == "false");
+        if let (true, Some(data)) = (no_ipv4, doc["data"].as_object_mut()) {
+            data.retain(|k, _| !k.starts_with("cluster-pool-ipv4-"));
         }
         return;
     }
@@ -213,7 +220,7 @@ mod tests {
     }
 
     fn manifests(
-        api: SocketAddrV4,
+        api: SocketAddr,
         config: &[(String, String)],
         missing: &[&str],
     ) -> anyhow::Result<Value> {

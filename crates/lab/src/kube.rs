@@ -9,11 +9,11 @@
 //! agent, not hidden by an admin credential.
 
 use crate::layout::{self, Holder};
+use crate::stack::Stack;
 use anyhow::{bail, Context};
 use kubeplane::components::Ranges;
 use kubeplane::{Binaries, ControlPlane};
 use std::io::Write;
-use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -45,13 +45,17 @@ pub fn hubble_pki(cluster: &str) -> anyhow::Result<kubeplane::pki::HubblePki> {
 }
 
 /// The control plane's files: made by `up` (`create`), read after.
+/// Its addresses are of the running lab's families (`up` writes them
+/// first).
 pub fn control_plane(create: bool) -> anyhow::Result<ControlPlane> {
     let bins = Binaries::find()?;
-    let (address, etcd) = (topology::UNDERLAY_IP, topology::etcd_url());
+    let stack = Stack::running();
+    let (address, etcd) = (stack.api_address(), topology::etcd_url());
+    let ranges: Ranges = stack.ranges();
     Ok(if create {
-        ControlPlane::create(bins, &dir(), address, API_PORT, &etcd, Ranges::default())?
+        ControlPlane::create(bins, &dir(), address, API_PORT, &etcd, ranges)?
     } else {
-        ControlPlane::open(bins, &dir(), address, API_PORT, &etcd, Ranges::default())
+        ControlPlane::open(bins, &dir(), address, API_PORT, &etcd, ranges)
     })
 }
 
@@ -330,7 +334,7 @@ fn node_credentials(cp: &ControlPlane, node: &str) -> anyhow::Result<()> {
 }
 
 /// Waits until pod `name` (in `default`) is Running with an IP; the IP.
-pub fn wait_running(name: &str, timeout: Duration) -> anyhow::Result<Ipv4Addr> {
+pub fn wait_running<A: std::str::FromStr>(name: &str, timeout: Duration) -> anyhow::Result<A> {
     let t = Instant::now();
     let mut last = String::new();
     while t.elapsed() < timeout {
@@ -383,7 +387,9 @@ pub fn route_pod_cidrs(nodes: usize) -> anyhow::Result<Vec<String>> {
         if cidr.is_empty() {
             bail!("{node} has no pod CIDR yet");
         }
-        let via = topology::node_ip(index).to_string();
+        let via = Stack::running()
+            .underlay_address(topology::node_ip(index))
+            .to_string();
         let mut ip = Command::new("ip");
         ip.args(["route", "replace", &cidr, "via", &via]);
         let out = in_underlay(&ip)?.output().context("running ip route")?;

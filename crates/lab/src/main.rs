@@ -26,6 +26,7 @@ mod node;
 mod outside;
 mod pods;
 mod real;
+mod stack;
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
@@ -266,6 +267,11 @@ fn up(
     if underlay.running_holder().is_some() || !layout::running_nodes().is_empty() {
         bail!("the lab is already up; run `cilium-lab down` first");
     }
+    let stack = stack::Stack::of_settings(settings);
+    if stack == stack::Stack::Ipv6 {
+        bail!("an IPv6-only lab (enable-ipv4=false) runs on real nodes: drop --hollow-nodes");
+    }
+    stack.write()?;
     if kubernetes {
         // before anything starts: a missing build is said at once
         kube::control_plane(true)?;
@@ -395,7 +401,10 @@ fn up(
             println!("\n==> a Service selecting the second pod (role=server), through the API server; the endpointslice controller fills it from the pod's Ready status");
             print!(
                 "{}",
-                kube::apply("creating the demo Service", &demo_service(false))?
+                kube::apply(
+                    "creating the demo Service",
+                    &demo_service(stack::Stack::Ipv4)
+                )?
             );
         } else {
             demo::cilium(&[
@@ -559,11 +568,11 @@ pub(crate) fn demo_labels(i: usize) -> serde_json::Value {
 }
 
 /// The demo's Service: a ClusterIP selecting the second pod
-/// (`role=server`), port 80 to the pod's 80.
-/// The demo's Service; `dual_stack` (a cluster with IPv6) asks the API
-/// server for an IPv6 ClusterIP beside the fixed IPv4 one.
-pub(crate) fn demo_service(dual_stack: bool) -> String {
-    let policy = if dual_stack {
+/// (`role=server`), port 80 to the pod's 80, at the lab's fixed demo
+/// address; a dual-stack lab asks the API server for an IPv6 ClusterIP
+/// beside it.
+pub(crate) fn demo_service(stack: stack::Stack) -> String {
+    let policy = if stack == stack::Stack::Dual {
         r#""ipFamilyPolicy":"PreferDualStack","#
     } else {
         ""
@@ -571,7 +580,7 @@ pub(crate) fn demo_service(dual_stack: bool) -> String {
     format!(
         r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"demo","namespace":"default"}},
   "spec":{{{policy}"clusterIP":"{ip}","selector":{{"role":"server"}},"ports":[{{"name":"http","port":80,"targetPort":80}}]}}}}"#,
-        ip = layout::DEMO_SERVICE_IP
+        ip = stack.demo_service_ip()
     )
 }
 

@@ -5,6 +5,7 @@
 //! agent, the operator's Deployment, and every pod through cilium-cni.
 
 use crate::layout::{self, Holder};
+use crate::stack::{url_host, Stack};
 use crate::{boot, install, kube};
 use anyhow::{bail, Context};
 use std::time::{Duration, Instant};
@@ -54,6 +55,8 @@ pub fn up(
     }
     // before anything starts: a missing build is said at once
     kubeplane::bins::NodeBinaries::find()?;
+    let stack = Stack::of_settings(settings);
+    stack.write()?;
     kube::control_plane(true)?;
     let image = install::image()?;
     if image != images::agent_reference() {
@@ -78,7 +81,7 @@ pub fn up(
     println!(
         "==> Kubernetes {}: kube-apiserver at https://{}:{}, controller manager and scheduler up in {:?} (pid {cp})",
         kubeplane::bins::version(),
-        topology::UNDERLAY_IP,
+        url_host(stack.api_address()),
         kube::API_PORT,
         t.elapsed()
     );
@@ -96,7 +99,7 @@ pub fn up(
         crate::wait_holder_ready(l, *holder, name, "kubelet")?;
         println!(
             "==> {name}: {}, containerd and kubelet up, images imported, {:?} after the nodes started (pid {holder})",
-            topology::node_ip(*index),
+            stack.underlay_address(topology::node_ip(*index)),
             t.elapsed()
         );
     }
@@ -128,7 +131,7 @@ pub fn up(
             missing.join(", ")
         );
     }
-    let api = std::net::SocketAddrV4::new(topology::UNDERLAY_IP, kube::API_PORT);
+    let api = std::net::SocketAddr::new(stack.api_address(), kube::API_PORT);
     let cluster = config
         .iter()
         .find(|(k, _)| k == "cluster-name")
@@ -161,7 +164,7 @@ pub fn up(
     println!(
         "==> cluster DNS: CoreDNS ({}) answering at kube-dns {} for cluster.local ({:?})",
         crate::coredns::image(),
-        layout::DNS_SERVICE_IP,
+        stack.dns_service_ip(),
         t.elapsed()
     );
     kube::apply(
@@ -292,14 +295,16 @@ fn demo(nodes: usize, names: &[String]) -> anyhow::Result<()> {
         ips.push(ip);
     }
     let (a, b, server) = (&names[0], &names[1], ips[1]);
-    let direct = format!("http://{server}/hostname");
-    println!("\n$ kubectl exec {a} -- curl {direct}");
+    let direct = format!("http://{}/hostname", url_host(server));
+    println!("\n$ kubectl exec {a} -- curl -g {direct}");
     println!("{}", within(30, || curl(a, &direct))?);
-    // a dual-stack cluster (enable-ipv6) gave the pod a second address
+    // a dual-stack cluster gave the pod a second address, of IPv6
+    let stack = Stack::running();
     let ips_b = kube::run_args(&["get", "pod", b, "-o", "jsonpath={.status.podIPs[*].ip}"])?;
     let direct6 = ips_b
         .split_whitespace()
         .find(|ip| ip.contains(':'))
+        .filter(|_| stack == Stack::Dual)
         .map(|ip| format!("http://[{ip}]/hostname"));
     if let Some(direct6) = &direct6 {
         println!("$ kubectl exec {a} -- curl -g {direct6}");
@@ -309,13 +314,10 @@ fn demo(nodes: usize, names: &[String]) -> anyhow::Result<()> {
     println!("\n==> a Service selecting {b} (role=server); the endpointslice controller fills it from the pod's Ready status");
     print!(
         "{}",
-        kube::apply(
-            "creating the demo Service",
-            &crate::demo_service(direct6.is_some())
-        )?
+        kube::apply("creating the demo Service", &crate::demo_service(stack))?
     );
-    let vip = format!("http://{}/hostname", layout::DEMO_SERVICE_IP);
-    println!("$ kubectl exec {a} -- curl {vip}");
+    let vip = format!("http://{}/hostname", url_host(stack.demo_service_ip()));
+    println!("$ kubectl exec {a} -- curl -g {vip}");
     println!("{}", within(30, || curl(a, &vip))?);
     if direct6.is_some() {
         let vips = kube::run_args(&[
@@ -341,8 +343,8 @@ fn demo(nodes: usize, names: &[String]) -> anyhow::Result<()> {
         Ok(body) => bail!("{outsider} still got {body:?}"),
         Err(_) => Ok(()),
     })?;
-    println!("$ kubectl exec {outsider} -- curl {direct}\n(no answer: dropped by policy)");
-    println!("$ kubectl exec {a} -- curl {direct}");
+    println!("$ kubectl exec {outsider} -- curl -g {direct}\n(no answer: dropped by policy)");
+    println!("$ kubectl exec {a} -- curl -g {direct}");
     println!("{}", curl(a, &direct)?);
     if let Some(direct6) = &direct6 {
         if curl(outsider, direct6).is_ok() {

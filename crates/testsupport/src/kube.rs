@@ -34,7 +34,7 @@ pub fn prepare(sb: &Sandbox) -> ControlPlane {
     ControlPlane::create(
         bins,
         &sb.path().join("k8s"),
-        ADDRESS,
+        ADDRESS.into(),
         PORT,
         crate::ETCD_URL,
         Ranges::default(),

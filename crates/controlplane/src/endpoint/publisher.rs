@@ -6,7 +6,7 @@
 use super::Endpoint;
 use crate::ipsync::IpIdentityPair;
 use crate::kvwriter::KvWriter;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 /// Announces this node's endpoint addresses (a no-op without a kvstore).
 #[derive(Clone)]
@@ -17,7 +17,7 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    pub fn new(writer: Option<KvWriter>, node_ip: Option<Ipv4Addr>, node_name: String) -> Self {
+    pub fn new(writer: Option<KvWriter>, node_ip: Option<IpAddr>, node_name: String) -> Self {
         Self {
             writer,
             host_ip: node_ip.map(|i| i.to_string()).unwrap_or_default(),

@@ -15,7 +15,7 @@
 //!   reach, and the underlay answers no DNS, so outside names fail at
 //!   once instead of timing out.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::Path;
 
 /// Where the node keeps kubelet's files (the node's own /var).
@@ -24,7 +24,7 @@ pub const RESOLV_CONF: &str = "/etc/kubernetes/resolv.conf";
 
 /// The KubeletConfiguration of a lab node; `tainted`: registered with
 /// Cilium's agent-not-ready taint.
-pub fn config(node_ip: Ipv4Addr, client_ca: &Path, tainted: bool) -> String {
+pub fn config(node_ip: IpAddr, client_ca: &Path, tainted: bool) -> String {
     let taints = if tainted {
         format!(
             "registerWithTaints:\n- key: {}\n  value: \"true\"\n  effect: NoSchedule\n",
@@ -77,7 +77,7 @@ rotateCertificates: false
         ca = client_ca.display(),
         endpoint = super::containerd::ENDPOINT,
         resolv = RESOLV_CONF,
-        dns = crate::layout::DNS_SERVICE_IP,
+        dns = crate::stack::Stack::running().dns_service_ip(),
     )
 }
 
@@ -92,7 +92,7 @@ pub fn resolv_conf() -> String {
 }
 
 /// kubelet's flags beside its config file.
-pub fn args(node: &str, node_ip: Ipv4Addr, kubeconfig: &Path) -> Vec<String> {
+pub fn args(node: &str, node_ip: IpAddr, kubeconfig: &Path) -> Vec<String> {
     vec![
         format!("--config={CONFIG}"),
         format!("--kubeconfig={}", kubeconfig.display()),

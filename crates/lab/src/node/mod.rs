@@ -113,7 +113,9 @@ pub fn run_init(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> 
         .context("plugging the node into the underlay")?;
     filesystem::build(&filesystem::Backing { dir: l.dir.clone() }, &hierarchies)?;
     let network = crate::real::pod_network();
-    prepare_files(&bins, node_ip, network == PodNetwork::Cilium)?;
+    // kubelet names the node by the address of the lab's first family
+    let kubelet_ip = crate::stack::Stack::running().underlay_address(node_ip);
+    prepare_files(&bins, kubelet_ip, network == PodNetwork::Cilium)?;
     if network == PodNetwork::Bridge {
         bridge_network(&bins, index)?;
         let pods = kubeplane::components::Ranges::default().pods;
@@ -146,7 +148,7 @@ pub fn run_init(l: &NodeDir, index: usize, underlay: i32) -> anyhow::Result<()> 
         containerd::import(&bins.ctr, &archive)?;
     }
     let kubeconfig = crate::kube::node_kubeconfig(&node);
-    let kubelet_args = kubelet::args(&node, node_ip, &kubeconfig);
+    let kubelet_args = kubelet::args(&node, kubelet_ip, &kubeconfig);
     let mut daemons = vec![logged_daemon(
         l,
         "kubelet",
@@ -204,7 +206,7 @@ fn spawn_logged(
 /// The files containerd and kubelet read, in the node's own /etc and /var.
 fn prepare_files(
     bins: &kubeplane::bins::NodeBinaries,
-    node_ip: std::net::Ipv4Addr,
+    node_ip: std::net::IpAddr,
     tainted: bool,
 ) -> anyhow::Result<()> {
     let cp = crate::kube::control_plane(false)?;
