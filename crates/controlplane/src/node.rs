@@ -143,11 +143,11 @@ impl Node {
             .map(|a| a.ip.as_str())
     }
 
-    /// The address `node list` shows: InternalIP, else CiliumInternalIP.
-    pub fn primary_ipv4(&self) -> &str {
-        self.address("InternalIP")
-            .or_else(|| self.address("CiliumInternalIP"))
-            .unwrap_or("")
+    /// The IPv4 address `node list` shows: InternalIP, else
+    /// CiliumInternalIP; None on an IPv6-only node.
+    pub fn primary_ipv4(&self) -> Option<Ipv4Addr> {
+        self.address_of("InternalIP")
+            .or_else(|| self.address_of("CiliumInternalIP"))
     }
 
     /// The node's own IPv6 address as Cilium picks it: InternalIP, else
@@ -162,8 +162,11 @@ impl Node {
             name: self.name.clone(),
             primary_address: api::models::NodeAddressingSummary {
                 ipv4: Some(api::models::NodeAddressingElement {
-                    enabled: true,
-                    ip: self.primary_ipv4().to_owned(),
+                    enabled: self.ipv4_alloc_cidr.is_some() || self.primary_ipv4().is_some(),
+                    ip: self
+                        .primary_ipv4()
+                        .map(|ip| ip.to_string())
+                        .unwrap_or_default(),
                     alloc_range: self
                         .ipv4_alloc_cidr
                         .as_ref()
@@ -183,17 +186,18 @@ impl Node {
                     }
                 }),
             },
-            health_endpoint_address: self.health_ipv4.map(|ip| {
-                let element = |ip: String| api::models::NodeAddressingElement {
-                    enabled: true,
-                    ip,
-                    ..Default::default()
-                };
-                api::models::NodeAddressingSummary {
-                    ipv4: Some(element(ip.to_string())),
-                    ipv6: self.health_ipv6.map(|ip| element(ip.to_string())),
-                }
-            }),
+            health_endpoint_address: (self.health_ipv4.is_some() || self.health_ipv6.is_some())
+                .then(|| {
+                    let element = |ip: String| api::models::NodeAddressingElement {
+                        enabled: true,
+                        ip,
+                        ..Default::default()
+                    };
+                    api::models::NodeAddressingSummary {
+                        ipv4: self.health_ipv4.map(|ip| element(ip.to_string())),
+                        ipv6: self.health_ipv6.map(|ip| element(ip.to_string())),
+                    }
+                }),
             source: source.to_owned(),
         }
     }

@@ -76,7 +76,7 @@ impl Nodes {
                     .expect("nodes lock")
                     .insert(key, new.clone());
                 if old.is_none() {
-                    tracing::info!(subsys = "nodemanager", node = %new.name, ip = %new.primary_ipv4(), "Node discovered");
+                    tracing::info!(subsys = "nodemanager", node = %new.name, ip = %new.primary_ipv4().map(|ip| ip.to_string()).unwrap_or_default(), "Node discovered");
                 }
                 self.datapath.upsert(old.as_ref(), &new).await;
                 self.changed.send_modify(|n| *n += 1);

@@ -27,15 +27,36 @@ const NEVER: &str = "0001-01-01T00:00:00Z";
 const SETTLE: Duration = Duration::from_secs(1);
 
 /// A node as probed: the name Cilium shows, its address and its health
-/// endpoint's, and a dual-stack node's IPv6 ones (Cilium's secondary
-/// addresses).
+/// endpoint's (IPv4's, or IPv6's on an IPv6-only node), and between
+/// dual-stack nodes the IPv6 ones too (Cilium's secondary addresses).
 #[derive(Clone, Debug)]
 struct Target {
     name: String,
-    node_ip: Option<Ipv4Addr>,
-    health_ip: Option<Ipv4Addr>,
-    node_ip6: Option<Ipv6Addr>,
-    health_ip6: Option<Ipv6Addr>,
+    node: Addresses,
+    health: Addresses,
+}
+
+/// A primary address and the secondary one beside it.
+#[derive(Clone, Copy, Debug)]
+struct Addresses {
+    primary: Option<IpAddr>,
+    secondary: Option<IpAddr>,
+}
+
+impl Addresses {
+    /// IPv4 first when there is one; IPv6 beside it only when `dual`.
+    fn of(v4: Option<Ipv4Addr>, v6: Option<Ipv6Addr>, dual: bool) -> Self {
+        match v4 {
+            Some(v4) => Self {
+                primary: Some(v4.into()),
+                secondary: v6.filter(|_| dual).map(Into::into),
+            },
+            None => Self {
+                primary: v6.map(Into::into),
+                secondary: None,
+            },
+        }
+    }
 }
 
 struct Report {
@@ -79,10 +100,8 @@ impl Prober {
         let dual = self.nodes.local().ipv6_alloc_cidr.is_some();
         let target = |n: &Node| Target {
             name: display_name(&self.cluster, n),
-            node_ip: n.primary_ipv4().parse().ok(),
-            health_ip: n.health_ipv4,
-            node_ip6: n.primary_ipv6().filter(|_| dual),
-            health_ip6: n.health_ipv6.filter(|_| dual),
+            node: Addresses::of(n.primary_ipv4(), n.primary_ipv6(), dual),
+            health: Addresses::of(n.health_ipv4, n.health_ipv6, dual),
         };
         let mut others: Vec<Target> = self.nodes.list().iter().map(target).collect();
         others.sort_by(|a, b| a.name.cmp(&b.name));
@@ -99,9 +118,12 @@ impl Prober {
         let ips: Vec<IpAddr> = targets
             .iter()
             .flat_map(|t| {
-                let v4 = [t.node_ip, t.health_ip].map(|ip| ip.map(IpAddr::from));
-                let v6 = [t.node_ip6, t.health_ip6].map(|ip| ip.map(IpAddr::from));
-                v4.into_iter().chain(v6)
+                [
+                    t.node.primary,
+                    t.health.primary,
+                    t.node.secondary,
+                    t.health.secondary,
+                ]
             })
             .flatten()
             .collect();
@@ -142,19 +164,19 @@ impl Prober {
                 Err(e) => ConnectivityStatus::failed(e.clone()),
             }),
         };
-        let status = |ip: Option<Ipv4Addr>, ip6: Option<Ipv6Addr>| {
-            ip.map(|ip| HostStatus {
-                primary_address: Some(path(ip.into())),
-                secondary_addresses: ip6.map(|ip| path(ip.into())).into_iter().collect(),
+        let status = |a: Addresses| {
+            a.primary.map(|ip| HostStatus {
+                primary_address: Some(path(ip)),
+                secondary_addresses: a.secondary.map(path).into_iter().collect(),
             })
         };
         let nodes = targets
             .iter()
             .map(|t| {
-                let health_endpoint = status(t.health_ip, t.health_ip6);
+                let health_endpoint = status(t.health);
                 NodeStatus {
                     name: t.name.clone(),
-                    host: status(t.node_ip, t.node_ip6),
+                    host: status(t.node),
                     endpoint: health_endpoint
                         .as_ref()
                         .and_then(|h| h.primary_address.clone()),
