@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::ipv6::{ping6, pods_on_two_nodes_talk};
 use common::*;
 use std::net::Ipv6Addr;
 
@@ -26,12 +27,6 @@ fn add_ipv6_pod(node: &Node, pod: &str, labels: &str) -> Ipv6Addr {
     addr.trim_end_matches("/128")
         .parse()
         .expect("an IPv6 address")
-}
-
-fn ping6(node: &Node, from: &str, to: Ipv6Addr) -> bool {
-    node.in_pod(from, &["ping", "-6", "-c", "1", "-W", "2", &to.to_string()])
-        .status
-        .success()
 }
 
 #[test]
@@ -135,25 +130,7 @@ fn ipv6_only_pods_on_two_nodes_talk_over_direct_routes() {
             .lines()
             .any(|l| l.starts_with(&format!("{a6}/128")))
     });
-    assert!(ping6(&cluster.nodes[0], "pod-a", b6), "pod-a pings pod-b");
-    assert!(ping6(&cluster.nodes[1], "pod-b", a6), "pod-b pings pod-a");
-    let (na, nb) = (
-        cluster.nodes[0].netns("pod-a"),
-        cluster.nodes[1].netns("pod-b"),
-    );
-    let (_, reply) = netdev::netns::tcp_request(
-        netdev::NetNs::open(&nb).unwrap(),
-        netdev::NetNs::open(&na).unwrap(),
-        b6,
-        8080,
-        b"hello",
-    )
-    .expect("TCP from pod-a to pod-b");
-    let reply = String::from_utf8_lossy(&reply);
-    assert!(
-        reply.starts_with(&format!("pong to [{a6}]:")),
-        "pod-b saw pod-a's own address: {reply}"
-    );
+    pods_on_two_nodes_talk(&cluster, a6, b6);
     for node in &cluster.nodes {
         let routes = node.cilium_ok(&["node", "list"]);
         assert!(routes.contains("fd00:10:0:1::/112"), "{routes}");

@@ -19,6 +19,7 @@
 
 mod common;
 
+use common::ipv6::{curl, ping6};
 use common::{eventually, text, Lab};
 
 fn pod_ips(lab: &Lab, pod: &str) -> (String, String) {
@@ -35,43 +36,6 @@ fn pod_ips(lab: &Lab, pod: &str) -> (String, String) {
         "{pod}: {ips}"
     );
     (v4.to_owned(), v6.to_owned())
-}
-
-/// What lets the outside host reach pod-b through a NodePort.
-const WEB_FROM_WORLD: &str = r#"{"apiVersion":"cilium.io/v2","kind":"CiliumNetworkPolicy",
-  "metadata":{"name":"web-from-world","namespace":"default"},
-  "spec":{"endpointSelector":{"matchLabels":{"role":"server"}},
-          "ingress":[{"fromEntities":["world"]}]}}"#;
-
-/// `GET /hostname` from `pod` to `host`: an address, or `[IPv6]:port`.
-fn curl(lab: &Lab, pod: &str, host: &str) -> Result<String, String> {
-    let url = match host.parse::<std::net::Ipv6Addr>() {
-        Ok(_) => format!("http://[{host}]/hostname"),
-        Err(_) => format!("http://{host}/hostname"),
-    };
-    let out = lab.run(&[
-        "exec",
-        pod,
-        "--",
-        "curl",
-        "-sS",
-        "-g",
-        "--max-time",
-        "3",
-        &url,
-    ]);
-    let body = text(&out);
-    if out.status.success() {
-        Ok(body.trim().to_owned())
-    } else {
-        Err(body)
-    }
-}
-
-fn ping6(lab: &Lab, pod: &str, ip: &str) -> bool {
-    lab.run(&["exec", pod, "--", "ping", "-6", "-c", "1", "-W", "2", ip])
-        .status
-        .success()
 }
 
 #[test]
@@ -231,110 +195,11 @@ fn a_dual_stack_lab_gives_pods_both_families_across_nodes() {
         assert_eq!(answer, "pod-b");
     }
 
-    // the underlay's IPv6 (fd00:198:18::/64): pod-a reaches the outside
-    // host over IPv6 as its node, masqueraded
-    let outside6 = topology::underlay_ipv6(topology::OUTSIDE_IP).to_string();
-    let seen = eventually("pod-a to the outside host over IPv6", 30, || {
-        curl(&lab, "pod-a", &outside6)
-    });
-    assert!(
-        seen.starts_with("[fd00:198:18::1") && !seen.contains(&a6),
-        "the outside host saw pod-a as {seen}"
-    );
+    common::ipv6::outside_host_over_ipv6(&lab, &a6);
 
-    // a CIDR policy on an IPv6 prefix: pod-a (the app=demo pod that is
-    // no server) may reach the outside host's /128 on TCP 80 and nothing
-    // else there, so its ping over IPv6 is refused
-    let cidr_policy = lab.dir.path().join("outside-v6.json");
-    std::fs::write(
-        &cidr_policy,
-        format!(
-            r#"{{"apiVersion":"cilium.io/v2","kind":"CiliumNetworkPolicy",
-  "metadata":{{"name":"outside-v6","namespace":"default"}},
-  "spec":{{"endpointSelector":{{"matchLabels":{{"app":"demo"}},
-             "matchExpressions":[{{"key":"role","operator":"DoesNotExist"}}]}},
-          "egress":[{{"toCIDR":["{outside6}/128"],
-                      "toPorts":[{{"ports":[{{"port":"80","protocol":"TCP"}}]}}]}}]}}}}"#
-        ),
-    )
-    .unwrap();
-    lab.kubectl(&["apply", "-f", &cidr_policy.display().to_string()]);
-    eventually(
-        "pod-a's ICMPv6 to the outside refused",
-        30,
-        || match ping6(&lab, "pod-a", &outside6) {
-            true => Err("answered".to_owned()),
-            false => Ok(()),
-        },
-    );
-    curl(&lab, "pod-a", &outside6).expect("TCP 80 to the outside's /128 is allowed");
-    lab.kubectl(&["delete", "cnp", "outside-v6"]);
+    common::ipv6::node_port_over_ipv6(&lab, "dual", &["world"]);
 
-    // the Service as a NodePort, from the outside host through each
-    // node's IPv6 address: pod-b is elsewhere for one, local for the other
-    std::fs::write(lab.dir.path().join("web-from-world.json"), WEB_FROM_WORLD).unwrap();
-    lab.kubectl(&[
-        "apply",
-        "-f",
-        &lab.dir
-            .path()
-            .join("web-from-world.json")
-            .display()
-            .to_string(),
-    ]);
-    lab.kubectl(&[
-        "patch",
-        "service",
-        "dual",
-        "-p",
-        r#"{"spec":{"type":"NodePort"}}"#,
-    ]);
-    let node_port = lab.kubectl(&[
-        "get",
-        "service",
-        "dual",
-        "-o",
-        "jsonpath={.spec.ports[0].nodePort}",
-    ]);
-    for node in 1..=2 {
-        let target = format!(
-            "[{}]:{}",
-            topology::underlay_ipv6(topology::node_ip(node)),
-            node_port.trim()
-        );
-        let answer = eventually(&format!("the outside host to {target}"), 30, || {
-            curl(&lab, "outside", &target)
-        });
-        assert_eq!(answer, "pod-b", "through {target}");
-    }
-
-    // Cilium 1.16's own cilium-dbg reads the IPv6 entries of our maps
-    // (the conntrack entry of pod-a's connection, pod-b in the ipcache)
-    // and leaves every pin as it was
-    let dbg = common::cilium_tools()
-        .join("cilium-dbg")
-        .display()
-        .to_string();
-    let before = common::pins(&lab, "node1");
-    let ct = lab.ok(&["exec", "node1", "--", &dbg, "bpf", "ct", "list", "global"]);
-    assert!(
-        ct.lines().any(|l| l.contains(&b6) && l.contains(&a6)),
-        "{ct}"
-    );
-    let ipcache = lab.ok(&["exec", "node1", "--", &dbg, "bpf", "ipcache", "list"]);
-    assert!(
-        ipcache
-            .lines()
-            .any(|l| l.starts_with(&format!("{b6}/128 "))),
-        "{ipcache}"
-    );
-    let lb = lab.ok(&["exec", "node1", "--", &dbg, "bpf", "lb", "list"]);
-    assert!(lb.contains(&format!("[{vip6}]:80")), "{lb}");
-    assert_eq!(
-        common::pins(&lab, "node1"),
-        before,
-        "cilium-dbg changed the pins"
-    );
+    common::ipv6::cilium_dbg_reads_ipv6(&lab, &a6, &b6, vip6);
 
     // cilium-health probes each node's IPv6 address and its health
     // endpoint's (published in the CiliumNode) as secondary addresses

@@ -13,47 +13,8 @@
 
 mod common;
 
+use common::ipv6::{curl, ping6};
 use common::{eventually, text, Lab};
-
-/// What lets the outside host reach pod-b through a NodePort: in native
-/// routing a node that forwards to a backend elsewhere masquerades the
-/// client to its own address, which the backend's node knows as a
-/// remote node (as in Cilium).
-const WEB_FROM_WORLD: &str = r#"{"apiVersion":"cilium.io/v2","kind":"CiliumNetworkPolicy",
-  "metadata":{"name":"web-from-world","namespace":"default"},
-  "spec":{"endpointSelector":{"matchLabels":{"role":"server"}},
-          "ingress":[{"fromEntities":["world","remote-node"]}]}}"#;
-
-/// `GET /hostname` from `pod` to `host`: an address, or `[IPv6]:port`.
-fn curl(lab: &Lab, pod: &str, host: &str) -> Result<String, String> {
-    let url = match host.parse::<std::net::Ipv6Addr>() {
-        Ok(_) => format!("http://[{host}]/hostname"),
-        Err(_) => format!("http://{host}/hostname"),
-    };
-    let out = lab.run(&[
-        "exec",
-        pod,
-        "--",
-        "curl",
-        "-sS",
-        "-g",
-        "--max-time",
-        "3",
-        &url,
-    ]);
-    let body = text(&out);
-    if out.status.success() {
-        Ok(body.trim().to_owned())
-    } else {
-        Err(body)
-    }
-}
-
-fn ping6(lab: &Lab, pod: &str, ip: &str) -> bool {
-    lab.run(&["exec", pod, "--", "ping", "-6", "-c", "1", "-W", "2", ip])
-        .status
-        .success()
-}
 
 /// The pod's addresses as its status lists them: exactly one, IPv6.
 fn pod_ip6(lab: &Lab, pod: &str) -> String {
@@ -215,98 +176,14 @@ fn an_ipv6_only_lab_runs_pods_services_and_policy_on_ipv6_alone() {
     });
     assert_eq!(answer, "pod-b");
 
-    // the outside host over IPv6, masqueraded to the node's address
-    let outside6 = topology::underlay_ipv6(topology::OUTSIDE_IP).to_string();
-    let seen = eventually("pod-a to the outside host", 30, || {
-        curl(&lab, "pod-a", &outside6)
-    });
-    assert!(
-        seen.starts_with("[fd00:198:18::1") && !seen.contains(&a6),
-        "the outside host saw pod-a as {seen}"
-    );
+    common::ipv6::outside_host_over_ipv6(&lab, &a6);
 
-    // a CIDR policy on the outside host's /128: TCP 80 allowed, ICMPv6 not
-    let cidr_policy = lab.dir.path().join("outside-v6.json");
-    std::fs::write(
-        &cidr_policy,
-        format!(
-            r#"{{"apiVersion":"cilium.io/v2","kind":"CiliumNetworkPolicy",
-  "metadata":{{"name":"outside-v6","namespace":"default"}},
-  "spec":{{"endpointSelector":{{"matchLabels":{{"app":"demo"}},
-             "matchExpressions":[{{"key":"role","operator":"DoesNotExist"}}]}},
-          "egress":[{{"toCIDR":["{outside6}/128"],
-                      "toPorts":[{{"ports":[{{"port":"80","protocol":"TCP"}}]}}]}}]}}}}"#
-        ),
-    )
-    .unwrap();
-    lab.kubectl(&["apply", "-f", &cidr_policy.display().to_string()]);
-    eventually(
-        "pod-a's ICMPv6 to the outside refused",
-        30,
-        || match ping6(&lab, "pod-a", &outside6) {
-            true => Err("answered".to_owned()),
-            false => Ok(()),
-        },
-    );
-    curl(&lab, "pod-a", &outside6).expect("TCP 80 to the outside's /128 is allowed");
-    lab.kubectl(&["delete", "cnp", "outside-v6"]);
+    // in native routing a node that forwards to a backend elsewhere
+    // masquerades the client to its own address, which the backend's node
+    // knows as a remote node (as in Cilium)
+    common::ipv6::node_port_over_ipv6(&lab, "web", &["world", "remote-node"]);
 
-    // the Service as a NodePort, from the outside host through each
-    // node's IPv6 address
-    std::fs::write(lab.dir.path().join("web-from-world.json"), WEB_FROM_WORLD).unwrap();
-    lab.kubectl(&[
-        "apply",
-        "-f",
-        &lab.dir
-            .path()
-            .join("web-from-world.json")
-            .display()
-            .to_string(),
-    ]);
-    lab.kubectl(&[
-        "patch",
-        "service",
-        "web",
-        "-p",
-        r#"{"spec":{"type":"NodePort"}}"#,
-    ]);
-    let node_port = lab.kubectl(&[
-        "get",
-        "service",
-        "web",
-        "-o",
-        "jsonpath={.spec.ports[0].nodePort}",
-    ]);
-    for node in 1..=2 {
-        let target = format!(
-            "[{}]:{}",
-            topology::underlay_ipv6(topology::node_ip(node)),
-            node_port.trim()
-        );
-        let answer = eventually(&format!("the outside host to {target}"), 30, || {
-            curl(&lab, "outside", &target)
-        });
-        assert_eq!(answer, "pod-b", "through {target}");
-    }
-
-    // Cilium 1.16's cilium-dbg reads the maps and changes no pin
-    let dbg = common::cilium_tools()
-        .join("cilium-dbg")
-        .display()
-        .to_string();
-    let before = common::pins(&lab, "node1");
-    let ct = lab.ok(&["exec", "node1", "--", &dbg, "bpf", "ct", "list", "global"]);
-    assert!(
-        ct.lines().any(|l| l.contains(&b6) && l.contains(&a6)),
-        "{ct}"
-    );
-    let lb = lab.ok(&["exec", "node1", "--", &dbg, "bpf", "lb", "list"]);
-    assert!(lb.contains(&format!("[{vip}]:80")), "{lb}");
-    assert_eq!(
-        common::pins(&lab, "node1"),
-        before,
-        "cilium-dbg changed the pins"
-    );
+    common::ipv6::cilium_dbg_reads_ipv6(&lab, &a6, &b6, &vip);
 
     // cilium-health probes the other node and its health endpoint by IPv6
     let report = eventually("node1 to reach node2 over IPv6", 60, || {

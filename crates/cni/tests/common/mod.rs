@@ -2,6 +2,8 @@
 //! them too), the addressing plan in topology (cilium-lab uses it too).
 #![allow(unused_imports)]
 
+pub mod ipv6;
+
 pub use testsupport::cluster::*;
 pub use testsupport::node::*;
 pub use testsupport::topology::node_ip;

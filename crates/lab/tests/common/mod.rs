@@ -1,6 +1,8 @@
 //! A lab of the test's own (its own CILIUM_LAB_DIR), taken down at drop.
 #![allow(dead_code)]
 
+pub mod ipv6;
+
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
