@@ -145,10 +145,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
         None => None,
     };
     use crate::option::modes::IpamMode;
-    let families = crate::k8s::nodes::Families {
-        ipv4: config.ipv4.is_some(),
-        ipv6: config.ipv6.is_some(),
-    };
+    let families = config.families();
     let pod_cidr = match (config.ipam_mode, &kubernetes) {
         (IpamMode::Kubernetes, None) => {
             anyhow::bail!("ipam=kubernetes needs the Kubernetes API server")
@@ -440,7 +437,7 @@ pub async fn start(mut config: DaemonConfig, tasks: Tasks) -> anyhow::Result<Age
             .context("registering the node in the kvstore")?;
         tracing::info!(subsys = "nodediscovery", node = %node.name, key = %key, "Node registered in kvstore");
     }
-    crate::hostips::sync(&config.bpf_root, &cp.ipcache, &host_ips)
+    crate::hostips::sync(&config.bpf_root, &cp.ipcache, &host_ips, config.families())
         .context("syncing host IPs into BPF maps")?;
     let ct_gc = Arc::new(crate::ct_gc::GcCounters::default());
     crate::ct_gc::start(
@@ -853,8 +850,10 @@ fn start_controllers(
         },
     );
     let (root, ipcache) = (config.bpf_root.clone(), Arc::clone(ipcache));
+    let stack = config.families();
     controllers.spawn("sync-host-ips", Duration::from_secs(60), move || {
-        let result = crate::hostips::sync(&root, &ipcache, &host_ips).map_err(|e| e.to_string());
+        let result =
+            crate::hostips::sync(&root, &ipcache, &host_ips, stack).map_err(|e| e.to_string());
         async move { result }
     });
     if let Some(kv) = kv {

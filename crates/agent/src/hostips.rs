@@ -10,8 +10,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 /// Writes host entries for `host_ips` and the world catch-all of each
-/// family they have (IPv6's is world-ipv6, as on a 1.16 dual-stack node).
-pub fn sync(bpffs_root: &Path, ipcache: &IpCache, host_ips: &[IpAddr]) -> Result<(), KernelError> {
+/// family the node runs: IPv6's is world-ipv6 on a dual-stack node and
+/// the plain world on an IPv6-only one, as 1.16's hostips-sync.
+pub fn sync(
+    bpffs_root: &Path,
+    ipcache: &IpCache,
+    host_ips: &[IpAddr],
+    stack: crate::option::Families,
+) -> Result<(), KernelError> {
     let lxc = Lxc::open(bpffs_root).map_err(KernelError::new)?;
     for ip in host_ips {
         lxc.put(&EndpointKey::new(*ip), &EndpointInfo::host())
@@ -19,11 +25,16 @@ pub fn sync(bpffs_root: &Path, ipcache: &IpCache, host_ips: &[IpAddr]) -> Result
         let len = abi::ipcache::host_prefix_len(*ip);
         ipcache.upsert(*ip, len, Entry::new(identity::HOST, Source::Local))?;
     }
-    let world = Entry::new(identity::WORLD, Source::Generated);
-    ipcache.upsert(Ipv4Addr::UNSPECIFIED, 0, world)?;
-    if host_ips.iter().any(IpAddr::is_ipv6) {
-        let world6 = Entry::new(identity::WORLD_IPV6, Source::Generated);
-        ipcache.upsert(Ipv6Addr::UNSPECIFIED, 0, world6)?;
+    if stack.ipv4 {
+        let world = Entry::new(identity::WORLD, Source::Generated);
+        ipcache.upsert(Ipv4Addr::UNSPECIFIED, 0, world)?;
+    }
+    if stack.ipv6 {
+        let id = match stack.ipv4 {
+            true => identity::WORLD_IPV6,
+            false => identity::WORLD,
+        };
+        ipcache.upsert(Ipv6Addr::UNSPECIFIED, 0, Entry::new(id, Source::Generated))?;
     }
     Ok(())
 }

@@ -63,6 +63,15 @@ fn ipv6_only_pods_talk_and_ipv6_policy_is_enforced() {
         "{lxc}"
     );
     assert!(!lxc.contains("0.0.0.0"), "{lxc}");
+    // the world of an IPv6-only node is the plain world (2), as 1.16's
+    let ipcache = node.cilium_ok(&["bpf", "ipcache", "list"]);
+    assert!(
+        ipcache
+            .lines()
+            .any(|l| l.starts_with("::/0 ") && l.contains("identity=2 ")),
+        "{ipcache}"
+    );
+    assert!(!ipcache.contains("0.0.0.0/0"), "{ipcache}");
 
     node.kill_agent();
     node.start_agent();

@@ -194,6 +194,7 @@ impl ControlPlane {
                     cluster: s.cluster.clone(),
                 }),
                 from_cluster: s.kvstore.is_some() || s.kubernetes,
+                ipv6_only: s.ipv4.is_none() && s.ipv6.is_some(),
             },
             s.enforcement,
             Some(s.state_dir.join(POLICIES_STATE)),

@@ -156,6 +156,9 @@ pub struct Deps {
     /// Whether the desired policies come from the cluster (the kvstore or
     /// Kubernetes), which must be listed before maps may change.
     pub from_cluster: bool,
+    /// An IPv6-only node: IPv6's world is the plain world identity (2),
+    /// as 1.16 has it on a single-stack node, not world-ipv6 (10).
+    pub ipv6_only: bool,
 }
 
 /// Where a followed policy document lives, which names its store key.
@@ -519,6 +522,13 @@ impl Policies {
                 labels: Labels::parse(labels.iter().map(String::as_str)),
             })
             .collect();
+        if self.deps.ipv6_only {
+            // policy finds IPv6's world by its label
+            all.retain(|i| i.id != abi::identity::WORLD_IPV6);
+            if let Some(world) = all.iter_mut().find(|i| i.id == abi::identity::WORLD) {
+                world.labels = Labels::parse(["reserved:world", "reserved:world-ipv6"]);
+            }
+        }
         all.extend(self.cidr_identities());
         all
     }

@@ -873,3 +873,44 @@ async fn kubernetes_change_no_map_before_every_kind_is_listed() {
     .await;
     assert!(cp.policies.get(&[]).0.is_empty());
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn on_an_ipv6_only_node_the_ipv6_world_is_the_plain_world_identity() {
+    let (dir, kernel, tasks) = world();
+    let cp = plane_with(&kernel, dir.path(), &tasks, |s| {
+        s.ipv4 = None;
+        s.ipv6 = Some(controlplane::plane::Pool::first_router((
+            "fd00:10:1::".parse().unwrap(),
+            120,
+        )));
+    });
+    let mut req = pod(&kernel, "client", "client", "");
+    req.addressing = Some(AddressPair {
+        ipv6: "fd00:10:1::5".into(),
+        ..Default::default()
+    });
+    let client = cp.endpoints.create(&req).await.unwrap();
+    assert_eq!(client.ipv4, None);
+    let docs = policy::parse_documents(
+        r#"[{"endpointSelector":{"matchLabels":{"app":"client"}},
+             "egress":[{"toCIDR":["::/0"],"toPorts":[{"ports":[{"port":"80","protocol":"TCP"}]}]},
+                       {"toEntities":["world-ipv6"],"toPorts":[{"ports":[{"port":"443","protocol":"TCP"}]}]}]}]"#,
+    )
+    .unwrap();
+    cp.policies.import(docs).await.unwrap();
+    let egress = |to: u32, port: u16| {
+        kernel
+            .held()
+            .policy_maps
+            .get(&client.id)
+            .is_some_and(|m| m.lookup(to, true, 6, port).allowed())
+    };
+    // 1.16 gives ::/0 identity 2 on a single-stack node, never 10
+    for port in [80, 443] {
+        assert!(egress(abi::identity::WORLD, port), "world on {port}");
+        assert!(
+            !egress(abi::identity::WORLD_IPV6, port),
+            "world-ipv6 on {port}"
+        );
+    }
+}

@@ -89,12 +89,16 @@ pub fn peer_identities(peer: &Peer, identities: &[Identity]) -> Vec<u32> {
                     .is_some_and(|p| cidr.contains(&p) && !except.iter().any(|e| e.contains(&p)))
             });
             // the whole family is its world identity too; what an
-            // exception names has a CIDR identity of its own, not that
-            if cidr.len == 0 {
-                ids.push(match cidr.is_ipv6() {
-                    false => abi::identity::WORLD,
-                    true => abi::identity::WORLD_IPV6,
-                });
+            // exception names has a CIDR identity of its own, not that.
+            // IPv6's is the identity labelled world-ipv6 (the plain world
+            // on an IPv6-only node, world-ipv6 on a dual-stack one).
+            if cidr.len == 0 && !cidr.is_ipv6() {
+                ids.push(abi::identity::WORLD);
+            } else if cidr.len == 0 {
+                match select(&|i| i.cidr().is_none() && i.reserved("world-ipv6")) {
+                    worlds if worlds.is_empty() => ids.push(abi::identity::WORLD_IPV6),
+                    worlds => ids.extend(worlds),
+                }
             }
             ids
         }

@@ -3,6 +3,7 @@
 //! manager's source, so other nodes are routed to as they appear.
 
 use crate::k8s::connection::Kubernetes;
+use crate::option::Families;
 use controlplane::endpoint::{EndpointError, Endpoints};
 use controlplane::node::{IpNet, Node, NodeAddress};
 use controlplane::nodes::Nodes;
@@ -214,13 +215,6 @@ pub enum PodCidrError {
 pub struct PodCidrs {
     pub v4: Option<(std::net::Ipv4Addr, u8)>,
     pub v6: Option<(std::net::Ipv6Addr, u8)>,
-}
-
-/// The address families a node runs (`enable-ipv4`, `enable-ipv6`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Families {
-    pub ipv4: bool,
-    pub ipv6: bool,
 }
 
 /// The pod CIDRs of a node's list when it has one of every family wanted;

@@ -48,6 +48,13 @@ pub struct HealthConfig {
     pub port: u16,
 }
 
+/// The address families a node runs (`enable-ipv4`, `enable-ipv6`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Families {
+    pub ipv4: bool,
+    pub ipv6: bool,
+}
+
 #[derive(Clone, Debug)]
 pub struct DaemonConfig {
     pub bpf_root: PathBuf,
@@ -761,6 +768,13 @@ impl DaemonConfig {
 
     pub fn pid_file(&self) -> PathBuf {
         self.run_dir.join("cilium.pid")
+    }
+
+    pub fn families(&self) -> Families {
+        Families {
+            ipv4: self.ipv4.is_some(),
+            ipv6: self.ipv6.is_some(),
+        }
     }
 
     /// The IPv4 pod CIDR as text, unless the node is IPv6-only.

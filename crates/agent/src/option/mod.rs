@@ -11,7 +11,7 @@ pub mod runtime;
 mod sources;
 pub mod validate;
 
-pub use daemon_config::{DaemonConfig, EventsConfig};
+pub use daemon_config::{DaemonConfig, EventsConfig, Families};
 pub use modes::{
     HostRouting, IdentityAllocationMode, IpamMode, MonitorAggregation, RoutingMode, TunnelProtocol,
 };
