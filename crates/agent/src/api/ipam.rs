@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use controlplane::ipam::{Allocation, Ipam, IpamError, PoolAddr};
+use controlplane::ipam::{Allocation, Families, Ipam, IpamError, PoolAddr};
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
 
@@ -52,14 +52,6 @@ impl IpamApi {
             (IpAddr::V6(_), _, None) => Err(not_enabled("IPv6")),
         }
     }
-}
-
-/// Which families a request asks for (`family`: empty for every family
-/// the node has).
-#[derive(Clone, Copy)]
-struct Families {
-    ipv4: bool,
-    ipv6: bool,
 }
 
 /// `/v1/ipam` and `/v1/ipam/{ip}`.

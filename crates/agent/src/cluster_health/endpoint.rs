@@ -135,19 +135,8 @@ impl HealthEndpoint {
         if !kept {
             self.remove().await;
             // deleting the endpoint gave its address back; no pod may take it
-            if let (Some(ipam), Some((ip, _))) = (&self.ipam, self.plan.ipv4) {
-                ipam.lock()
-                    .expect("ipam lock")
-                    .allocate_ip(ip, controlplane::ipam::OWNER_HEALTH)
-                    .map_err(|e| LaunchError::Ipam(e.to_string()))?;
-            }
-            if let (Some(ipam6), Some((ip6, _))) = (&self.ipam6, self.plan.ipv6) {
-                ipam6
-                    .lock()
-                    .expect("ipam lock")
-                    .allocate_ip(ip6, controlplane::ipam::OWNER_HEALTH)
-                    .map_err(|e| LaunchError::Ipam(e.to_string()))?;
-            }
+            reserve(self.ipam.as_deref(), self.plan.ipv4.map(|a| a.0))?;
+            reserve(self.ipam6.as_deref(), self.plan.ipv6.map(|a| a.0))?;
             self.create().await?;
         }
         let ns = NetNs::open(&self.plan.netns)?;
@@ -263,6 +252,21 @@ impl HealthEndpoint {
         }
         remove_leftovers(&self.endpoints, &self.plan.netns).await;
     }
+}
+
+/// Takes the health endpoint's address `ip` of one family in its IPAM
+/// again, if the node has both.
+fn reserve<A: controlplane::ipam::PoolAddr>(
+    ipam: Option<&Mutex<controlplane::ipam::Ipam<A>>>,
+    ip: Option<A>,
+) -> Result<(), LaunchError> {
+    let (Some(ipam), Some(ip)) = (ipam, ip) else {
+        return Ok(());
+    };
+    let mut ipam = ipam.lock().expect("ipam lock");
+    ipam.allocate_ip(ip, controlplane::ipam::OWNER_HEALTH)
+        .map(drop)
+        .map_err(|e| LaunchError::Ipam(e.to_string()))
 }
 
 /// The health endpoints in the table, by ID and addresses.

@@ -96,22 +96,9 @@ pub async fn start(
         }
         _ => {
             endpoint::remove_leftovers(&d.endpoints, &netns).await;
-            let mut released = Ok(());
-            if let Some(ipam) = &d.ipam {
-                released = ipam
-                    .lock()
-                    .expect("ipam lock")
-                    .release_owner(controlplane::ipam::OWNER_HEALTH)
-                    .map(drop);
-            }
-            if let Some(ipam6) = &d.ipam6 {
-                let six = ipam6
-                    .lock()
-                    .expect("ipam lock")
-                    .release_owner(controlplane::ipam::OWNER_HEALTH);
-                released = released.and(six.map(drop));
-            }
-            if let Err(e) = released {
+            // both families are released, whichever fails
+            let released = release_health(d.ipam.as_deref());
+            if let Err(e) = released.and(release_health(d.ipam6.as_deref())) {
                 tracing::warn!(subsys = "cilium-health-launcher", error = %e, "Unable to release the health address");
             }
         }
@@ -134,6 +121,17 @@ pub async fn start(
         serving: AtomicBool::new(false),
         started: Instant::now(),
     }))
+}
+
+/// The health endpoint's address of one family's IPAM, given back (the
+/// node runs no health endpoint).
+fn release_health<A: controlplane::ipam::PoolAddr>(
+    ipam: Option<&std::sync::Mutex<controlplane::ipam::Ipam<A>>>,
+) -> Result<(), controlplane::ipam::IpamError> {
+    let Some(ipam) = ipam else { return Ok(()) };
+    let mut ipam = ipam.lock().expect("ipam lock");
+    ipam.release_owner(controlplane::ipam::OWNER_HEALTH)
+        .map(drop)
 }
 
 /// The node path's HTTP answer, on the node's address (all addresses

@@ -6,6 +6,7 @@ use super::modes::{
 use super::sources::{Loaded, Source};
 use super::validate::{parse_bool, parse_cidr4, parse_cidr6};
 use super::ConfigError;
+pub use controlplane::ipam::Families;
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
@@ -46,13 +47,6 @@ pub struct HealthConfig {
     /// A health endpoint (only with checking, as in Cilium).
     pub endpoint: bool,
     pub port: u16,
-}
-
-/// The address families a node runs (`enable-ipv4`, `enable-ipv6`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Families {
-    pub ipv4: bool,
-    pub ipv6: bool,
 }
 
 #[derive(Clone, Debug)]

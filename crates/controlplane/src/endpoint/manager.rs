@@ -6,7 +6,7 @@ use super::Publisher;
 use super::{state, Endpoint, EndpointRef, PodLabels, MAX_ID, MIN_ID};
 use crate::events::AgentNotify;
 use crate::identity::Identities;
-use crate::ipam::Ipam;
+use crate::ipam::{Families, Ipam};
 use crate::ipcache::{Entry, IpCache, Source};
 use crate::policies::{Policies, Realized};
 use crate::ports::{EndpointDatapath, Events};
@@ -763,13 +763,6 @@ fn notify_body(ep: &Endpoint) -> serde_json::Value {
         "namespace": ep.k8s_namespace,
         "pod-name": ep.k8s_pod_name,
     })
-}
-
-/// The address families this node runs.
-#[derive(Clone, Copy, Debug)]
-struct Families {
-    ipv4: bool,
-    ipv6: bool,
 }
 
 /// A request's address of one family: None when empty; refused when

@@ -78,6 +78,14 @@ impl PoolAddr for Ipv6Addr {
     }
 }
 
+/// The address families a node runs (`enable-ipv4`, `enable-ipv6`), one
+/// allocator each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Families {
+    pub ipv4: bool,
+    pub ipv6: bool,
+}
+
 pub struct Ipam<A: PoolAddr = Ipv4Addr> {
     network: A,
     prefix_len: u8,
