@@ -109,6 +109,23 @@ pub(crate) fn holds(figure: &str, measured: String, goal: &str, met: bool) -> St
     format!("goal {goal}: {v}")
 }
 
+/// A section that stopped with `error`: whatever rows it had not reached
+/// are missing from the table, and this row says why.
+pub(crate) fn failed(section: &str, error: &anyhow::Error) {
+    // the first line of the cause chain, without table-breaking pipes
+    let why = format!("{error:#}")
+        .lines()
+        .next()
+        .unwrap_or("")
+        .replace('|', "/");
+    record(
+        &format!("section {section} ran to its end"),
+        format!("failed: {why}"),
+        "runs".into(),
+        false,
+    );
+}
+
 /// The run's verdicts as a Markdown table (docs/benchmarks.md keeps the
 /// last full run's), and how many goals were missed.
 pub(crate) fn table() -> (String, usize) {

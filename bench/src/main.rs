@@ -450,12 +450,21 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// Runs one section, saying how long it took (a smoke run in CI must stay
-/// short).
+/// short). A smoke run stops at a section that fails (CI must see it); a
+/// measuring run records the failure as a missed row of its table and
+/// goes on, so one section's trouble costs none of the others' figures.
 fn section(name: &str, f: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<()> {
     let t = Instant::now();
-    f().with_context(|| format!("bench section {name}"))?;
+    let outcome = f().with_context(|| format!("bench section {name}"));
     println!("  (section {name} took {:.0} s)", t.elapsed().as_secs_f64());
-    Ok(())
+    match outcome {
+        Err(e) if !smoke() => {
+            println!("  section {name} FAILED: {e:#}");
+            goals::failed(name, &e);
+            Ok(())
+        }
+        other => other,
+    }
 }
 
 /// A whole run: every section in turn, then the table of verdicts.
