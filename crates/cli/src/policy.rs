@@ -276,7 +276,15 @@ pub fn run(ctx: &Ctx, cmd: &Command) -> anyhow::Result<ExitCode> {
     match cmd {
         Command::Import { path } => {
             let text = read(path)?;
-            let p = parse(&client.call("PUT", "/policy", &[], Some(text.as_bytes()))?)?;
+            let body = client.call("PUT", "/policy", &[], Some(text.as_bytes()))?;
+            // the answer repeats the whole policy, indented; only the
+            // revision is printed, so only the revision is read
+            #[derive(serde::Deserialize)]
+            struct Imported {
+                revision: u64,
+            }
+            let p: Imported =
+                serde_json::from_slice(&body).context("unexpected answer from the agent")?;
             println!("Revision: {}", p.revision);
         }
         Command::Get { labels, output } => {

@@ -385,27 +385,50 @@ impl Policies {
     /// A document learned from the kvstore or the state file; Ok(false)
     /// when nothing changed. The caller saves.
     fn upsert(&self, stored: &Stored) -> Result<bool, PolicyError> {
-        // The echo of this node's own import, and every relist, carry the
-        // text already in force: no need to parse it again.
-        if self
-            .repo
+        if self.holds(stored) {
+            return Ok(false);
+        }
+        let doc = stored.parse()?;
+        Ok(self.put_parsed(stored, doc))
+    }
+
+    /// [`Self::upsert`] for the watch: a thousand-rule document takes
+    /// milliseconds to read, which the agent's one runtime thread must not
+    /// spend (the regeneration it asks for waits on that thread to start).
+    async fn upsert_off_runtime(&self, stored: Stored) -> Result<bool, PolicyError> {
+        if self.holds(&stored) {
+            return Ok(false);
+        }
+        let (stored, doc) = tokio::task::spawn_blocking(move || {
+            let doc = stored.parse();
+            (stored, doc)
+        })
+        .await
+        .expect("policy parsing does not panic");
+        Ok(self.put_parsed(&stored, doc?))
+    }
+
+    /// Whether `stored` is the text already in force: the echo of this
+    /// node's own import, and every relist, need no second reading.
+    fn holds(&self, stored: &Stored) -> bool {
+        self.repo
             .lock()
             .expect("policy lock")
             .docs
             .get(&stored.labels)
             .map(|d| &d.text)
             == Some(&stored.text)
-        {
-            return Ok(false);
-        }
-        let doc = stored.parse()?;
+    }
+
+    /// Puts `doc`, read from `stored`, in force; false when it was already.
+    fn put_parsed(&self, stored: &Stored, doc: Document) -> bool {
         let mut repo = self.repo.lock().expect("policy lock");
         if repo.docs.get(&stored.labels) == Some(&doc) {
-            return Ok(false);
+            return false;
         }
         let replaced = repo.docs.insert(stored.labels.clone(), doc);
         repo.changed(replaced);
-        Ok(true)
+        true
     }
 
     /// Deletes the documents whose labels include all of `labels` (every
@@ -484,6 +507,15 @@ impl Policies {
         self.repo.lock().expect("policy lock").revision
     }
 
+    /// [`Self::save`] on a blocking thread, so the runtime's one thread
+    /// goes on serving (the regeneration, the kvstore put) meanwhile.
+    async fn save_off_runtime(self: &Arc<Self>) -> Result<(), PolicyError> {
+        let this = Arc::clone(self);
+        tokio::task::spawn_blocking(move || this.save())
+            .await
+            .expect("saving policies does not panic")
+    }
+
     /// Writes the documents in force to the state file, unless a save
     /// already wrote their revision.
     fn save(&self) -> Result<(), PolicyError> {
@@ -546,7 +578,10 @@ impl Policies {
 
     /// `PUT /policy`: puts `docs` in force on this node (answering once
     /// its endpoints enforce them), then shares them with the cluster.
-    pub async fn import(&self, docs: Vec<Document>) -> Result<(Vec<Stored>, u64), PolicyError> {
+    pub async fn import(
+        self: &Arc<Self>,
+        docs: Vec<Document>,
+    ) -> Result<(Vec<Stored>, u64), PolicyError> {
         let stored: Vec<Stored> = docs.iter().map(Stored::of).collect();
         let revision = self.import_here(docs);
         // shared while this node regenerates, so the other nodes work on
@@ -574,7 +609,7 @@ impl Policies {
         let (shared, (), saved) = tokio::join!(
             share,
             self.deps.regeneration.run("policy imported"),
-            async { self.save() }
+            self.save_off_runtime()
         );
         saved?;
         shared?;
@@ -663,7 +698,11 @@ impl Policies {
         let store = watch::Store::restored(name, had);
         let listed = store.synced();
         let this = Arc::clone(self);
-        let handler = move |change| std::future::ready(this.follow_change(&origin, change));
+        let handler = move |change| {
+            let this = Arc::clone(&this);
+            let origin = origin.clone();
+            async move { this.follow_change(&origin, change).await }
+        };
         tasks.spawn("policies", store.run(source, handler));
         listed
     }
@@ -694,27 +733,29 @@ impl Policies {
     /// One change of the cluster's policies, announced and regenerated
     /// for. A document that does not parse never will: it is logged and
     /// skipped; one that could not be saved is tried again.
-    pub fn follow_change(
-        &self,
+    pub async fn follow_change(
+        self: &Arc<Self>,
         origin: &Origin,
         change: watch::Change<String, Stored>,
     ) -> Result<(), PolicyError> {
         let changed = match change {
-            watch::Change::Upsert { key, new, .. } => match self.upsert(&new) {
-                Ok(true) => {
-                    // enforced first, saved while that runs
-                    self.deps.regeneration.request("policy changed");
-                    self.announce(AgentNotify::PolicyUpdated, &new.labels, 1);
-                    self.save()?;
-                    return Ok(());
+            watch::Change::Upsert { key, new, .. } => {
+                match self.upsert_off_runtime(new.clone()).await {
+                    Ok(true) => {
+                        // enforced first, saved while that runs
+                        self.deps.regeneration.request("policy changed");
+                        self.announce(AgentNotify::PolicyUpdated, &new.labels, 1);
+                        self.save_off_runtime().await?;
+                        return Ok(());
+                    }
+                    Ok(false) => false,
+                    Err(e @ (PolicyError::Parse(_) | PolicyError::NotOne(_))) => {
+                        tracing::warn!(subsys = "policy", key = %key, error = %e, "Ignoring policy that does not parse");
+                        false
+                    }
+                    Err(e) => return Err(e),
                 }
-                Ok(false) => false,
-                Err(e @ (PolicyError::Parse(_) | PolicyError::NotOne(_))) => {
-                    tracing::warn!(subsys = "policy", key = %key, error = %e, "Ignoring policy that does not parse");
-                    false
-                }
-                Err(e) => return Err(e),
-            },
+            }
             watch::Change::Delete { key, .. } => {
                 let gone = self.forget(origin, &key);
                 if gone {
