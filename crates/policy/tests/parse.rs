@@ -196,6 +196,13 @@ fn bad_input_names_the_field_and_line() {
     assert_eq!(e.path, "spec.ingress[0].toPorts[0].ports[0].port");
     assert!(e.message.contains("70000 out of range"), "{e}");
     assert_eq!(e.line.map(|l| l.0), Some(17), "{e}");
+    // a port is a number or a string, either way (both read above)
+    let e = error(&WEB_DB.replace("\"5432\"", "[5432]"));
+    assert_eq!(e.path, "spec.ingress[0].toPorts[0].ports[0].port");
+    assert!(e.message.contains("expected a number or a string"), "{e}");
+    assert_eq!(e.line.map(|l| l.0), Some(17), "{e}");
+    let numbered = parse(&WEB_DB.replace("\"5432\"", "5432")).unwrap();
+    assert_eq!(numbered, parse(WEB_DB).unwrap());
 
     let e = error(&WEB_DB.replace("app: web", "app: web\n      bogus: [1"));
     assert!(e.line.is_some(), "{e}");
