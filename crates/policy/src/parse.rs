@@ -40,8 +40,8 @@ enum RuleError {
 }
 
 /// One policy as imported: its rules (which share their labels), and its
-/// text as JSON, to store and share: YAML is written out with keys sorted
-/// and scalars as strings, JSON is kept as written.
+/// text as JSON, to store and share: YAML is written out with its keys in
+/// their written order and scalars as strings, JSON is kept as written.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Document {
     pub text: String,
@@ -66,31 +66,24 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, ParseError> {
 /// Parses `text` into its policies; a list of bare rules gives one policy
 /// per rule.
 ///
-/// Each document is read once into a tree, which picks the kind and gives
-/// the canonical text; the typed reading then reads that text. Only when
-/// that fails is the tree walked and the text read again, for the error's
-/// path and line. What nodes share skips the tree (`shared_policy`).
+/// Each document becomes its canonical text first (JSON is kept as
+/// written; YAML is written out as JSON whose every scalar is a string),
+/// and the typed reading reads that text; no tree of the document is built
+/// unless the reading fails, for the error's path and line. What nodes
+/// share skips even that (`shared_policy`).
 pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
     if let Some(docs) = shared_policy(text) {
         return Ok(docs);
     }
     let mut docs = Vec::new();
-    let (trees, json) = trees(text)?;
-    // JSON (what nodes share) is kept as written; a tree read from it
-    // reads the same as the text.
-    let canonical = |tree: &serde_json::Value| {
-        if json {
-            text.trim().to_owned()
-        } else {
-            tree.to_string()
-        }
-    };
-    for (i, tree) in trees.iter().enumerate() {
+    for (i, canonical) in canonical_documents(text)?.into_iter().enumerate() {
         let document = i + 1;
-        match tree {
-            serde_json::Value::Null => continue,
-            serde_json::Value::Array(items) => {
-                let specs: Vec<RuleSpec> = typed(&canonical(tree), text, i, tree)?;
+        match canonical.as_bytes().first() {
+            Some(b'n') => continue, // an empty document: `null`
+            Some(b'[') => {
+                let specs: Vec<RuleSpec> = typed(&canonical, text, i)?;
+                let items: Vec<&serde_json::value::RawValue> =
+                    serde_json::from_str(&canonical).expect("the typed reading read a list");
                 for (n, spec) in specs.iter().enumerate() {
                     let labels = spec_labels(spec);
                     let rule = cilium_rule(spec, None, labels).map_err(|e| ParseError {
@@ -99,48 +92,42 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
                         message: e.to_string(),
                         line: None,
                     })?;
-                    let one = serde_json::Value::Array(vec![items[n].clone()]);
                     docs.push(Document {
                         text: if items.len() == 1 {
-                            canonical(&one)
+                            canonical.to_string()
                         } else {
-                            one.to_string()
+                            format!("[{}]", items[n].get())
                         },
                         rules: vec![rule],
                     });
                 }
             }
-            serde_json::Value::Object(m) => {
-                let kind = m.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-                match kind {
-                    "CiliumNetworkPolicy" | "CiliumClusterwideNetworkPolicy" => {
-                        let canonical = canonical(tree);
-                        let p: CiliumPolicy = typed(&canonical, text, i, tree)?;
-                        api_version(document, &p.api_version, "cilium.io/v2")?;
-                        docs.push(Document {
-                            text: canonical,
-                            rules: cilium_policy(document, &p)?,
-                        });
-                    }
-                    "NetworkPolicy" => {
-                        let canonical = canonical(tree);
-                        let p: NetworkPolicy = typed(&canonical, text, i, tree)?;
-                        api_version(document, &p.api_version, "networking.k8s.io/v1")?;
-                        docs.push(Document {
-                            text: canonical,
-                            rules: vec![network_policy(&p)],
-                        });
-                    }
-                    other => {
-                        return Err(ParseError {
-                            document,
-                            path: "kind".into(),
-                            message: format!("unsupported kind {other:?}: expected CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy or NetworkPolicy"),
-                            line: None,
-                        })
-                    }
+            Some(b'{') => match kind_of(&canonical).as_str() {
+                "CiliumNetworkPolicy" | "CiliumClusterwideNetworkPolicy" => {
+                    let p: CiliumPolicy = typed(&canonical, text, i)?;
+                    api_version(document, &p.api_version, "cilium.io/v2")?;
+                    docs.push(Document {
+                        rules: cilium_policy(document, &p)?,
+                        text: canonical.into_owned(),
+                    });
                 }
-            }
+                "NetworkPolicy" => {
+                    let p: NetworkPolicy = typed(&canonical, text, i)?;
+                    api_version(document, &p.api_version, "networking.k8s.io/v1")?;
+                    docs.push(Document {
+                        rules: vec![network_policy(&p)],
+                        text: canonical.into_owned(),
+                    });
+                }
+                other => {
+                    return Err(ParseError {
+                        document,
+                        path: "kind".into(),
+                        message: format!("unsupported kind {other:?}: expected CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy or NetworkPolicy"),
+                        line: None,
+                    })
+                }
+            },
             _ => {
                 return Err(ParseError {
                     document,
@@ -161,6 +148,20 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
     }
     docs.retain(|d| !d.rules.is_empty());
     Ok(docs)
+}
+
+/// An object's `kind` as text ("" when it has none).
+fn kind_of(object: &str) -> String {
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        #[serde(default)]
+        kind: Option<serde_json::Value>,
+    }
+    match serde_json::from_str::<Kind>(object).map(|k| k.kind) {
+        Ok(Some(serde_json::Value::String(s))) => s,
+        Ok(Some(serde_json::Value::Null) | None) | Err(_) => String::new(),
+        Ok(Some(other)) => other.to_string(),
+    }
 }
 
 /// The policy one node shares with the others (one CiliumNetworkPolicy or
@@ -191,18 +192,18 @@ fn shared_policy(text: &str) -> Option<Vec<Document>> {
     })
 }
 
-/// The documents of `text` as trees with every scalar a string (see
-/// `text_tree`). JSON (what nodes share) skips YAML, and says so.
-fn trees(text: &str) -> Result<(Vec<serde_json::Value>, bool), ParseError> {
-    let head = text.trim_start();
-    if head.starts_with('{') || head.starts_with('[') {
-        if let Ok(mut tree) = serde_json::from_str::<serde_json::Value>(text) {
-            text_tree::scalars_as_text(&mut tree);
-            return Ok((vec![tree], true));
-        }
+/// The canonical text of each document of `text`: JSON (what nodes
+/// share) as written, YAML as JSON whose every scalar is a string (see
+/// `text_tree`).
+fn canonical_documents(text: &str) -> Result<Vec<std::borrow::Cow<'_, str>>, ParseError> {
+    let trimmed = text.trim();
+    if (trimmed.starts_with('{') || trimmed.starts_with('['))
+        && serde_json::from_str::<serde::de::IgnoredAny>(trimmed).is_ok()
+    {
+        return Ok(vec![trimmed.into()]);
     }
-    let trees = text_tree::yaml_documents(text).map_err(|(i, e)| yaml_error(i, e))?;
-    Ok((trees, false))
+    let docs = text_tree::yaml_documents(text).map_err(|(i, e)| yaml_error(i, e))?;
+    Ok(docs.into_iter().map(Into::into).collect())
 }
 
 fn api_version(document: usize, have: &str, want: &str) -> Result<(), ParseError> {
@@ -226,20 +227,23 @@ fn yaml_error(document: usize, e: serde_yaml::Error) -> ParseError {
     }
 }
 
-/// Reads document `index` as `T` from its canonical JSON (the tree as
-/// text: the fast reading); when that fails, from its tree, and then from
-/// the text, whose error has the line (and whose reading is the one that
-/// counts, should the two ever differ).
+/// Reads document `index` as `T` from its canonical JSON (the fast
+/// reading); when that fails, from a tree of it (where a key written
+/// twice keeps its later value, as before the canonical text), and then
+/// from the text, whose error has the line (and whose reading is the one
+/// that counts, should the two ever differ).
 fn typed<T: serde::de::DeserializeOwned>(
     canonical: &str,
     text: &str,
     index: usize,
-    tree: &serde_json::Value,
 ) -> Result<T, ParseError> {
     if let Ok(v) = serde_json::from_str(canonical) {
         return Ok(v);
     }
-    let tree_err = match serde_path_to_error::deserialize(tree) {
+    let mut tree: serde_json::Value =
+        serde_json::from_str(canonical).expect("canonical text is JSON");
+    text_tree::scalars_as_text(&mut tree);
+    let tree_err = match serde_path_to_error::deserialize(&tree) {
         Ok(v) => return Ok(v),
         Err(e) => e,
     };

@@ -1,26 +1,30 @@
-//! Policy text as JSON trees whose every scalar is a string.
+//! Policy text as JSON whose every scalar is a string.
 //!
-//! A YAML scalar is text until a field's type reads it, so a tree of
-//! strings is what the typed reading of the YAML itself sees, and the JSON
-//! written from it reads back to the same policy on every node. The YAML
-//! is read straight into that tree: going through `serde_yaml::Value`
-//! first cost a thousand-rule policy twice the time.
+//! A YAML scalar is text until a field's type reads it, so JSON whose
+//! every scalar is a string is what the typed reading of the YAML itself
+//! sees, and it reads back to the same policy on every node. The YAML is
+//! written out as that JSON while it is read, with no tree between: going
+//! through `serde_yaml::Value` cost a thousand-rule policy twice the time,
+//! and through a tree of strings a third more than writing it out.
 
 use serde::de::{
-    Deserialize, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
+    DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
 };
-use serde_json::{Map, Value};
+use serde::Serializer as _;
+use serde_json::Value;
 use std::fmt;
 
-/// Every document of `text` (YAML, or JSON, which YAML reads too) as a
-/// tree; the error is the document's (1-based) and serde_yaml's.
-pub(crate) fn yaml_documents(text: &str) -> Result<Vec<Value>, (usize, serde_yaml::Error)> {
+/// Every document of `text` (YAML, or JSON, which YAML reads too) as
+/// compact JSON text, keys in their written order; the error is the
+/// document's (1-based) and serde_yaml's.
+pub(crate) fn yaml_documents(text: &str) -> Result<Vec<String>, (usize, serde_yaml::Error)> {
     serde_yaml::Deserializer::from_str(text)
         .enumerate()
         .map(|(i, doc)| {
-            TextTree::deserialize(doc)
-                .map(|t| t.0)
-                .map_err(|e| (i + 1, e))
+            let mut out = Vec::with_capacity(text.len() / 4);
+            Json(&mut out).deserialize(doc).map_err(|e| (i + 1, e))?;
+            // only JSON's own text and UTF-8 from the YAML was written
+            Ok(String::from_utf8(out).expect("JSON text is UTF-8"))
         })
         .collect()
 }
@@ -37,100 +41,137 @@ pub(crate) fn scalars_as_text(tree: &mut Value) {
     }
 }
 
-/// One node of the tree, read from any self-describing format.
-struct TextTree(Value);
+/// Writes the value it is handed as JSON into its buffer.
+struct Json<'a>(&'a mut Vec<u8>);
 
-impl<'de> Deserialize<'de> for TextTree {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(TreeVisitor).map(TextTree)
+impl<'de> DeserializeSeed<'de> for Json<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
     }
 }
 
-struct TreeVisitor;
+impl Json<'_> {
+    fn text(self, s: &str) {
+        let mut ser = serde_json::Serializer::new(&mut *self.0);
+        ser.serialize_str(s).expect("writing to a Vec cannot fail");
+    }
 
-fn text<E>(s: impl ToString) -> Result<Value, E> {
-    Ok(Value::String(s.to_string()))
+    fn display(self, v: impl fmt::Display) {
+        self.text(&v.to_string());
+    }
 }
 
-impl<'de> Visitor<'de> for TreeVisitor {
-    type Value = Value;
+impl<'de> Visitor<'de> for Json<'_> {
+    type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any YAML value")
     }
 
-    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
-        text(b)
+    fn visit_bool<E>(self, b: bool) -> Result<(), E> {
+        self.text(if b { "true" } else { "false" });
+        Ok(())
     }
 
-    fn visit_i64<E>(self, n: i64) -> Result<Value, E> {
-        text(n)
+    fn visit_i64<E>(self, n: i64) -> Result<(), E> {
+        self.display(n);
+        Ok(())
     }
 
-    fn visit_u64<E>(self, n: u64) -> Result<Value, E> {
-        text(n)
+    fn visit_u64<E>(self, n: u64) -> Result<(), E> {
+        self.display(n);
+        Ok(())
     }
 
-    fn visit_i128<E>(self, n: i128) -> Result<Value, E> {
-        text(n)
+    fn visit_i128<E>(self, n: i128) -> Result<(), E> {
+        self.display(n);
+        Ok(())
     }
 
-    fn visit_u128<E>(self, n: u128) -> Result<Value, E> {
-        text(n)
+    fn visit_u128<E>(self, n: u128) -> Result<(), E> {
+        self.display(n);
+        Ok(())
     }
 
     /// As YAML writes it back (`.inf`, `.nan`, `1.0`).
-    fn visit_f64<E>(self, n: f64) -> Result<Value, E> {
-        text(serde_yaml::Number::from(n))
+    fn visit_f64<E>(self, n: f64) -> Result<(), E> {
+        self.display(serde_yaml::Number::from(n));
+        Ok(())
     }
 
-    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
-        text(s)
+    fn visit_str<E>(self, s: &str) -> Result<(), E> {
+        self.text(s);
+        Ok(())
     }
 
-    fn visit_string<E>(self, s: String) -> Result<Value, E> {
-        Ok(Value::String(s))
+    fn visit_unit<E>(self) -> Result<(), E> {
+        self.0.extend_from_slice(b"null");
+        Ok(())
     }
 
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_none<E>(self) -> Result<(), E> {
+        self.0.extend_from_slice(b"null");
+        Ok(())
     }
 
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_any(self)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(TextTree(item)) = seq.next_element()? {
-            items.push(item);
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.0.push(b'[');
+        let mut first = true;
+        loop {
+            let at = self.0.len();
+            if !first {
+                self.0.push(b',');
+            }
+            if seq.next_element_seed(Json(&mut *self.0))?.is_none() {
+                self.0.truncate(at);
+                break;
+            }
+            first = false;
         }
-        Ok(Value::Array(items))
+        self.0.push(b']');
+        Ok(())
     }
 
     /// A key that is not a string (`80:`, `[a, b]:`) becomes the JSON it
-    /// would be written as.
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut m = Map::new();
-        while let Some((TextTree(key), TextTree(value))) = map.next_entry()? {
-            let key = match key {
-                Value::String(s) => s,
-                other => other.to_string(),
-            };
-            m.insert(key, value);
+    /// would be written as. A key written twice is written twice: the typed
+    /// reading refuses it, and the reading that words the error keeps the
+    /// later (see `parse::typed`).
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.0.push(b'{');
+        let mut first = true;
+        let mut key = Vec::new();
+        loop {
+            key.clear();
+            if map.next_key_seed(Json(&mut key))?.is_none() {
+                break;
+            }
+            if !first {
+                self.0.push(b',');
+            }
+            first = false;
+            if key.first() == Some(&b'"') {
+                self.0.extend_from_slice(&key);
+            } else {
+                Json(&mut *self.0).text(std::str::from_utf8(&key).expect("JSON text is UTF-8"));
+            }
+            self.0.push(b':');
+            map.next_value_seed(Json(&mut *self.0))?;
         }
-        Ok(Value::Object(m))
+        self.0.push(b'}');
+        Ok(())
     }
 
     /// A tagged value (`!foo bar`): the tag is dropped, as Kubernetes'
     /// YAML reading drops it.
-    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<Value, A::Error> {
+    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<(), A::Error> {
         let (_tag, value): (serde::de::IgnoredAny, _) = data.variant()?;
-        value.newtype_variant::<TextTree>().map(|t| t.0)
+        value.newtype_variant_seed(self)
     }
 }
 
@@ -175,17 +216,44 @@ mod tests {
             "- one\n- 2\n- {port: \"53\", protocol: UDP}\n",
             "{\"spec\": {\"a\": [1, 2.5, false]}}",
         ] {
-            let docs = yaml_documents(text).unwrap_or_else(|(_, e)| panic!("{text}: {e}"));
-            assert_eq!(docs, vec![through_value(text)], "{text}");
+            assert_eq!(trees(text), vec![through_value(text)], "{text}");
         }
+    }
+
+    /// The documents of `text`, as the JSON written for them reads.
+    fn trees(text: &str) -> Vec<Value> {
+        yaml_documents(text)
+            .unwrap_or_else(|(_, e)| panic!("{text}: {e}"))
+            .iter()
+            .map(|json| serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}")))
+            .collect()
+    }
+
+    #[test]
+    fn writes_compact_json_in_the_written_order_with_text_escaped() {
+        let docs = yaml_documents(
+            "b: [x, {d: 1, c: ~}]
+a: \"q\\\"u\\t\\u00e9\"\n",
+        )
+        .expect("read");
+        assert_eq!(
+            docs,
+            vec![r#"{"b":["x",{"d":"1","c":null}],"a":"q\"u\té"}"#]
+        );
+        assert_eq!(
+            yaml_documents("[]\n---\n{}\n").expect("read"),
+            vec!["[]", "{}"]
+        );
     }
 
     /// serde_yaml::Value refused integers past 64 bits; as text they reach
     /// the field that words the error.
     #[test]
     fn reads_wide_integers_as_text() {
-        let docs = yaml_documents("v: 18446744073709551616\n").expect("read");
-        assert_eq!(docs, vec![serde_json::json!({"v": "18446744073709551616"})]);
+        assert_eq!(
+            trees("v: 18446744073709551616\n"),
+            vec![serde_json::json!({"v": "18446744073709551616"})]
+        );
     }
 
     #[test]

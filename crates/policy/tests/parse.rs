@@ -463,3 +463,19 @@ spec:
     assert_eq!(p.state.lookup(HOLE, false, 6, 80), Verdict::NoMatch);
     assert_eq!(p.state.lookup(V4, false, 6, 80), Verdict::NoMatch);
 }
+
+/// YAML read as JSON text keeps a key written twice twice; the typed
+/// reading refuses that, and the reading behind it keeps the later value,
+/// as reading through a tree always did.
+#[test]
+fn a_key_written_twice_keeps_its_later_value() {
+    let twice = WEB_DB.replace("  name: db-from-web", "  name: first\n  name: db-from-web");
+    let docs = parse_documents(&twice).unwrap();
+    assert_eq!(docs.len(), 1);
+    assert!(docs[0]
+        .labels()
+        .iter()
+        .any(|l| l.to_string() == "k8s:io.cilium.k8s.policy.name=db-from-web"));
+    // and the text kept reads back the same on another node
+    assert_eq!(parse_documents(&docs[0].text).unwrap(), docs);
+}
