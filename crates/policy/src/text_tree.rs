@@ -53,13 +53,19 @@ impl<'de> DeserializeSeed<'de> for Json<'_> {
 }
 
 impl Json<'_> {
-    fn text(self, s: &str) {
+    fn text<E>(self, s: &str) -> Result<(), E> {
         let mut ser = serde_json::Serializer::new(&mut *self.0);
         ser.serialize_str(s).expect("writing to a Vec cannot fail");
+        Ok(())
     }
 
-    fn display(self, v: impl fmt::Display) {
-        self.text(&v.to_string());
+    fn display<E>(self, v: impl fmt::Display) -> Result<(), E> {
+        self.text(&v.to_string())
+    }
+
+    fn null<E>(self) -> Result<(), E> {
+        self.0.extend_from_slice(b"null");
+        Ok(())
     }
 }
 
@@ -71,49 +77,40 @@ impl<'de> Visitor<'de> for Json<'_> {
     }
 
     fn visit_bool<E>(self, b: bool) -> Result<(), E> {
-        self.text(if b { "true" } else { "false" });
-        Ok(())
+        self.text(if b { "true" } else { "false" })
     }
 
     fn visit_i64<E>(self, n: i64) -> Result<(), E> {
-        self.display(n);
-        Ok(())
+        self.display(n)
     }
 
     fn visit_u64<E>(self, n: u64) -> Result<(), E> {
-        self.display(n);
-        Ok(())
+        self.display(n)
     }
 
     fn visit_i128<E>(self, n: i128) -> Result<(), E> {
-        self.display(n);
-        Ok(())
+        self.display(n)
     }
 
     fn visit_u128<E>(self, n: u128) -> Result<(), E> {
-        self.display(n);
-        Ok(())
+        self.display(n)
     }
 
     /// As YAML writes it back (`.inf`, `.nan`, `1.0`).
     fn visit_f64<E>(self, n: f64) -> Result<(), E> {
-        self.display(serde_yaml::Number::from(n));
-        Ok(())
+        self.display(serde_yaml::Number::from(n))
     }
 
     fn visit_str<E>(self, s: &str) -> Result<(), E> {
-        self.text(s);
-        Ok(())
+        self.text(s)
     }
 
     fn visit_unit<E>(self) -> Result<(), E> {
-        self.0.extend_from_slice(b"null");
-        Ok(())
+        self.null()
     }
 
     fn visit_none<E>(self) -> Result<(), E> {
-        self.0.extend_from_slice(b"null");
-        Ok(())
+        self.null()
     }
 
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -158,7 +155,8 @@ impl<'de> Visitor<'de> for Json<'_> {
             if key.first() == Some(&b'"') {
                 self.0.extend_from_slice(&key);
             } else {
-                Json(&mut *self.0).text(std::str::from_utf8(&key).expect("JSON text is UTF-8"));
+                Json(&mut *self.0)
+                    .text::<A::Error>(std::str::from_utf8(&key).expect("JSON text is UTF-8"))?;
             }
             self.0.push(b':');
             map.next_value_seed(Json(&mut *self.0))?;
@@ -231,11 +229,7 @@ mod tests {
 
     #[test]
     fn writes_compact_json_in_the_written_order_with_text_escaped() {
-        let docs = yaml_documents(
-            "b: [x, {d: 1, c: ~}]
-a: \"q\\\"u\\t\\u00e9\"\n",
-        )
-        .expect("read");
+        let docs = yaml_documents("b: [x, {d: 1, c: ~}]\na: \"q\\\"u\\t\\u00e9\"\n").expect("read");
         assert_eq!(
             docs,
             vec![r#"{"b":["x",{"d":"1","c":null}],"a":"q\"u\té"}"#]
