@@ -28,7 +28,9 @@ pub struct Node {
     pub name: String,
     pub range: String,
     pub agent_args: Vec<String>,
-    /// Drop the agent's log instead of passing it to the test's stderr.
+    /// Keep the agent's log in a file of the node's (see
+    /// [`Node::agent_log_tail`]) instead of passing it to the test's
+    /// stderr.
     pub quiet: bool,
     /// The node's cgroup v2 subtree: its `cgroup-root`, and where pod
     /// processes run.
@@ -164,13 +166,32 @@ impl Node {
             .args(&self.agent_args)
             .stdout(Stdio::null())
             .stderr(if self.quiet {
-                Stdio::null()
+                Stdio::from(
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(self.agent_log())
+                        .expect("open the agent's log file"),
+                )
             } else {
                 Stdio::inherit()
             })
             .spawn()
             .expect("spawn cilium-agent");
         self.agent = Some(child);
+    }
+
+    /// Where a quiet node's agent logs.
+    fn agent_log(&self) -> PathBuf {
+        self.dir.join("agent.log")
+    }
+
+    /// The last `lines` lines a quiet node's agent logged, for a bench
+    /// or test to show when the agent did not do what it waited for.
+    pub fn agent_log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(self.agent_log()).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
     }
 
     /// SIGKILL, as a crash or an OOM kill would end it.
