@@ -73,8 +73,16 @@ struct Sync {
     relisted: Option<BTreeSet<String>>,
     /// Nodes whose last write failed.
     retry: BTreeSet<String>,
+    /// Nodes with a write in flight, and whether an event came for them
+    /// meanwhile (then they are reconciled again once it ends).
+    writing: BTreeMap<String, bool>,
     metrics: Arc<Metrics>,
 }
+
+/// One node's write to the API server, run beside the others': the
+/// client's rate limit bounds them, not one round trip after another
+/// (kube-controller-manager's node IPAM updates Nodes from 30 workers).
+type Writes = tokio::task::JoinSet<(String, Result<(), WriteError>)>;
 
 impl Sync {
     fn upsert(&mut self, name: String, obj: DynamicObject) {
@@ -115,11 +123,17 @@ impl Sync {
         }
     }
 
-    /// Brings node `name`'s CiliumNode to what the allocator says.
-    async fn reconcile(&mut self, name: &str) {
+    /// Brings node `name`'s CiliumNode to what the allocator says: the
+    /// allocation now, the write among `writes`. A node whose write is in
+    /// flight is done again after it, from the object seen last.
+    fn reconcile(&mut self, name: &str, writes: &mut Writes) {
         let Some(obj) = self.nodes.get(name).cloned() else {
             return;
         };
+        if let Some(again) = self.writing.get_mut(name) {
+            *again = true;
+            return;
+        }
         self.metrics.sync_queued();
         let mut given = Vec::new();
         let mut errors = Vec::new();
@@ -149,101 +163,113 @@ impl Sync {
         }
         // a refusal is written once the node's new CIDRs are in: writing
         // them brings the node back here
-        let result = if given.is_empty() {
-            self.write_error(name, obj, &errors.join("; ")).await
-        } else {
-            self.write_cidrs(name, obj, &given).await
-        };
+        let error = errors.join("; ");
+        if given.is_empty() && operator_error(&obj) == error {
+            self.retry.remove(name);
+            return;
+        }
+        let (api, owned) = (self.api.clone(), name.to_owned());
+        self.writing.insert(owned.clone(), false);
+        writes.spawn(async move {
+            let result = if given.is_empty() {
+                write_error(&api, &owned, obj, &error).await
+            } else {
+                write_cidrs(&api, &owned, obj, &given).await
+            };
+            (owned, result)
+        });
+    }
+
+    /// A write ended: a failed one is tried again on the next tick, and a
+    /// node that changed meanwhile is reconciled again.
+    fn written(&mut self, name: String, result: Result<(), WriteError>, writes: &mut Writes) {
+        let again = self.writing.remove(&name).unwrap_or(false);
         match result {
             Ok(()) => {
-                self.retry.remove(name);
+                self.retry.remove(&name);
             }
             Err(e) => {
                 tracing::warn!(subsys = "ipam-allocator-clusterpool", node = %name, error = %e, "Unable to update the CiliumNode, retrying");
-                self.retry.insert(name.to_owned());
+                self.retry.insert(name.clone());
             }
         }
-    }
-
-    /// Adds `given` to the node's pod CIDRs, each where Cilium lists its
-    /// family (IPv4 first, then IPv6), re-reading the node on a conflict;
-    /// a family the node meanwhile named a CIDR of is left to the next
-    /// event.
-    async fn write_cidrs(
-        &mut self,
-        name: &str,
-        mut obj: DynamicObject,
-        given: &[Cidr],
-    ) -> Result<(), WriteError> {
-        for _ in 0..5 {
-            let named = pod_cidrs(&obj);
-            let missing: Vec<&Cidr> = given
-                .iter()
-                .filter(|c| !named.iter().any(|(f, _)| *f == c.family()))
-                .collect();
-            if missing.is_empty() {
-                return Ok(());
-            }
-            let text = |c: &Result<Cidr, String>| match c {
-                Ok(c) => c.to_string(),
-                Err(bad) => bad.clone(),
-            };
-            let mut cidrs = Vec::new();
-            for family in [Family::V4, Family::V6] {
-                cidrs.extend(
-                    missing
-                        .iter()
-                        .filter(|c| c.family() == family)
-                        .map(|c| c.to_string()),
-                );
-                cidrs.extend(
-                    named
-                        .iter()
-                        .filter(|(f, _)| *f == family)
-                        .map(|(_, c)| text(c)),
-                );
-            }
-            obj.data["spec"]["ipam"]["podCIDRs"] = serde_json::json!(cidrs);
-            match self.api.replace(name, &PostParams::default(), &obj).await {
-                Ok(_) => return Ok(()),
-                Err(k8s::kube::Error::Api(e)) if e.code == 409 => {
-                    obj = self.api.get(name).await?;
-                }
-                Err(k8s::kube::Error::Api(e)) if e.code == 404 => return Ok(()),
-                Err(e) => return Err(e.into()),
-            }
+        if again {
+            self.reconcile(&name, writes);
         }
-        Err(WriteError::KeptChanging(name.to_owned()))
     }
+}
 
-    /// Sets (or clears, with "") `status.ipam.operator-status.error`.
-    async fn write_error(
-        &mut self,
-        name: &str,
-        mut obj: DynamicObject,
-        error: &str,
-    ) -> Result<(), WriteError> {
-        if operator_error(&obj) == error {
+/// Adds `given` to the node's pod CIDRs, each where Cilium lists its
+/// family (IPv4 first, then IPv6), re-reading the node on a conflict;
+/// a family the node meanwhile named a CIDR of is left to the next
+/// event.
+async fn write_cidrs(
+    api: &Api<DynamicObject>,
+    name: &str,
+    mut obj: DynamicObject,
+    given: &[Cidr],
+) -> Result<(), WriteError> {
+    for _ in 0..5 {
+        let named = pod_cidrs(&obj);
+        let missing: Vec<&Cidr> = given
+            .iter()
+            .filter(|c| !named.iter().any(|(f, _)| *f == c.family()))
+            .collect();
+        if missing.is_empty() {
             return Ok(());
         }
-        let status = &mut obj.data["status"];
-        if !status.is_object() {
-            *status = serde_json::json!({});
-        }
-        status["ipam"]["operator-status"] = if error.is_empty() {
-            serde_json::json!({})
-        } else {
-            serde_json::json!({ "error": error })
+        let text = |c: &Result<Cidr, String>| match c {
+            Ok(c) => c.to_string(),
+            Err(bad) => bad.clone(),
         };
-        match self
-            .api
-            .replace_status(name, &PostParams::default(), &obj)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(k8s::kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
-            Err(e) => Err(e.into()),
+        let mut cidrs = Vec::new();
+        for family in [Family::V4, Family::V6] {
+            cidrs.extend(
+                missing
+                    .iter()
+                    .filter(|c| c.family() == family)
+                    .map(|c| c.to_string()),
+            );
+            cidrs.extend(
+                named
+                    .iter()
+                    .filter(|(f, _)| *f == family)
+                    .map(|(_, c)| text(c)),
+            );
         }
+        obj.data["spec"]["ipam"]["podCIDRs"] = serde_json::json!(cidrs);
+        match api.replace(name, &PostParams::default(), &obj).await {
+            Ok(_) => return Ok(()),
+            Err(k8s::kube::Error::Api(e)) if e.code == 409 => {
+                obj = api.get(name).await?;
+            }
+            Err(k8s::kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(WriteError::KeptChanging(name.to_owned()))
+}
+
+/// Sets (or clears, with "") `status.ipam.operator-status.error`.
+async fn write_error(
+    api: &Api<DynamicObject>,
+    name: &str,
+    mut obj: DynamicObject,
+    error: &str,
+) -> Result<(), WriteError> {
+    let status = &mut obj.data["status"];
+    if !status.is_object() {
+        *status = serde_json::json!({});
+    }
+    status["ipam"]["operator-status"] = if error.is_empty() {
+        serde_json::json!({})
+    } else {
+        serde_json::json!({ "error": error })
+    };
+    match api.replace_status(name, &PostParams::default(), &obj).await {
+        Ok(_) => Ok(()),
+        Err(k8s::kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -258,8 +284,10 @@ pub async fn run(client: k8s::kube::Client, pools: Vec<ClusterPool>, metrics: Ar
         listed: false,
         relisted: None,
         retry: BTreeSet::new(),
+        writing: BTreeMap::new(),
         metrics,
     };
+    let mut writes = Writes::new();
     let mut retry_tick = tokio::time::interval(RETRY);
     loop {
         let event = tokio::select! {
@@ -267,10 +295,17 @@ pub async fn run(client: k8s::kube::Client, pools: Vec<ClusterPool>, metrics: Ar
                 Some(ev) => ev,
                 None => return,
             },
+            Some(done) = writes.join_next() => {
+                match done {
+                    Ok((name, result)) => sync.written(name, result, &mut writes),
+                    Err(e) => tracing::error!(subsys = "ipam-allocator-clusterpool", error = %e, "A CiliumNode write did not finish"),
+                }
+                continue;
+            }
             _ = retry_tick.tick() => {
                 let again: Vec<String> = sync.retry.iter().cloned().collect();
                 for name in again {
-                    sync.reconcile(&name).await;
+                    sync.reconcile(&name, &mut writes);
                 }
                 continue;
             }
@@ -281,7 +316,7 @@ pub async fn run(client: k8s::kube::Client, pools: Vec<ClusterPool>, metrics: Ar
                 debug_assert_eq!(key, name);
                 sync.upsert(name.clone(), value);
                 if sync.listed {
-                    sync.reconcile(&name).await;
+                    sync.reconcile(&name, &mut writes);
                 }
             }
             Event::Delete { key } => sync.delete(&key),
@@ -307,7 +342,7 @@ pub async fn run(client: k8s::kube::Client, pools: Vec<ClusterPool>, metrics: Ar
                 // parked nodes, and any whose CIDR changed while relisting
                 let all: Vec<String> = sync.nodes.keys().cloned().collect();
                 for name in all {
-                    sync.reconcile(&name).await;
+                    sync.reconcile(&name, &mut writes);
                 }
             }
         }
