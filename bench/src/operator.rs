@@ -48,26 +48,62 @@ fn agent_ready(socket: &Path) -> bool {
     ask().unwrap_or(false)
 }
 
-/// The pod CIDR each named object has, by name: Nodes' `spec.podCIDR` or
-/// CiliumNodes' `spec.ipam.podCIDRs`.
-fn with_cidrs(cp: &kubeplane::ControlPlane, kind: &str, path: &str) -> anyhow::Result<Vec<String>> {
-    let out = cp
-        .kubectl()
-        .args([
-            "get",
-            kind,
-            "-o",
-            &format!("jsonpath={{range .items[*]}}{{.metadata.name}} {{{path}}}{{\"\\n\"}}{{end}}"),
-        ])
-        .stderr(Stdio::null())
-        .output()?;
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let (name, cidr) = l.split_once(' ')?;
-            (!cidr.trim().is_empty()).then(|| name.to_owned())
-        })
-        .collect())
+/// When each object of a kind is first seen with a pod CIDR, from a
+/// `kubectl get --watch` started before the round's Nodes: polling with
+/// one `kubectl get` after another measured in seconds on two cores busy
+/// with 50 starting agents.
+struct CidrWatch {
+    kubectl: std::process::Child,
+    seen: std::sync::mpsc::Receiver<(String, bool, Instant)>,
+}
+
+impl CidrWatch {
+    /// Watches `kind` (`nodes` or `ciliumnodes`), reading the CIDR at
+    /// `path`; returns once the initial list is in, if anything is there.
+    fn start(cp: &kubeplane::ControlPlane, kind: &str, path: &str) -> anyhow::Result<Self> {
+        use std::io::BufRead;
+        let mut kubectl = cp
+            .kubectl()
+            .args([
+                "get",
+                kind,
+                "--watch",
+                "-o",
+                &format!("jsonpath={{.metadata.name}} {{{path}}}{{\"\\n\"}}"),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting kubectl get --watch")?;
+        let out = kubectl.stdout.take().context("kubectl's stdout")?;
+        let (tx, seen) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let (name, cidr) = line.split_once(' ').unwrap_or((&line, ""));
+                let event = (name.to_owned(), !cidr.trim().is_empty(), Instant::now());
+                if tx.send(event).is_err() {
+                    return;
+                }
+            }
+        });
+        let watch = Self { kubectl, seen };
+        // the earlier rounds' objects come first; none in the first round
+        let _ = watch.seen.recv_timeout(Duration::from_secs(5));
+        Ok(watch)
+    }
+
+    /// The objects seen since the last call: name, whether with a CIDR,
+    /// and when.
+    fn events(&self) -> Vec<(String, bool, Instant)> {
+        self.seen.try_iter().collect()
+    }
+}
+
+impl Drop for CidrWatch {
+    fn drop(&mut self) {
+        let _ = self.kubectl.kill();
+        let _ = self.kubectl.wait();
+    }
 }
 
 /// Until the operator holds its Lease, so the first round times the
@@ -100,11 +136,24 @@ fn wait_leading(cp: &kubeplane::ControlPlane) -> anyhow::Result<()> {
     }
 }
 
+/// Per node, from the Nodes' apply (ms): to a pod CIDR on the object the
+/// agent waits on, and to its agent being ready.
 struct Round {
-    /// Per node: from the Nodes' apply to a pod CIDR on the object the
-    /// agent waits on, and to its agent being ready (ms).
     cidr: Vec<f64>,
+    /// Node by node: to the object being there (the Node at once, a
+    /// CiliumNode when its agent made it), and to its CIDR.
+    per_node: Vec<(Option<f64>, Option<f64>)>,
     ready: Vec<f64>,
+}
+
+impl Round {
+    /// Per node, from its object being there to its CIDR (ms).
+    fn created_to_cidr(&self) -> Vec<f64> {
+        self.per_node
+            .iter()
+            .filter_map(|(made, cidr)| Some(cidr.as_ref()? - made.as_ref()?))
+            .collect()
+    }
 }
 
 /// Nodes `first..first + n` of the cluster join at once with `ipam`.
@@ -133,12 +182,25 @@ fn round(
             format!("--k8s-kubeconfig-path={}", kubeconfig.display()),
             format!("--ipv4-node={}", topology::node_ip(i + 1)),
             format!("--ipam={ipam}"),
+            // Every node of this one machine shares the kernel's one ARP
+            // table (gc_thresh3, 1024 entries for all namespaces): agents
+            // probing their ~100 peers filled it ("neighbor table
+            // overflow"), and a later round's agents then could not reach
+            // the API server for 30 s or more. Health probing is not what
+            // this section times.
+            "--enable-health-checking=false".into(),
         ];
     }
     let list = format!(
         r#"{{"apiVersion":"v1","kind":"List","items":[{}]}}"#,
         objects.join(",")
     );
+    let (kind, path) = if ipam == "kubernetes" {
+        ("nodes", ".spec.podCIDR")
+    } else {
+        ("ciliumnodes", ".spec.ipam.podCIDRs[0]")
+    };
+    let watch = CidrWatch::start(cp, kind, path)?;
     let t0 = Instant::now();
     // `create`, not `apply`: it reads no OpenAPI document first, whose
     // first build after the CRDs took up to a second, all of it inside
@@ -147,27 +209,38 @@ fn round(
     for &i in &idx {
         cluster.nodes[i].spawn_agent();
     }
-    let (kind, path) = if ipam == "kubernetes" {
-        ("nodes", ".spec.podCIDR")
-    } else {
-        ("ciliumnodes", ".spec.ipam.podCIDRs[0]")
-    };
+    let mut created = vec![None; n];
     let mut cidr = vec![None; n];
     let mut ready = vec![None; n];
     while ready.iter().any(Option::is_none) || cidr.iter().any(Option::is_none) {
-        anyhow::ensure!(
-            t0.elapsed() < ROUND_LIMIT,
-            "{n} nodes with ipam={ipam}: not all ready within {ROUND_LIMIT:?} ({} without a pod CIDR, {} agents not ready)",
-            cidr.iter().filter(|c| c.is_none()).count(),
-            ready.iter().filter(|r| r.is_none()).count()
-        );
-        if cidr.iter().any(Option::is_none) {
-            let have = with_cidrs(cp, kind, path)?;
-            let now = t0.elapsed().as_secs_f64() * 1000.0;
-            for (k, &i) in idx.iter().enumerate() {
-                if cidr[k].is_none() && have.contains(&cluster.nodes[i].name) {
-                    cidr[k] = Some(now);
-                }
+        if t0.elapsed() >= ROUND_LIMIT {
+            let stuck = idx.iter().zip(&ready).find(|(_, r)| r.is_none());
+            let log = stuck
+                .map(|(&i, _)| {
+                    let node = &cluster.nodes[i];
+                    format!(
+                        "; the log of {}'s agent ends:\n{}",
+                        node.name,
+                        node.agent_log_tail(30)
+                    )
+                })
+                .unwrap_or_default();
+            anyhow::bail!(
+                "{n} nodes with ipam={ipam}: not all ready within {ROUND_LIMIT:?} ({} without a pod CIDR, {} agents not ready){log}",
+                cidr.iter().filter(|c| c.is_none()).count(),
+                ready.iter().filter(|r| r.is_none()).count()
+            );
+        }
+        for (name, has_cidr, at) in watch.events() {
+            let Some(k) = idx.iter().position(|&i| cluster.nodes[i].name == name) else {
+                continue;
+            };
+            let ms = Some(at.duration_since(t0).as_secs_f64() * 1000.0);
+            if created[k].is_none() {
+                created[k] = ms;
+            }
+            if has_cidr && cidr[k].is_none() {
+                cidr[k] = ms;
             }
         }
         for (k, &i) in idx.iter().enumerate() {
@@ -181,6 +254,7 @@ fn round(
         cluster.nodes[i].kill_agent();
     }
     Ok(Round {
+        per_node: created.iter().copied().zip(cidr.iter().copied()).collect(),
         cidr: cidr.into_iter().flatten().collect(),
         ready: ready.into_iter().flatten().collect(),
     })
@@ -230,7 +304,9 @@ pub fn run_bench(sizes: &[usize]) -> anyhow::Result<()> {
         .env("CILIUM_K8S_NAMESPACE", "kube-system")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(
+            cluster.sb.path().join("operator.log"),
+        )?)
         .spawn()
         .context("starting cilium-operator")?;
     cluster.sb.adopt(operator);
@@ -249,10 +325,17 @@ pub fn run_bench(sizes: &[usize]) -> anyhow::Result<()> {
         let base = round(&mut cluster, &cp, &kubeconfig, first, n, "kubernetes")?;
         first += n;
         println!("  {n} node(s) joining at once:");
+        // the operator's own share: from its agent making the CiliumNode
+        // to the CIDR on it (kube-controller-manager's share is the whole
+        // of its row, the bench makes the Nodes)
+        let mut share = ours.created_to_cidr();
+        let mut made: Vec<f64> = ours.per_node.iter().filter_map(|(m, _)| *m).collect();
         let mut ours_cidr = ours.cidr;
         let mut base_cidr = base.cidr;
         let mut ours_ready = ours.ready;
         let mut base_ready = base.ready;
+        latency_line("CiliumNode made by its agent", &mut made);
+        latency_line("  then its CIDR (the operator's share)", &mut share);
         let (c50, c99) = latency_line("CiliumNode CIDR (operator)", &mut ours_cidr);
         let (b50, b99) = latency_line("baseline: Node podCIDR", &mut base_cidr);
         println!(
