@@ -152,7 +152,9 @@ impl Client {
             bytes.extend_from_slice(b);
         }
         stream.write_all(&bytes).map_err(unreachable)?;
-        let mut raw = Vec::new();
+        // room for a typical answer (GET /config is ~10 KB): read_to_end
+        // otherwise starts at 32 bytes and doubles, a syscall each
+        let mut raw = Vec::with_capacity(16 * 1024);
         stream.read_to_end(&mut raw).map_err(unreachable)?;
         parse_response(&raw)
     }
