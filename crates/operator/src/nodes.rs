@@ -188,10 +188,12 @@ impl Sync {
             Ok(()) => {
                 self.retry.remove(&name);
             }
-            Err(e) => {
+            // a node deleted while its write was in flight is not retried
+            Err(e) if self.nodes.contains_key(&name) => {
                 tracing::warn!(subsys = "ipam-allocator-clusterpool", node = %name, error = %e, "Unable to update the CiliumNode, retrying");
                 self.retry.insert(name.clone());
             }
+            Err(_) => {}
         }
         if again {
             self.reconcile(&name, writes);
