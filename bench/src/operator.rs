@@ -59,7 +59,8 @@ struct CidrWatch {
 
 impl CidrWatch {
     /// Watches `kind` (`nodes` or `ciliumnodes`), reading the CIDR at
-    /// `path`; returns once the initial list is in, if anything is there.
+    /// `path`; returns once the first object of the initial list is in
+    /// (so the watch is up), or after 5 s when there is none.
     fn start(cp: &kubeplane::ControlPlane, kind: &str, path: &str) -> anyhow::Result<Self> {
         use std::io::BufRead;
         let mut kubectl = cp
@@ -136,22 +137,30 @@ fn wait_leading(cp: &kubeplane::ControlPlane) -> anyhow::Result<()> {
     }
 }
 
-/// Per node, from the Nodes' apply (ms): to a pod CIDR on the object the
-/// agent waits on, and to its agent being ready.
+/// Per node, from the Nodes' apply (ms).
 struct Round {
-    cidr: Vec<f64>,
-    /// Node by node: to the object being there (the Node at once, a
-    /// CiliumNode when its agent made it), and to its CIDR.
+    /// Node by node: to the object the agent waits on being there (the
+    /// Node at once, a CiliumNode when its agent made it), and to a pod
+    /// CIDR on it.
     per_node: Vec<(Option<f64>, Option<f64>)>,
+    /// To its agent being ready.
     ready: Vec<f64>,
 }
 
 impl Round {
-    /// Per node, from its object being there to its CIDR (ms).
-    fn created_to_cidr(&self) -> Vec<f64> {
+    fn made(&self) -> Vec<f64> {
+        self.per_node.iter().filter_map(|(made, _)| *made).collect()
+    }
+
+    fn cidr(&self) -> Vec<f64> {
+        self.per_node.iter().filter_map(|(_, cidr)| *cidr).collect()
+    }
+
+    /// Per node, from its object being there to its CIDR.
+    fn made_to_cidr(&self) -> Vec<f64> {
         self.per_node
             .iter()
-            .filter_map(|(made, cidr)| Some(cidr.as_ref()? - made.as_ref()?))
+            .filter_map(|(made, cidr)| Some((*cidr)? - (*made)?))
             .collect()
     }
 }
@@ -254,8 +263,7 @@ fn round(
         cluster.nodes[i].kill_agent();
     }
     Ok(Round {
-        per_node: created.iter().copied().zip(cidr.iter().copied()).collect(),
-        cidr: cidr.into_iter().flatten().collect(),
+        per_node: created.into_iter().zip(cidr).collect(),
         ready: ready.into_iter().flatten().collect(),
     })
 }
@@ -328,10 +336,10 @@ pub fn run_bench(sizes: &[usize]) -> anyhow::Result<()> {
         // the operator's own share: from its agent making the CiliumNode
         // to the CIDR on it (kube-controller-manager's share is the whole
         // of its row, the bench makes the Nodes)
-        let mut share = ours.created_to_cidr();
-        let mut made: Vec<f64> = ours.per_node.iter().filter_map(|(m, _)| *m).collect();
-        let mut ours_cidr = ours.cidr;
-        let mut base_cidr = base.cidr;
+        let mut share = ours.made_to_cidr();
+        let mut made = ours.made();
+        let mut ours_cidr = ours.cidr();
+        let mut base_cidr = base.cidr();
         let mut ours_ready = ours.ready;
         let mut base_ready = base.ready;
         latency_line("CiliumNode made by its agent", &mut made);
