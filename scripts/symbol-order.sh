@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Writes crates/agent/symbol-order.txt: the cilium-agent functions that a
+# profiled run of the `kubernetes` bench section executed. build/link.rs
+# hands the list to the linker, which places those functions first, so the
+# pages an idle agent keeps resident hold code it runs (see
+# docs/benchmarks.md, session 37). A maintainer's tool, not part of the
+# install or the tests: run it (as root, after ./scripts/install.sh) when
+# the dependencies or the Rust version change, then rebuild.
+#
+# The profile comes from an instrumented build of the same packages with
+# the same cargo command, made through a RUSTC_WRAPPER so that cargo's
+# metadata, and so every symbol's hash, match the shipped build's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+
+sysroot=$(rustc --print sysroot)
+profdata="$sysroot/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/llvm-profdata"
+if [ ! -x "$profdata" ]; then
+    rustup component add llvm-tools
+fi
+
+work=$(mktemp -d /var/tmp/symbol-order.XXXXXX)
+# The instrumented build takes as long as the first build; SYMBOL_ORDER_TARGET
+# names a target directory to keep it in between runs.
+target=${SYMBOL_ORDER_TARGET:-$work/target}
+pids="$work/agent-pids"
+cleanup() {
+    # Agents whose wrapper the bench killed are still running: end them
+    # (they write their profile as they exit).
+    if [ -f "$pids" ]; then
+        while read -r pid; do kill -TERM "$pid" 2>/dev/null || true; done < "$pids"
+    fi
+}
+trap cleanup EXIT
+
+cat > "$work/rustc-wrapper" <<EOF
+#!/bin/sh
+rustc=\$1; shift
+case " \$* " in
+  *" --crate-name "*) exec "\$rustc" "\$@" -Cprofile-generate ;;
+  *) exec "\$rustc" "\$@" ;;
+esac
+EOF
+chmod +x "$work/rustc-wrapper"
+
+echo "building an instrumented copy of the workspace in $target"
+CARGO_TARGET_DIR="$target" RUSTC_WRAPPER="$work/rustc-wrapper" \
+    cargo build --release --workspace --locked
+cargo build --release --workspace --locked
+
+# The bench runs the binaries beside its own; the agent there is a wrapper
+# that records the real agent's pid, because the bench ends agents with
+# SIGKILL and a killed process writes no profile.
+bin="$work/bin"
+mkdir -p "$bin" "$work/profiles"
+find "$target/release" -maxdepth 1 -type f -executable -exec cp {} "$bin/" \;
+mv "$bin/cilium-agent" "$bin/cilium-agent.instrumented"
+cat > "$bin/cilium-agent" <<EOF
+#!/bin/sh
+case " \$* " in
+  *--k8s-kubeconfig-path*) kind=kubernetes ;;
+  *) kind=other ;;
+esac
+LLVM_PROFILE_FILE=$work/profiles/\$kind-%p.profraw $bin/cilium-agent.instrumented "\$@" &
+echo \$! >> $pids
+wait
+EOF
+chmod +x "$bin/cilium-agent"
+
+echo "running the kubernetes bench section on the instrumented agent"
+LLVM_PROFILE_FILE="$work/other/%p.profraw" "$bin/cilium-bench" kubernetes 2 1000
+cleanup
+for _ in $(seq 50); do
+    alive=0
+    while read -r pid; do kill -0 "$pid" 2>/dev/null && alive=1; done < "$pids"
+    [ $alive = 0 ] && break
+    sleep 0.2
+done
+
+for kind in kubernetes other; do
+    "$profdata" merge -o "$work/$kind.profdata" "$work/profiles/$kind"-*.profraw
+    # Local functions are named "<file>;<symbol>" in a profile.
+    "$profdata" show --covered "$work/$kind.profdata" | sed 's/^.*;//' | sort -u > "$work/$kind.covered"
+done
+python3 scripts/symbol-order.py target/release/cilium-agent "$work/kubernetes.covered" "$work/other.covered" \
+    > crates/agent/symbol-order.txt
+echo "crates/agent/symbol-order.txt: $(wc -l < crates/agent/symbol-order.txt) functions"
+rm -rf "$work"
+trap - EXIT
