@@ -45,7 +45,9 @@ EOF
 chmod +x "$work/rustc-wrapper"
 
 echo "building an instrumented copy of the workspace in $target"
-CARGO_TARGET_DIR="$target" RUSTC_WRAPPER="$work/rustc-wrapper" \
+# (the build scripts and proc macros it runs are instrumented too: their
+# profiles go with the other non-agent ones, not into the source tree)
+CARGO_TARGET_DIR="$target" RUSTC_WRAPPER="$work/rustc-wrapper" LLVM_PROFILE_FILE="$work/other/%p.profraw" \
     cargo build --release --workspace --locked
 cargo build --release --workspace --locked
 
