@@ -4,15 +4,15 @@
 # hands the list to the linker, which places those functions first, so the
 # pages an idle agent keeps resident hold code it runs (see
 # docs/benchmarks.md, session 37). A maintainer's tool, not part of the
-# install or the tests: run it (as root, after ./scripts/install.sh) when
-# the dependencies or the Rust version change, then rebuild.
+# install or the tests: run it (as root, after ./scripts/install.sh) after
+# changing the agent, its dependencies or the Rust version, then rebuild
+# (ThinLTO's ".llvm.<n>" suffixes follow each codegen unit's contents).
 #
 # The profile comes from an instrumented build of the same packages with
 # the same cargo command, made through a RUSTC_WRAPPER so that cargo's
 # metadata, and so every symbol's hash, match the shipped build's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$PWD
 
 sysroot=$(rustc --print sysroot)
 profdata="$sysroot/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/llvm-profdata"
@@ -25,14 +25,15 @@ work=$(mktemp -d /var/tmp/symbol-order.XXXXXX)
 # names a target directory to keep it in between runs.
 target=${SYMBOL_ORDER_TARGET:-$work/target}
 pids="$work/agent-pids"
-cleanup() {
+stop_agents() {
     # Agents whose wrapper the bench killed are still running: end them
     # (they write their profile as they exit).
     if [ -f "$pids" ]; then
         while read -r pid; do kill -TERM "$pid" 2>/dev/null || true; done < "$pids"
     fi
 }
-trap cleanup EXIT
+list=crates/agent/symbol-order.txt
+trap 'stop_agents; rm -rf "$work" "$list.new"' EXIT
 
 cat > "$work/rustc-wrapper" <<EOF
 #!/bin/sh
@@ -72,7 +73,7 @@ chmod +x "$bin/cilium-agent"
 
 echo "running the kubernetes bench section on the instrumented agent"
 LLVM_PROFILE_FILE="$work/other/%p.profraw" "$bin/cilium-bench" kubernetes 2 1000
-cleanup
+stop_agents
 for _ in $(seq 50); do
     alive=0
     while read -r pid; do kill -0 "$pid" 2>/dev/null && alive=1; done < "$pids"
@@ -85,8 +86,8 @@ for kind in kubernetes other; do
     # Local functions are named "<file>;<symbol>" in a profile.
     "$profdata" show --covered "$work/$kind.profdata" | sed 's/^.*;//' | sort -u > "$work/$kind.covered"
 done
+# written whole or not at all: a failed run leaves the old list in place
 python3 scripts/symbol-order.py target/release/cilium-agent "$work/kubernetes.covered" "$work/other.covered" \
-    > crates/agent/symbol-order.txt
-echo "crates/agent/symbol-order.txt: $(wc -l < crates/agent/symbol-order.txt) functions"
-rm -rf "$work"
-trap - EXIT
+    > "$list.new"
+mv "$list.new" "$list"
+echo "$list: $(wc -l < "$list") functions"
