@@ -509,6 +509,9 @@ fn every_section(pods: usize, secs: u32) -> anyhow::Result<()> {
 /// The single-node targets, in a sandbox of their own.
 fn one_node(pods: usize, secs: u32) -> anyhow::Result<()> {
     let sb = Sandbox::try_enter().context("creating the bench namespaces (run as root)")?;
+    // the agent's state dir, as on a node (see run_dir_on_tmpfs)
+    sb.run_dir_on_tmpfs()
+        .context("mounting a tmpfs for the agent's state")?;
     let socket = sb.run_dir().join("cilium.sock");
     let mut b = Bench { sb, socket };
     let agent = b.start_agent()?;
