@@ -49,8 +49,7 @@ pub async fn add(env: &Env, conf: &NetConf) -> Result<Value, CniError> {
     env.pod_labels()?;
     let ns = open_netns(&env.netns)?;
     let client = client()?;
-    let config: api::models::DaemonConfiguration = client.get_json("/config", &[])?;
-    let status = &config.status;
+    let status = client.get_json::<PodConfig>("/config", &[])?.status;
     // A netconf MTU sets both, as Cilium's plugin does.
     let link = PodLink {
         mtu: conf.mtu.unwrap_or(status.device_mtu),
@@ -59,7 +58,6 @@ pub async fn add(env: &Env, conf: &NetConf) -> Result<Value, CniError> {
 
     let host_nl = Netlink::connect()?;
     let pod_nl = Netlink::connect_in(&ns)?;
-    netdev::veth::delete_by_name(&pod_nl, &env.ifname).await?;
 
     let mut undo = Undo::default();
     let result = add_steps(env, &client, &host_nl, &pod_nl, &ns, &link, &mut undo).await;
@@ -76,6 +74,22 @@ pub async fn add(env: &Env, conf: &NetConf) -> Result<Value, CniError> {
             Err(e)
         }
     }
+}
+
+/// What ADD reads of `GET /config` (Cilium's `DaemonConfiguration`): the
+/// MTUs. The rest, most of it the 10 KB `daemonConfigurationMap`, is
+/// skipped unread rather than built into trees the plugin never looks at.
+#[derive(serde::Deserialize)]
+struct PodConfig {
+    status: PodConfigStatus,
+}
+
+#[derive(serde::Deserialize)]
+struct PodConfigStatus {
+    #[serde(rename = "deviceMTU")]
+    device_mtu: u32,
+    #[serde(rename = "routeMTU")]
+    route_mtu: u32,
 }
 
 /// How the pod's interface is set up: the MTUs of the device and of the
@@ -114,8 +128,7 @@ async fn add_steps(
     }
 
     let host_name = host_veth_name(&env.container_id, &env.ifname);
-    // A leftover from an ADD that died half way would block the name.
-    netdev::veth::delete_by_name(host_nl, &host_name).await?;
+    // create_pod_veth removes a leftover of an ADD that died half way
     let veth =
         netdev::veth::create_pod_veth(host_nl, pod_nl, ns, &host_name, &env.ifname, mtu).await?;
     undo.delete_veth = Some(host_name.clone());

@@ -207,3 +207,51 @@ fn bad_api_requests_are_refused_without_state_changes() {
     assert_eq!(e.status(), Some(400));
     assert_nothing_leaked(&node);
 }
+
+#[test]
+fn add_replaces_the_links_a_half_done_add_left() {
+    use sha2::Digest;
+    let mut node = Node::new("10.0.15.0/24");
+    node.start_agent();
+    let ns = node.create_netns("p");
+    // Links under the names an ADD of container c-p uses, as a killed ADD
+    // or a leak elsewhere could leave them: the host end's (lxc + 12 hex of
+    // SHA-256 of `<container>:<ifname>`) and eth0 in the pod.
+    let digest = sha2::Sha256::digest(b"c-p:eth0");
+    let host: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+    let host = format!("lxc{host}");
+    let run = |mut cmd: std::process::Command| {
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{cmd:?}: {out:?}");
+    };
+    let mut in_host = node.command("ip");
+    in_host.args([
+        "link", "add", &host, "type", "veth", "peer", "name", "stale0",
+    ]);
+    run(in_host);
+    let mut in_pod = std::process::Command::new("nsenter");
+    in_pod.arg(format!("--net={}", ns.display()));
+    in_pod.args([
+        "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "stale1",
+    ]);
+    run(in_pod);
+
+    let out = node.cni_pod("ADD", "p", ns.to_str().unwrap());
+    assert_eq!(out.code, 0, "{}", out.json);
+    assert_eq!(
+        out.json["interfaces"][0]["name"],
+        host.as_str(),
+        "{}",
+        out.json
+    );
+    let links = node.links();
+    assert!(
+        links.lines().any(|l| l.contains(&format!(" {host}@if"))) && !links.contains("stale0"),
+        "the host end is the pod's veth now:\n{links}"
+    );
+    let pod_ip: std::net::Ipv4Addr = out.json["ips"][0]["address"]
+        .as_str()
+        .and_then(|a| a.split('/').next()?.parse().ok())
+        .expect("an address");
+    assert_eq!(testsupport::node::eth0_ipv4(&ns), Some(pod_ip));
+}

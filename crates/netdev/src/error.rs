@@ -28,4 +28,13 @@ impl Error {
         let target = target.into();
         move |source| Error::Netlink { op, target, source }
     }
+
+    /// The kernel refused to create something because it exists already.
+    pub fn is_exists(&self) -> bool {
+        matches!(
+            self,
+            Error::Netlink { source: rtnetlink::Error::NetlinkError(e), .. }
+                if e.raw_code() == -libc::EEXIST
+        )
+    }
 }

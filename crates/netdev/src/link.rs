@@ -120,6 +120,41 @@ impl Netlink {
             .map_err(Error::nl(what, name))
     }
 
+    /// Creates a link and returns the kernel's description of it, echoed
+    /// in the same round trip (`NLM_F_ECHO`, honoured for new links since
+    /// Linux 6.3). None from a kernel that does not echo: the link exists,
+    /// the caller must look it up.
+    pub async fn add_link_echoed(
+        &self,
+        msg: LinkMessage,
+        what: &'static str,
+        name: &str,
+    ) -> Result<Option<LinkMessage>, Error> {
+        use futures::StreamExt;
+        use netlink_packet_route::RouteNetlinkMessage;
+        use rtnetlink::packet_core::{
+            NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_ECHO, NLM_F_EXCL,
+            NLM_F_REQUEST,
+        };
+        let mut req = NetlinkMessage::from(RouteNetlinkMessage::NewLink(msg));
+        req.header.flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ECHO;
+        let created = async {
+            let mut echoed = None;
+            let mut replies = self.handle.clone().request(req)?;
+            while let Some(reply) = replies.next().await {
+                match reply.payload {
+                    NetlinkPayload::Error(e) => return Err(rtnetlink::Error::NetlinkError(e)),
+                    NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(m)) => {
+                        echoed = Some(m)
+                    }
+                    _ => {}
+                }
+            }
+            Ok(echoed)
+        };
+        created.await.map_err(Error::nl(what, name))
+    }
+
     /// Changes a link's attributes.
     pub async fn set_link(
         &self,

@@ -37,7 +37,9 @@ pub struct PodVeth {
 /// Creates `host_name` in the caller's namespace with its peer `pod_name`
 /// created directly inside `pod_ns` (no move between namespaces, which
 /// costs an RCU grace period). Both ends get random MACs, `mtu`,
-/// txqueuelen 1000 and are set up. On failure nothing is left behind.
+/// txqueuelen 1000 and are set up. A link that holds either name already
+/// (left by a half-done setup) is removed first. On failure nothing is
+/// left behind.
 pub async fn create_pod_veth(
     host: &Netlink,
     pod: &Netlink,
@@ -46,10 +48,65 @@ pub async fn create_pod_veth(
     pod_name: &str,
     mtu: u32,
 ) -> Result<PodVeth, Error> {
+    let (host_mac, pod_mac) = (random_mac(), random_mac());
+    let pair = || pair_message(pod_ns, (host_name, host_mac), (pod_name, pod_mac), mtu);
+    // Names are rarely taken: try first, clean up and retry on EEXIST,
+    // rather than look both names up before every creation.
+    let echoed = match host.add_link_echoed(pair(), "add veth", host_name).await {
+        Err(e) if e.is_exists() => {
+            delete_by_name(host, host_name).await?;
+            delete_by_name(pod, pod_name).await?;
+            host.add_link_echoed(pair(), "add veth", host_name).await?
+        }
+        other => other?,
+    };
+    let result = async {
+        let (host_index, pod_index) = match echoed.as_ref().and_then(indexes) {
+            Some(both) => both,
+            None => (
+                host.require_link(host_name).await?.index,
+                pod.require_link(pod_name).await?.index,
+            ),
+        };
+        // The agent attaches the pod's programs with tc filters first; their
+        // qdisc costs less on a link that is not up yet, so the host end
+        // comes up only after it. Where it cannot be added here the agent
+        // adds it, or attaches with tcx alone. (A veth cannot be created up:
+        // it refuses to open before it has its peer.) The two ends' requests
+        // go over two sockets, so one need not wait for the other's answer.
+        let host_up = async {
+            let _ = host.add_clsact(host_index).await;
+            host.set_up(host_index).await
+        };
+        let (pod_up, host_up) = futures::future::join(pod.set_up(pod_index), host_up).await;
+        pod_up.and(host_up)?;
+        Ok(PodVeth {
+            host_name: host_name.to_owned(),
+            host_index,
+            host_mac,
+            pod_name: pod_name.to_owned(),
+            pod_index,
+            pod_mac,
+        })
+    }
+    .await;
+    if result.is_err() {
+        // Deleting either end removes the pair.
+        let _ = delete_by_name(host, host_name).await;
+    }
+    result
+}
+
+/// The request that creates the pair, both ends down, the pod's end
+/// inside `pod_ns`.
+fn pair_message(
+    pod_ns: &NetNs,
+    (host_name, host_mac): (&str, [u8; 6]),
+    (pod_name, pod_mac): (&str, [u8; 6]),
+    mtu: u32,
+) -> netlink_packet_route::link::LinkMessage {
     use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth};
     use rtnetlink::{LinkMessageBuilder, LinkUnspec};
-
-    let (host_mac, pod_mac) = (random_mac(), random_mac());
     let peer = LinkMessageBuilder::<LinkUnspec>::new()
         .name(pod_name.to_owned())
         .mtu(mtu)
@@ -57,40 +114,24 @@ pub async fn create_pod_veth(
         .address(pod_mac.to_vec())
         .setns_by_fd(pod_ns.fd().as_raw_fd())
         .build();
-    let msg = LinkMessageBuilder::<rtnetlink::LinkVeth>::new_with_info_kind(InfoKind::Veth)
+    LinkMessageBuilder::<rtnetlink::LinkVeth>::new_with_info_kind(InfoKind::Veth)
         .name(host_name.to_owned())
         .mtu(mtu)
         .txqueuelen(1000)
         .address(host_mac.to_vec())
         .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
-        .build();
-    host.add_link(msg, "add veth", host_name).await?;
-    let result = async {
-        let host_link = host.require_link(host_name).await?;
-        let peer = pod.require_link(pod_name).await?;
-        pod.set_up(peer.index).await?;
-        // The agent attaches the pod's programs with tc filters first; their
-        // qdisc costs less on a link that is not up yet. Where it cannot be
-        // added here the agent adds it, or attaches with tcx alone.
-        let _ = host.add_clsact(host_link.index).await;
-        host.set_up(host_link.index).await?;
-        Ok(PodVeth {
-            host_name: host_name.to_owned(),
-            host_index: host_link.index,
-            host_mac,
-            pod_name: pod_name.to_owned(),
-            pod_index: peer.index,
-            pod_mac,
-        })
-    }
-    .await;
-    if result.is_err() {
-        // Deleting either end removes the pair.
-        if let Ok(Some(l)) = host.link_by_name(host_name).await {
-            let _ = host.delete_link(l.index).await;
-        }
-    }
-    result
+        .build()
+}
+
+/// The host end's index and its peer's (`IFLA_LINK`) from the echoed
+/// description of a new pair.
+fn indexes(echoed: &netlink_packet_route::link::LinkMessage) -> Option<(u32, u32)> {
+    use netlink_packet_route::link::LinkAttribute;
+    let peer = echoed.attributes.iter().find_map(|a| match a {
+        LinkAttribute::Link(i) => Some(*i),
+        _ => None,
+    })?;
+    Some((echoed.header.index, peer))
 }
 
 /// Addresses the pod's end `index` of its veth as Cilium's plugin does,
