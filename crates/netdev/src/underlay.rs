@@ -30,7 +30,7 @@ pub async fn plug_node(
     ip: Ipv4Addr,
     len: u8,
 ) -> Result<(), Error> {
-    crate::veth::delete_by_name(switch, port).await?;
+    // a port left by an earlier plug is replaced by create_pod_veth
     let veth = crate::veth::create_pod_veth(switch, node, node_ns, port, "eth0", 1500).await?;
     let msg = rtnetlink::LinkUnspec::new_with_index(veth.host_index)
         .controller(bridge.index)
