@@ -455,7 +455,11 @@ fn main() -> anyhow::Result<()> {
 /// goes on, so one section's trouble costs none of the others' figures.
 fn section(name: &str, f: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<()> {
     let t = Instant::now();
-    let outcome = f().with_context(|| format!("bench section {name}"));
+    // A panic (a testsupport assertion) is a failed section too: a whole
+    // run goes on past it. Its sandboxes are dropped while unwinding.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|panic| Err(anyhow::anyhow!("panicked: {}", panic_message(&*panic))))
+        .with_context(|| format!("bench section {name}"));
     println!("  (section {name} took {:.0} s)", t.elapsed().as_secs_f64());
     match outcome {
         Err(e) if !smoke() => {
@@ -465,6 +469,15 @@ fn section(name: &str, f: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result
         }
         other => other,
     }
+}
+
+/// The message a panic carried, when it is text.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
 }
 
 /// A whole run: every section in turn, then the table of verdicts.

@@ -134,8 +134,25 @@ impl Node {
     pub fn start_agent(&mut self) {
         self.spawn_agent();
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !self.cilium(&["status", "--brief"]).status.success() {
-            assert!(Instant::now() < deadline, "agent did not become ready");
+        loop {
+            let status = self.cilium(&["status", "--brief"]);
+            if status.status.success() {
+                return;
+            }
+            if Instant::now() >= deadline {
+                let exited = self
+                    .agent
+                    .as_mut()
+                    .and_then(|c| c.try_wait().ok().flatten())
+                    .map_or_else(|| "still running".to_owned(), |s| s.to_string());
+                panic!(
+                    "agent of {} did not become ready in 30 s ({exited}); `cilium status --brief`: {}{}\n{}",
+                    self.name,
+                    String::from_utf8_lossy(&status.stdout).trim(),
+                    String::from_utf8_lossy(&status.stderr).trim(),
+                    self.agent_log_tail(20),
+                );
+            }
             std::thread::sleep(Duration::from_millis(5));
         }
     }
