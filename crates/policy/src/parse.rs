@@ -64,7 +64,7 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, ParseError> {
 }
 
 /// Parses `text` into its policies; a list of bare rules gives one policy
-/// per rule.
+/// per label set its rules carry.
 ///
 /// Each document becomes its canonical text first (JSON is kept as
 /// written; YAML is written out as JSON whose every scalar is a string),
@@ -84,22 +84,41 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
                 let specs: Vec<RuleSpec> = typed(&canonical, text, i)?;
                 let items: Vec<&serde_json::value::RawValue> =
                     serde_json::from_str(&canonical).expect("the typed reading read a list");
+                // A policy is its labels: the rules of one label set are
+                // one document, or each would replace the one before it.
+                let mut groups: Vec<(Labels, Vec<usize>)> = Vec::new();
+                let mut group_of: std::collections::HashMap<Labels, usize> =
+                    std::collections::HashMap::new();
                 for (n, spec) in specs.iter().enumerate() {
                     let labels = spec_labels(spec);
-                    let rule = cilium_rule(spec, None, labels).map_err(|e| ParseError {
-                        document,
-                        path: format!("[{n}]"),
-                        message: e.to_string(),
-                        line: None,
-                    })?;
-                    docs.push(Document {
-                        text: if items.len() == 1 {
-                            canonical.to_string()
-                        } else {
-                            format!("[{}]", items[n].get())
-                        },
-                        rules: vec![rule],
-                    });
+                    match group_of.get(&labels) {
+                        Some(&g) => groups[g].1.push(n),
+                        None => {
+                            group_of.insert(labels.clone(), groups.len());
+                            groups.push((labels, vec![n]));
+                        }
+                    }
+                }
+                let whole = groups.len() == 1;
+                for (labels, members) in groups {
+                    let rules = members
+                        .iter()
+                        .map(|&n| {
+                            cilium_rule(&specs[n], None, labels.clone()).map_err(|e| ParseError {
+                                document,
+                                path: format!("[{n}]"),
+                                message: e.to_string(),
+                                line: None,
+                            })
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let text = if whole {
+                        canonical.to_string()
+                    } else {
+                        let parts: Vec<&str> = members.iter().map(|&n| items[n].get()).collect();
+                        format!("[{}]", parts.join(","))
+                    };
+                    docs.push(Document { text, rules });
                 }
             }
             Some(b'{') => match kind_of(&canonical).as_str() {
@@ -165,10 +184,10 @@ fn kind_of(object: &str) -> String {
 }
 
 /// The policy one node shares with the others (one CiliumNetworkPolicy or
-/// CiliumClusterwideNetworkPolicy, or one bare rule, as JSON whose every
-/// scalar is a string) read straight into its types, without a tree: a
-/// thousand rules in a tenth of the time. None sends anything else the
-/// long way, which also words the errors.
+/// CiliumClusterwideNetworkPolicy, or bare rules of one label set, as
+/// JSON whose every scalar is a string) read straight into its types,
+/// without a tree: a thousand rules in a tenth of the time. None sends
+/// anything else the long way, which also words the errors.
 fn shared_policy(text: &str) -> Option<Vec<Document>> {
     let trimmed = text.trim();
     let rules = if trimmed.starts_with('{') {
@@ -179,8 +198,16 @@ fn shared_policy(text: &str) -> Option<Vec<Document>> {
         }
         cilium_policy(1, &p).ok()?
     } else if trimmed.starts_with('[') {
-        let [spec]: [RuleSpec; 1] = serde_json::from_str(trimmed).ok()?;
-        vec![cilium_rule(&spec, None, spec_labels(&spec)).ok()?]
+        // a list of one label set is one document (see parse_documents)
+        let specs: Vec<RuleSpec> = serde_json::from_str(trimmed).ok()?;
+        let labels = spec_labels(specs.first()?);
+        if specs[1..].iter().any(|s| spec_labels(s) != labels) {
+            return None;
+        }
+        specs
+            .iter()
+            .map(|s| cilium_rule(s, None, labels.clone()).ok())
+            .collect::<Option<Vec<_>>>()?
     } else {
         return None;
     };

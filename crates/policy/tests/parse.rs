@@ -185,6 +185,48 @@ fn bare_rules_as_cilium_policy_import_takes_them() {
     assert_eq!(p.state.lookup(2, false, 6, 1), Verdict::NoMatch);
 }
 
+/// A policy is known by its labels: the rules of a list that share a label
+/// set (none at all, as often as not) are one policy, not each a policy
+/// replacing the one before.
+#[test]
+fn a_list_is_one_policy_per_label_set() {
+    let rule = |app: &str, port: u16, labels: &str| {
+        format!(
+            r#"{{"endpointSelector": {{"matchLabels": {{"app": "{app}"}}}},
+                "ingress": [{{"toPorts": [{{"ports": [{{"port": "{port}"}}]}}]}}]{labels}}}"#
+        )
+    };
+    let bench = r#", "labels": [{"key": "name", "value": "bench"}]"#;
+    let text = format!(
+        "[{}, {}, {}, {}]",
+        rule("a", 80, ""),
+        rule("b", 81, bench),
+        rule("c", 82, ""),
+        rule("d", 83, bench)
+    );
+    let docs = parse_documents(&text).unwrap();
+    let shape: Vec<(String, usize)> = docs
+        .iter()
+        .map(|d| (format!("{:?}", d.labels()), d.rules.len()))
+        .collect();
+    assert_eq!(docs.len(), 2, "{shape:?}");
+    assert_eq!((docs[0].rules.len(), docs[1].rules.len()), (2, 2));
+    assert!(docs[0].labels().0.is_empty());
+    assert_eq!(
+        docs[1].labels().iter().next().unwrap().to_string(),
+        "unspec:name=bench"
+    );
+    // each document's text reads back as that document alone
+    for d in &docs {
+        assert_eq!(parse_documents(&d.text).unwrap(), vec![d.clone()]);
+    }
+    // one label set: the text is kept as written
+    let one = format!("[{}, {}]", rule("a", 80, ""), rule("c", 82, ""));
+    let docs = parse_documents(&one).unwrap();
+    assert_eq!(docs.len(), 1);
+    assert_eq!(docs[0].rules.len(), 2);
+}
+
 fn error(text: &str) -> ParseError {
     parse(text).unwrap_err()
 }
