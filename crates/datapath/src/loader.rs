@@ -389,6 +389,7 @@ pub fn load_object(
     }
     let loaded = loader.load(obj.bytes);
     drop(shared);
+    obj.release();
     match loaded {
         Ok(ebpf) => {
             for aside in moved {
@@ -519,6 +520,7 @@ pub(crate) fn global_map_definition(name: &str) -> Result<MapMeta, Error> {
             objects::BPF_SOCK_V6,
         ] {
             all.extend(object_maps(obj).map_err(|e| e.to_string())?);
+            obj.release();
         }
         Ok(all)
     });
