@@ -13,7 +13,7 @@ impl Object {
     /// a later load reads them in again, but an idle agent no longer keeps
     /// the half megabyte of the objects it loaded in its RSS.
     pub fn release(&self) {
-        let page = 4096;
+        let page = crate::sys::page_size();
         let start = (self.bytes.as_ptr() as usize).div_ceil(page) * page;
         let end = (self.bytes.as_ptr() as usize + self.bytes.len()) / page * page;
         if end > start {

@@ -65,8 +65,7 @@ unsafe impl Send for PerfRing {}
 impl PerfRing {
     /// A ring of `pages` pages for BPF output on `cpu`.
     pub fn open(cpu: u32, pages: usize) -> io::Result<Self> {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let page = crate::sys::page_size();
         let data_len = pages * page;
         let attr = PerfEventAttr {
             kind: PERF_TYPE_SOFTWARE,

@@ -104,6 +104,13 @@ pub fn next_key(fd: BorrowedFd<'_>, key: Option<&[u8]>, next: &mut [u8]) -> io::
     }
 }
 
+/// The kernel's page size: what ring buffers are sized in and what
+/// madvise(2) ranges are aligned to.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
 /// Number of possible CPUs: the kernel sizes per-CPU values by it.
 pub fn possible_cpus() -> io::Result<usize> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
