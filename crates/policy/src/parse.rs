@@ -84,21 +84,7 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
                 let specs: Vec<RuleSpec> = typed(&canonical, text, i)?;
                 let items: Vec<&serde_json::value::RawValue> =
                     serde_json::from_str(&canonical).expect("the typed reading read a list");
-                // A policy is its labels: the rules of one label set are
-                // one document, or each would replace the one before it.
-                let mut groups: Vec<(Labels, Vec<usize>)> = Vec::new();
-                let mut group_of: std::collections::HashMap<Labels, usize> =
-                    std::collections::HashMap::new();
-                for (n, spec) in specs.iter().enumerate() {
-                    let labels = spec_labels(spec);
-                    match group_of.get(&labels) {
-                        Some(&g) => groups[g].1.push(n),
-                        None => {
-                            group_of.insert(labels.clone(), groups.len());
-                            groups.push((labels, vec![n]));
-                        }
-                    }
-                }
+                let groups = label_groups(&specs);
                 let whole = groups.len() == 1;
                 for (labels, members) in groups {
                     let rules = members
@@ -198,12 +184,8 @@ fn shared_policy(text: &str) -> Option<Vec<Document>> {
         }
         cilium_policy(1, &p).ok()?
     } else if trimmed.starts_with('[') {
-        // a list of one label set is one document (see parse_documents)
         let specs: Vec<RuleSpec> = serde_json::from_str(trimmed).ok()?;
-        let labels = spec_labels(specs.first()?);
-        if specs[1..].iter().any(|s| spec_labels(s) != labels) {
-            return None;
-        }
+        let [(labels, _)] = label_groups(&specs).try_into().ok()?;
         specs
             .iter()
             .map(|s| cilium_rule(s, None, labels.clone()).ok())
@@ -217,6 +199,25 @@ fn shared_policy(text: &str) -> Option<Vec<Document>> {
             rules,
         }]
     })
+}
+
+/// A list's rules by the labels they carry, in the order each label set
+/// first appears: a policy is its labels, so the rules of one label set
+/// are one document, or each would replace the one before it.
+fn label_groups(specs: &[RuleSpec]) -> Vec<(Labels, Vec<usize>)> {
+    let mut groups: Vec<(Labels, Vec<usize>)> = Vec::new();
+    let mut group_of: std::collections::HashMap<Labels, usize> = std::collections::HashMap::new();
+    for (n, spec) in specs.iter().enumerate() {
+        let labels = spec_labels(spec);
+        match group_of.get(&labels) {
+            Some(&g) => groups[g].1.push(n),
+            None => {
+                group_of.insert(labels.clone(), groups.len());
+                groups.push((labels, vec![n]));
+            }
+        }
+    }
+    groups
 }
 
 /// The canonical text of each document of `text`: JSON (what nodes
