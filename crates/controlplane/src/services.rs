@@ -309,8 +309,30 @@ impl Services {
             .map_err(|e| ServiceError::Failed(format!("saving {}: {e}", path.display())))
     }
 
-    /// Realizes a spec; true when the service is new.
+    /// Realizes a spec and saves; true when the service is new.
     pub fn apply(&self, spec: &ServiceSpec) -> Result<bool, ServiceError> {
+        let mut batch = self.batch();
+        let created = batch.apply(spec)?;
+        batch.finish()?;
+        Ok(created)
+    }
+
+    /// Changes to several services, saved once when the batch finishes.
+    pub fn batch(&self) -> Batch<'_> {
+        Batch {
+            services: self,
+            changed: false,
+        }
+    }
+
+    /// Writes the state file from the specs in force.
+    fn save_all(&self) -> Result<(), ServiceError> {
+        self.save(&self.specs.lock().expect("specs lock"))
+    }
+
+    /// Realizes a spec, unsaved; Some(true) when the service is new, None
+    /// when it was in force already.
+    fn realize(&self, spec: &ServiceSpec) -> Result<Option<bool>, ServiceError> {
         let parsed = parse(spec)?;
         if parsed.frontend.ip.is_ipv6() && !self.maps.ipv6() {
             return Err(ServiceError::Frontend(format!(
@@ -322,7 +344,7 @@ impl Services {
         // The agent that took a request applied it already; the kvstore
         // then hands the same spec back (and again after each relist).
         if self.specs.lock().expect("specs lock").get(&parsed.id) == Some(spec) {
-            return Ok(false);
+            return Ok(None);
         }
         let (update, created) = lb.upsert(&parsed).map_err(|e| match e {
             lb::LbError::InvalidFrontend(m) => ServiceError::Frontend(m),
@@ -332,17 +354,17 @@ impl Services {
         self.maps
             .apply(&update)
             .map_err(|e| ServiceError::Failed(format!("writing the LB maps: {e}")))?;
-        let mut specs = self.specs.lock().expect("specs lock");
-        specs.insert(parsed.id, spec.clone());
-        self.save(&specs)?;
-        drop(specs);
+        self.specs
+            .lock()
+            .expect("specs lock")
+            .insert(parsed.id, spec.clone());
         self.count(if created { Action::Add } else { Action::Update });
         tracing::info!(subsys = "service", serviceID = parsed.id, frontend = %parsed.frontend, backends = parsed.backends.len(), created, "Service upserted");
         self.events.agent(
             AgentNotify::ServiceUpserted,
             serde_json::to_value(spec).expect("spec serializes"),
         );
-        Ok(created)
+        Ok(Some(created))
     }
 
     /// Removes from the LB maps what none of the current services occupies:
@@ -381,16 +403,21 @@ impl Services {
         (get(Action::Add), get(Action::Update), get(Action::Delete))
     }
 
+    /// Removes a service and saves.
     pub fn remove(&self, id: u16) -> Result<(), ServiceError> {
+        let mut batch = self.batch();
+        batch.remove(id)?;
+        batch.finish()
+    }
+
+    /// Removes a service, unsaved.
+    fn unrealize(&self, id: u16) -> Result<(), ServiceError> {
         let mut lb = self.lb.lock().expect("lb lock");
         let update = lb.delete(id).map_err(|_| ServiceError::NotFound(id))?;
         self.maps
             .apply(&update)
             .map_err(|e| ServiceError::Failed(format!("writing the LB maps: {e}")))?;
-        let mut specs = self.specs.lock().expect("specs lock");
-        specs.remove(&id);
-        self.save(&specs)?;
-        drop(specs);
+        self.specs.lock().expect("specs lock").remove(&id);
         self.count(Action::Delete);
         tracing::info!(subsys = "service", serviceID = id, "Service deleted");
         self.events
@@ -420,16 +447,50 @@ impl Services {
         })
     }
 
+    /// The IDs of the services in force.
+    pub fn ids(&self) -> Vec<u16> {
+        let lb = self.lb.lock().expect("lb lock");
+        lb.list().iter().map(|s| s.id).collect()
+    }
+
     pub fn list(&self) -> Vec<Service> {
-        let ids: Vec<u16> = self
-            .lb
-            .lock()
-            .expect("lb lock")
-            .list()
-            .iter()
-            .map(|s| s.id)
-            .collect();
-        ids.into_iter().filter_map(|id| self.get(id)).collect()
+        self.ids()
+            .into_iter()
+            .filter_map(|id| self.get(id))
+            .collect()
+    }
+}
+
+/// Changes to several services, with one save of the state file when it
+/// finishes: a resync of a thousand Kubernetes Services rewrote the whole
+/// file (hundreds of KB) once per Service.
+pub struct Batch<'a> {
+    services: &'a Services,
+    changed: bool,
+}
+
+impl Batch<'_> {
+    /// [`Services::apply`], saved when the batch finishes.
+    pub fn apply(&mut self, spec: &ServiceSpec) -> Result<bool, ServiceError> {
+        let created = self.services.realize(spec)?;
+        self.changed |= created.is_some();
+        Ok(created == Some(true))
+    }
+
+    /// [`Services::remove`], saved when the batch finishes.
+    pub fn remove(&mut self, id: u16) -> Result<(), ServiceError> {
+        self.services.unrealize(id)?;
+        self.changed = true;
+        Ok(())
+    }
+
+    /// Saves what the batch changed.
+    pub fn finish(self) -> Result<(), ServiceError> {
+        if self.changed {
+            self.services.save_all()
+        } else {
+            Ok(())
+        }
     }
 }
 

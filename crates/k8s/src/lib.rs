@@ -7,6 +7,7 @@
 
 pub mod cilium;
 pub mod client;
+pub mod slim;
 pub mod source;
 pub mod throttle;
 

@@ -237,9 +237,10 @@ impl observer_server::Observer for ObserverService {
         let node = self.observer.node_name().to_owned();
         let pick: Pick<pb::GetFlowsResponse> = Box::new(move |e: &Stored| {
             let (response, counts) = match &e.event {
-                Event::Flow(f) if filters.pass(f) => {
-                    (pb::get_flows_response::ResponseTypes::Flow(f.clone()), true)
-                }
+                Event::Flow(f) if filters.pass(f) => (
+                    pb::get_flows_response::ResponseTypes::Flow((**f).clone()),
+                    true,
+                ),
                 Event::Lost(l) => (pb::get_flows_response::ResponseTypes::LostEvents(*l), false),
                 _ => return None,
             };

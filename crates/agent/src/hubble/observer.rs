@@ -12,9 +12,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-/// What the ring holds.
+/// What the ring holds. A flow is boxed: inline it made every slot its
+/// size (1.1 KB), agent events (a service or endpoint changed) included,
+/// and a thousand Services coming in filled the ring with them.
 pub enum Event {
-    Flow(Flow),
+    Flow(Box<Flow>),
     Agent(flow::AgentEvent),
     Lost(flow::LostEvent),
 }
@@ -143,7 +145,7 @@ impl Observer {
         self.seen_flows.fetch_add(1, Ordering::Relaxed);
         self.ring.push(Arc::new(Stored {
             time: now,
-            event: Event::Flow(f),
+            event: Event::Flow(Box::new(f)),
         }));
     }
 
