@@ -26,5 +26,6 @@ pub mod monitor;
 pub mod option;
 pub mod pidfile;
 pub mod policy_trace;
+pub mod start_pages;
 pub mod statedb;
 pub mod status;

@@ -91,6 +91,10 @@ async fn run(config: DaemonConfig) -> anyhow::Result<()> {
             report_end(&failed_tx, "API server", served).await;
         });
     }
+    {
+        let status = agent.status.clone();
+        agent::start_pages::release_when_started(&tasks, move || status.healthy());
+    }
     agent::cni_config::write_when_ready(
         agent.config.cni.clone(),
         socket_for_cni,
