@@ -321,11 +321,10 @@ fn desired(
 ) -> BTreeMap<Frontend, ServiceSpec> {
     let mut out = BTreeMap::new();
     for svc in services.values() {
-        let mut own: Vec<&EndpointSlice> = slices
+        let own: Vec<&EndpointSlice> = slices
             .values()
             .filter(|s| s.namespace() == svc.namespace() && service_of(s) == Some(&svc.name_any()))
             .collect();
-        own.sort_by_key(|s| s.name_any());
         derive(svc, &own, scope, &mut out);
     }
     out
@@ -418,22 +417,16 @@ fn change(
     (ids, ok)
 }
 
-/// The frontends the services `owned` picks (those of one source) have
-/// now, with their IDs, by what `group` says each belongs to.
-fn realized<G: Ord>(
+/// The specs of the services `owned` picks (those of one source).
+fn owned_specs(
     services: &Services,
     owned: impl Fn(&ServiceSpec) -> bool,
-    group: impl Fn(&ServiceSpec) -> G,
-) -> BTreeMap<G, BTreeMap<Frontend, i64>> {
-    let mut out: BTreeMap<G, BTreeMap<Frontend, i64>> = BTreeMap::new();
-    for s in services.list() {
-        if owned(&s.spec) {
-            out.entry(group(&s.spec))
-                .or_default()
-                .insert(frontend_of(&s.spec), s.spec.id);
-        }
-    }
-    out
+) -> impl Iterator<Item = ServiceSpec> {
+    services
+        .list()
+        .into_iter()
+        .map(|s| s.spec)
+        .filter(move |spec| owned(spec))
 }
 
 /// Brings the services `owned` picks (those of one source) to `want`;
@@ -443,9 +436,9 @@ pub(crate) fn reconcile(
     want: BTreeMap<Frontend, ServiceSpec>,
     owned: impl Fn(&ServiceSpec) -> bool,
 ) -> bool {
-    let have = realized(services, owned, |_| ())
-        .remove(&())
-        .unwrap_or_default();
+    let have = owned_specs(services, owned)
+        .map(|spec| (frontend_of(&spec), spec.id))
+        .collect();
     change(services, &have, want).1
 }
 
@@ -548,16 +541,20 @@ impl Join {
         if self.listed != [true, true] {
             return true;
         }
-        let realized = match self.realized.take() {
+        let mut realized = match self.realized.take() {
             Some(r) => r,
             None => {
-                let r = realized(services, from_kubernetes, service_key);
+                let mut r: BTreeMap<String, BTreeMap<Frontend, i64>> = BTreeMap::new();
+                for spec in owned_specs(services, from_kubernetes) {
+                    r.entry(service_key(&spec))
+                        .or_default()
+                        .insert(frontend_of(&spec), spec.id);
+                }
                 self.dirty.extend(r.keys().cloned());
                 self.dirty.extend(self.services.keys().cloned());
                 r
             }
         };
-        let mut realized = realized;
         let mut have = BTreeMap::new();
         let mut want = BTreeMap::new();
         let mut owner = BTreeMap::new();
