@@ -15,6 +15,7 @@
 
 mod batch;
 mod decode;
+mod fan_out;
 pub mod gob;
 mod json_lines;
 pub mod listener1_2;
@@ -22,6 +23,7 @@ mod observer_feed;
 
 pub use controlplane::AgentNotify;
 pub use decode::{decode, parse_packet, summarize, MonitorEvent, Packet};
+use fan_out::FanOut;
 pub use listener1_2::Payload;
 pub use observer_feed::default_queue_size;
 use observer_feed::ObserverFeed;
@@ -32,7 +34,6 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
-use tokio::sync::broadcast;
 
 /// What our JSON clients get: a ring's sample as it was read, which each
 /// client's stream decodes (so the thread draining the rings only copies
@@ -49,9 +50,9 @@ pub enum Live {
 /// Where events meet their readers.
 pub struct Hub {
     /// Events for our JSON clients
-    tx: broadcast::Sender<Arc<Live>>,
+    tx: FanOut<Arc<Live>>,
     /// Cilium's payloads, for `monitor1_2.sock` listeners
-    payloads: broadcast::Sender<Arc<Payload>>,
+    payloads: FanOut<Arc<Payload>>,
     /// Hubble's observer, through its queue, once the agent has built it
     /// (None while Hubble is off)
     observer: OnceLock<ObserverFeed>,
@@ -69,8 +70,8 @@ pub struct Hub {
 impl Default for Hub {
     fn default() -> Self {
         Self {
-            tx: broadcast::channel(4096).0,
-            payloads: broadcast::channel(4096).0,
+            tx: FanOut::new(4096),
+            payloads: FanOut::new(4096),
             observer: OnceLock::new(),
             pods: RwLock::default(),
             lost: AtomicU64::new(0),
@@ -131,7 +132,7 @@ impl Hub {
             return;
         }
         self.complete(&mut ev, std::time::SystemTime::now());
-        let _ = self.tx.send(Arc::new(Live::Event(ev)));
+        self.tx.send(Arc::new(Live::Event(ev)));
     }
 
     /// Stamps `ev` with its time and the pods behind its addresses.
@@ -161,7 +162,7 @@ impl Hub {
     /// when there are some.
     fn send_payload(&self, payload: impl FnOnce() -> Payload) {
         if self.payloads.receiver_count() > 0 {
-            let _ = self.payloads.send(Arc::new(payload()));
+            self.payloads.send(Arc::new(payload()));
         }
     }
 
@@ -184,7 +185,7 @@ impl Hub {
         // One copy for the observer and the JSON clients both.
         let raw: Arc<[u8]> = raw.into();
         if clients {
-            let _ = self.tx.send(Arc::new(Live::Sample {
+            self.tx.send(Arc::new(Live::Sample {
                 cpu: cpu as u32,
                 at: std::time::SystemTime::now(),
                 raw: Arc::clone(&raw),
