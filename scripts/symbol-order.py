@@ -2,13 +2,15 @@
 """Turns profiled agent runs into the linker's symbol order (see
 scripts/symbol-order.sh, which runs this).
 
-Usage: symbol-order.py BINARY COVERED_FIRST COVERED_THEN > symbol-order.txt
+Usage: symbol-order.py BINARY COVERED... > symbol-order.txt
 
-BINARY is the shipped (uninstrumented) build; COVERED_FIRST and
-COVERED_THEN list the functions two groups of profiled runs executed, one
-name a line. The first group's functions come first, so an agent of that
-kind (Kubernetes mode, the one the RSS goals are about) keeps only its own
-code resident, then the second group's.
+BINARY is the shipped (uninstrumented) build; each COVERED lists the
+functions a group of profiled runs executed, one name a line, and each
+group's functions not placed yet come after the group before. The
+script's groups: what Kubernetes-mode agents ran once their start was
+over, what only their start ran, what the other agents ran. An idle
+Kubernetes-mode agent, the one the RSS goals are about, so keeps little
+but the code it still runs resident.
 
 Two gaps of the profile are closed from the binary itself:
 - ThinLTO gives functions it made visible across codegen units a
@@ -55,7 +57,7 @@ def uninstrumented(name):
 
 
 def main():
-    binary, first_path, then_path = sys.argv[1:4]
+    binary, group_paths = sys.argv[1], sys.argv[2:]
     names = functions(binary)
     by_profile_name = {}
     for name in names:
@@ -64,7 +66,7 @@ def main():
     calls = direct_calls(binary)
 
     placed = set()
-    for path in (first_path, then_path):
+    for path in group_paths:
         with open(path) as f:
             covered = [n for line in f for n in by_profile_name.get(line.strip(), [])]
         group, todo = [], list(covered)
