@@ -105,8 +105,9 @@ impl Realized {
 struct Repo {
     docs: BTreeMap<Vec<String>, Document>,
     revision: u64,
-    /// Every document's rules in one list, made once per revision: each
-    /// regeneration, trace and scrape reads it.
+    /// Every document's rules in one list, made once per revision (the
+    /// one document's own list when there is one): each regeneration,
+    /// trace and scrape reads it.
     flat: Option<Arc<Vec<policy::Rule>>>,
 }
 
@@ -497,9 +498,17 @@ impl Policies {
         let mut guard = self.repo.lock().expect("policy lock");
         let repo = &mut *guard;
         let docs = &repo.docs;
-        let rules = repo
-            .flat
-            .get_or_insert_with(|| Arc::new(docs.values().flat_map(|d| d.rules.clone()).collect()));
+        let rules = repo.flat.get_or_insert_with(|| {
+            let mut each = docs.values();
+            match (each.next(), each.next()) {
+                (Some(only), None) => Arc::clone(&only.rules),
+                _ => Arc::new(
+                    docs.values()
+                        .flat_map(|d| d.rules.iter().cloned())
+                        .collect(),
+                ),
+            }
+        });
         (Arc::clone(rules), repo.revision)
     }
 

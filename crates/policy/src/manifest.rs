@@ -89,18 +89,52 @@ pub struct RuleSpec {
 }
 
 /// A rule label as Cilium's JSON writes it: `{"key": ..., "value": ...,
-/// "source": ...}`, or a plain `source:key=value` string.
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// "source": ...}`, or a plain `source:key=value` string. Read by hand,
+/// as [`PortValue`] is: a thousand rules carry a thousand labels.
 pub enum LabelSpec {
     Text(String),
     Object {
         key: String,
-        #[serde(default)]
         value: String,
-        #[serde(default)]
         source: Option<String>,
     },
+}
+
+#[derive(Deserialize)]
+struct LabelObject {
+    key: String,
+    #[serde(default)]
+    value: String,
+    #[serde(default)]
+    source: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for LabelSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct TextOrObject;
+        impl<'de> serde::de::Visitor<'de> for TextOrObject {
+            type Value = LabelSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a label: a string or an object with a key")
+            }
+            fn visit_str<E>(self, s: &str) -> Result<LabelSpec, E> {
+                Ok(LabelSpec::Text(s.to_owned()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<LabelSpec, A::Error> {
+                let o =
+                    LabelObject::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(LabelSpec::Object {
+                    key: o.key,
+                    value: o.value,
+                    source: o.source,
+                })
+            }
+        }
+        d.deserialize_any(TextOrObject)
+    }
 }
 
 #[derive(Deserialize, Default)]

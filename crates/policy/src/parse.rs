@@ -45,7 +45,9 @@ enum RuleError {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Document {
     pub text: String,
-    pub rules: Vec<Rule>,
+    /// Shared: the only document in force is the rule list every
+    /// regeneration reads, not a copy of it.
+    pub rules: std::sync::Arc<Vec<Rule>>,
 }
 
 impl Document {
@@ -59,7 +61,7 @@ impl Document {
 pub fn parse(text: &str) -> Result<Vec<Rule>, ParseError> {
     Ok(parse_documents(text)?
         .into_iter()
-        .flat_map(|d| d.rules)
+        .flat_map(|d| std::sync::Arc::unwrap_or_clone(d.rules))
         .collect())
 }
 
@@ -104,7 +106,10 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
                         let parts: Vec<&str> = members.iter().map(|&n| items[n].get()).collect();
                         format!("[{}]", parts.join(","))
                     };
-                    docs.push(Document { text, rules });
+                    docs.push(Document {
+                        text,
+                        rules: rules.into(),
+                    });
                 }
             }
             Some(b'{') => match kind_of(&canonical).as_str() {
@@ -112,7 +117,7 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
                     let p: CiliumPolicy = typed(&canonical, text, i)?;
                     api_version(document, &p.api_version, "cilium.io/v2")?;
                     docs.push(Document {
-                        rules: cilium_policy(document, &p)?,
+                        rules: cilium_policy(document, &p)?.into(),
                         text: canonical.into_owned(),
                     });
                 }
@@ -120,7 +125,7 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
                     let p: NetworkPolicy = typed(&canonical, text, i)?;
                     api_version(document, &p.api_version, "networking.k8s.io/v1")?;
                     docs.push(Document {
-                        rules: vec![network_policy(&p)],
+                        rules: vec![network_policy(&p)].into(),
                         text: canonical.into_owned(),
                     });
                 }
@@ -196,7 +201,7 @@ fn shared_policy(text: &str) -> Option<Vec<Document>> {
     (!rules.is_empty()).then(|| {
         vec![Document {
             text: trimmed.to_owned(),
-            rules,
+            rules: rules.into(),
         }]
     })
 }

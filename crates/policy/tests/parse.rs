@@ -185,6 +185,27 @@ fn bare_rules_as_cilium_policy_import_takes_them() {
     assert_eq!(p.state.lookup(2, false, 6, 1), Verdict::NoMatch);
 }
 
+#[test]
+fn a_rule_label_is_an_object_or_a_string_and_nothing_else() {
+    let rule = |labels: &str| {
+        format!(
+            r#"[{{"endpointSelector": {{"matchLabels": {{"app": "db"}}}}, "labels": {labels}}}]"#
+        )
+    };
+    let rules = parse(&rule(r#"[{"key": "name", "value": "db"}, "k8s:team=a"]"#)).unwrap();
+    let labels: Vec<String> = rules[0].labels.iter().map(|l| l.to_string()).collect();
+    assert_eq!(labels, ["k8s:team=a", "unspec:name=db"]);
+    let err = parse(&rule("[[\"db\"]]")).unwrap_err().to_string();
+    assert!(
+        err.contains("a label: a string or an object with a key"),
+        "{err}"
+    );
+    let err = parse(&rule(r#"[{"value": "db"}]"#))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("missing field `key`"), "{err}");
+}
+
 /// A policy is known by its labels: the rules of a list that share a label
 /// set (none at all, as often as not) are one policy, not each a policy
 /// replacing the one before.
