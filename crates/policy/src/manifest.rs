@@ -93,20 +93,16 @@ pub struct RuleSpec {
 /// as [`PortValue`] is: a thousand rules carry a thousand labels.
 pub enum LabelSpec {
     Text(String),
-    Object {
-        key: String,
-        value: String,
-        source: Option<String>,
-    },
+    Object(LabelObject),
 }
 
 #[derive(Deserialize)]
-struct LabelObject {
-    key: String,
+pub struct LabelObject {
+    pub key: String,
     #[serde(default)]
-    value: String,
+    pub value: String,
     #[serde(default)]
-    source: Option<String>,
+    pub source: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for LabelSpec {
@@ -124,13 +120,8 @@ impl<'de> Deserialize<'de> for LabelSpec {
                 self,
                 map: A,
             ) -> Result<LabelSpec, A::Error> {
-                let o =
-                    LabelObject::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-                Ok(LabelSpec::Object {
-                    key: o.key,
-                    value: o.value,
-                    source: o.source,
-                })
+                LabelObject::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(LabelSpec::Object)
             }
         }
         d.deserialize_any(TextOrObject)

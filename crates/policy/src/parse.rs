@@ -354,7 +354,7 @@ fn spec_labels(spec: &RuleSpec) -> Labels {
             .flatten()
             .map(|l| match l {
                 LabelSpec::Text(s) => Label::parse(s),
-                LabelSpec::Object { key, value, source } => {
+                LabelSpec::Object(LabelObject { key, value, source }) => {
                     let source = source.as_deref().unwrap_or("unspec");
                     Label::new(source, key, value)
                 }
