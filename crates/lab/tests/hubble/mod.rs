@@ -506,9 +506,33 @@ pub fn relay_in_a_three_node_lab(lab: &Lab) {
         );
     }
 
-    // node3's agent killed: unavailable until kubelet has restarted it
+    // node3's agent killed: unavailable until kubelet has restarted it.
+    // kubelet restarts a container at once after its first exit, an outage
+    // of a second or two that a poll on a loaded machine can miss; after
+    // the second exit it waits its crash backoff (10 s) first, so the
+    // agent is killed, restarted, and killed again
+    let agent = common::agent_pod(lab, "node3");
     let pid = common::agent_process(lab, 3);
     // SAFETY: a process of this test's lab.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let pid = common::eventually("node3's agent restarted", 60, || {
+        let status = common::pod_field(
+            lab,
+            "kube-system",
+            &agent,
+            "{.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].containerID}",
+        );
+        match status.split_once(' ') {
+            Some((count, id)) if count != "0" => {
+                common::pids_whose_cgroup_names(id.trim_start_matches("containerd://"))
+                    .into_iter()
+                    .find(|p| *p != pid)
+                    .ok_or(status)
+            }
+            _ => Err(status),
+        }
+    });
+    // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     let down = common::eventually("node3 unavailable", 60, || {
         let (_, out) = hubble_at(lab, "node1", &relay, &["status"]);
