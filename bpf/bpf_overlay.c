@@ -20,12 +20,8 @@
 #include "lib/policy.h"
 
 /* The sender's identity rides in the VNI. A node never sends as host (it
- * uses remote-node), so a host VNI is forged. For remote-node the ipcache
- * may know better (`info`, the sender's entry): a pod the VNI could not
- * name. */
-static __always_inline int overlay_source_identity(struct __sk_buff *ctx,
-						   const struct remote_endpoint_info *info,
-						   __u32 *src_id)
+ * uses remote-node), so a host VNI is forged. */
+static __always_inline int overlay_source_identity(struct __sk_buff *ctx, __u32 *src_id)
 {
 	int ret;
 
@@ -34,9 +30,16 @@ static __always_inline int overlay_source_identity(struct __sk_buff *ctx,
 		return ret;
 	if (*src_id == IDENTITY_HOST)
 		return -DROP_INVALID_IDENTITY;
-	if (*src_id == IDENTITY_REMOTE_NODE && info)
-		*src_id = info->sec_identity;
 	return 0;
+}
+
+/* For remote-node the ipcache may know better (`info`, the sender's
+ * entry): a pod the VNI could not name. Callers look it up only for
+ * remote-node, as Cilium does, sparing every pod's packet the trie. */
+static __always_inline __u32 remote_node_refined(__u32 src_id,
+						 const struct remote_endpoint_info *info)
+{
+	return info ? info->sec_identity : src_id;
 }
 
 static __always_inline int handle_ipv4_from_overlay(struct __sk_buff *ctx)
@@ -51,9 +54,11 @@ static __always_inline int handle_ipv4_from_overlay(struct __sk_buff *ctx)
 		ret = -DROP_INVALID;
 		goto drop;
 	}
-	ret = overlay_source_identity(ctx, lookup_ip4_remote(ip4->saddr), &src_id);
+	ret = overlay_source_identity(ctx, &src_id);
 	if (IS_ERR(ret))
 		goto drop;
+	if (src_id == IDENTITY_REMOTE_NODE)
+		src_id = remote_node_refined(src_id, lookup_ip4_remote(ip4->saddr));
 	/* The inner destination MAC is the sender's gateway, not ours: without
 	 * this the receiving stack would discard the packet as not for us. */
 	if (bpf_skb_change_type(ctx, PACKET_HOST) < 0) {
@@ -89,9 +94,11 @@ static __always_inline int handle_ipv6_from_overlay(struct __sk_buff *ctx)
 	}
 	ipv6_saddr(ip6, &saddr);
 	ipv6_daddr(ip6, &daddr);
-	ret = overlay_source_identity(ctx, lookup_ip6_remote(&saddr), &src_id);
+	ret = overlay_source_identity(ctx, &src_id);
 	if (IS_ERR(ret))
 		goto drop;
+	if (src_id == IDENTITY_REMOTE_NODE)
+		src_id = remote_node_refined(src_id, lookup_ip6_remote(&saddr));
 	/* a dual-stack sender's world is the IPv6 world here (1.16's
 	 * get_id_from_tunnel_id) */
 	if (src_id == IDENTITY_WORLD)
