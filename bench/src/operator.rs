@@ -138,6 +138,7 @@ fn wait_leading(cp: &kubeplane::ControlPlane) -> anyhow::Result<()> {
 }
 
 /// Per node, from the Nodes' apply (ms).
+#[derive(Default)]
 struct Round {
     /// Node by node: to the object the agent waits on being there (the
     /// Node at once, a CiliumNode when its agent made it), and to a pod
@@ -163,6 +164,22 @@ impl Round {
             .filter_map(|(made, cidr)| Some((*cidr)? - (*made)?))
             .collect()
     }
+
+    /// This round's samples and `other`'s together.
+    fn merge(mut self, other: Round) -> Round {
+        self.per_node.extend(other.per_node);
+        self.ready.extend(other.ready);
+        self
+    }
+}
+
+/// Samples each side gets at least, per size: a round of one node gives
+/// one, and a p50 of one sample swung the 1-node row by a third between
+/// runs, so small sizes take several rounds (alternating sides).
+const MIN_SAMPLES: usize = 5;
+
+fn rounds_of(n: usize) -> usize {
+    crate::scaled(MIN_SAMPLES.div_ceil(n.max(1)), 1)
 }
 
 /// Nodes `first..first + n` of the cluster join at once with `ipam`.
@@ -270,7 +287,7 @@ fn round(
 
 pub fn run_bench(sizes: &[usize]) -> anyhow::Result<()> {
     // one node of each kind first, unmeasured (see below)
-    let total: usize = (sizes.iter().sum::<usize>() + 1) * 2;
+    let total: usize = (sizes.iter().map(|&n| n * rounds_of(n)).sum::<usize>() + 1) * 2;
     anyhow::ensure!(
         total <= topology::MAX_NODES,
         "at most {} nodes in all",
@@ -328,11 +345,31 @@ pub fn run_bench(sizes: &[usize]) -> anyhow::Result<()> {
     round(&mut cluster, &cp, &kubeconfig, 1, 1, "kubernetes")?;
     let mut first = 2;
     for &n in sizes {
-        let ours = round(&mut cluster, &cp, &kubeconfig, first, n, "cluster-pool")?;
-        first += n;
-        let base = round(&mut cluster, &cp, &kubeconfig, first, n, "kubernetes")?;
-        first += n;
-        println!("  {n} node(s) joining at once:");
+        let (mut ours, mut base) = (Round::default(), Round::default());
+        for _ in 0..rounds_of(n) {
+            ours = ours.merge(round(
+                &mut cluster,
+                &cp,
+                &kubeconfig,
+                first,
+                n,
+                "cluster-pool",
+            )?);
+            first += n;
+            base = base.merge(round(
+                &mut cluster,
+                &cp,
+                &kubeconfig,
+                first,
+                n,
+                "kubernetes",
+            )?);
+            first += n;
+        }
+        println!(
+            "  {n} node(s) joining at once ({} round(s) a side):",
+            rounds_of(n)
+        );
         // the operator's own share: from its agent making the CiliumNode
         // to the CIDR on it (kube-controller-manager's share is the whole
         // of its row, the bench makes the Nodes)
