@@ -155,17 +155,30 @@ async fn node_owner(
     k8s::kube::Error,
 > {
     let nodes: Api<K8sNode> = Api::all(client.clone());
-    Ok(nodes.get_opt(name).await?.and_then(|n| {
-        Some(
-            k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-                api_version: "v1".into(),
-                kind: "Node".into(),
-                name: n.name_any(),
-                uid: n.uid()?,
-                ..Default::default()
-            },
-        )
-    }))
+    // The API server's watch cache answers at once; a quorum read waits on
+    // etcd (tens of ms on a busy control plane) and delays the CiliumNode
+    // the operator allocates from. Cilium reads Nodes from its informer,
+    // which is no fresher. The quorum read stays for a Node the cache has
+    // not seen yet.
+    let cached = nodes
+        .get_metadata_opt_with(name, &k8s::kube::api::GetParams::any())
+        .await?;
+    let meta = match cached {
+        Some(m) => m.metadata,
+        None => match nodes.get_opt(name).await? {
+            Some(n) => n.metadata,
+            None => return Ok(None),
+        },
+    };
+    Ok(meta.uid.map(
+        |uid| k8s::k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            name: meta.name.unwrap_or_else(|| name.to_owned()),
+            uid,
+            ..Default::default()
+        },
+    ))
 }
 
 async fn write(client: &k8s::kube::Client, node: &Node) -> Result<(), k8s::kube::Error> {
@@ -264,6 +277,10 @@ pub async fn wait_cluster_pool_cidr(
     let started = std::time::Instant::now();
     let mut still = tokio::time::interval(Duration::from_secs(10));
     still.tick().await;
+    // Created before the watch's first list: a new node has none, and the
+    // operator allocates only once it exists. One that does exists costs
+    // a refused create.
+    create_for_pool(&client, &api, node).await.map_err(read)?;
     // the object itself is watched: the CIDR is taken the moment the
     // operator writes it, at the cost of one watch, not a poll
     let mut updates = watcher::watch_object(api.clone(), node)
@@ -287,23 +304,7 @@ pub async fn wait_cluster_pool_cidr(
             Some(Err(e)) => {
                 tracing::debug!(subsys = "ipam", node, error = %e, "Watching this node's CiliumNode, retrying");
             }
-            Some(Ok(None)) => {
-                let mut obj = DynamicObject::new(node, &resource());
-                obj.metadata.owner_references = node_owner(&client, node)
-                    .await
-                    .map_err(read)?
-                    .map(|o| vec![o]);
-                obj.data = serde_json::json!({ "spec": { "addresses": [], "ipam": {} } });
-                match api.create(&PostParams::default(), &obj).await {
-                    Ok(_) => tracing::info!(
-                        subsys = "ipam",
-                        node,
-                        "CiliumNode created; waiting for the operator to give it a pod CIDR"
-                    ),
-                    Err(k8s::kube::Error::Api(e)) if e.code == 409 => {}
-                    Err(source) => return Err(read(source)),
-                }
-            }
+            Some(Ok(None)) => create_for_pool(&client, &api, node).await.map_err(read)?,
             Some(Ok(Some(obj))) => {
                 let cidrs = obj.data["spec"]["ipam"]["podCIDRs"]
                     .as_array()
@@ -315,6 +316,30 @@ pub async fn wait_cluster_pool_cidr(
                 }
             }
         }
+    }
+}
+
+/// An empty CiliumNode for the operator to give a pod CIDR, unless there
+/// is one already.
+async fn create_for_pool(
+    client: &k8s::kube::Client,
+    api: &Api<DynamicObject>,
+    node: &str,
+) -> Result<(), k8s::kube::Error> {
+    let mut obj = DynamicObject::new(node, &resource());
+    obj.metadata.owner_references = node_owner(client, node).await?.map(|o| vec![o]);
+    obj.data = serde_json::json!({ "spec": { "addresses": [], "ipam": {} } });
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => {
+            tracing::info!(
+                subsys = "ipam",
+                node,
+                "CiliumNode created; waiting for the operator to give it a pod CIDR"
+            );
+            Ok(())
+        }
+        Err(k8s::kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
