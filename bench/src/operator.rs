@@ -347,24 +347,11 @@ pub fn run_bench(sizes: &[usize]) -> anyhow::Result<()> {
     for &n in sizes {
         let (mut ours, mut base) = (Round::default(), Round::default());
         for _ in 0..rounds_of(n) {
-            ours = ours.merge(round(
-                &mut cluster,
-                &cp,
-                &kubeconfig,
-                first,
-                n,
-                "cluster-pool",
-            )?);
-            first += n;
-            base = base.merge(round(
-                &mut cluster,
-                &cp,
-                &kubeconfig,
-                first,
-                n,
-                "kubernetes",
-            )?);
-            first += n;
+            for (side, ipam) in [(&mut ours, "cluster-pool"), (&mut base, "kubernetes")] {
+                let sampled = round(&mut cluster, &cp, &kubeconfig, first, n, ipam)?;
+                *side = std::mem::take(side).merge(sampled);
+                first += n;
+            }
         }
         println!(
             "  {n} node(s) joining at once ({} round(s) a side):",
