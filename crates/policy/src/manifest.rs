@@ -128,7 +128,7 @@ impl<'de> Deserialize<'de> for LabelSpec {
     }
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SelectorSpec {
     #[serde(default)]
@@ -138,7 +138,7 @@ pub struct SelectorSpec {
 }
 
 /// A checked `matchExpressions` entry.
-#[derive(Deserialize)]
+#[derive(Deserialize, PartialEq)]
 #[serde(try_from = "RawExpression")]
 pub struct ExpressionSpec(pub Requirement);
 
@@ -194,13 +194,13 @@ impl SelectorSpec {
             .map(|(k, v)| Requirement::new(k, Operator::In, vec![v.clone()]));
         let exprs = self.match_expressions.iter().flatten().map(|e| e.0.clone());
         Selector {
-            requirements: labels.chain(exprs).collect(),
+            requirements: std::sync::Arc::new(labels.chain(exprs).collect()),
         }
     }
 }
 
 /// `matchLabels` with checked keys.
-#[derive(Deserialize)]
+#[derive(Deserialize, PartialEq)]
 #[serde(try_from = "BTreeMap<String, String>")]
 pub struct MatchLabels(pub BTreeMap<String, String>);
 

@@ -7,6 +7,7 @@ use crate::manifest::*;
 use crate::rule::{Peer, PeerRule, PortProtocol, Protocol, Rule};
 use crate::selector::{Operator, Requirement, Selector};
 use crate::text_tree;
+use std::sync::Arc;
 
 const POLICY_LABEL_PREFIX: &str = "io.cilium.k8s.policy";
 /// Cilium's pod label for a namespace label `K`.
@@ -88,11 +89,12 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
                     serde_json::from_str(&canonical).expect("the typed reading read a list");
                 let groups = label_groups(&specs);
                 let whole = groups.len() == 1;
+                let mut selectors = Selectors::new(None);
                 for (labels, members) in groups {
                     let rules = members
                         .iter()
                         .map(|&n| {
-                            cilium_rule(&specs[n], None, labels.clone()).map_err(|e| ParseError {
+                            cilium_rule(&specs[n], &mut selectors, labels.clone()).map_err(|e| ParseError {
                                 document,
                                 path: format!("[{n}]"),
                                 message: e.to_string(),
@@ -191,9 +193,10 @@ fn shared_policy(text: &str) -> Option<Vec<Document>> {
     } else if trimmed.starts_with('[') {
         let specs: Vec<RuleSpec> = serde_json::from_str(trimmed).ok()?;
         let [(labels, _)] = label_groups(&specs).try_into().ok()?;
+        let mut selectors = Selectors::new(None);
         specs
             .iter()
-            .map(|s| cilium_rule(s, None, labels.clone()).ok())
+            .map(|s| cilium_rule(s, &mut selectors, labels.clone()).ok())
             .collect::<Option<Vec<_>>>()?
     } else {
         return None;
@@ -209,20 +212,46 @@ fn shared_policy(text: &str) -> Option<Vec<Document>> {
 /// A list's rules by the labels they carry, in the order each label set
 /// first appears: a policy is its labels, so the rules of one label set
 /// are one document, or each would replace the one before it.
-fn label_groups(specs: &[RuleSpec]) -> Vec<(Labels, Vec<usize>)> {
-    let mut groups: Vec<(Labels, Vec<usize>)> = Vec::new();
-    let mut group_of: std::collections::HashMap<Labels, usize> = std::collections::HashMap::new();
+fn label_groups(specs: &[RuleSpec]) -> Vec<(Arc<Labels>, Vec<usize>)> {
+    let mut groups: Vec<(Arc<Labels>, Vec<usize>)> = Vec::new();
+    let mut group_of: std::collections::HashMap<Arc<Labels>, usize> =
+        std::collections::HashMap::new();
+    let mut previous: Option<(&[LabelSpec], usize)> = None;
     for (n, spec) in specs.iter().enumerate() {
-        let labels = spec_labels(spec);
-        match group_of.get(&labels) {
-            Some(&g) => groups[g].1.push(n),
+        let written = spec.labels.as_deref().unwrap_or_default();
+        // rules of one policy come together, their labels written alike:
+        // no set to build and look up for each
+        if let Some((_, g)) = previous.filter(|(p, _)| same_labels(p, written)) {
+            groups[g].1.push(n);
+            continue;
+        }
+        let labels = Arc::new(spec_labels(spec));
+        let g = match group_of.get(&labels) {
+            Some(&g) => {
+                groups[g].1.push(n);
+                g
+            }
             None => {
                 group_of.insert(labels.clone(), groups.len());
                 groups.push((labels, vec![n]));
+                groups.len() - 1
             }
-        }
+        };
+        previous = Some((written, g));
     }
     groups
+}
+
+/// Whether two rules' labels are written alike (then they are the same set).
+fn same_labels(a: &[LabelSpec], b: &[LabelSpec]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|pair| match pair {
+            (LabelSpec::Text(x), LabelSpec::Text(y)) => x == y,
+            (LabelSpec::Object(x), LabelSpec::Object(y)) => {
+                x.key == y.key && x.value == y.value && x.source == y.source
+            }
+            _ => false,
+        })
 }
 
 /// The canonical text of each document of `text`: JSON (what nodes
@@ -382,18 +411,24 @@ fn cilium_policy(document: usize, p: &CiliumPolicy) -> Result<Vec<Rule>, ParseEr
             })
         }
     };
-    let labels = policy_labels(
+    let labels = Arc::new(policy_labels(
         &p.kind,
         &p.metadata.name,
         namespace,
         p.metadata.uid.as_deref(),
-    );
+    ));
+    let mut selectors = Selectors::new(namespace);
     specs
         .into_iter()
         .map(|(path, spec)| {
-            let mut rule_labels = labels.clone();
-            rule_labels.0.extend(spec_labels(spec).0);
-            cilium_rule(spec, namespace, rule_labels).map_err(|e| ParseError {
+            let rule_labels = if spec.labels.as_ref().is_none_or(Vec::is_empty) {
+                labels.clone()
+            } else {
+                let mut own = Labels::clone(&labels);
+                own.0.extend(spec_labels(spec).0);
+                Arc::new(own)
+            };
+            cilium_rule(spec, &mut selectors, rule_labels).map_err(|e| ParseError {
                 document,
                 path,
                 message: e.to_string(),
@@ -412,46 +447,85 @@ fn namespaced(sel: Selector, namespace: Option<&str>) -> Selector {
     }
 }
 
-fn cilium_rule(
-    spec: &RuleSpec,
-    namespace: Option<&str>,
-    labels: Labels,
+fn cilium_rule<'s>(
+    spec: &'s RuleSpec,
+    selectors: &mut Selectors<'s>,
+    labels: Arc<Labels>,
 ) -> Result<Rule, RuleError> {
-    let subject = spec
-        .endpoint_selector
-        .as_ref()
-        .ok_or(RuleError::NoEndpointSelector)?
-        .to_selector();
-    let section = |list: Option<Vec<Section<'_>>>| {
-        list.map(|rules| {
-            rules
-                .into_iter()
-                .map(|r| peer_rule(&r, namespace))
-                .collect::<Result<_, RuleError>>()
-        })
-        .transpose()
-    };
-    let ingress = |list: &Option<Vec<IngressSpec>>| {
-        section(
-            list.as_ref()
-                .map(|l| l.iter().map(Section::ingress).collect()),
+    let subject = selectors.get(
+        spec.endpoint_selector
+            .as_ref()
+            .ok_or(RuleError::NoEndpointSelector)?,
+    );
+    let ingress = |list: &'s Option<Vec<IngressSpec>>, selectors: &mut Selectors<'s>| {
+        peer_rules(
+            list.iter().flatten().map(Section::ingress),
+            list.is_some(),
+            selectors,
         )
     };
-    let egress = |list: &Option<Vec<EgressSpec>>| {
-        section(
-            list.as_ref()
-                .map(|l| l.iter().map(Section::egress).collect()),
+    let egress = |list: &'s Option<Vec<EgressSpec>>, selectors: &mut Selectors<'s>| {
+        peer_rules(
+            list.iter().flatten().map(Section::egress),
+            list.is_some(),
+            selectors,
         )
     };
     Ok(Rule {
-        subject: namespaced(subject, namespace),
-        ingress: ingress(&spec.ingress)?,
-        ingress_deny: ingress(&spec.ingress_deny)?,
-        egress: egress(&spec.egress)?,
-        egress_deny: egress(&spec.egress_deny)?,
+        subject,
+        ingress: ingress(&spec.ingress, selectors)?,
+        ingress_deny: ingress(&spec.ingress_deny, selectors)?,
+        egress: egress(&spec.egress, selectors)?,
+        egress_deny: egress(&spec.egress_deny, selectors)?,
         labels,
         description: spec.description.clone().unwrap_or_default(),
     })
+}
+
+/// One direction's rules, None when the direction is not written.
+fn peer_rules<'s>(
+    sections: impl Iterator<Item = Section<'s>>,
+    written: bool,
+    selectors: &mut Selectors<'s>,
+) -> Result<Option<Vec<PeerRule>>, RuleError> {
+    if !written {
+        return Ok(None);
+    }
+    sections
+        .map(|r| peer_rule(&r, selectors))
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
+/// The selectors of one policy's rules, each made once: rules repeat them
+/// (a thousand rules to one subject, from one peer), and the copies share
+/// their requirements instead of each allocating its own.
+struct Selectors<'s> {
+    namespace: Option<&'s str>,
+    made: Vec<(&'s SelectorSpec, Selector)>,
+}
+
+impl<'s> Selectors<'s> {
+    /// Distinct selectors remembered; a policy of more makes the rest anew.
+    const KEPT: usize = 16;
+
+    fn new(namespace: Option<&'s str>) -> Self {
+        Self {
+            namespace,
+            made: Vec::new(),
+        }
+    }
+
+    fn get(&mut self, spec: &'s SelectorSpec) -> Selector {
+        if let Some((_, sel)) = self.made.iter().find(|(s, _)| *s == spec) {
+            return sel.clone();
+        }
+        let sel = namespaced(spec.to_selector(), self.namespace);
+        if self.made.len() < Self::KEPT {
+            self.made.push((spec, sel.clone()));
+        }
+        sel
+    }
 }
 
 /// An ingress or egress rule with its direction's field names set aside:
@@ -539,13 +613,13 @@ fn l4(
 /// A Cilium ingress/egress rule: its L3 peers and L4 ports. Ports without
 /// any L3 peer apply to every peer; a rule with neither allows nothing, nor
 /// does one whose L4 part came to nothing.
-fn peer_rule(r: &Section<'_>, namespace: Option<&str>) -> Result<PeerRule, RuleError> {
+fn peer_rule<'s>(r: &Section<'s>, selectors: &mut Selectors<'s>) -> Result<PeerRule, RuleError> {
     let mut peers: Vec<Peer> = Vec::new();
     peers.extend(
         r.endpoints
             .unwrap_or_default()
             .iter()
-            .map(|s| Peer::Endpoints(namespaced(s.to_selector(), namespace))),
+            .map(|s| Peer::Endpoints(selectors.get(s))),
     );
     peers.extend(r.cidrs.unwrap_or_default().iter().map(|c| Peer::Cidr {
         cidr: c.0,
@@ -612,12 +686,12 @@ fn network_policy(p: &NetworkPolicy) -> Rule {
         subject: namespaced(p.spec.pod_selector.to_selector(), Some(ns)),
         ingress,
         egress,
-        labels: policy_labels(
+        labels: Arc::new(policy_labels(
             "NetworkPolicy",
             &p.metadata.name,
             Some(ns),
             p.metadata.uid.as_deref(),
-        ),
+        )),
         ..Default::default()
     }
 }
@@ -637,20 +711,20 @@ fn np_peer(peer: &NetworkPolicyPeer, ns: &str) -> Peer {
         return Peer::Endpoints(namespaced(pods.unwrap_or_default(), Some(ns)));
     };
     let mut sel = pods.unwrap_or_default();
-    for r in nss.to_selector().requirements {
+    for r in Arc::unwrap_or_clone(nss.to_selector().requirements) {
         let key = if r.key == "kubernetes.io/metadata.name" {
             NAMESPACE_KEY.to_owned()
         } else {
             format!("{NAMESPACE_LABELS_PREFIX}.{}", r.key)
         };
-        sel.requirements.push(Requirement {
+        Arc::make_mut(&mut sel.requirements).push(Requirement {
             source: SOURCE_K8S.into(),
             key,
             ..r
         });
     }
     // every namespace: still only pods
-    sel.requirements.push(Requirement {
+    Arc::make_mut(&mut sel.requirements).push(Requirement {
         source: SOURCE_K8S.into(),
         key: NAMESPACE_KEY.into(),
         op: Operator::Exists,

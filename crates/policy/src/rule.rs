@@ -244,8 +244,10 @@ pub struct Rule {
     pub egress: Option<Vec<PeerRule>>,
     pub egress_deny: Option<Vec<PeerRule>>,
     /// The rule's own labels (policy name, namespace, kind): what
-    /// `cilium policy get` and `delete` go by.
-    pub labels: Labels,
+    /// `cilium policy get` and `delete` go by. Shared: the rules of one
+    /// policy carry the same set, which a thousand copies would each
+    /// allocate and free.
+    pub labels: std::sync::Arc<Labels>,
     pub description: String,
 }
 

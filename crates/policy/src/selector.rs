@@ -43,9 +43,12 @@ impl Requirement {
 }
 
 /// All requirements must hold; none at all selects everything.
+///
+/// Its requirements are shared: rules often repeat a selector (a thousand
+/// rules to one subject), and a copy costs a count, not allocations.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Selector {
-    pub requirements: Vec<Requirement>,
+    pub requirements: std::sync::Arc<Vec<Requirement>>,
 }
 
 /// Why a Kubernetes LabelSelector is not one, and where.
@@ -87,7 +90,7 @@ impl Selector {
     /// something about `key`.
     pub fn with_default(mut self, source: &str, key: &str, value: &str) -> Self {
         if !self.requirements.iter().any(|r| r.key == key) {
-            self.requirements.push(Requirement {
+            std::sync::Arc::make_mut(&mut self.requirements).push(Requirement {
                 source: source.into(),
                 key: key.into(),
                 op: Operator::In,
@@ -130,7 +133,7 @@ mod tests {
     fn keys_match_their_source_or_any() {
         let pod = labels(&["k8s:app=web", "k8s:io.kubernetes.pod.namespace=default"]);
         let any = Selector {
-            requirements: vec![Requirement::new("app", Operator::In, vec!["web".into()])],
+            requirements: vec![Requirement::new("app", Operator::In, vec!["web".into()])].into(),
         };
         assert!(any.matches(&pod));
         let k8s = Selector {
@@ -138,11 +141,12 @@ mod tests {
                 "k8s:app",
                 Operator::In,
                 vec!["web".into()],
-            )],
+            )]
+            .into(),
         };
         assert!(k8s.matches(&pod));
         let reserved = Selector {
-            requirements: vec![Requirement::new("reserved:app", Operator::Exists, vec![])],
+            requirements: vec![Requirement::new("reserved:app", Operator::Exists, vec![])].into(),
         };
         assert!(!reserved.matches(&pod));
         assert!(Selector::wildcard().matches(&pod));
@@ -156,7 +160,8 @@ mod tests {
                 key,
                 op,
                 v.iter().map(|s| s.to_string()).collect(),
-            )],
+            )]
+            .into(),
         };
         assert!(sel("app", Operator::In, &["db", "web"]).matches(&pod));
         assert!(!sel("app", Operator::NotIn, &["web"]).matches(&pod));

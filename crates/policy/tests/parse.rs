@@ -542,3 +542,26 @@ fn a_key_written_twice_keeps_its_later_value() {
     // and the text kept reads back the same on another node
     assert_eq!(parse_documents(&docs[0].text).unwrap(), docs);
 }
+
+#[test]
+fn rules_repeating_a_selector_or_labels_share_them() {
+    let rule = r#"{"endpointSelector": {"matchLabels": {"app": "a"}},
+        "ingress": [{"fromEndpoints": [{"matchLabels": {"app": "b"}}]}],
+        "labels": [{"key": "name", "value": "p"}]}"#;
+    let docs = parse_documents(&format!("[{rule}, {rule}]")).unwrap();
+    let [first, second] = &docs[0].rules[..] else {
+        panic!("two rules: {docs:?}");
+    };
+    let peer = |r: &policy::Rule| match &r.ingress.as_ref().unwrap()[0].peers[0] {
+        policy::Peer::Endpoints(s) => s.requirements.clone(),
+        other => panic!("an endpoint peer: {other:?}"),
+    };
+    use std::sync::Arc;
+    assert!(Arc::ptr_eq(
+        &first.subject.requirements,
+        &second.subject.requirements
+    ));
+    assert!(Arc::ptr_eq(&peer(first), &peer(second)));
+    assert!(Arc::ptr_eq(&first.labels, &second.labels));
+    assert_eq!(first, second);
+}
