@@ -183,14 +183,14 @@ async fn node_owner(
 
 async fn write(client: &k8s::kube::Client, node: &Node) -> Result<(), k8s::kube::Error> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
-    let owner = node_owner(client, &node.name).await?;
-    let mut obj = DynamicObject::new(&node.name, &resource());
-    obj.metadata.owner_references = owner.map(|o| vec![o]);
-    obj.data = serde_json::json!({ "spec": spec(node) });
-    match api.create(&PostParams::default(), &obj).await {
-        Ok(_) => return Ok(()),
-        Err(k8s::kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => return Err(e),
+    let mut obj = owned_object(
+        client,
+        &node.name,
+        serde_json::json!({ "spec": spec(node) }),
+    )
+    .await?;
+    if create_new(&api, &obj).await? {
+        return Ok(());
     }
     // one from an earlier run: replaced (the agent may update, not patch)
     let current = api.get(&node.name).await?;
@@ -198,6 +198,31 @@ async fn write(client: &k8s::kube::Client, node: &Node) -> Result<(), k8s::kube:
     api.replace(&node.name, &PostParams::default(), &obj)
         .await?;
     Ok(())
+}
+
+/// The CiliumNode `name` holding `data`, owned by the Node of that name
+/// (so it goes when the Node does).
+async fn owned_object(
+    client: &k8s::kube::Client,
+    name: &str,
+    data: serde_json::Value,
+) -> Result<DynamicObject, k8s::kube::Error> {
+    let mut obj = DynamicObject::new(name, &resource());
+    obj.metadata.owner_references = node_owner(client, name).await?.map(|o| vec![o]);
+    obj.data = data;
+    Ok(obj)
+}
+
+/// Creates `obj`; false when a CiliumNode of its name exists already.
+async fn create_new(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+) -> Result<bool, k8s::kube::Error> {
+    match api.create(&PostParams::default(), obj).await {
+        Ok(_) => Ok(true),
+        Err(k8s::kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -326,21 +351,15 @@ async fn create_for_pool(
     api: &Api<DynamicObject>,
     node: &str,
 ) -> Result<(), k8s::kube::Error> {
-    let mut obj = DynamicObject::new(node, &resource());
-    obj.metadata.owner_references = node_owner(client, node).await?.map(|o| vec![o]);
-    obj.data = serde_json::json!({ "spec": { "addresses": [], "ipam": {} } });
-    match api.create(&PostParams::default(), &obj).await {
-        Ok(_) => {
-            tracing::info!(
-                subsys = "ipam",
-                node,
-                "CiliumNode created; waiting for the operator to give it a pod CIDR"
-            );
-            Ok(())
-        }
-        Err(k8s::kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(e),
+    let empty = serde_json::json!({ "spec": { "addresses": [], "ipam": {} } });
+    if create_new(api, &owned_object(client, node, empty).await?).await? {
+        tracing::info!(
+            subsys = "ipam",
+            node,
+            "CiliumNode created; waiting for the operator to give it a pod CIDR"
+        );
     }
+    Ok(())
 }
 
 /// How long a start waits for the Node's pod CIDR (Cilium waits as long).
