@@ -21,6 +21,12 @@ pub enum Event {
     Lost(flow::LostEvent),
 }
 
+// Each flow written evicts one: at or under glibc's per-thread cache limit
+// (1032 bytes), the new box takes the old one's chunk at once; above it,
+// every box merged all freed small chunks first (hubble's build.rs boxes
+// the rare large fields to stay under).
+const _: () = assert!(std::mem::size_of::<Flow>() <= 1032);
+
 pub struct Stored {
     pub time: SystemTime,
     pub event: Event,
