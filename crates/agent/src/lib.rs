@@ -29,3 +29,4 @@ pub mod policy_trace;
 pub mod start_pages;
 pub mod statedb;
 pub mod status;
+mod text;

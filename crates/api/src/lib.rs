@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod debuginfo;
+pub mod decimal;
 pub mod duration;
 pub mod endpoint;
 pub mod health;

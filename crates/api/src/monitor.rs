@@ -31,35 +31,52 @@ pub struct Packet {
 impl Packet {
     /// Cilium's summary: `10.0.1.5:34567 -> 10.0.2.7:80 tcp SYN`.
     /// IPv6 addresses are bracketed before a port:
-    /// `[fd00::5]:34567 -> [fd00::7]:80 tcp SYN`.
+    /// `[fd00::5]:34567 -> [fd00::7]:80 tcp SYN`. Written piece by piece
+    /// into one string: one for every event a monitor client reads.
     pub fn summary(&self) -> String {
-        let host_port = |ip: &str, port: u16| {
+        let mut out = String::with_capacity(64);
+        let host_port = |out: &mut String, ip: &str, port: u16| {
             if ip.contains(':') {
-                format!("[{ip}]:{port}")
+                out.push('[');
+                out.push_str(ip);
+                out.push(']');
             } else {
-                format!("{ip}:{port}")
+                out.push_str(ip);
             }
+            out.push(':');
+            out.push_str(crate::decimal::decimal(port.into(), 1, &mut [0; 20]));
         };
-        let (src, dst) = (
-            host_port(&self.src_ip, self.src_port),
-            host_port(&self.dst_ip, self.dst_port),
-        );
         match self.protocol.as_str() {
-            "TCP" => format!("{src} -> {dst} tcp {}", self.flags.join(", ")),
-            "UDP" => format!("{src} -> {dst} udp"),
-            "ICMPv4" | "ICMPv6" => format!(
-                "{} -> {} {}",
-                self.src_ip,
-                self.dst_ip,
-                self.flags.first().map_or("other", String::as_str)
-            ),
-            other => format!(
-                "{} -> {} {}",
-                self.src_ip,
-                self.dst_ip,
-                other.to_lowercase()
-            ),
+            "TCP" | "UDP" => {
+                host_port(&mut out, &self.src_ip, self.src_port);
+                out.push_str(" -> ");
+                host_port(&mut out, &self.dst_ip, self.dst_port);
+                if self.protocol == "UDP" {
+                    out.push_str(" udp");
+                } else {
+                    out.push_str(" tcp ");
+                    for (i, flag) in self.flags.iter().enumerate() {
+                        if i > 0 {
+                            out.push_str(", ");
+                        }
+                        out.push_str(flag);
+                    }
+                }
+            }
+            other => {
+                out.push_str(&self.src_ip);
+                out.push_str(" -> ");
+                out.push_str(&self.dst_ip);
+                out.push(' ');
+                match other {
+                    "ICMPv4" | "ICMPv6" => {
+                        out.push_str(self.flags.first().map_or("other", String::as_str))
+                    }
+                    _ => out.push_str(&other.to_lowercase()),
+                }
+            }
         }
+        out
     }
 }
 
@@ -134,6 +151,56 @@ pub struct MonitorEvent {
 
 #[cfg(test)]
 mod tests {
+    use super::Packet;
+
+    /// The summary as it was once written, with the formatting machinery.
+    fn formatted(p: &Packet) -> String {
+        let host_port = |ip: &str, port: u16| {
+            if ip.contains(':') {
+                format!("[{ip}]:{port}")
+            } else {
+                format!("{ip}:{port}")
+            }
+        };
+        let (src, dst) = (
+            host_port(&p.src_ip, p.src_port),
+            host_port(&p.dst_ip, p.dst_port),
+        );
+        match p.protocol.as_str() {
+            "TCP" => format!("{src} -> {dst} tcp {}", p.flags.join(", ")),
+            "UDP" => format!("{src} -> {dst} udp"),
+            "ICMPv4" | "ICMPv6" => format!(
+                "{} -> {} {}",
+                p.src_ip,
+                p.dst_ip,
+                p.flags.first().map_or("other", String::as_str)
+            ),
+            other => format!("{} -> {} {}", p.src_ip, p.dst_ip, other.to_lowercase()),
+        }
+    }
+
+    #[test]
+    fn summaries_read_as_formatted_ones() {
+        let flag_sets: [&[&str]; 3] = [&[], &["SYN"], &["SYN", "ACK", "FIN"]];
+        for (src, dst) in [("10.0.1.5", "10.0.2.7"), ("fd00::5", "fd00::7")] {
+            for protocol in ["TCP", "UDP", "ICMPv4", "ICMPv6", "proto 132", "Weird"] {
+                for flags in flag_sets {
+                    for (sport, dport) in [(0, 0), (34567, 80), (65535, 9)] {
+                        let p = Packet {
+                            src_ip: src.into(),
+                            dst_ip: dst.into(),
+                            src_port: sport,
+                            dst_port: dport,
+                            protocol: protocol.into(),
+                            flags: flags.iter().map(|f| f.to_string()).collect(),
+                        };
+                        assert_eq!(p.summary(), formatted(&p));
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_hello_line_is_json_that_begins_with_the_prefix() {
         let line = super::hello_line(2);

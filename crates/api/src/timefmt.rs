@@ -12,7 +12,12 @@ pub fn rfc3339_millis(t: SystemTime) -> String {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.subsec_millis())
         .unwrap_or(0);
-    format!("{}.{ms:03}Z", civil(t))
+    let mut out = String::with_capacity(24);
+    push_civil(&mut out, t);
+    out.push('.');
+    push_padded(&mut out, u64::from(ms), 3);
+    out.push('Z');
+    out
 }
 
 /// Go's `20060102-150405.999-0700-MST` in UTC (what `cilium debuginfo`
@@ -80,6 +85,15 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
 
 /// `YYYY-MM-DDTHH:MM:SS` in UTC.
 fn civil(t: SystemTime) -> String {
+    let mut out = String::with_capacity(24);
+    push_civil(&mut out, t);
+    out
+}
+
+/// Appends `YYYY-MM-DDTHH:MM:SS`, the digits written by hand: every
+/// monitor event carries a timestamp, and the formatting machinery cost
+/// more than the rest of it.
+fn push_civil(out: &mut String, t: SystemTime) {
     let secs = t
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -95,16 +109,80 @@ fn civil(t: SystemTime) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    push_padded(out, y as u64, 4);
+    for (sep, n) in [
+        ('-', m),
+        ('-', d),
+        ('T', rem / 3600),
+        (':', rem % 3600 / 60),
+        (':', rem % 60),
+    ] {
+        out.push(sep);
+        push_padded(out, n as u64, 2);
+    }
+}
+
+/// `n` in decimal, zero-padded to `width` digits at least.
+fn push_padded(out: &mut String, n: u64, width: usize) {
+    out.push_str(crate::decimal::decimal(n, width, &mut [0; 20]));
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn digits_are_written_as_the_formatting_machinery_writes_them() {
+        use std::time::{Duration, UNIX_EPOCH};
+        // a day, a leap day, the year 10000, and instants in between
+        for secs in [0, 86_399, 951_782_400, 253_402_300_800, 1_764_475_200]
+            .into_iter()
+            .chain((0..2000).map(|i: u64| i * 7_919_993 + i % 61))
+        {
+            for ms in [0, 7, 42, 999] {
+                let t = UNIX_EPOCH + Duration::from_millis(secs * 1000 + ms);
+                let d = t.duration_since(UNIX_EPOCH).unwrap();
+                let (days, rem) = (d.as_secs() / 86400, d.as_secs() % 86400);
+                let (y, m, dd) = reference_civil_date(days as i64);
+                let want = format!(
+                    "{y:04}-{m:02}-{dd:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+                    rem / 3600,
+                    rem % 3600 / 60,
+                    rem % 60
+                );
+                assert_eq!(super::rfc3339_millis(t), want);
+            }
+        }
+    }
+
+    /// The date of a day since the epoch, counted the slow way.
+    fn reference_civil_date(mut days: i64) -> (i64, i64, i64) {
+        let leap = |y: i64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+        let mut y = 1970;
+        while days >= if leap(y) { 366 } else { 365 } {
+            days -= if leap(y) { 366 } else { 365 };
+            y += 1;
+        }
+        let months = [
+            31,
+            if leap(y) { 29 } else { 28 },
+            31,
+            30,
+            31,
+            30,
+            31,
+            31,
+            30,
+            31,
+            30,
+            31,
+        ];
+        let mut m = 0;
+        while days >= months[m] {
+            days -= months[m];
+            m += 1;
+        }
+        (y, m as i64 + 1, days + 1)
+    }
+
     #[test]
     fn formats_known_instants() {
         use std::time::{Duration, UNIX_EPOCH};

@@ -15,7 +15,6 @@ mod parse;
 mod peer;
 mod resolve;
 mod ring;
-mod text;
 
 pub use observer::{absolute_node_name, Observer};
 pub use parse::Resolve;

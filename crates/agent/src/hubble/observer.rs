@@ -132,7 +132,7 @@ impl Observer {
         let (a, b) = (mix(n), mix(n ^ 0x5555_5555_5555_5555));
         let a = (a & !0xf000) | 0x4000;
         let b = (b & !(0xc << 60)) | (0x8 << 60);
-        super::text::uuid(a, b)
+        crate::text::uuid(a, b)
     }
 
     /// A record read from the datapath's rings.

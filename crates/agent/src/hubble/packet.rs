@@ -88,8 +88,8 @@ fn ipv6<'a>(ip: &'a [u8], l: &mut Layers) -> Option<(u8, &'a [u8])> {
 
 fn set_ip(l: &mut Layers, src: IpAddr, dst: IpAddr, v: flow::IpVersion, name: &str) {
     l.ip = Some(flow::Ip {
-        source: super::text::ip(src),
-        destination: super::text::ip(dst),
+        source: crate::text::ip(src),
+        destination: crate::text::ip(dst),
         ip_version: v as i32,
         ..Default::default()
     });

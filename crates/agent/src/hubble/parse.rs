@@ -159,8 +159,8 @@ fn sock_flow(raw: &[u8], resolve: &dyn Resolve) -> Option<Flow> {
             _ => flow::Verdict::Unknown,
         } as i32,
         ip: Some(flow::Ip {
-            source: super::text::ip(src),
-            destination: super::text::ip(dst),
+            source: crate::text::ip(src),
+            destination: crate::text::ip(dst),
             ip_version: if v6 {
                 flow::IpVersion::IPv6
             } else {
@@ -209,7 +209,7 @@ fn l3l4_flow(raw: &[u8], resolve: &dyn Resolve) -> Option<Flow> {
     // a trace of a SNATed packet names the source it had before
     if let (Notify::Trace(t), Some(ip)) = (&n, l.ip.as_mut()) {
         if let Some(orig) = original_ip(t).filter(|o| Some(*o) != l.src) {
-            ip.source_xlated = std::mem::replace(&mut ip.source, super::text::ip(orig));
+            ip.source_xlated = std::mem::replace(&mut ip.source, crate::text::ip(orig));
             l.src = Some(orig);
         }
         ip.encrypted = t.reason & REASON_ENCRYPTED != 0;

@@ -12,8 +12,8 @@ fn l3(frame: &[u8]) -> Option<(String, String, u8, &[u8])> {
             let ip = &frame[14..];
             let ihl = usize::from(ip[0] & 0x0f) * 4;
             Some((
-                Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]).to_string(),
-                Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]).to_string(),
+                crate::text::ipv4(Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15])),
+                crate::text::ipv4(Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19])),
                 ip[9],
                 ip.get(ihl..).unwrap_or_default(),
             ))

@@ -26,7 +26,7 @@ pub async fn stream(mut conn: tokio::net::UnixStream, first: Vec<String>, hub: A
         for next in &batch {
             match next {
                 Next::Event(live) => match hub.decoded(live) {
-                    Some(ev) => serde_json::to_writer(&mut lines, &*ev).expect("event serializes"),
+                    Some(ev) => super::event_json::write(&mut lines, &ev),
                     None => continue,
                 },
                 Next::Lagged(n) => {

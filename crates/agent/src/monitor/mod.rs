@@ -15,6 +15,7 @@
 
 mod batch;
 mod decode;
+mod event_json;
 mod fan_out;
 pub mod gob;
 mod json_lines;
@@ -119,11 +120,18 @@ impl Hub {
     }
 
     fn pod_of(&self, ip: &str) -> String {
-        ip.parse()
-            .ok()
-            .and_then(|ip| self.pods.read().expect("pods lock").get(&ip).cloned())
-            .map(|(ns, pod)| format!("{ns}/{pod}"))
-            .unwrap_or_default()
+        let Ok(ip) = ip.parse::<IpAddr>() else {
+            return String::new();
+        };
+        let pods = self.pods.read().expect("pods lock");
+        let Some((ns, pod)) = pods.get(&ip) else {
+            return String::new();
+        };
+        let mut name = String::with_capacity(ns.len() + 1 + pod.len());
+        name.push_str(ns);
+        name.push('/');
+        name.push_str(pod);
+        name
     }
 
     /// Hands an event to `cilium monitor`'s readers, if there are any.

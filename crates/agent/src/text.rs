@@ -1,6 +1,7 @@
-//! Addresses and UUIDs as flows carry them, written by hand: Hubble writes two to
-//! four for every event it reads, and `to_string` through the formatting
-//! machinery was a tenth of the observer's time.
+//! Addresses and UUIDs as flows and monitor events carry them, written by
+//! hand: Hubble writes two to four for every event it reads, and
+//! `to_string` through the formatting machinery was a tenth of the
+//! observer's time.
 
 use std::net::{IpAddr, Ipv4Addr};
 
