@@ -9,26 +9,20 @@ use api::monitor::{MonitorEvent, Packet};
 
 /// Appends `ev` as serde_json's compact JSON.
 pub fn write(out: &mut Vec<u8>, ev: &MonitorEvent) {
-    out.extend_from_slice(b"{\"type\":");
-    string(out, &ev.kind);
-    out.extend_from_slice(b",\"time\":");
-    string(out, &ev.time);
+    text(out, b"{\"type\":", &ev.kind);
+    text(out, b",\"time\":", &ev.time);
     number(out, b",\"cpu\":", ev.cpu);
     number(out, b",\"source\":", ev.source);
-    out.extend_from_slice(b",\"obs_point\":");
-    string(out, &ev.obs_point);
-    out.extend_from_slice(b",\"state\":");
-    string(out, &ev.state);
+    text(out, b",\"obs_point\":", &ev.obs_point);
+    text(out, b",\"state\":", &ev.state);
     number(out, b",\"reason\":", ev.reason);
-    out.extend_from_slice(b",\"reason_text\":");
-    string(out, &ev.reason_text);
+    text(out, b",\"reason_text\":", &ev.reason_text);
     number(out, b",\"hash\":", ev.hash);
     number(out, b",\"src_label\":", ev.src_label);
     number(out, b",\"dst_label\":", ev.dst_label);
     number(out, b",\"dst_id\":", ev.dst_id);
     number(out, b",\"ifindex\":", ev.ifindex);
-    out.extend_from_slice(b",\"file\":");
-    string(out, &ev.file);
+    text(out, b",\"file\":", &ev.file);
     number(out, b",\"line\":", ev.line);
     number(out, b",\"len_orig\":", ev.len_orig);
     number(out, b",\"proto\":", ev.proto);
@@ -38,28 +32,20 @@ pub fn write(out: &mut Vec<u8>, ev: &MonitorEvent) {
         Some(p) => packet(out, p),
         None => out.extend_from_slice(b"null"),
     }
-    out.extend_from_slice(b",\"summary\":");
-    string(out, &ev.summary);
-    out.extend_from_slice(b",\"src_pod\":");
-    string(out, &ev.src_pod);
-    out.extend_from_slice(b",\"dst_pod\":");
-    string(out, &ev.dst_pod);
-    out.extend_from_slice(b",\"data\":");
-    string(out, &ev.data);
-    out.extend_from_slice(b",\"message\":");
-    string(out, &ev.message);
+    text(out, b",\"summary\":", &ev.summary);
+    text(out, b",\"src_pod\":", &ev.src_pod);
+    text(out, b",\"dst_pod\":", &ev.dst_pod);
+    text(out, b",\"data\":", &ev.data);
+    text(out, b",\"message\":", &ev.message);
     out.push(b'}');
 }
 
 fn packet(out: &mut Vec<u8>, p: &Packet) {
-    out.extend_from_slice(b"{\"src_ip\":");
-    string(out, &p.src_ip);
-    out.extend_from_slice(b",\"dst_ip\":");
-    string(out, &p.dst_ip);
+    text(out, b"{\"src_ip\":", &p.src_ip);
+    text(out, b",\"dst_ip\":", &p.dst_ip);
     number(out, b",\"src_port\":", p.src_port);
     number(out, b",\"dst_port\":", p.dst_port);
-    out.extend_from_slice(b",\"protocol\":");
-    string(out, &p.protocol);
+    text(out, b",\"protocol\":", &p.protocol);
     out.extend_from_slice(b",\"flags\":[");
     for (i, f) in p.flags.iter().enumerate() {
         if i > 0 {
@@ -68,6 +54,11 @@ fn packet(out: &mut Vec<u8>, p: &Packet) {
         string(out, f);
     }
     out.extend_from_slice(b"]}");
+}
+
+fn text(out: &mut Vec<u8>, key: &[u8], s: &str) {
+    out.extend_from_slice(key);
+    string(out, s);
 }
 
 fn number(out: &mut Vec<u8>, key: &[u8], n: impl Into<u64>) {
