@@ -65,7 +65,9 @@ fn build_e2e() -> anyhow::Result<String> {
         .and_then(|p| p.parent())
         .and_then(|p| p.parent())
         .context("cilium-lab is not in a workspace's target/release")?;
-    let out = crate::run(&mut Command::new(workspace.join("scripts/build-e2e.sh")))?;
+    // the first build downloads modules: not from a sandbox's netns
+    let script = workspace.join("scripts/build-e2e.sh");
+    let out = crate::in_start_netns(|| crate::run(&mut Command::new(&script)))?;
     Ok(out.trim().to_owned())
 }
 

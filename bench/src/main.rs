@@ -371,7 +371,28 @@ where
         .with_context(|| format!("usage: cilium-bench {usage}"))
 }
 
+/// The network namespace the bench started in. A section's sandbox moves
+/// the main thread into a namespace of its own for good, so what needs
+/// the machine's network later (the Go proxy, for a first e2e build)
+/// runs here instead.
+static START_NETNS: std::sync::OnceLock<netdev::NetNs> = std::sync::OnceLock::new();
+
+/// Runs `f` on a thread in the namespace the bench started in.
+pub fn in_start_netns<T: Send>(f: impl FnOnce() -> anyhow::Result<T> + Send) -> anyhow::Result<T> {
+    let ns = START_NETNS.get().context("the start netns was not kept")?;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            ns.enter()?;
+            f()
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("a thread in the start netns panicked"))?
+    })
+}
+
 fn main() -> anyhow::Result<()> {
+    let start_netns = netdev::NetNs::open(Path::new("/proc/thread-self/ns/net"))?;
+    let _ = START_NETNS.set(start_netns);
     let mut args: Vec<String> = std::env::args().collect();
     if let Some(at) = args.iter().position(|a| a == "--smoke") {
         args.remove(at);
