@@ -116,12 +116,7 @@ impl EndpointInfo {
 /// Formats the first six bytes of a MAC (a 6-byte address or an 8-byte field).
 pub fn format_mac(mac: &[u8]) -> String {
     let mut text = String::with_capacity(17);
-    for (i, &b) in mac[..6].iter().enumerate() {
-        if i > 0 {
-            text.push(':');
-        }
-        crate::hex::push_byte(&mut text, b);
-    }
+    crate::hex::separated_into::<17>(&mac[..6], b':', &mut text);
     text
 }
 

@@ -29,18 +29,26 @@ pub fn ipv4(addr: Ipv4Addr) -> String {
     text
 }
 
-/// `a` and `b`'s 32 hex digits as a UUID's five groups.
-pub fn uuid(a: u64, b: u64) -> String {
-    let mut text = String::with_capacity(36);
-    for i in 0..32 {
-        if matches!(i, 8 | 12 | 16 | 20) {
-            text.push('-');
+/// `a` and `b`'s 32 hex digits as a UUID's five groups, written over
+/// `text`.
+pub fn uuid_into(a: u64, b: u64, text: &mut String) {
+    let mut buf = [b'-'; 36];
+    let mut at = 0;
+    for (i, byte) in a
+        .to_be_bytes()
+        .into_iter()
+        .chain(b.to_be_bytes())
+        .enumerate()
+    {
+        // the groups are 4, 2, 2, 2 and 6 bytes
+        if matches!(i, 4 | 6 | 8 | 10) {
+            at += 1;
         }
-        let word = if i < 16 { a } else { b };
-        let nibble = word >> (60 - 4 * (i % 16));
-        text.push(abi::hex::digit(nibble));
+        buf[at..at + 2].copy_from_slice(&abi::hex::pair(byte));
+        at += 2;
     }
-    text
+    text.clear();
+    text.push_str(std::str::from_utf8(&buf).expect("hex digits and dashes are ASCII"));
 }
 
 #[cfg(test)]
@@ -60,7 +68,9 @@ mod tests {
             assert_eq!(ipv4(v4), v4.to_string());
         }
         let (a, b) = (0x0123_4567_89ab_cdef_u64, 0xfedc_ba98_7654_3210_u64);
-        assert_eq!(uuid(a, b), "01234567-89ab-cdef-fedc-ba9876543210");
+        let mut text = "what was there".to_owned();
+        uuid_into(a, b, &mut text);
+        assert_eq!(text, "01234567-89ab-cdef-fedc-ba9876543210");
         let v6: IpAddr = "fd00::1".parse().unwrap();
         assert_eq!(ip(v6), "fd00::1");
     }

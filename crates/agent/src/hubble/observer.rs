@@ -55,6 +55,18 @@ pub struct Observer {
     uuids: AtomicU64,
     namespaces: Mutex<HashMap<String, Instant>>,
     metrics: Option<Arc<super::metrics::Metrics>>,
+    /// A flow the ring evicted that no reader holds: the next flow is
+    /// written into its allocations. Freeing 4095-flow-old chunks (out of
+    /// the cache by then) took a quarter of the observer thread's time.
+    spare: Mutex<Option<Arc<Stored>>>,
+}
+
+/// The flow `stored` holds, when nothing else holds `stored`.
+fn flow_mut(stored: &mut Arc<Stored>) -> Option<&mut Flow> {
+    match &mut Arc::get_mut(stored)?.event {
+        Event::Flow(f) => Some(f),
+        _ => None,
+    }
 }
 
 /// The node name flows carry: `cluster/node` unless the cluster is
@@ -105,6 +117,7 @@ impl Observer {
             uuids: AtomicU64::new(random_seed()),
             namespaces: Mutex::default(),
             metrics: None,
+            spare: Mutex::default(),
         }
     }
 
@@ -126,33 +139,61 @@ impl Observer {
         &self.ring
     }
 
-    /// A version 4 UUID.
-    fn uuid(&self) -> String {
+    /// A version 4 UUID, written over `text`.
+    fn uuid_into(&self, text: &mut String) {
         let n = self.uuids.fetch_add(0x9e3779b97f4a7c15, Ordering::Relaxed);
         let (a, b) = (mix(n), mix(n ^ 0x5555_5555_5555_5555));
         let a = (a & !0xf000) | 0x4000;
         let b = (b & !(0xc << 60)) | (0x8 << 60);
-        crate::text::uuid(a, b)
+        crate::text::uuid_into(a, b, text);
     }
 
     /// A record read from the datapath's rings.
     pub fn sample(&self, raw: &[u8]) {
-        let Some(mut f) = parse::flow(raw, &*self.resolve) else {
+        let mut spare = self.spare.lock().expect("spare lock").take();
+        let mut old = spare
+            .as_mut()
+            .and_then(flow_mut)
+            .map(std::mem::take)
+            .unwrap_or_default();
+        let Some(mut f) = parse::flow_reusing(raw, &*self.resolve, parse::Ends::of(&mut old))
+        else {
             return;
         };
         let now = SystemTime::now();
         f.time = Some(prost_types::Timestamp::from(now));
-        f.uuid = self.uuid();
+        f.uuid = std::mem::take(&mut old.uuid);
+        self.uuid_into(&mut f.uuid);
+        f.node_name = std::mem::take(&mut old.node_name);
         f.node_name.clone_from(&self.node_name);
+        drop(old);
         self.note_namespaces(&f);
         if let Some(m) = &self.metrics {
             m.process(&f);
         }
         self.seen_flows.fetch_add(1, Ordering::Relaxed);
-        self.ring.push(Arc::new(Stored {
-            time: now,
-            event: Event::Flow(Box::new(f)),
-        }));
+        let stored = match spare.as_mut().and_then(Arc::get_mut) {
+            Some(s) => {
+                s.time = now;
+                match &mut s.event {
+                    Event::Flow(b) => **b = f,
+                    e => *e = Event::Flow(Box::new(f)),
+                }
+                spare.expect("the spare just written")
+            }
+            None => Arc::new(Stored {
+                time: now,
+                event: Event::Flow(Box::new(f)),
+            }),
+        };
+        let evicted = self.ring.push(stored);
+        // kept only when no reader holds it: then no reader can get it
+        // again, the ring having let it go
+        *self.spare.lock().expect("spare lock") = evicted.filter(|e| {
+            Arc::strong_count(e) == 1
+                && Arc::weak_count(e) == 0
+                && matches!(e.event, Event::Flow(_))
+        });
     }
 
     fn note_namespaces(&self, f: &Flow) {
@@ -314,20 +355,59 @@ mod tests {
     #[test]
     fn uuids_are_version_4_and_differ() {
         let o = Observer::new(Capacity::DEFAULT, "default", "n1", Arc::new(Nobody));
-        let (a, b) = (o.uuid(), o.uuid());
+        let (mut a, mut b) = (String::new(), "an older flow's".to_owned());
+        o.uuid_into(&mut a);
+        o.uuid_into(&mut b);
         assert_ne!(a, b);
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "4");
         assert!("89ab".contains(&a[19..20]), "{a}");
     }
 
+    /// A drop record of `code`, with no packet.
+    fn drop_record(code: u8) -> Vec<u8> {
+        let mut rec = vec![0u8; 36];
+        rec[0] = abi::events::NOTIFY_DROP;
+        rec[1] = code;
+        rec
+    }
+
+    #[test]
+    fn flows_written_into_evicted_ones_keep_nothing_of_them() {
+        let o = Observer::new(Capacity::new(1).unwrap(), "default", "n1", Arc::new(Nobody));
+        let mut policy_drop = drop_record(133);
+        policy_drop[16..20].copy_from_slice(&256u32.to_ne_bytes());
+        let other_drop = drop_record(130);
+        // the ring's two slots are full from the third flow on: the
+        // fourth and fifth are written into evicted ones
+        for rec in [
+            &policy_drop,
+            &policy_drop,
+            &policy_drop,
+            &other_drop,
+            &other_drop,
+        ] {
+            o.sample(rec);
+        }
+        let (_, next) = o.ring().bounds();
+        let super::super::ring::Slot::Event(e) = o.ring().get(next - 1) else {
+            panic!("the last flow is kept");
+        };
+        let Event::Flow(f) = &e.event else {
+            panic!("a flow");
+        };
+        let mut want = parse::flow(&other_drop, &Nobody).unwrap();
+        want.time = f.time;
+        want.uuid.clone_from(&f.uuid);
+        want.node_name = "n1".into();
+        assert_eq!(**f, want);
+        assert_eq!(o.seen_flows(), 5);
+    }
+
     #[test]
     fn everything_is_kept_but_only_flows_are_counted_as_seen() {
         let o = Observer::new(Capacity::new(7).unwrap(), "default", "n1", Arc::new(Nobody));
-        let mut rec = vec![0u8; 36];
-        rec[0] = abi::events::NOTIFY_DROP;
-        rec[1] = 133;
-        o.sample(&rec);
+        o.sample(&drop_record(133));
         o.sample(&[200, 0, 0, 0]);
         o.agent(AgentNotify::PolicyUpdated, &serde_json::json!({}));
         o.lost(1, 5);

@@ -18,6 +18,11 @@ pub trait Resolve: Send + Sync {
     /// The endpoint behind `ip`; `identity` is the datapath's, 0 if it
     /// gave none.
     fn endpoint(&self, ip: IpAddr, identity: u32) -> flow::Endpoint;
+    /// The same, written over `out`: a resolver that can reuses its
+    /// strings' buffers (the observer refills evicted flows' endpoints).
+    fn endpoint_into(&self, ip: IpAddr, identity: u32, out: &mut flow::Endpoint) {
+        *out = self.endpoint(ip, identity);
+    }
     /// The Service whose frontend is `ip:port`.
     fn service(&self, ip: IpAddr, port: u16) -> Option<flow::Service>;
     /// The address of the pod whose container runs in cgroup `id`.
@@ -98,20 +103,44 @@ fn cap_len(n: &Notify) -> usize {
     })
 }
 
-/// A record as a flow (without its time, UUID and node, which the
-/// observer gives). None for records of other kinds, and for socket
-/// traces of processes in no pod's cgroup (Cilium's
-/// `hubble-skip-unknown-cgroup-ids`).
+/// [`flow_reusing`] with nothing to reuse.
+#[cfg(test)]
 pub fn flow(raw: &[u8], resolve: &dyn Resolve) -> Option<Flow> {
-    if raw.first() == Some(&abi::events::NOTIFY_TRACE_SOCK) {
-        return sock_flow(raw, resolve);
+    flow_reusing(raw, resolve, Ends::default())
+}
+
+/// A flow's two ends, kept from a flow the observer's ring evicted: the
+/// next flow's are written over them, in the buffers their strings and
+/// labels already have, instead of allocating as many anew.
+#[derive(Default)]
+pub struct Ends {
+    pub source: flow::Endpoint,
+    pub destination: flow::Endpoint,
+}
+
+impl Ends {
+    pub fn of(f: &mut Flow) -> Self {
+        Self {
+            source: f.source.take().unwrap_or_default(),
+            destination: f.destination.take().unwrap_or_default(),
+        }
     }
-    l3l4_flow(raw, resolve)
+}
+
+/// A record as a flow (without its time, UUID and node, which the
+/// observer gives), its ends written over `ends`. None for records of
+/// other kinds, and for socket traces of processes in no pod's cgroup
+/// (Cilium's `hubble-skip-unknown-cgroup-ids`).
+pub fn flow_reusing(raw: &[u8], resolve: &dyn Resolve, ends: Ends) -> Option<Flow> {
+    if raw.first() == Some(&abi::events::NOTIFY_TRACE_SOCK) {
+        return sock_flow(raw, resolve, ends);
+    }
+    l3l4_flow(raw, resolve, ends)
 }
 
 /// A socket LB translation: the pod's socket and where it was sent (the
 /// other way round for reverse translations), with no packet.
-fn sock_flow(raw: &[u8], resolve: &dyn Resolve) -> Option<Flow> {
+fn sock_flow(raw: &[u8], resolve: &dyn Resolve, ends: Ends) -> Option<Flow> {
     use abi::events as ev;
     let n = ev::TraceSockNotify::from_bytes(raw)?;
     let v6 = n.flags & ev::TRACE_SOCK_FLAG_IPV6 != 0;
@@ -122,7 +151,12 @@ fn sock_flow(raw: &[u8], resolve: &dyn Resolve) -> Option<Flow> {
     };
     let src = resolve.cgroup_pod(n.cgroup_id)?;
     let (mut src, mut dst, mut sport, mut dport) = (src, dst, 0u16, n.dst_port);
-    let (mut src_ep, mut dst_ep) = (resolve.endpoint(src, 0), resolve.endpoint(dst, 0));
+    let Ends {
+        source: mut src_ep,
+        destination: mut dst_ep,
+    } = ends;
+    resolve.endpoint_into(src, 0, &mut src_ep);
+    resolve.endpoint_into(dst, 0, &mut dst_ep);
     let reverse = matches!(
         n.xlate_point,
         ev::XLATE_PRE_DIRECTION_REV | ev::XLATE_POST_DIRECTION_REV
@@ -186,7 +220,7 @@ fn sock_flow(raw: &[u8], resolve: &dyn Resolve) -> Option<Flow> {
     })
 }
 
-fn l3l4_flow(raw: &[u8], resolve: &dyn Resolve) -> Option<Flow> {
+fn l3l4_flow(raw: &[u8], resolve: &dyn Resolve, ends: Ends) -> Option<Flow> {
     let n = read(raw)?;
     let start = header_len(&n).min(raw.len());
     let end = (start + cap_len(&n)).min(raw.len());
@@ -222,15 +256,21 @@ fn l3l4_flow(raw: &[u8], resolve: &dyn Resolve) -> Option<Flow> {
         Notify::Verdict(v) => (0, v.remote_label),
         Notify::Capture(_) => (0, 0),
     };
-    let ends = |ip: Option<IpAddr>, id: u32| match ip {
-        Some(ip) => resolve.endpoint(ip, id),
-        None => flow::Endpoint {
-            identity: id,
-            ..Default::default()
-        },
+    let end = |ip: Option<IpAddr>, id: u32, out: &mut flow::Endpoint| match ip {
+        Some(ip) => resolve.endpoint_into(ip, id, out),
+        None => {
+            *out = flow::Endpoint {
+                identity: id,
+                ..Default::default()
+            }
+        }
     };
-    let source = ends(l.src, src_id);
-    let destination = ends(l.dst, dst_id);
+    let Ends {
+        mut source,
+        mut destination,
+    } = ends;
+    end(l.src, src_id, &mut source);
+    end(l.dst, dst_id, &mut destination);
     if let (Some(ip), Some(_)) = (l.src, &l.l4) {
         f.source_service = resolve.service(ip, l.src_port);
     }
@@ -640,6 +680,29 @@ mod tests {
         assert_eq!(f.traffic_direction, flow::TrafficDirection::Ingress as i32);
         assert_eq!(f.source.unwrap().identity, 300);
         assert_eq!(f.drop_reason_desc, flow::DropReason::PolicyDenied as i32);
+    }
+
+    #[test]
+    fn a_flow_written_over_an_evicted_one_is_the_flow_built_anew() {
+        let mut k = known();
+        let client: IpAddr = "10.0.1.5".parse().unwrap();
+        let labels = ["k8s:app=client", "k8s:io.kubernetes.pod.namespace=default"];
+        k.eps.get_mut(&client).unwrap().labels = labels.map(str::to_owned).to_vec();
+        let mut udp = frame([10, 96, 0, 10], 53, 0);
+        udp[23] = 17;
+        let records = [
+            drop_record(133, 7),
+            trace_record(3, 0, 7, &udp),
+            trace_record(0, REASON_CT_REPLY, 7, &frame([10, 9, 9, 9], 80, 0x12)),
+            sock_record(4, 77, [10, 96, 0, 10], 53),
+        ];
+        for old in &records {
+            for new in &records {
+                let mut evicted = flow(old, &k).unwrap();
+                let reused = flow_reusing(new, &k, Ends::of(&mut evicted));
+                assert_eq!(reused, flow(new, &k));
+            }
+        }
     }
 
     fn sock_record(point: u8, cgroup: u64, dst: [u8; 4], port: u16) -> Vec<u8> {

@@ -106,17 +106,20 @@ impl ControlPlaneResolver {
         }
     }
 
-    /// A local endpoint's workload: as its snapshot has it, or, when the
-    /// pod watcher had not seen its pod yet then, as it has it now.
-    fn workloads_of(&self, ep: &LocalEndpoint) -> Vec<flow::Workload> {
+    /// A local endpoint's workload, written over `out`: as its snapshot
+    /// has it, or, when the pod watcher had not seen its pod yet then, as
+    /// it has it now.
+    fn workloads_into(&self, ep: &LocalEndpoint, out: &mut Vec<flow::Workload>) {
         if !ep.workloads.is_empty() || ep.pod.is_empty() {
-            return ep.workloads.clone();
+            out.clone_from(&ep.workloads);
+            return;
         }
-        self.workloads
-            .as_ref()
-            .and_then(|w| w.workload(&ep.namespace, &ep.pod))
-            .into_iter()
-            .collect()
+        out.clear();
+        out.extend(
+            self.workloads
+                .as_ref()
+                .and_then(|w| w.workload(&ep.namespace, &ep.pod)),
+        );
     }
 
     /// Names local pods' workloads from `workloads`.
@@ -241,17 +244,33 @@ fn store<K, V>(
 
 impl Resolve for ControlPlaneResolver {
     fn endpoint(&self, ip: IpAddr, identity: u32) -> flow::Endpoint {
+        let mut out = flow::Endpoint::default();
+        self.endpoint_into(ip, identity, &mut out);
+        out
+    }
+
+    fn endpoint_into(&self, ip: IpAddr, identity: u32, out: &mut flow::Endpoint) {
+        // every field named, so that one added to the proto is not left
+        // holding the last flow's value
+        let flow::Endpoint {
+            id,
+            identity: out_identity,
+            cluster_name,
+            namespace,
+            labels,
+            pod_name,
+            workloads,
+        } = out;
         if let Some(ep) = self.local().get(&ip) {
             let identity = if identity != 0 { identity } else { ep.identity };
-            return flow::Endpoint {
-                id: u32::from(ep.id),
-                identity,
-                namespace: ep.namespace.clone(),
-                pod_name: ep.pod.clone(),
-                labels: self.labels(identity).to_vec(),
-                workloads: self.workloads_of(ep),
-                ..Default::default()
-            };
+            *id = u32::from(ep.id);
+            *out_identity = identity;
+            cluster_name.clear();
+            namespace.clone_from(&ep.namespace);
+            pod_name.clone_from(&ep.pod);
+            labels.clone_from(&self.labels(identity));
+            self.workloads_into(ep, workloads);
+            return;
         }
         // the datapath's identity wins over the ipcache's
         let identity = match identity {
@@ -261,18 +280,15 @@ impl Resolve for ControlPlaneResolver {
                 .map_or(0, |e| e.identity),
             id => id,
         };
-        let labels = self.labels(identity).to_vec();
-        let cluster_name = cluster_of(&labels);
+        *id = 0;
+        *out_identity = identity;
+        labels.clone_from(&self.labels(identity));
+        cluster_name.clear();
+        cluster_name.push_str(cluster_of(labels));
         // other nodes' pods are named by their addresses
-        let (namespace, pod_name) = self.names.pod(ip).unwrap_or_default();
-        flow::Endpoint {
-            identity,
-            cluster_name,
-            namespace,
-            pod_name,
-            labels,
-            ..Default::default()
-        }
+        let (ns, pod) = self.names.pod(ip).unwrap_or_default();
+        (*namespace, *pod_name) = (ns, pod);
+        workloads.clear();
     }
 
     fn service(&self, ip: IpAddr, port: u16) -> Option<flow::Service> {
@@ -311,10 +327,9 @@ impl Resolve for ControlPlaneResolver {
 }
 
 /// The cluster a remote identity's labels name.
-fn cluster_of(labels: &[String]) -> String {
+fn cluster_of(labels: &[String]) -> &str {
     labels
         .iter()
         .find_map(|l| l.strip_prefix("k8s:io.cilium.k8s.policy.cluster="))
         .unwrap_or_default()
-        .to_owned()
 }

@@ -70,15 +70,29 @@ impl<T> Ring<T> {
         self.capacity
     }
 
-    pub fn push(&self, event: Arc<T>) {
-        let written = {
+    /// Writes `event` over the oldest slot and returns what it held, to
+    /// be dropped (or reused) after the lock is let go.
+    pub fn push(&self, event: Arc<T>) -> Option<Arc<T>> {
+        let (written, evicted) = {
             let mut inner = self.inner.lock().expect("ring lock");
             let at = (inner.written % (self.capacity as u64 + 1)) as usize;
-            inner.slots[at] = Some(event);
+            let evicted = inner.slots[at].replace(event);
             inner.written += 1;
-            inner.written
+            (inner.written, evicted)
         };
-        self.written.send_replace(written);
+        // Waking followers takes tokio's watch eight locks, at every
+        // event; with nobody subscribed the count is only stored. A
+        // follower subscribes before it reads the ring, so one that
+        // subscribes after this check still reads this event.
+        if self.written.receiver_count() > 0 {
+            self.written.send_replace(written);
+        } else {
+            self.written.send_if_modified(|w| {
+                *w = written;
+                false
+            });
+        }
+        evicted
     }
 
     /// The sequence numbers readable now: oldest kept, next to be written.
@@ -155,9 +169,13 @@ mod tests {
     #[test]
     fn followers_learn_of_new_events() {
         let ring = Ring::new(Capacity::DEFAULT);
+        // written while nobody follows: counted, nobody woken
+        ring.push(Arc::new(()));
         let mut rx = ring.subscribe();
+        assert!(!rx.has_changed().unwrap());
+        assert_eq!(*rx.borrow(), 1);
         ring.push(Arc::new(()));
         assert!(rx.has_changed().unwrap());
-        assert_eq!(*rx.borrow_and_update(), 1);
+        assert_eq!(*rx.borrow_and_update(), 2);
     }
 }

@@ -98,8 +98,7 @@ fn string(out: &mut Vec<u8>, s: &str) {
         start = i + 1;
         if short == 0 {
             out.extend_from_slice(b"\\u00");
-            out.push(abi::hex::digit(u64::from(b >> 4)) as u8);
-            out.push(abi::hex::digit(u64::from(b)) as u8);
+            out.extend_from_slice(&abi::hex::pair(b));
         } else {
             out.extend_from_slice(&[b'\\', short]);
         }
