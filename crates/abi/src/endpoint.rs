@@ -115,9 +115,12 @@ impl EndpointInfo {
 
 /// Formats the first six bytes of a MAC (a 6-byte address or an 8-byte field).
 pub fn format_mac(mac: &[u8]) -> String {
-    let mut text = String::with_capacity(17);
-    crate::hex::separated_into::<17>(&mac[..6], b':', &mut text);
-    text
+    // built on the stack: every monitor and Hubble event carries two
+    let mut text = [b':'; 17];
+    for (i, &b) in mac[..6].iter().enumerate() {
+        text[3 * i..3 * i + 2].copy_from_slice(&crate::hex::pair(b));
+    }
+    String::from_utf8(text.to_vec()).expect("hex digits and colons")
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff`.

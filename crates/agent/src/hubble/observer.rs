@@ -187,13 +187,9 @@ impl Observer {
             }),
         };
         let evicted = self.ring.push(stored);
-        // kept only when no reader holds it: then no reader can get it
-        // again, the ring having let it go
-        *self.spare.lock().expect("spare lock") = evicted.filter(|e| {
-            Arc::strong_count(e) == 1
-                && Arc::weak_count(e) == 0
-                && matches!(e.event, Event::Flow(_))
-        });
+        // the ring let it go, so no reader can get it again: when none
+        // holds it still, the next flow is written into it
+        *self.spare.lock().expect("spare lock") = evicted;
     }
 
     fn note_namespaces(&self, f: &Flow) {

@@ -18,7 +18,7 @@ pub trait Resolve: Send + Sync {
     /// The endpoint behind `ip`; `identity` is the datapath's, 0 if it
     /// gave none.
     fn endpoint(&self, ip: IpAddr, identity: u32) -> flow::Endpoint;
-    /// The same, written over `out`: a resolver that can reuses its
+    /// The same, written over `out`, so that a resolver can reuse its
     /// strings' buffers (the observer refills evicted flows' endpoints).
     fn endpoint_into(&self, ip: IpAddr, identity: u32, out: &mut flow::Endpoint) {
         *out = self.endpoint(ip, identity);
