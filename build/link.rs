@@ -16,6 +16,9 @@
 //!   against the shared libc its start mapped and relocated libc and
 //!   libgcc_s first, about a quarter millisecond of a 3-4 ms ADD. It
 //!   resolves no names, so static glibc's NSS limits do not touch it.
+//!   This is the fallback: scripts/build-cni.sh builds the one that ships
+//!   for musl (see there), which is static and position-dependent by the
+//!   target and .cargo/config.toml, so none of the above applies to it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -71,12 +74,19 @@ fn link_statically() -> bool {
 }
 
 fn main() {
-    println!("cargo:rustc-link-arg-bins=-no-pie");
+    let musl = std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|e| e == "musl");
+    if !musl {
+        println!("cargo:rustc-link-arg-bins=-no-pie");
+    }
     let dir = PathBuf::from(
         std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
     );
     let order = dir.join("symbol-order.txt");
-    println!("cargo:rerun-if-changed={}", order.display());
+    // A missing file named here would rerun this script, and so relink the
+    // binaries, on every build; while there is none, the package's dir
+    // (cargo scans it) tells when one appears.
+    let watched = if order.exists() { &order } else { &dir };
+    println!("cargo:rerun-if-changed={}", watched.display());
     if order.exists() {
         println!(
             "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
@@ -85,7 +95,7 @@ fn main() {
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
     let package = std::env::var("CARGO_PKG_NAME").unwrap_or_default();
-    if STATIC.contains(&package.as_str()) && !link_statically() {
+    if STATIC.contains(&package.as_str()) && !musl && !link_statically() {
         println!("cargo:warning=no static libc or libgcc_eh: {package} links dynamically");
     }
 }

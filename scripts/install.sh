@@ -39,6 +39,8 @@ if ! command -v go >/dev/null; then
 fi
 
 cargo build --release --workspace --locked
+# the cilium-cni that ships, built for musl (the script says why)
+./scripts/build-cni.sh
 echo "built: $(ls target/release/ | grep -E "^(cilium|cilium-agent|cilium-cni|cilium-lab|cilium-mount|cilium-sysctlfix)$" | tr '\n' ' ')"
 
 # The Kubernetes control plane the lab and the tests run, built from the

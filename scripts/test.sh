@@ -31,8 +31,18 @@ fi
 # --all-targets builds the binaries the end-to-end tests drive and skips
 # doc-tests (there are none worth running); --no-fail-fast runs every
 # target after one fails, so the summary below is the whole suite's.
-cargo test --release --workspace --locked --all-targets --no-fail-fast 2>&1 | tee "$log"
+# The build comes first, then the musl cilium-cni the tests run (they take
+# the binary made last: scripts/build-cni.sh), then the run.
+cargo test --release --workspace --locked --all-targets --no-run 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
+if [ "$status" -eq 0 ]; then
+    ./scripts/build-cni.sh 2>&1 | tee -a "$log"
+    status=${PIPESTATUS[0]}
+fi
+if [ "$status" -eq 0 ]; then
+    cargo test --release --workspace --locked --all-targets --no-fail-fast 2>&1 | tee -a "$log"
+    status=${PIPESTATUS[0]}
+fi
 
 # The control plane's tests must need no root (crates/controlplane builds
 # without the kernel crates, its tests use fakes): run them again as an

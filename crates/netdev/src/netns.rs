@@ -152,10 +152,10 @@ fn loopback_up() -> std::io::Result<()> {
         for (i, b) in b"lo".iter().enumerate() {
             req.ifr_name[i] = *b as libc::c_char;
         }
-        let mut rc = libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut req);
+        let mut rc = libc::ioctl(sock, libc::SIOCGIFFLAGS as libc::Ioctl, &mut req);
         if rc == 0 {
             req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-            rc = libc::ioctl(sock, libc::SIOCSIFFLAGS, &req);
+            rc = libc::ioctl(sock, libc::SIOCSIFFLAGS as libc::Ioctl, &req);
         }
         let err = std::io::Error::last_os_error();
         libc::close(sock);

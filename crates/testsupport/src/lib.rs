@@ -272,6 +272,10 @@ pub fn bin(name: &str) -> PathBuf {
     } else {
         dir
     };
+    if name == "cilium-cni" {
+        // the build that ships (scripts/build-cni.sh), as nodes run it
+        return images::cilium_cni(profile_dir);
+    }
     profile_dir.join(name)
 }
 

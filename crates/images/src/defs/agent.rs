@@ -107,7 +107,7 @@ pub fn image(reference: &str, inputs: &AgentInputs) -> Result<Image, Error> {
             host.add_external(&mut layer, Path::new("/usr/bin").join(name), &path, 0o755)?;
         }
     }
-    let cni = inputs.release_dir.join("cilium-cni");
+    let cni = crate::cilium_cni(inputs.release_dir);
     require(&cni)?;
     host.add_external(&mut layer, "/opt/cni/bin/cilium-cni", &cni, 0o755)?;
     for name in SCRIPTS {
