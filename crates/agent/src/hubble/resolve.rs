@@ -1,8 +1,8 @@
 //! Flows' ends and services from what the control plane knows: local
 //! endpoints (ID, identity, pod, labels), remote pods by the names the
 //! ipcache sync gave the monitor, identities' labels, Services' frontends.
-//! Lookups run for every flow on the monitor's thread, so each source is
-//! read through a snapshot taken again only when the source changed.
+//! Lookups run for every flow on the observer's thread, so each source is
+//! read through a copy taken again only when the source changed.
 
 use super::parse::Resolve;
 use controlplane::endpoint::Endpoints;
@@ -13,7 +13,7 @@ use hubble::flow;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -48,33 +48,40 @@ struct Cgroups {
 /// tree at each of its connections.
 const CGROUP_RESCAN: Duration = Duration::from_secs(2);
 
-/// A copy of a source, and the version of it the copy is of.
-struct Snapshot<K, V> {
-    version: u64,
-    map: Arc<HashMap<K, V>>,
+/// A hasher for the lookups of every flow: the keys (addresses, identity
+/// numbers, frontends) come from this node's own tables, and SipHash was
+/// a tenth of the observer thread's time.
+type Fast = foldhash::fast::RandomState;
+
+/// Copies of the sources the lookups read, each taken again only once
+/// its source changed; behind one lock, taken once for a flow's end.
+struct Cache {
+    endpoints_changed: watch::Receiver<u64>,
+    /// Local endpoints by each of their addresses; None until first read.
+    local: Option<HashMap<IpAddr, Arc<LocalEndpoint>, Fast>>,
+    identities_changed: watch::Receiver<u64>,
+    /// Identities' labels, sorted as Cilium shows them, as they are asked
+    /// for; emptied when the identities change.
+    labels: HashMap<u32, Vec<String>, Fast>,
+    /// The Services' count of changes the frontends are of.
+    services_version: Option<u64>,
+    frontends: HashMap<(Ipv4Addr, u16), flow::Service, Fast>,
 }
 
-impl<K, V> Snapshot<K, V> {
-    /// Older than any version: taken again at the first lookup.
-    fn empty() -> Self {
-        Self {
-            version: u64::MAX,
-            map: Arc::new(HashMap::new()),
-        }
-    }
+/// Whether a copy must be taken (again): never taken, or its source
+/// changed. `has_changed` reads an atomic, where reading the value takes
+/// the channel's lock.
+fn stale(taken: bool, changed: &watch::Receiver<u64>) -> bool {
+    !taken || changed.has_changed().unwrap_or(false)
 }
 
 pub struct ControlPlaneResolver {
     endpoints: Arc<Endpoints>,
-    endpoints_changed: Mutex<watch::Receiver<u64>>,
-    local: RwLock<Snapshot<IpAddr, Arc<LocalEndpoint>>>,
     identities: Arc<Identities>,
-    identities_changed: Mutex<watch::Receiver<u64>>,
-    labels: RwLock<Snapshot<u32, Arc<Vec<String>>>>,
     ipcache: Arc<IpCache>,
     names: Arc<dyn PodNames>,
     services: Arc<Services>,
-    frontends: RwLock<Snapshot<(Ipv4Addr, u16), flow::Service>>,
+    cache: Mutex<Cache>,
     cgroup_root: PathBuf,
     cgroups: Mutex<Cgroups>,
     workloads: Option<Arc<dyn PodWorkloads>>,
@@ -90,25 +97,28 @@ impl ControlPlaneResolver {
         cgroup_root: PathBuf,
     ) -> Self {
         Self {
-            endpoints_changed: Mutex::new(endpoints.subscribe()),
+            cache: Mutex::new(Cache {
+                endpoints_changed: endpoints.subscribe(),
+                local: None,
+                identities_changed: identities.subscribe(),
+                labels: HashMap::default(),
+                services_version: None,
+                frontends: HashMap::default(),
+            }),
             endpoints,
-            local: RwLock::new(Snapshot::empty()),
-            identities_changed: Mutex::new(identities.subscribe()),
             identities,
-            labels: RwLock::new(Snapshot::empty()),
             ipcache,
             names,
             services,
-            frontends: RwLock::new(Snapshot::empty()),
             cgroup_root,
             cgroups: Mutex::default(),
             workloads: None,
         }
     }
 
-    /// A local endpoint's workload, written over `out`: as its snapshot
-    /// has it, or, when the pod watcher had not seen its pod yet then, as
-    /// it has it now.
+    /// A local endpoint's workload, written over `out`: as its copy has
+    /// it, or, when the pod watcher had not seen its pod yet then, as it
+    /// has it now.
     fn workloads_into(&self, ep: &LocalEndpoint, out: &mut Vec<flow::Workload>) {
         if !ep.workloads.is_empty() || ep.pod.is_empty() {
             out.clone_from(&ep.workloads);
@@ -128,18 +138,24 @@ impl ControlPlaneResolver {
         self
     }
 
-    /// Local endpoints by each of their addresses.
-    fn local(&self) -> Arc<HashMap<IpAddr, Arc<LocalEndpoint>>> {
-        let version = *self
-            .endpoints_changed
-            .lock()
-            .expect("watch lock")
-            .borrow_and_update();
-        if let Some(map) = fresh(&self.local, version) {
-            return map;
+    /// The cache, its copies of the local endpoints and the labels up to
+    /// date.
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        let mut cache = self.cache.lock().expect("resolver cache lock");
+        if stale(cache.local.is_some(), &cache.endpoints_changed) {
+            cache.endpoints_changed.borrow_and_update();
+            cache.local = Some(self.local_endpoints());
         }
-        let map: HashMap<_, _> = self
-            .endpoints
+        if stale(true, &cache.identities_changed) {
+            cache.identities_changed.borrow_and_update();
+            cache.labels.clear();
+        }
+        cache
+    }
+
+    /// Local endpoints by each of their addresses, as they are now.
+    fn local_endpoints(&self) -> HashMap<IpAddr, Arc<LocalEndpoint>, Fast> {
+        self.endpoints
             .list()
             .into_iter()
             .flat_map(|ep| {
@@ -162,48 +178,41 @@ impl ControlPlaneResolver {
                     .into_iter()
                     .map(move |ip| (ip, Arc::clone(&local)))
             })
-            .collect();
-        store(&self.local, version, map)
+            .collect()
     }
 
-    /// An identity's labels, sorted as Cilium shows them.
-    fn labels(&self, id: u32) -> Arc<Vec<String>> {
-        let version = *self
-            .identities_changed
-            .lock()
-            .expect("watch lock")
-            .borrow_and_update();
-        {
-            let snap = self.labels.read().expect("labels lock");
-            if snap.version == version {
-                if let Some(l) = snap.map.get(&id) {
-                    return Arc::clone(l);
-                }
-            }
-        }
-        let mut labels = self.identities.get(id).unwrap_or_default();
-        labels.sort();
-        let labels = Arc::new(labels);
-        let mut snap = self.labels.write().expect("labels lock");
-        if snap.version != version {
-            *snap = Snapshot {
-                version,
-                map: Arc::default(),
-            };
-        }
-        Arc::make_mut(&mut snap.map).insert(id, Arc::clone(&labels));
-        labels
+    /// An identity's labels, sorted as Cilium shows them, written over
+    /// `out`.
+    fn labels_into(
+        &self,
+        labels: &mut HashMap<u32, Vec<String>, Fast>,
+        id: u32,
+        out: &mut Vec<String>,
+    ) {
+        let known = labels.entry(id).or_insert_with(|| {
+            let mut l = self.identities.get(id).unwrap_or_default();
+            l.sort();
+            l
+        });
+        out.clone_from(known);
     }
 
-    fn frontends(&self) -> Arc<HashMap<(Ipv4Addr, u16), flow::Service>> {
+    /// The Service whose frontend is `ip:port`, from a copy taken again
+    /// once the Services changed.
+    fn frontend(&self, ip: Ipv4Addr, port: u16) -> Option<flow::Service> {
+        let mut cache = self.cache.lock().expect("resolver cache lock");
         // every add, update or delete counts up one of the three
         let (a, u, d) = self.services.events();
         let version = a + u + d;
-        if let Some(map) = fresh(&self.frontends, version) {
-            return map;
+        if cache.services_version != Some(version) {
+            cache.frontends = self.frontends();
+            cache.services_version = Some(version);
         }
-        let map: HashMap<_, _> = self
-            .services
+        cache.frontends.get(&(ip, port)).cloned()
+    }
+
+    fn frontends(&self) -> HashMap<(Ipv4Addr, u16), flow::Service, Fast> {
+        self.services
             .list()
             .into_iter()
             .filter_map(|s| {
@@ -219,27 +228,8 @@ impl ControlPlaneResolver {
                     )
                 })
             })
-            .collect();
-        store(&self.frontends, version, map)
+            .collect()
     }
-}
-
-fn fresh<K, V>(snap: &RwLock<Snapshot<K, V>>, version: u64) -> Option<Arc<HashMap<K, V>>> {
-    let snap = snap.read().expect("snapshot lock");
-    (snap.version == version).then(|| Arc::clone(&snap.map))
-}
-
-fn store<K, V>(
-    snap: &RwLock<Snapshot<K, V>>,
-    version: u64,
-    map: HashMap<K, V>,
-) -> Arc<HashMap<K, V>> {
-    let map = Arc::new(map);
-    *snap.write().expect("snapshot lock") = Snapshot {
-        version,
-        map: Arc::clone(&map),
-    };
-    map
 }
 
 impl Resolve for ControlPlaneResolver {
@@ -261,14 +251,20 @@ impl Resolve for ControlPlaneResolver {
             pod_name,
             workloads,
         } = out;
-        if let Some(ep) = self.local().get(&ip) {
+        let mut cache = self.cache();
+        let Cache {
+            local,
+            labels: known,
+            ..
+        } = &mut *cache;
+        if let Some(ep) = local.as_ref().and_then(|l| l.get(&ip)) {
             let identity = if identity != 0 { identity } else { ep.identity };
             *id = u32::from(ep.id);
             *out_identity = identity;
             cluster_name.clear();
             namespace.clone_from(&ep.namespace);
             pod_name.clone_from(&ep.pod);
-            labels.clone_from(&self.labels(identity));
+            self.labels_into(known, identity, labels);
             self.workloads_into(ep, workloads);
             return;
         }
@@ -282,7 +278,8 @@ impl Resolve for ControlPlaneResolver {
         };
         *id = 0;
         *out_identity = identity;
-        labels.clone_from(&self.labels(identity));
+        self.labels_into(known, identity, labels);
+        drop(cache);
         cluster_name.clear();
         cluster_name.push_str(cluster_of(labels));
         // other nodes' pods are named by their addresses
@@ -295,7 +292,7 @@ impl Resolve for ControlPlaneResolver {
         let IpAddr::V4(v4) = ip else {
             return None;
         };
-        self.frontends().get(&(v4, port)).cloned()
+        self.frontend(v4, port)
     }
 
     fn cgroup_pod(&self, id: u64) -> Option<IpAddr> {
@@ -306,17 +303,20 @@ impl Resolve for ControlPlaneResolver {
         if cg.scanned.is_some_and(|at| at.elapsed() < CGROUP_RESCAN) {
             return None;
         }
-        let local = self.local();
-        // a pod's sockets are named by its IPv4 address, as before IPv6
-        let by_uid: HashMap<&str, Ipv4Addr> = local
+        // a pod's sockets are named by its IPv4 address, as before IPv6;
+        // copied out, so the walk below holds no lookup up
+        let by_uid: HashMap<String, Ipv4Addr> = self
+            .cache()
+            .local
             .iter()
+            .flatten()
             .filter(|(_, ep)| !ep.uid.is_empty())
             .filter_map(|(ip, ep)| match ip {
-                IpAddr::V4(v4) => Some((ep.uid.as_str(), *v4)),
+                IpAddr::V4(v4) => Some((ep.uid.clone(), *v4)),
                 IpAddr::V6(_) => None,
             })
             .collect();
-        let uids: Vec<String> = by_uid.keys().map(|u| (*u).to_owned()).collect();
+        let uids: Vec<String> = by_uid.keys().cloned().collect();
         cg.pods = super::cgroups::scan(&self.cgroup_root, &uids)
             .into_iter()
             .filter_map(|(ino, uid)| by_uid.get(uid.as_str()).map(|ip| (ino, *ip)))
