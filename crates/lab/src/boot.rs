@@ -253,13 +253,13 @@ fn run_restarting(
     }
 }
 
-/// A value of the built configuration (as the ConfigMap env refs read it).
 /// Where install-plugin.sh copies cilium-cni from: the build that ships.
 fn cni_source_dir(bin: &Path) -> PathBuf {
     let cni = images::cilium_cni(bin);
     cni.parent().map_or_else(|| bin.to_owned(), Path::to_owned)
 }
 
+/// A value of the built configuration (as the ConfigMap env refs read it).
 fn built(l: &NodeDir, key: &str) -> String {
     std::fs::read_to_string(l.config_dir().join(key))
         .map(|s| s.trim().to_owned())
